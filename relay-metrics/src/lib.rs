@@ -1,0 +1,4 @@
+//! relay-metrics: typed resource-metrics snapshots of a process, a process tree, a cgroup or the
+//! whole Linux system, wire-compatible with NeMo Relay's `resource_metrics` module.
+
+pub mod source;

@@ -1,0 +1,3 @@
+//! The `relay-metrics` command line.
+
+fn main() {}

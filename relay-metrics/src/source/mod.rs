@@ -1,0 +1,16 @@
+//! Everything that touches files, syscalls, BPF or NVML lives here. Each reader returns raw
+//! counters (`Option`s where a value can be absent); rates, sums and units are computed later by
+//! `model`, which never does I/O.
+
+pub mod cgroup;
+pub mod ebpf;
+pub mod file;
+pub mod fs;
+pub mod gpu;
+pub mod net;
+pub mod procfs;
+pub mod roots;
+pub mod system;
+
+pub use file::{HeldFile, SourceError};
+pub use roots::Roots;

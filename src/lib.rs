@@ -1,0 +1,1 @@
+//! Test and benchmark host for the relay-metrics workspace (see tests/ and benches/).
