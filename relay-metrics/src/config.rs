@@ -1,0 +1,506 @@
+//! Relay's `resource_metrics` component configuration: the same keys, defaults, unknown-key
+//! rejection and validation messages (relay-reference §3), read from JSON or TOML, plus our
+//! additions (`cgroup` scope with `cgroup_path`, `root_pid`, and an `extensions` section).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{BandwidthUnit, CapacityUnit, CpuUnit, DataUnit, DurationUnit, UtilizationUnit};
+
+/// Every configuration error message starts with this, as in Relay.
+pub const ERROR_PREFIX: &str = "invalid resource metrics config: ";
+
+/// A configuration that could not be read or is invalid.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Relay's validation and deserialisation errors, with Relay's message.
+    #[error("{ERROR_PREFIX}{0}")]
+    Invalid(String),
+    /// The configuration file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file is neither JSON nor TOML.
+    #[error("config file {path} is not valid JSON or TOML: {reason}")]
+    Syntax {
+        /// The file.
+        path: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// Relay's plugin-host error for a second `resource_metrics` component.
+    #[error("plugin component kind 'resource_metrics' may only appear once")]
+    DuplicateComponent,
+}
+
+/// Which processes to measure, as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeSetting {
+    /// `process_tree` rooted at the calling process in the library (Relay's embedded APIs);
+    /// `global` in the CLI when neither `--pid` nor `--cgroup` is given.
+    #[default]
+    RuntimeDefault,
+    /// Every process of the system.
+    Global,
+    /// One process without its children.
+    ApplicationProcess,
+    /// A root process and its live descendants.
+    ProcessTree,
+    /// relay-metrics addition: every process of the cgroup subtree at `cgroup_path`.
+    Cgroup,
+}
+
+/// The `resource_metrics` component configuration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceMetricsConfig {
+    /// Which processes to measure.
+    pub measurement_scope: ScopeSetting,
+    /// Periodic collection.
+    pub polling: PollingConfig,
+    /// CPU category.
+    pub cpu: CategoryConfig,
+    /// Memory category.
+    pub memory: CategoryConfig,
+    /// Process category.
+    pub process: CategoryConfig,
+    /// Disk category.
+    pub disk: DiskConfig,
+    /// GPU category.
+    pub gpu: GpuConfig,
+    /// Network category.
+    pub network: NetworkConfig,
+    /// Output units.
+    pub units: UnitsConfig,
+    /// relay-metrics addition: the cgroup measured by the `cgroup` scope, e.g.
+    /// `/system.slice/foo.service`, relative to the cgroup mounts.
+    pub cgroup_path: Option<String>,
+    /// relay-metrics addition: root process of `process_tree` / `application_process`
+    /// (default: the calling process).
+    pub root_pid: Option<u32>,
+    /// relay-metrics additions that tune the collector itself.
+    pub extensions: ExtensionsConfig,
+}
+
+/// `polling` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PollingConfig {
+    /// Collect periodically (the CLI's `watch` and `run` always do).
+    pub enabled: bool,
+    /// Period between polls; must be greater than zero even when polling is off.
+    pub interval_millis: u64,
+}
+
+impl Default for PollingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            interval_millis: 5000,
+        }
+    }
+}
+
+/// A category that can only be switched on or off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CategoryConfig {
+    /// Collect this category.
+    pub enabled: bool,
+}
+
+impl Default for CategoryConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// `disk` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiskConfig {
+    /// Disk category (both subgroups).
+    pub enabled: bool,
+    /// Per-process I/O counters and throughput.
+    pub process_io: bool,
+    /// Absolute paths whose filesystem capacity is reported, in this order.
+    pub filesystem_paths: Vec<String>,
+}
+
+impl Default for DiskConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            process_io: true,
+            filesystem_paths: Vec::new(),
+        }
+    }
+}
+
+/// `gpu` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuConfig {
+    /// GPU category.
+    pub enabled: bool,
+    /// Device selectors: identifier (UUID, PCI address) or decimal NVML index; empty = all.
+    pub devices: Vec<String>,
+    /// Device-wide group.
+    pub device_metrics: bool,
+    /// Per-process group.
+    pub process_metrics: bool,
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            devices: Vec::new(),
+            device_metrics: true,
+            process_metrics: true,
+        }
+    }
+}
+
+/// `network` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkConfig {
+    /// Network category.
+    pub enabled: bool,
+    /// Exact interface names; empty = all visible.
+    pub interfaces: Vec<String>,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interfaces: Vec::new(),
+        }
+    }
+}
+
+/// relay-metrics additions that tune the collector (not part of Relay's config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtensionsConfig {
+    /// Minimum age before `memory.private` is read again (its only exact source,
+    /// `smaps_rollup`, costs ~90 µs per process). 0 = every snapshot, as in Relay.
+    pub private_memory_interval_millis: u64,
+    /// Load the eBPF programs for kernel event counters (needs root; off gives a reason).
+    pub kernel_events: bool,
+    /// At most this many processes keep their /proc files open between snapshots; beyond it,
+    /// files are opened per read (slower, still correct).
+    pub max_held_processes: usize,
+}
+
+impl Default for ExtensionsConfig {
+    fn default() -> Self {
+        Self {
+            private_memory_interval_millis: 0,
+            kernel_events: true,
+            max_held_processes: 4096,
+        }
+    }
+}
+
+macro_rules! units_section {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $( $(#[$fmeta:meta])* $field:ident : $family:ident = $default:ident ),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $family ),+
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self { $( $field: $family::$default ),+ }
+            }
+        }
+    };
+}
+
+/// `units` section.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnitsConfig {
+    /// CPU units.
+    pub cpu: CpuUnits,
+    /// Memory units.
+    pub memory: MemoryUnits,
+    /// Disk units.
+    pub disk: DiskUnits,
+    /// GPU units.
+    pub gpu: GpuUnits,
+    /// Network units.
+    pub network: NetworkUnits,
+}
+
+units_section! {
+    /// `units.cpu`.
+    CpuUnits {
+        /// Unit of `cpu.user_time`.
+        user_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.system_time`.
+        system_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.total_time`.
+        total_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.throttled_time`.
+        throttled_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.some_pressure_stall_time`.
+        some_pressure_stall_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.full_pressure_stall_time`.
+        full_pressure_stall_time: DurationUnit = Milliseconds,
+        /// Unit of `cpu.consumption_rate`.
+        consumption_rate: CpuUnit = LogicalProcessors,
+        /// Unit of `cpu.effective_limit`.
+        effective_limit: CpuUnit = LogicalProcessors,
+    }
+}
+
+units_section! {
+    /// `units.memory`.
+    MemoryUnits {
+        /// Unit of `memory.system_used`.
+        system_used: CapacityUnit = Kibibytes,
+        /// Unit of `memory.system_total`.
+        system_total: CapacityUnit = Kibibytes,
+        /// Unit of `memory.system_available`.
+        system_available: CapacityUnit = Kibibytes,
+        /// Unit of `memory.resident`.
+        resident: CapacityUnit = Kibibytes,
+        /// Unit of `memory.private`.
+        private: CapacityUnit = Kibibytes,
+        /// Unit of `memory.physical_footprint`.
+        physical_footprint: CapacityUnit = Kibibytes,
+        /// Unit of `memory.virtual_memory`.
+        virtual_memory: CapacityUnit = Kibibytes,
+        /// Unit of `memory.peak_resident`.
+        peak_resident: CapacityUnit = Kibibytes,
+        /// Unit of `memory.limit`.
+        limit: CapacityUnit = Kibibytes,
+        /// Unit of `memory.environment_accounted`.
+        environment_accounted: CapacityUnit = Kibibytes,
+        /// Unit of `memory.some_pressure_stall_time`.
+        some_pressure_stall_time: DurationUnit = Milliseconds,
+        /// Unit of `memory.full_pressure_stall_time`.
+        full_pressure_stall_time: DurationUnit = Milliseconds,
+    }
+}
+
+units_section! {
+    /// `units.disk`.
+    DiskUnits {
+        /// Unit of `disk.read_data`.
+        read_data: DataUnit = Bytes,
+        /// Unit of `disk.write_data`.
+        write_data: DataUnit = Bytes,
+        /// Unit of `disk.filesystems[*].total_capacity`.
+        filesystem_total_capacity: CapacityUnit = Bytes,
+        /// Unit of `disk.filesystems[*].available_capacity`.
+        filesystem_available_capacity: CapacityUnit = Bytes,
+        /// Unit of `disk.filesystems[*].free_capacity`.
+        filesystem_free_capacity: CapacityUnit = Bytes,
+        /// Unit of `disk.read_throughput`.
+        read_throughput: BandwidthUnit = BytesPerSecond,
+        /// Unit of `disk.write_throughput`.
+        write_throughput: BandwidthUnit = BytesPerSecond,
+    }
+}
+
+units_section! {
+    /// `units.gpu`.
+    GpuUnits {
+        /// Unit of device `memory_used`.
+        device_memory_used: CapacityUnit = Kibibytes,
+        /// Unit of process `memory_used`.
+        process_memory_used: CapacityUnit = Kibibytes,
+        /// Unit of device `compute_utilization`.
+        device_compute_utilization: UtilizationUnit = Percentage,
+        /// Unit of process `compute_utilization`.
+        process_compute_utilization: UtilizationUnit = Percentage,
+    }
+}
+
+units_section! {
+    /// `units.network.system` and `units.network.interface`.
+    TrafficUnits {
+        /// Unit of `received_data`.
+        received_data: DataUnit = Bytes,
+        /// Unit of `transmitted_data`.
+        transmitted_data: DataUnit = Bytes,
+        /// Unit of `receive_throughput`.
+        receive_throughput: BandwidthUnit = BytesPerSecond,
+        /// Unit of `transmit_throughput`.
+        transmit_throughput: BandwidthUnit = BytesPerSecond,
+    }
+}
+
+/// `units.network`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkUnits {
+    /// Units of `network.system`.
+    pub system: TrafficUnits,
+    /// Units of `network.interfaces[*].traffic`.
+    pub interface: TrafficUnits,
+}
+
+impl ResourceMetricsConfig {
+    /// Reads a configuration from JSON or TOML text, validated. Accepts either the component
+    /// config itself or a Relay plugin configuration (`components` list, as in `plugins.toml`)
+    /// holding one `resource_metrics` component.
+    pub fn from_text(text: &str) -> Result<Self, ConfigError> {
+        let value = parse_document(text).map_err(|reason| ConfigError::Syntax {
+            path: "<text>".into(),
+            reason,
+        })?;
+        Self::from_value(value)
+    }
+
+    /// Reads and validates a configuration file (`.json`, `.toml`, or either by content).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.display().to_string(),
+            reason: error.to_string(),
+        })?;
+        let value = parse_document(&text).map_err(|reason| ConfigError::Syntax {
+            path: path.display().to_string(),
+            reason,
+        })?;
+        Self::from_value(value)
+    }
+
+    /// Deserialises and validates a parsed document.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+        let component = extract_component(value)?;
+        // Going through `serde_json::Value` gives Relay's messages without line/column suffixes.
+        let config: Self = serde_json::from_value(component)
+            .map_err(|error| ConfigError::Invalid(error.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Relay's validation rules, then ours. Returns the first failure, as Relay does.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |tail: String| Err(ConfigError::Invalid(format!("invalid argument: {tail}")));
+        if self.polling.interval_millis == 0 {
+            return invalid(
+                "resource_metrics.polling.interval_millis must be greater than zero".into(),
+            );
+        }
+        for (index, path) in self.disk.filesystem_paths.iter().enumerate() {
+            if path.is_empty() {
+                return invalid(format!(
+                    "resource_metrics.disk.filesystem_paths[{index}] must not be empty"
+                ));
+            }
+            if !path.starts_with('/') {
+                return invalid(format!(
+                    "resource_metrics.disk.filesystem_paths[{index}] must be absolute"
+                ));
+            }
+        }
+        if self
+            .network
+            .interfaces
+            .iter()
+            .any(|name| name.trim().is_empty())
+        {
+            return invalid(
+                "resource_metrics.network.interfaces must not contain blank names".into(),
+            );
+        }
+        if self
+            .gpu
+            .devices
+            .iter()
+            .any(|selector| selector.trim().is_empty())
+        {
+            return invalid(
+                "resource_metrics.gpu.devices must not contain empty identifiers".into(),
+            );
+        }
+        if let Some(path) = &self.cgroup_path {
+            validate_cgroup_path(path).or_else(|reason| invalid(reason))?;
+        }
+        if self.measurement_scope == ScopeSetting::Cgroup && self.cgroup_path.is_none() {
+            return invalid(
+                "resource_metrics.cgroup_path is required when measurement_scope is cgroup".into(),
+            );
+        }
+        if self.root_pid == Some(0) {
+            return invalid(
+                "resource_metrics.root_pid must be a process id greater than zero".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A cgroup path must be absolute and must not climb out of the cgroup mount.
+pub fn validate_cgroup_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!(
+            "resource_metrics.cgroup_path must be absolute (like /system.slice/foo.service), got {path:?}"
+        ));
+    }
+    if path.split('/').any(|component| component == "..") {
+        return Err(format!(
+            "resource_metrics.cgroup_path must not contain '..' (it would escape the cgroup mount), got {path:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses JSON, or TOML when the text is not JSON.
+fn parse_document(text: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_str(text) {
+        Ok(value) => Ok(value),
+        Err(json_error) => toml::from_str::<serde_json::Value>(text).map_err(|toml_error| {
+            format!("as JSON: {json_error}; as TOML: {}", toml_error.message())
+        }),
+    }
+}
+
+/// Unwraps a Relay plugin configuration down to its `resource_metrics` component config.
+/// A document without a `components` key is taken as the component config itself.
+fn extract_component(value: serde_json::Value) -> Result<serde_json::Value, ConfigError> {
+    let Some(components) = value.get("components").and_then(|c| c.as_array()) else {
+        return Ok(value);
+    };
+    let mut found = components.iter().filter(|component| {
+        component.get("kind").and_then(|k| k.as_str()) == Some("resource_metrics")
+    });
+    let Some(component) = found.next() else {
+        return Err(ConfigError::Invalid(
+            "the plugin configuration has no resource_metrics component".into(),
+        ));
+    };
+    if found.next().is_some() {
+        return Err(ConfigError::DuplicateComponent);
+    }
+    if component.get("enabled").and_then(|e| e.as_bool()) == Some(false) {
+        return Err(ConfigError::Invalid(
+            "the resource_metrics component is disabled (enabled = false)".into(),
+        ));
+    }
+    Ok(component
+        .get("config")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({})))
+}
+
+#[cfg(test)]
+mod tests;

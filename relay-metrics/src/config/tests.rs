@@ -1,0 +1,198 @@
+use super::*;
+use serde_json::json;
+
+fn error_of(value: serde_json::Value) -> String {
+    ResourceMetricsConfig::from_value(value)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn defaults_match_relay() {
+    let config = ResourceMetricsConfig::from_value(json!({})).unwrap();
+    assert_eq!(config.measurement_scope, ScopeSetting::RuntimeDefault);
+    assert!(!config.polling.enabled);
+    assert_eq!(config.polling.interval_millis, 5000);
+    assert!(config.cpu.enabled && config.memory.enabled && config.process.enabled);
+    assert!(config.disk.enabled && config.disk.process_io);
+    assert!(config.disk.filesystem_paths.is_empty());
+    assert!(config.gpu.enabled && config.gpu.device_metrics && config.gpu.process_metrics);
+    assert!(config.network.enabled && config.network.interfaces.is_empty());
+    assert_eq!(config.units.cpu.user_time, DurationUnit::Milliseconds);
+    assert_eq!(config.units.cpu.effective_limit, CpuUnit::LogicalProcessors);
+    assert_eq!(config.units.memory.resident, CapacityUnit::Kibibytes);
+    assert_eq!(
+        config.units.memory.full_pressure_stall_time,
+        DurationUnit::Milliseconds
+    );
+    assert_eq!(config.units.disk.read_data, DataUnit::Bytes);
+    assert_eq!(
+        config.units.disk.filesystem_free_capacity,
+        CapacityUnit::Bytes
+    );
+    assert_eq!(
+        config.units.disk.write_throughput,
+        BandwidthUnit::BytesPerSecond
+    );
+    assert_eq!(config.units.gpu.device_memory_used, CapacityUnit::Kibibytes);
+    assert_eq!(
+        config.units.gpu.process_compute_utilization,
+        UtilizationUnit::Percentage
+    );
+    assert_eq!(
+        config.units.network.interface.receive_throughput,
+        BandwidthUnit::BytesPerSecond
+    );
+    assert_eq!(config, ResourceMetricsConfig::default());
+}
+
+/// Relay has 15 behavioural and 39 unit options; count the leaves of the serialised default.
+#[test]
+fn has_relays_54_options_plus_ours() {
+    fn leaves(value: &serde_json::Value) -> usize {
+        match value {
+            serde_json::Value::Object(map) => map.values().map(leaves).sum(),
+            _ => 1,
+        }
+    }
+    let mut value = serde_json::to_value(ResourceMetricsConfig::default()).unwrap();
+    let map = value.as_object_mut().unwrap();
+    let ours = ["cgroup_path", "root_pid", "extensions"].map(|key| map.remove(key).unwrap());
+    assert_eq!(leaves(&value), 54);
+    assert_eq!(leaves(&value["units"]), 39);
+    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 5);
+}
+
+#[test]
+fn validation_messages_match_relay() {
+    let prefix = "invalid resource metrics config: invalid argument: resource_metrics.";
+    let cases = [
+        (
+            json!({"polling": {"interval_millis": 0}}),
+            "polling.interval_millis must be greater than zero",
+        ),
+        (
+            json!({"disk": {"filesystem_paths": ["/", "tmp"]}}),
+            "disk.filesystem_paths[1] must be absolute",
+        ),
+        (
+            json!({"disk": {"filesystem_paths": [""]}}),
+            "disk.filesystem_paths[0] must not be empty",
+        ),
+        (
+            json!({"network": {"interfaces": ["lo", "  "]}}),
+            "network.interfaces must not contain blank names",
+        ),
+        (
+            json!({"gpu": {"devices": [""]}}),
+            "gpu.devices must not contain empty identifiers",
+        ),
+    ];
+    for (input, tail) in cases {
+        assert_eq!(error_of(input), format!("{prefix}{tail}"));
+    }
+}
+
+#[test]
+fn interval_zero_is_rejected_even_with_polling_off() {
+    let message = error_of(json!({"polling": {"enabled": false, "interval_millis": 0}}));
+    assert!(
+        message.ends_with("interval_millis must be greater than zero"),
+        "{message}"
+    );
+}
+
+#[test]
+fn serde_errors_carry_relays_prefix_without_positions() {
+    let unknown = error_of(json!({"foo": 1}));
+    assert!(
+        unknown.starts_with("invalid resource metrics config: unknown field `foo`, expected one of `measurement_scope`, `polling`"),
+        "{unknown}"
+    );
+    assert!(!unknown.contains("line"), "{unknown}");
+    let memory_inspection = error_of(json!({"memory_inspection": {"enabled": true}}));
+    assert!(memory_inspection.contains("unknown field `memory_inspection`"));
+    let family = error_of(json!({"units": {"cpu": {"user_time": "mebibytes"}}}));
+    assert_eq!(
+        family,
+        "invalid resource metrics config: unknown variant `mebibytes`, expected one of `microseconds`, `milliseconds`, `seconds`, `minutes`"
+    );
+    let boolean = error_of(json!({"cpu": {"enabled": "yes"}}));
+    assert_eq!(
+        boolean,
+        "invalid resource metrics config: invalid type: string \"yes\", expected a boolean"
+    );
+    let negative = error_of(json!({"polling": {"interval_millis": -5}}));
+    assert!(negative.contains("expected u64"), "{negative}");
+    let operations = error_of(json!({"units": {"disk": {"read_operations": "operations"}}}));
+    assert!(
+        operations.contains("unknown field `read_operations`"),
+        "{operations}"
+    );
+}
+
+#[test]
+fn accepts_huge_intervals_and_nonexistent_absolute_paths() {
+    let config = ResourceMetricsConfig::from_value(json!({
+        "polling": {"interval_millis": u64::MAX},
+        "disk": {"filesystem_paths": ["/nonexistent/relay-probe"]}
+    }))
+    .unwrap();
+    assert_eq!(config.polling.interval_millis, u64::MAX);
+}
+
+#[test]
+fn reads_toml_and_relay_plugin_documents() {
+    let toml = r#"
+        version = 1
+        [[components]]
+        kind = "resource_metrics"
+        enabled = true
+        [components.config]
+        measurement_scope = "global"
+        [components.config.units.memory]
+        resident = "mebibytes"
+    "#;
+    let config = ResourceMetricsConfig::from_text(toml).unwrap();
+    assert_eq!(config.measurement_scope, ScopeSetting::Global);
+    assert_eq!(config.units.memory.resident, CapacityUnit::Mebibytes);
+
+    let bare = ResourceMetricsConfig::from_text("[disk]\nprocess_io = false\n").unwrap();
+    assert!(!bare.disk.process_io);
+
+    let twice = json!({"components": [
+        {"kind": "resource_metrics", "config": {}},
+        {"kind": "resource_metrics", "config": {}}
+    ]});
+    assert_eq!(
+        ResourceMetricsConfig::from_value(twice).unwrap_err(),
+        ConfigError::DuplicateComponent
+    );
+    let syntax = ResourceMetricsConfig::from_text("{not json").unwrap_err();
+    assert!(matches!(syntax, ConfigError::Syntax { .. }), "{syntax}");
+}
+
+#[test]
+fn cgroup_scope_needs_a_safe_absolute_path() {
+    let missing = error_of(json!({"measurement_scope": "cgroup"}));
+    assert!(
+        missing.ends_with("cgroup_path is required when measurement_scope is cgroup"),
+        "{missing}"
+    );
+    let relative = error_of(json!({"measurement_scope": "cgroup", "cgroup_path": "system.slice"}));
+    assert!(
+        relative.contains("cgroup_path must be absolute"),
+        "{relative}"
+    );
+    let escape = error_of(json!({"measurement_scope": "cgroup", "cgroup_path": "/a/../../etc"}));
+    assert!(escape.contains("must not contain '..'"), "{escape}");
+    let ok = ResourceMetricsConfig::from_value(
+        json!({"measurement_scope": "cgroup", "cgroup_path": "/system.slice/foo.service"}),
+    );
+    assert!(ok.is_ok());
+    let pid = error_of(json!({"root_pid": 0}));
+    assert!(
+        pid.contains("root_pid must be a process id greater than zero"),
+        "{pid}"
+    );
+}

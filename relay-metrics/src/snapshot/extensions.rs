@@ -1,0 +1,183 @@
+//! The `extensions` object: what relay-metrics reports beyond Relay's schema. Raw values keep
+//! their native unit in the field name (`_ns`, `_usec`, `_bytes`), so no unit option applies.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything beyond Relay's schema, under the snapshot's `extensions` key.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Extensions {
+    /// Which collector produced the snapshot, and what the collection cost.
+    pub collector: CollectorInfo,
+    /// What was measured: root process or cgroup path.
+    pub target: TargetInfo,
+    /// CPU time at nanosecond precision (`/proc/<pid>/schedstat`, cgroup usage).
+    pub precise_cpu: Option<PreciseCpu>,
+    /// The cgroups involved: the target cgroup (cgroup scope) or the cgroups that contain the
+    /// root process (process scopes); one entry per hierarchy (v2, and each v1 hierarchy).
+    pub cgroups: Vec<CgroupReport>,
+    /// Kernel event counters from the eBPF programs, or why they are off.
+    pub kernel_events: KernelEvents,
+    /// Age of values that are refreshed off the sampling path.
+    pub sample_ages: SampleAges,
+    /// Why values are `null` (one entry per cause, not per field).
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// Collector identity and cost.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CollectorInfo {
+    /// Always `relay-metrics`.
+    pub name: String,
+    /// Crate version.
+    pub version: String,
+    /// Snapshots taken by this collector so far, this one included.
+    pub sequence: u64,
+    /// Wall time this collection took.
+    pub collect_duration_usec: u64,
+}
+
+/// What the snapshot measured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// Root process of `process_tree` / `application_process`.
+    pub root_pid: Option<u32>,
+    /// Cgroup path of the `cgroup` scope (as configured).
+    pub cgroup_path: Option<String>,
+}
+
+/// Nanosecond CPU time, summed over the processes in scope.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PreciseCpu {
+    /// Σ `/proc/<pid>/schedstat` run time (user + system, ns).
+    pub run_time_ns: Option<u64>,
+    /// Σ time spent runnable but waiting for a CPU (ns).
+    pub run_queue_wait_ns: Option<u64>,
+    /// Rate of `run_time_ns` since the previous sample, in logical processors.
+    pub run_rate_logical_processors: Option<f64>,
+    /// Cgroup CPU usage (v2 `cpu.stat` `usage_usec`, v1 `cpuacct.usage`), ns.
+    pub cgroup_usage_ns: Option<u64>,
+    /// Rate of `cgroup_usage_ns` since the previous sample, in logical processors.
+    pub cgroup_usage_rate_logical_processors: Option<f64>,
+}
+
+/// One cgroup in one hierarchy, with its raw counters.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupReport {
+    /// `target` (the measured cgroup) or `containing` (contains the root process).
+    pub role: String,
+    /// `v2` or `v1`.
+    pub version: String,
+    /// Controllers of the hierarchy (v1), or the enabled controllers (v2).
+    pub controllers: Vec<String>,
+    /// Path relative to the hierarchy's root, e.g. `/system.slice/foo.service`.
+    pub path: String,
+    /// CPU usage (ns).
+    pub cpu_usage_ns: Option<u64>,
+    /// CFS periods elapsed.
+    pub cpu_periods: Option<u64>,
+    /// CFS periods throttled.
+    pub cpu_throttled_periods: Option<u64>,
+    /// Time throttled (µs).
+    pub cpu_throttled_usec: Option<u64>,
+    /// Effective CPU limit (logical processors) from quotas up the ancestors and the cpuset.
+    pub cpu_effective_limit_logical_processors: Option<f64>,
+    /// Effective memory limit (min over ancestors), bytes.
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory charged (bytes).
+    pub memory_current_bytes: Option<u64>,
+    /// v2 `memory.events` `high`.
+    pub memory_high_events: Option<u64>,
+    /// v2 `memory.events` `max`, v1 `memory.failcnt`.
+    pub memory_max_events: Option<u64>,
+    /// v2 `memory.events` `oom`.
+    pub memory_oom_events: Option<u64>,
+    /// v2 `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`.
+    pub memory_oom_kill_events: Option<u64>,
+    /// Processes (pids.current).
+    pub pids_current: Option<u64>,
+    /// Process limit (pids.max); `null` when unlimited.
+    pub pids_max: Option<u64>,
+    /// `pids.events` `max`.
+    pub pids_max_events: Option<u64>,
+    /// PSI totals (µs), where the hierarchy has pressure files.
+    pub pressure: Option<PressureTotals>,
+}
+
+/// PSI `total=` values (µs).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PressureTotals {
+    /// CPU some.
+    pub cpu_some_usec: Option<u64>,
+    /// CPU full.
+    pub cpu_full_usec: Option<u64>,
+    /// Memory some.
+    pub memory_some_usec: Option<u64>,
+    /// Memory full.
+    pub memory_full_usec: Option<u64>,
+    /// I/O some.
+    pub io_some_usec: Option<u64>,
+    /// I/O full.
+    pub io_full_usec: Option<u64>,
+}
+
+/// Kernel event counters (eBPF), scoped to the measured processes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct KernelEvents {
+    /// True when the programs are loaded and attached.
+    pub active: bool,
+    /// Why they are not (or which programs failed), when applicable.
+    pub reason: Option<String>,
+    /// Processes created in scope since the collector started.
+    pub processes_created: Option<u64>,
+    /// Processes of the scope that exited since the collector started.
+    pub processes_exited: Option<u64>,
+    /// Involuntary context switches (preemptions) in scope.
+    pub involuntary_switches: Option<u64>,
+    /// Run-queue delays observed in scope.
+    pub run_queue_delay_count: Option<u64>,
+    /// Their total (ns).
+    pub run_queue_delay_total_ns: Option<u64>,
+    /// Their log2 histogram: bucket `i` counts delays in `[2^i, 2^(i+1))` ns.
+    pub run_queue_delay_log2_ns: Option<Vec<u64>>,
+    /// Memory-reclaim stalls in scope.
+    pub reclaim_stall_count: Option<u64>,
+    /// Their total time (ns).
+    pub reclaim_stall_total_ns: Option<u64>,
+    /// OOM kills of processes in scope.
+    pub oom_kills: Option<u64>,
+    /// The most recent OOM victims in scope (bounded list).
+    pub recent_oom_victims: Vec<OomVictim>,
+    /// Events lost because the ring buffer was full.
+    pub ring_buffer_drops: Option<u64>,
+}
+
+/// One process killed by the OOM killer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct OomVictim {
+    /// Victim pid.
+    pub pid: u32,
+    /// Victim command name.
+    pub comm: String,
+    /// Anonymous + file + shmem resident memory at the kill (KiB).
+    pub rss_kib: u64,
+    /// When (ns since boot, CLOCK_MONOTONIC).
+    pub time_ns: u64,
+}
+
+/// Ages of values refreshed off the sampling path.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SampleAges {
+    /// Age of `memory.private` (read on a slower cadence), ms.
+    pub private_memory_ms: Option<u64>,
+    /// Age of the GPU values (NVML runs on its own thread), ms.
+    pub gpu_ms: Option<u64>,
+}
+
+/// Why some values are `null`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Unavailable {
+    /// The field or group concerned, e.g. `gpu`, `memory.limit`, `disk.filesystems[1]`.
+    pub field: String,
+    /// The cause, e.g. `libnvidia-ml.so.1: cannot open shared object file`.
+    pub reason: String,
+}

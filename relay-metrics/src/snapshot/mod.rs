@@ -1,0 +1,327 @@
+//! The snapshot schema: Relay's `resource_metrics` classes, field for field and in Relay's key
+//! order, plus one `extensions` object for everything Relay does not have.
+//!
+//! Conventions (relay-reference §2.1): a disabled category is `null`; an enabled category carries
+//! every field; an unavailable value is `null`, never `0`; measurements are `{value, unit}`.
+
+mod extensions;
+
+pub use extensions::*;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::units::Measurement;
+
+/// One point-in-time observation, its metadata and the enabled categories.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceMetricsSnapshot {
+    /// When collection completed (UTC, RFC 3339 with nanoseconds).
+    pub timestamp: DateTime<Utc>,
+    /// Always `linux` for this collector.
+    pub operating_system: OperatingSystem,
+    /// The scope actually collected.
+    pub measurement_scope: MeasurementScope,
+    /// Coverage of the process-summed values; `null` when no per-process value was requested or
+    /// the process list could not be obtained.
+    pub process_sampling: Option<ProcessSamplingMetadata>,
+    /// CPU category (`null` when disabled).
+    pub cpu: Option<CpuMetrics>,
+    /// Memory category.
+    pub memory: Option<MemoryMetrics>,
+    /// Process category.
+    pub process: Option<ProcessMetrics>,
+    /// Disk category.
+    pub disk: Option<DiskMetrics>,
+    /// GPU category.
+    pub gpu: Option<GpuMetrics>,
+    /// Network category.
+    pub network: Option<NetworkMetrics>,
+    /// relay-metrics additions (not part of Relay's schema).
+    pub extensions: Extensions,
+}
+
+/// The operating system a snapshot was taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatingSystem {
+    /// Linux.
+    Linux,
+    /// macOS (never produced by this collector).
+    Macos,
+    /// Windows (never produced by this collector).
+    Windows,
+    /// Anything else.
+    Unsupported,
+}
+
+/// The set of processes a snapshot measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeasurementScope {
+    /// Every process of the system, plus system-wide pressure.
+    Global,
+    /// One process, without its children.
+    ApplicationProcess,
+    /// A root process and all its live descendants.
+    ProcessTree,
+    /// relay-metrics addition: every process of a cgroup subtree, plus the cgroup's own counters.
+    Cgroup,
+}
+
+/// Coverage of the process queries behind process-summed values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSamplingMetadata {
+    /// PIDs listed at the start of collection.
+    pub visible_processes: u64,
+    /// PIDs whose base query succeeded.
+    pub sampled_processes: u64,
+    /// Per canonical field path, how many sampled processes supplied a value.
+    pub field_sampled_processes: BTreeMap<String, u64>,
+}
+
+/// CPU measurements and CPU limit events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuMetrics {
+    /// Cumulative user-mode CPU time of the processes in scope.
+    pub user_time: Option<Measurement>,
+    /// Cumulative kernel-mode CPU time.
+    pub system_time: Option<Measurement>,
+    /// User + system time.
+    pub total_time: Option<Measurement>,
+    /// Average CPU use since the previous sample of the same series.
+    pub consumption_rate: Option<Measurement>,
+    /// Cumulative cgroup CPU throttling.
+    pub throttled_time: Option<Measurement>,
+    /// CPU capacity allowed by cgroup quota and cpuset.
+    pub effective_limit: Option<Measurement>,
+    /// Cumulative PSI "some" CPU stall time.
+    pub some_pressure_stall_time: Option<Measurement>,
+    /// Cumulative PSI "full" CPU stall time.
+    pub full_pressure_stall_time: Option<Measurement>,
+    /// CPU limit event counters.
+    pub limit_events: Vec<ResourceLimitEventCount>,
+}
+
+/// System and process memory measurements and memory limit events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryMetrics {
+    /// System RAM in use (total − available).
+    pub system_used: Option<Measurement>,
+    /// Total system RAM.
+    pub system_total: Option<Measurement>,
+    /// Available system RAM.
+    pub system_available: Option<Measurement>,
+    /// Resident set size summed over the scope.
+    pub resident: Option<Measurement>,
+    /// Private (unshared) memory summed over the scope.
+    pub private: Option<Measurement>,
+    /// macOS only; always `null` here.
+    pub physical_footprint: Option<Measurement>,
+    /// Virtual size summed over the scope.
+    pub virtual_memory: Option<Measurement>,
+    /// High-water resident size (application_process only).
+    pub peak_resident: Option<Measurement>,
+    /// Effective memory limit of the cgroup.
+    pub limit: Option<Measurement>,
+    /// Memory charged to the cgroup.
+    pub environment_accounted: Option<Measurement>,
+    /// Cumulative PSI "some" memory stall time.
+    pub some_pressure_stall_time: Option<Measurement>,
+    /// Cumulative PSI "full" memory stall time.
+    pub full_pressure_stall_time: Option<Measurement>,
+    /// Cumulative OOM events of the cgroup.
+    pub out_of_memory_event_count: Option<Measurement>,
+    /// Memory limit event counters.
+    pub limit_events: Vec<ResourceLimitEventCount>,
+}
+
+/// Process counts, limits, handles and descriptors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMetrics {
+    /// Processes included.
+    pub active_count: Option<Measurement>,
+    /// Processes included, less the root.
+    pub descendant_count: Option<Measurement>,
+    /// Threads summed over the scope.
+    pub thread_count: Option<Measurement>,
+    /// Processes created in scope since the collector started (needs the eBPF event source).
+    pub lifetime_creation_count: Option<Measurement>,
+    /// Open file descriptors summed over the scope.
+    pub open_file_descriptor_count: Option<Measurement>,
+    /// Windows only; always `null` here.
+    pub windows_handle_count: Option<Measurement>,
+    /// Process limit event counters.
+    pub limit_events: Vec<ResourceLimitEventCount>,
+}
+
+/// Disk I/O of the measured processes and filesystem capacity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskMetrics {
+    /// Lifetime bytes read from storage.
+    pub read_data: Option<Measurement>,
+    /// Lifetime bytes written to storage.
+    pub write_data: Option<Measurement>,
+    /// Read rate since the previous sample.
+    pub read_throughput: Option<Measurement>,
+    /// Write rate since the previous sample.
+    pub write_throughput: Option<Measurement>,
+    /// Lifetime read system calls.
+    pub read_operations: Option<Measurement>,
+    /// Lifetime write system calls.
+    pub write_operations: Option<Measurement>,
+    /// One entry per configured path, in configuration order.
+    pub filesystems: Vec<FilesystemCapacityMetrics>,
+}
+
+/// Capacity of one configured filesystem path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilesystemCapacityMetrics {
+    /// The path as configured.
+    pub path: String,
+    /// Total size.
+    pub total_capacity: Option<Measurement>,
+    /// Space usable by an unprivileged caller.
+    pub available_capacity: Option<Measurement>,
+    /// Free space including root-reserved blocks.
+    pub free_capacity: Option<Measurement>,
+}
+
+/// Accelerator device and per-process measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuMetrics {
+    /// Device-wide records (`null` when that group is disabled).
+    pub device_metrics: Option<Vec<AcceleratorDeviceMetrics>>,
+    /// Per-process records (`null` when that group is disabled).
+    pub process_metrics: Option<Vec<AcceleratorProcessMetrics>>,
+}
+
+/// Accelerator vendors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceleratorVendor {
+    /// NVIDIA (NVML).
+    Nvidia,
+    /// AMD.
+    Amd,
+    /// Intel.
+    Intel,
+    /// Apple.
+    Apple,
+    /// Anything else.
+    Other,
+}
+
+/// Device-wide accelerator measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcceleratorDeviceMetrics {
+    /// Vendor.
+    pub vendor: AcceleratorVendor,
+    /// NVML UUID (fallback `nvidia:<index>`) or PCI address.
+    pub device_identifier: String,
+    /// NVML index; `null` for DRM devices.
+    pub device_index: Option<u32>,
+    /// Device memory in use.
+    pub memory_used: Option<Measurement>,
+    /// Device compute utilisation.
+    pub compute_utilization: Option<Measurement>,
+}
+
+/// Accelerator measurements attributed to one process of the scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcceleratorProcessMetrics {
+    /// Vendor.
+    pub vendor: AcceleratorVendor,
+    /// Device identifier, as in the device record.
+    pub device_identifier: String,
+    /// NVML index; `null` for DRM devices.
+    pub device_index: Option<u32>,
+    /// The process.
+    pub process_id: u32,
+    /// Device memory used by the process.
+    pub memory_used: Option<Measurement>,
+    /// The process's compute utilisation of the device.
+    pub compute_utilization: Option<Measurement>,
+}
+
+/// System-wide network traffic, independent of the process scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkMetrics {
+    /// Always `global`.
+    pub measurement_scope: MeasurementScope,
+    /// Sum over the selected interfaces.
+    pub system: NetworkTrafficMetrics,
+    /// The selected interfaces, sorted by name.
+    pub interfaces: Vec<NetworkInterfaceMetrics>,
+}
+
+/// Traffic of one interface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkInterfaceMetrics {
+    /// Kernel interface name.
+    pub name: String,
+    /// Its traffic.
+    pub traffic: NetworkTrafficMetrics,
+}
+
+/// Interface traffic counters and rates.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NetworkTrafficMetrics {
+    /// Lifetime bytes received.
+    pub received_data: Option<Measurement>,
+    /// Lifetime bytes transmitted.
+    pub transmitted_data: Option<Measurement>,
+    /// Receive rate since the previous sample.
+    pub receive_throughput: Option<Measurement>,
+    /// Transmit rate since the previous sample.
+    pub transmit_throughput: Option<Measurement>,
+    /// Lifetime packets received.
+    pub received_packets: Option<Measurement>,
+    /// Lifetime packets transmitted.
+    pub transmitted_packets: Option<Measurement>,
+    /// Lifetime receive errors.
+    pub receive_errors: Option<Measurement>,
+    /// Lifetime transmit errors.
+    pub transmit_errors: Option<Measurement>,
+}
+
+/// The resource a limit event concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceLimitResource {
+    /// CPU.
+    Cpu,
+    /// Memory.
+    Memory,
+    /// Process count.
+    Processes,
+}
+
+/// The kind of limit event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceLimitEventKind {
+    /// Throttled by a quota.
+    Throttled,
+    /// Above the high (soft) limit.
+    High,
+    /// Hit the maximum (hard) limit.
+    Maximum,
+    /// Out of memory.
+    OutOfMemory,
+    /// A process was terminated (OOM kill; from the eBPF event source).
+    Terminated,
+}
+
+/// One cumulative resource-limit event counter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceLimitEventCount {
+    /// The resource.
+    pub resource: ResourceLimitResource,
+    /// The event.
+    pub event: ResourceLimitEventKind,
+    /// How many times (unit `events`).
+    pub count: Option<Measurement>,
+}
