@@ -2,6 +2,7 @@
 //! whole Linux system, wire-compatible with NeMo Relay's `resource_metrics` module.
 
 pub mod config;
+pub mod model;
 pub mod snapshot;
 pub mod source;
 pub mod units;

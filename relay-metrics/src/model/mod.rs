@@ -1,0 +1,260 @@
+//! The pure part of the collector: a [`Sample`] of raw counters in, a snapshot out.
+//!
+//! Nothing here does I/O. `derive` sums per-process counters with Relay's coverage rules, computes
+//! rates against the previous sample of the same series ([`Baselines`]), and converts every value
+//! into the configured unit. A counter that went backwards gives `None`, never a wrapped number.
+
+mod aggregate;
+mod derive;
+mod rates;
+
+pub use derive::{derive, Wanted};
+pub use rates::Baselines;
+
+use std::time::Instant;
+
+use crate::snapshot::{CgroupReport, KernelEvents, MeasurementScope, Unavailable};
+
+/// Raw counters of one collection pass, as read by the sources.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The scope collected.
+    pub scope: MeasurementScope,
+    /// Monotonic instant of the pass (for rates).
+    pub instant: Instant,
+    /// `CLOCK_BOOTTIME` of the pass in ns: the clock of process start times, used to tell a
+    /// process that started since the previous sample from one that only joined the scope.
+    pub boottime_ns: u64,
+    /// `sysconf(_SC_CLK_TCK)`.
+    pub clock_ticks_per_second: u64,
+    /// The per-process part.
+    pub processes: ProcessPass,
+    /// System-wide values.
+    pub system: SystemValues,
+    /// cgroup values behind Relay's cgroup fields: the cgroup of the `cgroup` scope, or the
+    /// cgroup a process set owns exclusively; `None` otherwise.
+    pub cgroup: Option<CgroupValues>,
+    /// Every cgroup involved, for `extensions.cgroups`.
+    pub cgroup_reports: Vec<CgroupReport>,
+    /// Filesystem capacity per configured path, in configuration order.
+    pub filesystems: Vec<FilesystemValues>,
+    /// Interface counters, sorted by name (already filtered by the interface selection).
+    pub interfaces: Vec<InterfaceValues>,
+    /// GPU records (already filtered by device selection and scope).
+    pub gpu: GpuValues,
+    /// Kernel event counters for the scope.
+    pub kernel_events: KernelEvents,
+    /// Age of the private-memory values, when they come from an earlier read.
+    pub private_memory_age_ms: Option<u64>,
+    /// Reasons for missing values found while sampling.
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// The outcome of the per-process part of a pass.
+#[derive(Debug, Clone, Default)]
+pub enum ProcessPass {
+    /// No per-process value was requested.
+    #[default]
+    NotRequested,
+    /// The process list could not be obtained (system values are still reported).
+    ListFailed(String),
+    /// The root process is gone or changed identity: the snapshot is "unavailable".
+    RootUnavailable(String),
+    /// Processes were sampled.
+    Sampled(ProcessSet),
+}
+
+/// The sampled processes of a pass.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessSet {
+    /// PIDs listed at the start of the pass.
+    pub visible: u64,
+    /// Why the pass is incomplete (a descendant that failed for another reason than exiting);
+    /// tree and application scopes then report no process sums.
+    pub incomplete: Option<String>,
+    /// Per-process counters of the processes whose base query succeeded.
+    pub processes: Vec<ProcessCounters>,
+}
+
+/// Raw counters of one process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessCounters {
+    /// Process id.
+    pub pid: u32,
+    /// Start time (clock ticks since boot): with the pid, the process identity.
+    pub start_time_ticks: u64,
+    /// User CPU time (ticks).
+    pub utime_ticks: u64,
+    /// System CPU time (ticks).
+    pub stime_ticks: u64,
+    /// Threads.
+    pub threads: u64,
+    /// Resident set size (bytes).
+    pub rss_bytes: u64,
+    /// Virtual size (bytes).
+    pub vsize_bytes: u64,
+    /// `VmHWM` (KiB), when read.
+    pub peak_resident_kib: Option<u64>,
+    /// Private memory (KiB), when read.
+    pub private_kib: Option<u64>,
+    /// Open file descriptors, when read.
+    pub open_fds: Option<u64>,
+    /// I/O counters, when read.
+    pub io: Option<IoValues>,
+    /// Σ over threads of schedstat run time (ns), when read.
+    pub run_time_ns: Option<u64>,
+    /// Σ over threads of schedstat run-queue wait (ns), when read.
+    pub run_queue_wait_ns: Option<u64>,
+}
+
+/// `/proc/<pid>/io` counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoValues {
+    /// Bytes read from storage.
+    pub read_bytes: u64,
+    /// Bytes written to storage.
+    pub write_bytes: u64,
+    /// Read system calls.
+    pub read_syscalls: u64,
+    /// Write system calls.
+    pub write_syscalls: u64,
+}
+
+/// System-wide values.
+#[derive(Debug, Clone, Default)]
+pub struct SystemValues {
+    /// `MemTotal` (KiB).
+    pub memory_total_kib: Option<u64>,
+    /// `MemAvailable` (KiB).
+    pub memory_available_kib: Option<u64>,
+    /// Per-CPU busy and total ticks from `/proc/stat` (global CPU rate).
+    pub cpu_ticks: Vec<CpuTicks>,
+    /// `/proc/pressure/cpu`.
+    pub cpu_pressure: PressureValues,
+    /// `/proc/pressure/memory`.
+    pub memory_pressure: PressureValues,
+}
+
+/// Busy and total ticks of one CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// user + nice + system + irq + softirq + steal.
+    pub busy: u64,
+    /// busy + idle + iowait.
+    pub total: u64,
+}
+
+/// PSI `total=` values (µs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PressureValues {
+    /// "some" stall time.
+    pub some_usec: Option<u64>,
+    /// "full" stall time.
+    pub full_usec: Option<u64>,
+}
+
+/// The cgroup values behind Relay's cgroup fields, in raw units.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CgroupValues {
+    /// Throttled time (µs).
+    pub throttled_usec: Option<u64>,
+    /// Throttled periods (`cpu/throttled` events).
+    pub throttled_periods: Option<u64>,
+    /// Effective CPU limit (logical processors).
+    pub effective_cpu_limit: Option<f64>,
+    /// Effective memory limit (bytes).
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory charged (bytes).
+    pub memory_current_bytes: Option<u64>,
+    /// `memory/high` events.
+    pub memory_high_events: Option<u64>,
+    /// `memory/maximum` events.
+    pub memory_max_events: Option<u64>,
+    /// `memory/out_of_memory` events.
+    pub memory_oom_events: Option<u64>,
+    /// `memory/terminated` events (OOM kills).
+    pub memory_oom_kills: Option<u64>,
+    /// `processes/maximum` events.
+    pub pids_max_events: Option<u64>,
+    /// cgroup CPU pressure.
+    pub cpu_pressure: PressureValues,
+    /// cgroup memory pressure.
+    pub memory_pressure: PressureValues,
+    /// CPU usage (ns), for the precise CPU extension.
+    pub usage_ns: Option<u64>,
+}
+
+/// Capacity of one configured path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilesystemValues {
+    /// The path as configured.
+    pub path: String,
+    /// Total bytes.
+    pub total_bytes: Option<u64>,
+    /// Bytes available to unprivileged users.
+    pub available_bytes: Option<u64>,
+    /// Free bytes including reserved blocks.
+    pub free_bytes: Option<u64>,
+}
+
+/// Counters of one network interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InterfaceValues {
+    /// Interface name.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets transmitted.
+    pub tx_packets: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Transmit errors.
+    pub tx_errors: u64,
+}
+
+/// GPU records of a pass.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuValues {
+    /// Device records.
+    pub devices: Vec<GpuDeviceValues>,
+    /// Per-process records (only processes in scope).
+    pub processes: Vec<GpuProcessValues>,
+    /// Age of the GPU sample (ms), when it came from the GPU thread.
+    pub age_ms: Option<u64>,
+}
+
+/// One GPU device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuDeviceValues {
+    /// Vendor.
+    pub vendor: crate::snapshot::AcceleratorVendor,
+    /// UUID / PCI address / `nvidia:<index>`.
+    pub identifier: String,
+    /// NVML index.
+    pub index: Option<u32>,
+    /// Memory used (bytes).
+    pub memory_used_bytes: Option<u64>,
+    /// Utilisation (percent).
+    pub utilization_percent: Option<f64>,
+}
+
+/// One process on one GPU device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProcessValues {
+    /// Vendor of the device.
+    pub vendor: crate::snapshot::AcceleratorVendor,
+    /// Device identifier.
+    pub identifier: String,
+    /// NVML index of the device.
+    pub index: Option<u32>,
+    /// The process.
+    pub pid: u32,
+    /// Device memory used by the process (bytes).
+    pub memory_used_bytes: Option<u64>,
+    /// The process's utilisation of the device (percent).
+    pub utilization_percent: Option<f64>,
+}
