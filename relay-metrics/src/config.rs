@@ -433,7 +433,7 @@ impl ResourceMetricsConfig {
             );
         }
         if let Some(path) = &self.cgroup_path {
-            validate_cgroup_path(path).or_else(|reason| invalid(reason))?;
+            validate_cgroup_path(path).or_else(invalid)?;
         }
         if self.measurement_scope == ScopeSetting::Cgroup && self.cgroup_path.is_none() {
             return invalid(

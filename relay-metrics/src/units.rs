@@ -300,7 +300,7 @@ impl Measurement {
     pub fn integer<U: UnitFamily>(value: u64, from: U, to: U) -> Self {
         let scaled = u128::from(value) * from.factor();
         let divisor = to.factor();
-        let value = if scaled % divisor == 0 {
+        let value = if scaled.is_multiple_of(divisor) {
             u64::try_from(scaled / divisor)
                 .map(MeasurementValue::Integer)
                 .unwrap_or(MeasurementValue::Decimal(scaled as f64 / divisor as f64))

@@ -451,9 +451,7 @@ fn memory_metrics(
     let pressure = if scope == MeasurementScope::Global {
         sample.system.memory_pressure
     } else {
-        cgroup
-            .map(|c| c.memory_pressure)
-            .unwrap_or(PressureValues::default())
+        cgroup.map(|c| c.memory_pressure).unwrap_or_default()
     };
     let stall = |usec: Option<u64>, unit| usec.map(|u| duration_ms(u / 1000, unit));
     let peak = if scope == MeasurementScope::ApplicationProcess {
@@ -600,7 +598,7 @@ fn network_metrics(
             .iter()
             .try_fold(0u64, |acc, i| acc.checked_add(field(i)))
     };
-    let total_rate = |select: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| {
+    let total_rate = |select: fn(&RatePair) -> Option<f64>| {
         if rates.is_empty() {
             return None;
         }
@@ -624,6 +622,9 @@ fn network_metrics(
         interfaces,
     }
 }
+
+/// Receive and transmit rates of one interface (bytes per second).
+type RatePair = (Option<f64>, Option<f64>);
 
 /// Counters in order rx bytes, tx bytes, rx packets, tx packets, rx errors, tx errors.
 fn traffic(
