@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::aggregate::{sum, ticks_to_ms, Coverage, Sum};
 use super::rates::ProcessRates;
-use super::{Baselines, CgroupValues, PressureValues, ProcessCounters, ProcessPass, Sample};
+use super::{Baselines, CgroupValues, ProcessCounters, ProcessPass, Sample};
 use crate::config::{ResourceMetricsConfig, TrafficUnits};
 use crate::snapshot::{
     AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CpuMetrics, DiskMetrics, Extensions,
