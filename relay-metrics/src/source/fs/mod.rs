@@ -120,8 +120,14 @@ mod tests {
 
     #[test]
     fn multiplies_by_the_fragment_size_first() {
-        assert_eq!(blocks(1024, 4096, 100).capacity(), Ok((102_400, 25_600, 51_200)));
-        assert_eq!(blocks(0, 4096, 100).capacity(), Ok((409_600, 102_400, 204_800)));
+        assert_eq!(
+            blocks(1024, 4096, 100).capacity(),
+            Ok((102_400, 25_600, 51_200))
+        );
+        assert_eq!(
+            blocks(0, 4096, 100).capacity(),
+            Ok((409_600, 102_400, 204_800))
+        );
     }
 
     #[test]
@@ -163,7 +169,10 @@ mod tests {
         assert!(output.status.success());
         let text = String::from_utf8(output.stdout).unwrap();
         let df_total: u64 = text.lines().nth(1).unwrap().trim().parse().unwrap();
-        assert_eq!(filesystem_capacity(Path::new("/")).total_bytes, Some(df_total));
+        assert_eq!(
+            filesystem_capacity(Path::new("/")).total_bytes,
+            Some(df_total)
+        );
     }
 
     #[test]
@@ -174,7 +183,10 @@ mod tests {
         assert_eq!(capacity.available_bytes, None);
         assert_eq!(capacity.free_bytes, None);
         let error = capacity.error.unwrap();
-        assert!(error.contains("/nonexistent/relay-metrics-fs-test"), "{error}");
+        assert!(
+            error.contains("/nonexistent/relay-metrics-fs-test"),
+            "{error}"
+        );
         assert!(error.contains("No such file"), "{error}");
     }
 }

@@ -83,7 +83,10 @@ mod tests {
             parse_pressure(b"some avg10=0.00 total=\nfull avg10=1 total=-3\n"),
             Some(Pressure::default())
         );
-        assert_eq!(parse_pressure(b"some avg10=0.00"), Some(Pressure::default()));
+        assert_eq!(
+            parse_pressure(b"some avg10=0.00"),
+            Some(Pressure::default())
+        );
         assert_eq!(parse_pressure(b""), None);
         assert_eq!(parse_pressure(b"total=5\nother total=6\n"), None);
     }

@@ -36,7 +36,10 @@ fn reads_a_fixture_tree_without_psi_as_none_without_error() {
 fn reads_psi_from_a_fixture_tree() {
     let (_dir, roots) = fixture(&[
         ("pressure/cpu", include_bytes!("testdata/pressure_cpu")),
-        ("pressure/memory", include_bytes!("testdata/pressure_memory")),
+        (
+            "pressure/memory",
+            include_bytes!("testdata/pressure_memory"),
+        ),
         ("pressure/io", include_bytes!("testdata/pressure_io")),
     ]);
     let what = SystemFields {
@@ -44,11 +47,11 @@ fn reads_psi_from_a_fixture_tree() {
         ..SystemFields::NONE
     };
     let sample = SystemReader::new(&roots).read(what);
-    assert_eq!(sample.cpu_pressure.unwrap().some_total_usec, Some(106_281_295));
     assert_eq!(
-        sample.io_pressure.unwrap().full_total_usec,
-        Some(1_786_894)
+        sample.cpu_pressure.unwrap().some_total_usec,
+        Some(106_281_295)
     );
+    assert_eq!(sample.io_pressure.unwrap().full_total_usec, Some(1_786_894));
     assert_eq!(sample.memory_pressure.unwrap().some_total_usec, Some(0));
     // Not requested: not read.
     assert_eq!(sample.memory, None);
@@ -184,7 +187,10 @@ fn live_cpu_rate_of_a_busy_thread_is_one_logical_processor() {
     let cpu0 = cpu_rate_logical_processors(&before[..1], &after[..1]).unwrap();
     assert!((cpu0 - 1.0).abs() <= 0.3, "CPU 0 rate {cpu0}");
     let all = cpu_rate_logical_processors(&before, &after).unwrap();
-    assert!(all >= 0.7 && all <= before.len() as f64 + 1e-9, "rate {all}");
+    assert!(
+        all >= 0.7 && all <= before.len() as f64 + 1e-9,
+        "rate {all}"
+    );
 }
 
 fn median_read_micros(mut read: impl FnMut(), calls: usize) -> f64 {
@@ -208,10 +214,7 @@ fn median_read_micros(mut read: impl FnMut(), calls: usize) -> f64 {
 fn system_reader_cost() {
     let mut reader = SystemReader::new(&Roots::host());
     let mut sample = SystemSample::default();
-    let median = median_read_micros(
-        || reader.read_into(SystemFields::ALL, &mut sample),
-        10_000,
-    );
+    let median = median_read_micros(|| reader.read_into(SystemFields::ALL, &mut sample), 10_000);
     assert!(sample.errors.is_empty());
     println!("SystemReader::read_into(ALL): median {median:.2} µs over 10000 calls");
     for (name, what) in [
