@@ -1,1 +1,148 @@
-//! (in progress)
+//! Per-interface network counters from `/proc/net/dev`.
+//!
+//! Relay lists `/sys/class/net/` and reads six `statistics/*` files per interface. `/proc/net/dev`
+//! prints the same six counters (both come from `dev_get_stats()`; the live test
+//! `live_proc_net_dev_agrees_with_sysfs_statistics` checks it) for every interface in one read.
+//! Measured here in release mode (held descriptors, `pread`, medians of 10 000 calls, 4
+//! interfaces; test `net_reader_cost`): `/proc/net/dev` read and parsed 5.7–8 µs, the 24 sysfs
+//! files 22–26 µs, i.e. ~5.5 µs per interface. sysfs would only tie with a single selected
+//! interface; from two on, `/proc/net/dev` wins, and it notices interfaces coming and going with
+//! no directory listing. Relay's default selects every interface, so `/proc/net/dev` is the only
+//! source used.
+//!
+//! Namespaces: `/proc/net` is a link to `/proc/self/net`, i.e. the reader's network namespace,
+//! whereas `/sys/class/net` shows the namespace of whoever mounted sysfs. They agree whenever the
+//! agent shares the host's network namespace (`hostNetwork`), the setup a node agent needs anyway.
+
+use super::file::{HeldFile, SourceError};
+use super::roots::Roots;
+use super::system::parse::{fields, lines, parse_u64};
+
+/// The counters of one interface. Each counter is `None` when its column is missing or malformed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InterfaceCounters {
+    /// Kernel interface name (`lo`, `eth0`); rewritten in place across reads, so a stable set of
+    /// interfaces allocates no new names.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: Option<u64>,
+    /// Bytes transmitted.
+    pub tx_bytes: Option<u64>,
+    /// Packets received.
+    pub rx_packets: Option<u64>,
+    /// Packets transmitted.
+    pub tx_packets: Option<u64>,
+    /// Receive errors (`rx_errors`; drops and FIFO/frame errors are separate columns).
+    pub rx_errors: Option<u64>,
+    /// Transmit errors (`tx_errors`).
+    pub tx_errors: Option<u64>,
+}
+
+/// `IFNAMSIZ` (including the NUL): every kernel name fits, so reserving it once per slot means
+/// renaming a slot never allocates.
+const IFNAMSIZ: usize = 16;
+
+/// The file's first header line; its absence means the content is not `/proc/net/dev`.
+const HEADER: &[u8] = b"Inter-|";
+
+/// Parses `/proc/net/dev` into `out`, sorted by name. Slots already in `out` are reused (names are
+/// overwritten in place), extra ones are dropped. Returns `None`, with `out` empty, when the
+/// content does not start with the `/proc/net/dev` header. Lines without a `name:` are skipped.
+pub fn parse_net_dev(content: &[u8], out: &mut Vec<InterfaceCounters>) -> Option<()> {
+    if !content.starts_with(HEADER) {
+        out.clear();
+        return None;
+    }
+    let mut count = 0;
+    for line in lines(content) {
+        // Names cannot contain ':' (dev_valid_name), so the first one ends the name. Long counters
+        // can follow it without a space (`eth0:123456789012 …`).
+        let Some(colon) = line.iter().position(|&byte| byte == b':') else {
+            continue;
+        };
+        let name = trim_spaces(&line[..colon]);
+        if name.is_empty() {
+            continue;
+        }
+        if count == out.len() {
+            out.push(InterfaceCounters {
+                name: String::with_capacity(IFNAMSIZ),
+                ..InterfaceCounters::default()
+            });
+        }
+        let Some(slot) = out.get_mut(count) else {
+            continue;
+        };
+        count += 1;
+        let name = String::from_utf8_lossy(name);
+        if slot.name != name {
+            slot.name.clear();
+            slot.name.push_str(&name);
+        }
+        // Receive: bytes packets errs drop fifo frame compressed multicast;
+        // transmit: bytes packets errs drop fifo colls carrier compressed.
+        let mut columns = [None; 16];
+        for (column, field) in columns.iter_mut().zip(fields(&line[colon + 1..])) {
+            *column = parse_u64(field);
+        }
+        slot.rx_bytes = columns[0];
+        slot.rx_packets = columns[1];
+        slot.rx_errors = columns[2];
+        slot.tx_bytes = columns[8];
+        slot.tx_packets = columns[9];
+        slot.tx_errors = columns[10];
+    }
+    out.truncate(count);
+    // Unstable sort does not allocate; names are unique, so stability does not matter.
+    out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    Some(())
+}
+
+fn trim_spaces(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|&b| b != b' ').unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|&b| b != b' ')
+        .map_or(start, |i| i + 1);
+    &bytes[start..end]
+}
+
+/// Relay's interface selection: an empty list selects every interface, otherwise exact names.
+pub fn select(interfaces: &[String], name: &str) -> bool {
+    interfaces.is_empty() || interfaces.iter().any(|wanted| wanted == name)
+}
+
+/// Reads `/proc/net/dev` through a descriptor held open between reads.
+#[derive(Debug)]
+pub struct NetReader {
+    file: HeldFile,
+    buf: Vec<u8>,
+}
+
+impl NetReader {
+    /// Prepares the reader for `roots`; the file is opened on first use.
+    pub fn new(roots: &Roots) -> Self {
+        Self {
+            file: HeldFile::new(roots.proc.join("net/dev")),
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Reads every interface's counters into `out`, sorted by name (see [`parse_net_dev`]). On
+    /// error `out` is left empty, never stale. Allocates nothing while the interface set is stable.
+    pub fn read(&mut self, out: &mut Vec<InterfaceCounters>) -> Result<(), SourceError> {
+        let content = match self.file.read(&mut self.buf) {
+            Ok(content) => content,
+            Err(error) => {
+                out.clear();
+                return Err(error);
+            }
+        };
+        parse_net_dev(content, out).ok_or_else(|| {
+            SourceError::malformed(self.file.path(), "missing the /proc/net/dev header")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
