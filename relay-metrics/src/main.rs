@@ -1,3 +1,294 @@
-//! The `relay-metrics` command line.
+//! The `relay-metrics` command line: one snapshot, a fixed-rate stream, or a measured command.
 
-fn main() {}
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::sampler::FixedRate;
+use relay_metrics::snapshot::SamplerInfo;
+use relay_metrics::Collector;
+
+#[derive(Parser)]
+#[command(name = "relay-metrics", version, about = "Linux resource-metrics snapshots, compatible with NeMo Relay's resource_metrics")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print one snapshot as JSON.
+    Snapshot {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Take a baseline, wait this long, then report the second sample (fills the rates).
+        #[arg(long, value_name = "MS")]
+        interval_ms: Option<u64>,
+        /// Indent the JSON.
+        #[arg(long)]
+        pretty: bool,
+    },
+    /// Print snapshots as NDJSON at a fixed rate.
+    Watch {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Period between snapshots (fixed rate: deadlines do not drift).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        interval_ms: u64,
+        /// Stop after this many snapshots.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Run a command and stream snapshots of its process tree until it exits; exits with the
+    /// command's exit code.
+    Run {
+        /// A Relay/relay-metrics config file (JSON or TOML); its scope is replaced by the
+        /// command's process tree.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Period between snapshots.
+        #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        interval_ms: u64,
+        /// Write the NDJSON stream here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+struct TargetArgs {
+    /// A Relay/relay-metrics config file (JSON or TOML; a Relay plugins.toml works too).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Measurement scope (default: from --pid / --cgroup, else the config, else global).
+    #[arg(long, value_enum)]
+    scope: Option<ScopeArg>,
+    /// Root process of process_tree / application_process (alone, implies process_tree).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Cgroup to measure, e.g. /system.slice/foo.service (alone, implies the cgroup scope).
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum ScopeArg {
+    Global,
+    ApplicationProcess,
+    ProcessTree,
+    Cgroup,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("relay-metrics: error: {error:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Snapshot {
+            target,
+            interval_ms,
+            pretty,
+        } => {
+            let mut collector = Collector::new(resolve_config(&target)?)?;
+            if let Some(ms) = interval_ms {
+                collector.collect();
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+            let snapshot = collector.collect();
+            let text = if pretty {
+                serde_json::to_string_pretty(&*snapshot)?
+            } else {
+                serde_json::to_string(&*snapshot)?
+            };
+            println!("{text}");
+            Ok(0)
+        }
+        Command::Watch {
+            target,
+            interval_ms,
+            count,
+        } => {
+            let collector = Collector::new(resolve_config(&target)?)?;
+            let stdout = std::io::stdout().lock();
+            stream(collector, interval_ms, count, stdout, || false)?;
+            Ok(0)
+        }
+        Command::Run {
+            config,
+            interval_ms,
+            output,
+            command,
+        } => run_command(config, interval_ms, output, &command),
+    }
+}
+
+/// Builds the configuration from the file and the flags.
+fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
+    let mut config = match &args.config {
+        Some(path) => ResourceMetricsConfig::from_file(path)?,
+        None => ResourceMetricsConfig::default(),
+    };
+    let scope = match (args.scope, args.pid, &args.cgroup) {
+        (Some(scope), _, _) => scope,
+        (None, Some(_), None) => ScopeArg::ProcessTree,
+        (None, None, Some(_)) => ScopeArg::Cgroup,
+        (None, Some(_), Some(_)) => bail!("--pid and --cgroup select different scopes: give --scope"),
+        (None, None, None) => match config.measurement_scope {
+            // The CLI measures the whole system by default, as Relay's CLI does.
+            ScopeSetting::RuntimeDefault | ScopeSetting::Global => ScopeArg::Global,
+            ScopeSetting::ApplicationProcess => ScopeArg::ApplicationProcess,
+            ScopeSetting::ProcessTree => ScopeArg::ProcessTree,
+            ScopeSetting::Cgroup => ScopeArg::Cgroup,
+        },
+    };
+    config.measurement_scope = match scope {
+        ScopeArg::Global => ScopeSetting::Global,
+        ScopeArg::ApplicationProcess => ScopeSetting::ApplicationProcess,
+        ScopeArg::ProcessTree => ScopeSetting::ProcessTree,
+        ScopeArg::Cgroup => ScopeSetting::Cgroup,
+    };
+    match scope {
+        ScopeArg::Global if args.pid.is_some() || args.cgroup.is_some() => {
+            bail!("--scope global measures every process: drop --pid / --cgroup")
+        }
+        ScopeArg::ApplicationProcess | ScopeArg::ProcessTree if args.cgroup.is_some() => {
+            bail!("--cgroup needs --scope cgroup")
+        }
+        ScopeArg::Cgroup if args.pid.is_some() => bail!("--pid needs --scope process_tree or application_process"),
+        _ => {}
+    }
+    if let Some(pid) = args.pid {
+        config.root_pid = Some(pid);
+    }
+    if let Some(path) = &args.cgroup {
+        config.cgroup_path = Some(path.clone());
+    }
+    if matches!(scope, ScopeArg::ApplicationProcess | ScopeArg::ProcessTree) && config.root_pid.is_none() {
+        bail!("--scope {} needs --pid (the CLI has no process of its own to measure)", scope_name(scope));
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn scope_name(scope: ScopeArg) -> &'static str {
+    match scope {
+        ScopeArg::Global => "global",
+        ScopeArg::ApplicationProcess => "application_process",
+        ScopeArg::ProcessTree => "process_tree",
+        ScopeArg::Cgroup => "cgroup",
+    }
+}
+
+/// Writes one NDJSON line per tick until `count` lines are written or `done()` says stop.
+fn stream(
+    mut collector: Collector,
+    interval_ms: u64,
+    count: Option<u64>,
+    mut out: impl Write,
+    mut done: impl FnMut() -> bool,
+) -> Result<()> {
+    let period = Duration::from_millis(interval_ms);
+    let mut ticker = FixedRate::new(Instant::now(), period);
+    let mut written = 0u64;
+    let mut line = Vec::with_capacity(16 * 1024);
+    while count.is_none_or(|count| written < count) {
+        let tick = ticker.wait();
+        let stop = done();
+        let sampler = SamplerInfo {
+            interval_usec: u64::try_from(period.as_micros()).unwrap_or(u64::MAX),
+            tick_index: tick.index,
+            tick_lateness_usec: u64::try_from(tick.lateness.as_micros()).unwrap_or(u64::MAX),
+            missed_ticks_total: ticker.missed_total(),
+        };
+        let snapshot = collector.collect_with_sampler(sampler);
+        line.clear();
+        serde_json::to_writer(&mut line, &*snapshot)?;
+        line.push(b'\n');
+        match out.write_all(&line).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            // The reader went away (`watch | head`): stop quietly, as Unix tools do.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(error) => return Err(error).context("cannot write the snapshot stream"),
+        }
+        written += 1;
+        if stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn run_command(config: Option<PathBuf>, interval_ms: u64, output: Option<PathBuf>, command: &[String]) -> Result<i32> {
+    let mut config = match &config {
+        Some(path) => ResourceMetricsConfig::from_file(path)?,
+        None => ResourceMetricsConfig::default(),
+    };
+    let (program, arguments) = command.split_first().context("no command given")?;
+    let out: Box<dyn Write> = match &output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let child = std::process::Command::new(program)
+        .args(arguments)
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    let pid = child.id();
+    config.measurement_scope = ScopeSetting::ProcessTree;
+    config.root_pid = Some(pid);
+    config.cgroup_path = None;
+    let collector = match Collector::new(config) {
+        Ok(collector) => collector,
+        Err(error) => {
+            let status = wait_child(pid)?;
+            bail!("cannot measure {program} (exit status {status}): {error}");
+        }
+    };
+    // The child is only waited for with WNOWAIT while streaming: it stays a zombie whose final
+    // counters are still readable, so the last snapshot includes its whole run.
+    stream(collector, interval_ms, None, out, || child_exited(pid))?;
+    wait_child(pid)
+}
+
+/// True once the child has exited (without reaping it).
+fn child_exited(pid: u32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    let Ok(pid) = i32::try_from(pid) else {
+        return true;
+    };
+    !matches!(
+        waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags),
+        Ok(nix::sys::wait::WaitStatus::StillAlive)
+    )
+}
+
+/// Reaps the child and maps its status to an exit code (128 + signal when killed).
+fn wait_child(pid: u32) -> Result<i32> {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).context("pid out of range")?);
+    loop {
+        match waitpid(pid, None).context("cannot wait for the command")? {
+            WaitStatus::Exited(_, code) => return Ok(code),
+            WaitStatus::Signaled(_, signal, _) => return Ok(128 + signal as i32),
+            _ => continue,
+        }
+    }
+}

@@ -12,13 +12,15 @@ pub struct Extensions {
     pub target: TargetInfo,
     /// CPU time at nanosecond precision (`/proc/<pid>/schedstat`, cgroup usage).
     pub precise_cpu: Option<PreciseCpu>,
-    /// The cgroups involved: the target cgroup (cgroup scope) or the cgroups that contain the
-    /// root process (process scopes); one entry per hierarchy (v2, and each v1 hierarchy).
+    /// The cgroup involved: the target cgroup (cgroup scope) or the cgroups that contain the
+    /// root process (process scopes), values merged over the v2 and v1 hierarchies.
     pub cgroups: Vec<CgroupReport>,
     /// Kernel event counters from the eBPF programs, or why they are off.
     pub kernel_events: KernelEvents,
     /// Age of values that are refreshed off the sampling path.
     pub sample_ages: SampleAges,
+    /// Fixed-rate sampling details (`watch`, `run`); `null` for on-demand snapshots.
+    pub sampler: Option<SamplerInfo>,
     /// Why values are `null` (one entry per cause, not per field).
     pub unavailable: Vec<Unavailable>,
 }
@@ -34,6 +36,19 @@ pub struct CollectorInfo {
     pub sequence: u64,
     /// Wall time this collection took.
     pub collect_duration_usec: u64,
+}
+
+/// Where a snapshot sits in a fixed-rate series.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SamplerInfo {
+    /// The sampling period (µs).
+    pub interval_usec: u64,
+    /// Index of this tick since the series started (skipped ticks consume indices).
+    pub tick_index: u64,
+    /// How late this tick woke up relative to its deadline (µs).
+    pub tick_lateness_usec: u64,
+    /// Ticks skipped so far because the previous collection overran them.
+    pub missed_ticks_total: u64,
 }
 
 /// What the snapshot measured.
@@ -65,12 +80,14 @@ pub struct PreciseCpu {
 pub struct CgroupReport {
     /// `target` (the measured cgroup) or `containing` (contains the root process).
     pub role: String,
-    /// `v2` or `v1`.
-    pub version: String,
-    /// Controllers of the hierarchy (v1), or the enabled controllers (v2).
-    pub controllers: Vec<String>,
     /// Path relative to the hierarchy's root, e.g. `/system.slice/foo.service`.
     pub path: String,
+    /// Where the CPU values came from: `v2`, `v1`, or `null` when not read.
+    pub cpu_version: Option<String>,
+    /// Where the memory values came from.
+    pub memory_version: Option<String>,
+    /// Where the pids values came from.
+    pub pids_version: Option<String>,
     /// CPU usage (ns).
     pub cpu_usage_ns: Option<u64>,
     /// CFS periods elapsed.

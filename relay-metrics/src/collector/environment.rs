@@ -1,0 +1,183 @@
+//! The cgroup environment of a pass: the measured cgroup (cgroup scope) or the cgroups that
+//! contain the root process (process scopes).
+//!
+//! Relay fills its cgroup fields in process scopes only when the measured processes own their
+//! cgroup exclusively; we keep that rule (on v1 hierarchies too) because otherwise a limit or an
+//! event count would describe other processes. The containing cgroups are always reported,
+//! with their raw counters, under `extensions.cgroups`.
+
+use crate::config::ResourceMetricsConfig;
+use crate::model::{CgroupValues, PressureValues, ProcessPass};
+use crate::snapshot::{CgroupReport, PressureTotals, Unavailable};
+use crate::source::cgroup::{
+    self, CgroupFields, CgroupLayout, CgroupReader, CgroupSample, CgroupTarget, CgroupVersion,
+};
+use crate::source::Roots;
+
+use super::Target;
+
+pub(super) struct Environment {
+    /// The cgroup whose counters are read: the target, or the root process's cgroups.
+    cgroup: Option<CgroupTarget>,
+    reader: CgroupReader,
+    /// Why there is no cgroup to read, when there is none.
+    missing: Option<String>,
+}
+
+impl Environment {
+    pub(super) fn new(roots: &Roots, layout: Option<&CgroupLayout>, target: &Target) -> Self {
+        let (cgroup, missing) = match (target, layout) {
+            (Target::Global, _) => (None, None),
+            (_, None) => (None, Some("no cgroup file system is mounted".to_string())),
+            (Target::Cgroup { resolved, .. }, Some(_)) => (Some((**resolved).clone()), None),
+            (Target::Process { pid, .. }, Some(layout)) => {
+                match cgroup::resolve_for_pid(layout, roots, *pid) {
+                    Ok(resolved) => (Some(resolved), None),
+                    Err(error) => (None, Some(format!("cgroups of process {pid}: {error}"))),
+                }
+            }
+        };
+        Self {
+            cgroup,
+            reader: CgroupReader::new(),
+            missing,
+        }
+    }
+
+    /// Reads the cgroup counters. Returns the values behind Relay's fields (when they apply)
+    /// and the reports for `extensions.cgroups`.
+    pub(super) fn read(
+        &mut self,
+        config: &ResourceMetricsConfig,
+        target: &Target,
+        processes: &ProcessPass,
+        unavailable: &mut Vec<Unavailable>,
+    ) -> (Option<CgroupValues>, Vec<CgroupReport>) {
+        if matches!(target, Target::Global) {
+            return (None, Vec::new());
+        }
+        let Some(cgroup) = &self.cgroup else {
+            if let Some(reason) = &self.missing {
+                unavailable.push(Unavailable {
+                    field: "cgroup".into(),
+                    reason: reason.clone(),
+                });
+            }
+            return (None, Vec::new());
+        };
+        let fields = CgroupFields {
+            cpu: config.cpu.enabled,
+            memory: config.memory.enabled,
+            pids: config.process.enabled,
+            pressure: config.cpu.enabled || config.memory.enabled,
+        };
+        let sample = match self.reader.read(cgroup, fields) {
+            Ok(sample) => sample,
+            Err(error) => {
+                unavailable.push(Unavailable {
+                    field: "cgroup".into(),
+                    reason: error.to_string(),
+                });
+                return (None, Vec::new());
+            }
+        };
+        let role = match target {
+            Target::Cgroup { .. } => "target",
+            _ => "containing",
+        };
+        let report = report(role, cgroup, &sample);
+        let applies = match (target, processes) {
+            (Target::Cgroup { .. }, _) => true,
+            (Target::Process { .. }, ProcessPass::Sampled(set)) if set.incomplete.is_none() => {
+                let mut pids: Vec<u32> = set.processes.iter().map(|p| p.pid).collect();
+                pids.sort_unstable();
+                match cgroup::owns_exclusively(cgroup, &pids) {
+                    Ok(true) => true,
+                    Ok(false) => {
+                        unavailable.push(Unavailable {
+                            field: "cgroup".into(),
+                            reason: format!(
+                                "the measured processes do not own their cgroup {} exclusively, so its limits and events would describe other processes too (use the cgroup scope to measure it)",
+                                report.path
+                            ),
+                        });
+                        false
+                    }
+                    Err(error) => {
+                        unavailable.push(Unavailable {
+                            field: "cgroup".into(),
+                            reason: error.to_string(),
+                        });
+                        false
+                    }
+                }
+            }
+            _ => false,
+        };
+        (applies.then(|| values(&sample)), vec![report])
+    }
+}
+
+fn values(sample: &CgroupSample) -> CgroupValues {
+    let pressure = |totals: cgroup::PsiTotals| PressureValues {
+        some_usec: totals.some_usec,
+        full_usec: totals.full_usec,
+    };
+    CgroupValues {
+        throttled_usec: sample.cpu.throttled_usec,
+        throttled_periods: sample.cpu.nr_throttled,
+        effective_cpu_limit: sample.cpu.effective_cpu_limit_lp,
+        memory_limit_bytes: sample.memory.limit_bytes,
+        memory_current_bytes: sample.memory.current_bytes,
+        memory_high_events: sample.memory.high_events,
+        memory_max_events: sample.memory.max_events,
+        memory_oom_events: sample.memory.oom_events,
+        memory_oom_kills: sample.memory.oom_kill_events,
+        pids_max_events: sample.pids.max_events,
+        cpu_pressure: pressure(sample.pressure.cpu),
+        memory_pressure: pressure(sample.pressure.memory),
+        usage_ns: sample.cpu.usage_ns,
+    }
+}
+
+fn report(
+    role: &str,
+    cgroup: &CgroupTarget,
+    sample: &CgroupSample,
+) -> CgroupReport {
+    let version = |v: Option<CgroupVersion>| v.map(|v| v.as_str().to_string());
+    let path = cgroup
+        .requested
+        .clone()
+        .or_else(|| cgroup.membership_dir().map(|(_, dir)| dir.path.clone()))
+        .unwrap_or_default();
+    CgroupReport {
+        role: role.into(),
+        path,
+        cpu_version: version(sample.cpu.throttling_version.or(sample.cpu.usage_version)),
+        memory_version: version(sample.memory.version),
+        pids_version: version(sample.pids.version),
+        cpu_usage_ns: sample.cpu.usage_ns,
+        cpu_periods: sample.cpu.nr_periods,
+        cpu_throttled_periods: sample.cpu.nr_throttled,
+        cpu_throttled_usec: sample.cpu.throttled_usec,
+        cpu_effective_limit_logical_processors: sample.cpu.effective_cpu_limit_lp,
+        memory_limit_bytes: sample.memory.limit_bytes,
+        memory_current_bytes: sample.memory.current_bytes,
+        memory_high_events: sample.memory.high_events,
+        memory_max_events: sample.memory.max_events,
+        memory_oom_events: sample.memory.oom_events,
+        memory_oom_kill_events: sample.memory.oom_kill_events,
+        pids_current: sample.pids.current,
+        pids_max: sample.pids.limit,
+        pids_max_events: sample.pids.max_events,
+        pressure: sample.pressure.version.map(|_| PressureTotals {
+            cpu_some_usec: sample.pressure.cpu.some_usec,
+            cpu_full_usec: sample.pressure.cpu.full_usec,
+            memory_some_usec: sample.pressure.memory.some_usec,
+            memory_full_usec: sample.pressure.memory.full_usec,
+            io_some_usec: sample.pressure.io.some_usec,
+            io_full_usec: sample.pressure.io.full_usec,
+        }),
+    }
+}

@@ -1,0 +1,297 @@
+//! The per-process part of a pass: list the processes of the target, read each once, apply
+//! Relay's rules for processes that exit or fail (relay-reference §4.1).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::config::ResourceMetricsConfig;
+use crate::model::{CpuTicks, IoValues, PressureValues, ProcessCounters, ProcessPass, ProcessSet, SystemValues, Wanted};
+use crate::snapshot::Unavailable;
+use crate::source::cgroup;
+use crate::source::procfs::{
+    self, PidLister, ProcessError, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
+};
+use crate::source::system::SystemSample;
+use crate::source::Roots;
+
+use super::{age_ms, CollectorError, Target};
+
+/// Reads the processes of a target, holding their files open between passes.
+pub(super) struct ProcessPassReader {
+    wanted: Wanted,
+    fields: ProcessFields,
+    reader: ProcessReader,
+    lister: Option<PidLister>,
+    walker: Option<ProcessTreeWalker>,
+    pids: Vec<u32>,
+    ticks_per_second: u64,
+    private: PrivateMemoryCache,
+}
+
+impl ProcessPassReader {
+    pub(super) fn new(
+        roots: &Roots,
+        config: &ResourceMetricsConfig,
+        target: &Target,
+        wanted: Wanted,
+    ) -> Result<Self, CollectorError> {
+        let source_error = |error: crate::source::SourceError| CollectorError::Target(error.to_string());
+        let fields = ProcessFields {
+            schedstat: wanted.cpu && !matches!(target, Target::Global),
+            peak_resident: wanted.memory && matches!(target, Target::Process { tree: false, .. }),
+            private_memory: wanted.memory,
+            open_fds: wanted.process,
+            io: wanted.disk_io,
+        };
+        Ok(Self {
+            wanted,
+            fields,
+            reader: ProcessReader::new(roots, config.extensions.max_held_processes).map_err(source_error)?,
+            lister: match target {
+                Target::Global => Some(PidLister::new(roots).map_err(source_error)?),
+                _ => None,
+            },
+            walker: match target {
+                Target::Process { tree: true, .. } => {
+                    Some(ProcessTreeWalker::new(roots).map_err(source_error)?)
+                }
+                _ => None,
+            },
+            pids: Vec::new(),
+            // Relay's fallback is none: without the tick rate CPU times are unknown, so they
+            // become null (ticks_to_ms of a zero rate), never guessed.
+            ticks_per_second: procfs::clock_ticks_per_second().unwrap_or(0),
+            private: PrivateMemoryCache::new(Duration::from_millis(
+                config.extensions.private_memory_interval_millis,
+            )),
+        })
+    }
+
+    pub(super) fn clock_ticks_per_second(&self) -> u64 {
+        self.ticks_per_second
+    }
+
+    /// Age of the oldest private-memory value used in the last pass.
+    pub(super) fn private_memory_age_ms(&self) -> Option<u64> {
+        self.private.oldest_used.map(age_ms)
+    }
+
+    /// One pass over the target's processes.
+    pub(super) fn read(&mut self, target: &Target, unavailable: &mut Vec<Unavailable>) -> ProcessPass {
+        if !self.wanted.needs_processes() {
+            return ProcessPass::NotRequested;
+        }
+        let strict = matches!(target, Target::Process { .. });
+        if let Err(reason) = self.list(target) {
+            if let Target::Process { pid, .. } = target {
+                if !self.root_alive(*pid, target) {
+                    return ProcessPass::RootUnavailable(format!("process {pid} exited"));
+                }
+            }
+            unavailable.push(Unavailable {
+                field: "process_sampling".into(),
+                reason: reason.clone(),
+            });
+            return ProcessPass::ListFailed(reason);
+        }
+        self.pids.sort_unstable();
+        self.pids.dedup();
+        let pids = &self.pids;
+        self.reader.retain(|pid| pids.binary_search(&pid).is_ok());
+        self.private.begin_pass();
+
+        let mut set = ProcessSet {
+            visible: self.pids.len() as u64,
+            incomplete: None,
+            processes: Vec::with_capacity(self.pids.len()),
+        };
+        let mut failures = 0u64;
+        let mut first_failure = None;
+        for &pid in &self.pids {
+            let wants_private = self.fields.private_memory;
+            let mut fields = self.fields;
+            fields.private_memory = false;
+            let result = self.reader.sample(pid, &fields);
+            let sample = match result {
+                Ok(sample) => sample,
+                Err(error) => {
+                    if let Target::Process { pid: root, .. } = target {
+                        if pid == *root {
+                            return ProcessPass::RootUnavailable(error.to_string());
+                        }
+                    }
+                    if !error.is_gone() {
+                        failures += 1;
+                        first_failure.get_or_insert_with(|| error.to_string());
+                    }
+                    continue;
+                }
+            };
+            if let Target::Process { pid: root, start_time_ticks, .. } = target {
+                if pid == *root && sample.start_time_ticks != *start_time_ticks {
+                    return ProcessPass::RootUnavailable(format!(
+                        "process {pid} was replaced by another process with the same pid"
+                    ));
+                }
+            }
+            let private_kib = if wants_private {
+                self.private.get(&mut self.reader, &sample)
+            } else {
+                None
+            };
+            set.processes.push(counters(&sample, private_kib));
+        }
+        self.private.end_pass();
+        if let Some(reason) = first_failure {
+            let reason = format!("{failures} process(es) could not be read, e.g. {reason}");
+            if strict {
+                set.incomplete = Some(reason.clone());
+            }
+            unavailable.push(Unavailable {
+                field: "process_sampling".into(),
+                reason,
+            });
+        }
+        ProcessPass::Sampled(set)
+    }
+
+    fn list(&mut self, target: &Target) -> Result<(), String> {
+        self.pids.clear();
+        match target {
+            Target::Global => match &mut self.lister {
+                Some(lister) => lister.list(&mut self.pids).map_err(|e| e.to_string()),
+                None => Err("no process lister".into()),
+            },
+            Target::Process { pid, tree: false, .. } => {
+                self.pids.push(*pid);
+                Ok(())
+            }
+            Target::Process { pid, tree: true, .. } => match &mut self.walker {
+                Some(walker) => walker.walk(*pid, &mut self.pids).map_err(|e| e.to_string()),
+                None => Err("no process tree walker".into()),
+            },
+            Target::Cgroup { resolved, .. } => {
+                cgroup::subtree_pids(resolved, &mut self.pids).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn root_alive(&mut self, pid: u32, target: &Target) -> bool {
+        match (self.reader.start_time_ticks(pid), target) {
+            (Ok(start), Target::Process { start_time_ticks, .. }) => start == *start_time_ticks,
+            _ => false,
+        }
+    }
+}
+
+fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters {
+    ProcessCounters {
+        pid: sample.pid,
+        start_time_ticks: sample.start_time_ticks,
+        utime_ticks: sample.utime_ticks,
+        stime_ticks: sample.stime_ticks,
+        threads: sample.num_threads,
+        rss_bytes: sample.rss_bytes,
+        vsize_bytes: sample.vsize_bytes,
+        peak_resident_kib: sample.peak_resident_kib,
+        private_kib,
+        open_fds: sample.open_fd_count,
+        io: sample.io.map(|io| IoValues {
+            read_bytes: io.read_bytes,
+            write_bytes: io.write_bytes,
+            read_syscalls: io.read_syscalls,
+            write_syscalls: io.write_syscalls,
+        }),
+        // /proc/<pid>/schedstat describes the main thread only: it is the process's CPU time
+        // only when that is the only thread.
+        run_time_ns: sample.schedstat.filter(|_| sample.num_threads == 1).map(|s| s.run_ns),
+        run_queue_wait_ns: sample.schedstat.filter(|_| sample.num_threads == 1).map(|s| s.wait_ns),
+    }
+}
+
+/// Private memory on its own cadence: `smaps_rollup` walks every mapping (~90 µs a process),
+/// so with an interval set, each process's value is re-read only when older than the interval.
+struct PrivateMemoryCache {
+    interval: Duration,
+    values: HashMap<(u32, u64), (Option<u64>, Instant)>,
+    seen: Vec<(u32, u64)>,
+    oldest_used: Option<Instant>,
+}
+
+impl PrivateMemoryCache {
+    fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            values: HashMap::new(),
+            seen: Vec::new(),
+            oldest_used: None,
+        }
+    }
+
+    fn begin_pass(&mut self) {
+        self.seen.clear();
+        self.oldest_used = None;
+    }
+
+    fn get(&mut self, reader: &mut ProcessReader, sample: &ProcessSample) -> Option<u64> {
+        let key = (sample.pid, sample.start_time_ticks);
+        self.seen.push(key);
+        let now = Instant::now();
+        if let Some((value, read_at)) = self.values.get(&key) {
+            if !self.interval.is_zero() && now.duration_since(*read_at) < self.interval {
+                let (value, read_at) = (*value, *read_at);
+                self.oldest_used = Some(self.oldest_used.map_or(read_at, |o| o.min(read_at)));
+                return value;
+            }
+        }
+        let only_private = ProcessFields {
+            private_memory: true,
+            ..ProcessFields::STAT_ONLY
+        };
+        let value = reader
+            .sample(sample.pid, &only_private)
+            .ok()
+            .filter(|fresh| fresh.start_time_ticks == sample.start_time_ticks)
+            .and_then(|fresh| fresh.private_kib);
+        if !self.interval.is_zero() {
+            self.values.insert(key, (value, now));
+        }
+        self.oldest_used = Some(self.oldest_used.map_or(now, |o| o.min(now)));
+        value
+    }
+
+    /// Drops values of processes that were not in this pass.
+    fn end_pass(&mut self) {
+        if self.values.len() > self.seen.len() {
+            self.seen.sort_unstable();
+            let seen = &self.seen;
+            self.values.retain(|key, _| seen.binary_search(key).is_ok());
+        }
+    }
+}
+
+/// System values in the model's terms.
+pub(super) fn system_values(sample: &SystemSample) -> SystemValues {
+    let pressure = |p: Option<crate::source::system::Pressure>| PressureValues {
+        some_usec: p.and_then(|p| p.some_total_usec),
+        full_usec: p.and_then(|p| p.full_total_usec),
+    };
+    SystemValues {
+        memory_total_kib: sample.memory.and_then(|m| m.total_kib),
+        memory_available_kib: sample.memory.and_then(|m| m.available_kib),
+        cpu_ticks: sample
+            .per_cpu
+            .iter()
+            .map(|cpu| {
+                let busy = cpu.busy_ticks();
+                let total = cpu.total_ticks();
+                match (busy, total) {
+                    (Some(busy), Some(total)) => CpuTicks { busy, total },
+                    _ => CpuTicks::default(),
+                }
+            })
+            .collect(),
+        cpu_pressure: pressure(sample.cpu_pressure),
+        memory_pressure: pressure(sample.memory_pressure),
+    }
+}
