@@ -1,0 +1,169 @@
+use super::*;
+use crate::source::procfs::reader::tests::Spawned;
+use std::time::{Duration, Instant};
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let text =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn lists_all_pids_sorted_without_zero() {
+    let child = Spawned::shell("exec sleep 30");
+    let mut lister = PidLister::new(&Roots::host()).unwrap();
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        lister.list(&mut pids).unwrap();
+        assert!(
+            pids.windows(2).all(|pair| pair[0] < pair[1]),
+            "sorted, unique"
+        );
+        assert!(!pids.contains(&0));
+        assert!(pids.contains(&1));
+        assert!(pids.contains(&std::process::id()));
+        assert!(pids.contains(&child.pid()));
+    }
+    // Same set as an independent listing, give or take processes that came and went between.
+    let independent: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.unwrap().file_name().to_str()?.parse().ok())
+        .collect();
+    let common = independent.iter().filter(|pid| pids.contains(pid)).count();
+    assert!(
+        common + 5 >= independent.len().max(pids.len()),
+        "{pids:?} vs {independent:?}"
+    );
+}
+
+#[test]
+fn lister_on_a_fixture_skips_non_numeric_entries_and_fails_when_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let proc = dir.path().join("proc");
+    for name in ["12", "3", "self", "0", "sys", "4294967296", "7x"] {
+        std::fs::create_dir_all(proc.join(name)).unwrap();
+    }
+    let mut lister = PidLister::new(&Roots::fixture(dir.path())).unwrap();
+    let mut pids = vec![99];
+    lister.list(&mut pids).unwrap();
+    assert_eq!(pids, [3, 12]);
+    for name in ["12", "3"] {
+        std::fs::remove_dir(proc.join(name)).unwrap();
+    }
+    assert!(matches!(
+        lister.list(&mut pids),
+        Err(SourceError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn walks_a_spawned_tree_including_children_of_non_main_threads() {
+    let tree = Spawned::shell("sleep 30 & sleep 30 & wait");
+    let sh = tree.pid();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let sleeps = loop {
+        let children = children_of(sh);
+        if children.len() == 2 {
+            break children;
+        }
+        assert!(Instant::now() < deadline, "sh never had two children");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut walker = ProcessTreeWalker::new(&Roots::host()).unwrap();
+    let mut pids = Vec::new();
+    walker.walk(sh, &mut pids).unwrap();
+    assert_eq!(pids[0], sh);
+    let mut found = pids[1..].to_vec();
+    found.sort_unstable();
+    let mut expected = sleeps.clone();
+    expected.sort_unstable();
+    assert_eq!(found, expected);
+
+    // This test runs on a harness thread, not the main thread: `sh` hangs below this thread's
+    // `children` file, which a walker reading only the leader's would miss.
+    let own = std::process::id();
+    assert!(
+        !children_of(own).contains(&sh),
+        "the spawning thread should not be the main thread"
+    );
+    walker.walk(own, &mut pids).unwrap();
+    assert_eq!(pids[0], own);
+    for pid in [sh, sleeps[0], sleeps[1]] {
+        assert!(pids.contains(&pid), "{pid} missing from {pids:?}");
+    }
+    let sh_index = pids.iter().position(|&pid| pid == sh).unwrap();
+    for sleep in &sleeps {
+        assert!(
+            pids.iter().position(|pid| pid == sleep).unwrap() > sh_index,
+            "BFS order"
+        );
+    }
+}
+
+#[test]
+fn a_vanished_root_gives_just_the_root() {
+    let mut child = Spawned::shell("exec sleep 30");
+    let pid = child.pid();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let mut walker = ProcessTreeWalker::new(&Roots::host()).unwrap();
+    let mut pids = vec![1, 2, 3];
+    walker.walk(pid, &mut pids).unwrap();
+    assert_eq!(pids, [pid]);
+}
+
+/// Writes `proc/<pid>/task/<tid>/children` files.
+fn fixture_tree(entries: &[(u32, u32, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (pid, tid, children) in entries {
+        let task = dir.path().join(format!("proc/{pid}/task/{tid}"));
+        std::fs::create_dir_all(&task).unwrap();
+        std::fs::write(task.join("children"), children).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn walks_every_thread_skips_vanished_processes_and_breaks_cycles() {
+    // 1 has threads 1 and 5; 3 is listed but gone; 4 claims 1 as its child (pid reuse).
+    let dir = fixture_tree(&[
+        (1, 1, "2 3"),
+        (1, 5, "4 "),
+        (2, 2, ""),
+        (4, 4, "1 6"),
+        (6, 6, ""),
+        (6, 7, "8"),
+    ]);
+    // 8 has a task directory but its thread has no children file (thread exited).
+    std::fs::create_dir_all(dir.path().join("proc/8/task/8")).unwrap();
+    let mut walker = ProcessTreeWalker::new(&Roots::fixture(dir.path())).unwrap();
+    let mut pids = Vec::new();
+    walker.walk(1, &mut pids).unwrap();
+    assert_eq!(pids[0], 1);
+    let mut sorted = pids.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [1, 2, 3, 4, 6, 8]);
+    assert_eq!(pids.len(), 6, "no duplicates: {pids:?}");
+}
+
+#[test]
+fn other_errors_fail_the_walk() {
+    let dir = fixture_tree(&[(1, 1, "2"), (2, 2, "x")]);
+    let mut walker = ProcessTreeWalker::new(&Roots::fixture(dir.path())).unwrap();
+    let mut pids = Vec::new();
+    let error = walker.walk(1, &mut pids).unwrap_err();
+    assert!(
+        matches!(&error, SourceError::Malformed { path, .. } if path.ends_with("2/task/2/children"))
+    );
+
+    // A directory where a children file should be: EISDIR, neither gone nor skipped.
+    let dir = fixture_tree(&[(1, 1, "")]);
+    let children = dir.path().join("proc/1/task/1/children");
+    std::fs::remove_file(&children).unwrap();
+    std::fs::create_dir(&children).unwrap();
+    let mut walker = ProcessTreeWalker::new(&Roots::fixture(dir.path())).unwrap();
+    let error = walker.walk(1, &mut pids).unwrap_err();
+    assert!(matches!(&error, SourceError::Io { path, .. } if path.ends_with("1/task/1/children")));
+}

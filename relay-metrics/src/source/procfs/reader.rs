@@ -1,0 +1,357 @@
+//! [`ProcessReader`]: per-pid held descriptors and reused buffers for sampling processes.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use super::parse::{self, Stat};
+use super::sys::{is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer, PathName};
+use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample};
+use crate::source::file::is_gone;
+use crate::source::{Roots, SourceError};
+
+/// The files of `/proc/<pid>/` the reader may hold, indexing `PidFiles::files`.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Stat = 0,
+    Status = 1,
+    Io = 2,
+    Schedstat = 3,
+    SmapsRollup = 4,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Stat => "stat",
+            Self::Status => "status",
+            Self::Io => "io",
+            Self::Schedstat => "schedstat",
+            Self::SmapsRollup => "smaps_rollup",
+        }
+    }
+}
+
+/// The open descriptors of one process: its `/proc/<pid>` directory, which pins the identity
+/// (files are opened relative to it), and each file opened on first use.
+#[derive(Debug)]
+struct PidFiles {
+    dir: OwnedFd,
+    files: [Option<File>; 5],
+    fd_dir: Option<OwnedFd>,
+}
+
+impl PidFiles {
+    fn open(proc_dir: &OwnedFd, pid: u32) -> io::Result<Self> {
+        Ok(Self {
+            dir: open_dir_at(proc_dir, PathName::new().number(pid).as_bytes())?,
+            files: [None, None, None, None, None],
+            fd_dir: None,
+        })
+    }
+
+    /// Reads one file into `buf`. A descriptor that failed is dropped and reopened next time,
+    /// except on EACCES/EPERM: there the access check fails at read time while the open was fine.
+    fn read<'b>(&mut self, kind: Kind, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
+        let slot = &mut self.files[kind as usize];
+        let file = match slot.take() {
+            Some(file) => file,
+            None => open_file_at(&self.dir, kind.name().as_bytes())?,
+        };
+        let result = pread_all(&file, buf);
+        if result.as_ref().map_or_else(is_denied, |_| true) {
+            *slot = Some(file);
+        }
+        result
+    }
+
+    /// Counts the entries of `fd/`, keeping the directory open and rewinding it each time.
+    fn count_fds(&mut self, dirents: &mut DirentBuffer) -> io::Result<u64> {
+        let dir = match self.fd_dir.take() {
+            Some(dir) => dir,
+            None => open_dir_at(&self.dir, b"fd")?,
+        };
+        let mut count = 0u64;
+        let result = dirents.for_each(dir.as_fd(), |name| {
+            if !is_dot(name) {
+                count += 1;
+            }
+        });
+        if result.is_ok() || result.as_ref().is_err_and(is_denied) {
+            self.fd_dir = Some(dir);
+        }
+        result.map(|()| count)
+    }
+
+    /// After an optional file failed with ENOENT/ESRCH: is the process itself gone? Some files
+    /// give ESRCH for a live process (`smaps_rollup` of a kernel thread or a zombie has no mm),
+    /// so only `stat`, which every live process has, decides.
+    fn is_gone(&mut self, buf: &mut Vec<u8>) -> bool {
+        matches!(self.read(Kind::Stat, buf), Err(error) if is_gone(&error))
+    }
+
+    fn held_descriptor_count(&self) -> usize {
+        1 + self.files.iter().filter(|file| file.is_some()).count()
+            + usize::from(self.fd_dir.is_some())
+    }
+}
+
+/// The process vanished while being read.
+struct Gone;
+
+/// Samples processes from procfs, keeping each pid's files open between samples.
+///
+/// Up to `max_held_pids` processes keep their descriptors (up to 7 each: the `/proc/<pid>`
+/// directory, `stat`, `status`, `io`, `schedstat`, `smaps_rollup`, `fd/`; size the cap against
+/// `RLIMIT_NOFILE`). Further pids are read with open/read/close on every call: slower, equally
+/// correct. Sampling a fixed set of held pids performs no `open` and no allocation.
+#[derive(Debug)]
+pub struct ProcessReader {
+    proc_root: PathBuf,
+    proc_dir: OwnedFd,
+    page_size_bytes: u64,
+    max_held_pids: usize,
+    held: HashMap<u32, PidFiles>,
+    buf: Vec<u8>,
+    dirents: DirentBuffer,
+}
+
+impl ProcessReader {
+    /// Opens the proc root of `roots`. Fails if it cannot be opened or the page size is unknown.
+    pub fn new(roots: &Roots, max_held_pids: usize) -> Result<Self, SourceError> {
+        let proc_root = roots.proc.clone();
+        let proc_dir = File::open(&proc_root)
+            .map(OwnedFd::from)
+            .map_err(|error| SourceError::io(&proc_root, error))?;
+        let page_size_bytes = page_size_bytes().ok_or_else(|| {
+            SourceError::io(
+                "sysconf(_SC_PAGESIZE)",
+                io::Error::other("the page size is unknown"),
+            )
+        })?;
+        Ok(Self {
+            proc_root,
+            proc_dir,
+            page_size_bytes,
+            max_held_pids,
+            held: HashMap::with_capacity(max_held_pids.min(4096)),
+            buf: Vec::with_capacity(4096),
+            dirents: DirentBuffer::default(),
+        })
+    }
+
+    /// Reads `stat` and the optional files chosen by `fields` for `pid`.
+    ///
+    /// An optional file that cannot be read while the process lives (EACCES on `/proc/1/io`,
+    /// `smaps_rollup` of a kernel thread, malformed content) gives `None` for its field. If the
+    /// process exits during the call, its handles are released and the result is
+    /// [`ProcessError::Gone`]: values of one call always come from one process.
+    pub fn sample(
+        &mut self,
+        pid: u32,
+        fields: &ProcessFields,
+    ) -> Result<ProcessSample, ProcessError> {
+        let page_size_bytes = self.page_size_bytes;
+        self.with_files(pid, |files, buf, dirents, proc_root| {
+            let stat = read_stat(files, buf, pid, proc_root)?;
+            let rss_bytes = stat.rss_pages.checked_mul(page_size_bytes).ok_or_else(|| {
+                malformed(proc_root, pid, Kind::Stat, "rss in bytes overflows u64")
+            })?;
+            let gone = |Gone| ProcessError::Gone { pid };
+            let schedstat = if fields.schedstat {
+                optional(files, Kind::Schedstat, buf, parse::parse_schedstat).map_err(gone)?
+            } else {
+                None
+            };
+            let peak_resident_kib = if fields.peak_resident {
+                optional(files, Kind::Status, buf, parse::parse_status_vm_hwm_kib).map_err(gone)?
+            } else {
+                None
+            };
+            let private_kib = if fields.private_memory {
+                optional(
+                    files,
+                    Kind::SmapsRollup,
+                    buf,
+                    parse::parse_smaps_rollup_private_kib,
+                )
+                .map_err(gone)?
+            } else {
+                None
+            };
+            let io = if fields.io {
+                optional(files, Kind::Io, buf, parse::parse_io).map_err(gone)?
+            } else {
+                None
+            };
+            let open_fd_count = if fields.open_fds {
+                match files.count_fds(dirents) {
+                    Ok(count) => Some(count),
+                    Err(error) if is_gone(&error) && files.is_gone(buf) => {
+                        return Err(ProcessError::Gone { pid })
+                    }
+                    Err(_) => None,
+                }
+            } else {
+                None
+            };
+            Ok(ProcessSample {
+                pid,
+                start_time_ticks: stat.start_time_ticks,
+                utime_ticks: stat.utime_ticks,
+                stime_ticks: stat.stime_ticks,
+                num_threads: stat.num_threads,
+                rss_bytes,
+                vsize_bytes: stat.vsize_bytes,
+                schedstat,
+                peak_resident_kib,
+                private_kib,
+                open_fd_count,
+                io,
+            })
+        })
+    }
+
+    /// The start time (stat field 22, clock ticks) of `pid`: with the pid, its identity.
+    pub fn start_time_ticks(&mut self, pid: u32) -> Result<u64, ProcessError> {
+        self.with_files(pid, |files, buf, _, proc_root| {
+            read_stat(files, buf, pid, proc_root).map(|stat| stat.start_time_ticks)
+        })
+    }
+
+    /// Releases the handles of every pid for which `keep` is false.
+    pub fn retain(&mut self, keep: impl Fn(u32) -> bool) {
+        self.held.retain(|pid, _| keep(*pid));
+    }
+
+    /// Releases the handles of `pid`.
+    pub fn forget(&mut self, pid: u32) {
+        self.held.remove(&pid);
+    }
+
+    /// Number of pids whose handles are held (at most `max_held_pids`).
+    pub fn held_pids(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Number of descriptors currently held for all pids (excluding the proc root's).
+    pub fn held_descriptors(&self) -> usize {
+        self.held
+            .values()
+            .map(PidFiles::held_descriptor_count)
+            .sum()
+    }
+
+    /// The cap given to [`ProcessReader::new`].
+    pub fn max_held_pids(&self) -> usize {
+        self.max_held_pids
+    }
+
+    /// Runs `read` on the handles of `pid`: the held ones, new held ones while under the cap, or
+    /// transient ones dropped at the end. A `Gone` result releases the pid's held handles.
+    fn with_files<R>(
+        &mut self,
+        pid: u32,
+        read: impl FnOnce(
+            &mut PidFiles,
+            &mut Vec<u8>,
+            &mut DirentBuffer,
+            &Path,
+        ) -> Result<R, ProcessError>,
+    ) -> Result<R, ProcessError> {
+        let mut transient = None;
+        let files = match self.held.get_mut(&pid) {
+            Some(files) => files,
+            None => {
+                let files = PidFiles::open(&self.proc_dir, pid)
+                    .map_err(|error| classify(&self.proc_root, pid, None, error))?;
+                if self.held.len() < self.max_held_pids {
+                    self.held.entry(pid).or_insert(files)
+                } else {
+                    transient.insert(files)
+                }
+            }
+        };
+        let result = read(files, &mut self.buf, &mut self.dirents, &self.proc_root);
+        if matches!(result, Err(ProcessError::Gone { .. })) {
+            self.held.remove(&pid);
+        }
+        result
+    }
+}
+
+fn read_stat(
+    files: &mut PidFiles,
+    buf: &mut Vec<u8>,
+    pid: u32,
+    proc_root: &Path,
+) -> Result<Stat, ProcessError> {
+    let bytes = files
+        .read(Kind::Stat, buf)
+        .map_err(|error| classify(proc_root, pid, Some(Kind::Stat), error))?;
+    let stat = parse::parse_stat(bytes)
+        .ok_or_else(|| malformed(proc_root, pid, Kind::Stat, "unparsable stat line"))?;
+    if stat.pid != pid {
+        return Err(malformed(
+            proc_root,
+            pid,
+            Kind::Stat,
+            "the stat line is about another pid",
+        ));
+    }
+    Ok(stat)
+}
+
+/// Reads and parses an optional file: `Ok(None)` unless it is readable and well-formed, `Err`
+/// only when the process itself is gone.
+fn optional<T>(
+    files: &mut PidFiles,
+    kind: Kind,
+    buf: &mut Vec<u8>,
+    parse: fn(&[u8]) -> Option<T>,
+) -> Result<Option<T>, Gone> {
+    let parsed = files.read(kind, buf).map(parse);
+    match parsed {
+        Ok(value) => Ok(value),
+        Err(error) if is_gone(&error) && files.is_gone(buf) => Err(Gone),
+        Err(_) => Ok(None),
+    }
+}
+
+fn is_denied(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+/// The path of `kind` for `pid` (or of the pid's directory); only built on error paths.
+fn path_of(proc_root: &Path, pid: u32, kind: Option<Kind>) -> PathBuf {
+    let dir = proc_root.join(pid.to_string());
+    match kind {
+        Some(kind) => dir.join(kind.name()),
+        None => dir,
+    }
+}
+
+fn classify(proc_root: &Path, pid: u32, kind: Option<Kind>, error: io::Error) -> ProcessError {
+    if is_gone(&error) {
+        ProcessError::Gone { pid }
+    } else if is_denied(&error) {
+        ProcessError::Denied {
+            path: path_of(proc_root, pid, kind),
+        }
+    } else {
+        ProcessError::Failed(SourceError::io(path_of(proc_root, pid, kind), error))
+    }
+}
+
+fn malformed(proc_root: &Path, pid: u32, kind: Kind, reason: &str) -> ProcessError {
+    ProcessError::Failed(SourceError::malformed(
+        path_of(proc_root, pid, Some(kind)),
+        reason,
+    ))
+}
+
+#[cfg(test)]
+#[path = "reader_tests.rs"]
+pub(crate) mod tests;
