@@ -1,1 +1,92 @@
-//! (in progress)
+//! cgroup source for v2, v1 and hybrid hosts.
+//!
+//! - [`discover`] finds the hierarchies in `/proc/self/mountinfo` ([`CgroupLayout`]).
+//! - [`resolve`] / [`resolve_for_pid`] turn a cgroup path or a process into a [`CgroupTarget`]:
+//!   its directory in the unified hierarchy and in each v1 hierarchy.
+//! - [`CgroupReader`] reads a target's CPU, memory, pids and pressure values through held
+//!   descriptors ([`CgroupSample`]); each value group says which cgroup version it came from.
+//! - [`subtree_pids`] / [`owns_exclusively`] give a subtree's processes and Relay's exclusive-
+//!   cgroup rule.
+//!
+//! A controller is read from v1 when the layout binds it to a v1 hierarchy and from v2 otherwise;
+//! a controller is bound to exactly one hierarchy, so there is never a choice between two numbers.
+
+mod layout;
+mod membership;
+mod parse;
+mod reader;
+mod sample;
+mod target;
+
+#[cfg(test)]
+mod fixture_tests;
+#[cfg(test)]
+mod live_tests;
+
+use std::path::PathBuf;
+
+use crate::source::file::SourceError;
+
+pub use layout::{discover, parse_proc_cgroup, CgroupLayout, Mount, ProcCgroupEntry, V1Hierarchy};
+pub use membership::{owns_exclusively, subtree_pids};
+pub use parse::{
+    keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
+    parse_v1_memory_limit, CpuQuota, LimitValue, PsiTotals, V1_UNLIMITED_BYTES,
+};
+pub use reader::CgroupReader;
+pub use sample::{CgroupFields, CgroupSample, CpuSample, MemorySample, PidsSample, PressureSample};
+pub use target::{resolve, resolve_for_pid, CgroupDir, CgroupTarget, V1Dir};
+
+/// The cgroup interface a value was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CgroupVersion {
+    /// A v1 hierarchy (`/sys/fs/cgroup/<controller>` on hybrid hosts).
+    V1,
+    /// The unified hierarchy.
+    V2,
+}
+
+impl CgroupVersion {
+    /// `"v1"` or `"v2"`, for snapshots and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V1 => "v1",
+            Self::V2 => "v2",
+        }
+    }
+}
+
+/// Why a cgroup could not be found or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// The path given is not a usable cgroup path.
+    #[error("invalid cgroup path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The cgroup exists in no mounted hierarchy.
+    #[error("cgroup {path:?} does not exist in any mounted cgroup hierarchy")]
+    NotFound {
+        /// The cgroup path (or a description of the process whose cgroups were looked up).
+        path: String,
+    },
+    /// The cgroup (or process) was removed; expected during churn, not a failure.
+    #[error("{path}: cgroup or process is gone")]
+    Gone {
+        /// The directory or file that disappeared.
+        path: PathBuf,
+    },
+    /// Reading a file failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+impl CgroupError {
+    /// True for [`CgroupError::Gone`].
+    pub fn is_gone(&self) -> bool {
+        matches!(self, Self::Gone { .. })
+    }
+}

@@ -1,0 +1,468 @@
+//! The cgroup source over the fixture trees `tests/fixtures/cgroup-{v2,v1,hybrid}`, with exact
+//! numbers (including Relay's reference cases), plus invalid-content cases on temporary trees.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::source::Roots;
+
+fn fixture(name: &str) -> Roots {
+    Roots::fixture(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(name),
+    )
+}
+
+fn layout(name: &str) -> (Roots, CgroupLayout) {
+    let roots = fixture(name);
+    let layout = discover(&roots).unwrap();
+    (roots, layout)
+}
+
+fn read(name: &str, path: &str) -> CgroupSample {
+    let (_, layout) = layout(name);
+    let target = resolve(&layout, path).unwrap();
+    CgroupReader::new()
+        .read(&target, CgroupFields::ALL)
+        .unwrap()
+}
+
+const V1: Option<CgroupVersion> = Some(CgroupVersion::V1);
+const V2: Option<CgroupVersion> = Some(CgroupVersion::V2);
+const GIB: u64 = 1 << 30;
+
+// ------------------------------------------------------------------------------------ v2
+
+#[test]
+fn v2_layout_and_resolution() {
+    let (roots, layout) = layout("cgroup-v2");
+    assert_eq!(
+        layout.v2.as_ref().unwrap().mount_point,
+        roots.sys.join("fs/cgroup")
+    );
+    assert!(layout.v1.is_empty());
+    let target = resolve(&layout, "/relay-test/").unwrap();
+    assert_eq!(target.requested.as_deref(), Some("/relay-test"));
+    assert_eq!(
+        target.v2.as_ref().unwrap().dir,
+        roots.sys.join("fs/cgroup/relay-test")
+    );
+    assert!(target.v1.is_empty());
+    let error = resolve(&layout, "/no-such.scope").unwrap_err();
+    assert!(matches!(error, CgroupError::NotFound { .. }), "{error}");
+    assert!(error.to_string().contains("/no-such.scope"));
+}
+
+#[test]
+fn v2_golden_workload() {
+    let sample = read("cgroup-v2", "/relay-test");
+    assert_eq!(
+        sample.cpu,
+        CpuSample {
+            usage_version: V2,
+            usage_ns: Some(2_004_871_000),
+            user_usec: Some(1_998_102),
+            system_usec: Some(6_769),
+            throttling_version: V2,
+            nr_periods: Some(101),
+            nr_throttled: Some(98),
+            throttled_usec: Some(7_912_345),
+            limit_version: V2,
+            effective_cpu_limit_lp: Some(0.2),
+        }
+    );
+    assert_eq!(
+        sample.memory,
+        MemorySample {
+            version: V2,
+            limit_bytes: Some(67_108_864),
+            current_bytes: Some(8_654_848),
+            high_events: Some(0),
+            max_events: Some(3),
+            oom_events: Some(0),
+            oom_kill_events: Some(0),
+            under_oom: None,
+        }
+    );
+    assert_eq!(
+        sample.pids,
+        PidsSample {
+            version: V2,
+            current: Some(2),
+            limit: None,
+            max_events: Some(0),
+        }
+    );
+    assert_eq!(sample.pressure.version, V2);
+    assert_eq!(
+        sample.pressure.cpu,
+        PsiTotals {
+            some_usec: Some(7_890_123),
+            full_usec: Some(7_801_234)
+        }
+    );
+    assert_eq!(sample.pressure.io.some_usec, Some(1200));
+}
+
+#[test]
+fn v2_relay_reference_fixture_numbers() {
+    // Relay's linux_tests: throttled_usec 2000999, memory.max 4096, memory.current 2048,
+    // PSI 3000999, oom 4, five limit events (cpu throttled, memory high/max/oom, pids max).
+    let sample = read("cgroup-v2", "/limits.slice/tight.scope");
+    assert_eq!(sample.cpu.throttled_usec, Some(2_000_999));
+    assert_eq!(sample.cpu.nr_throttled, Some(7));
+    assert_eq!(sample.memory.limit_bytes, Some(4096));
+    assert_eq!(sample.memory.current_bytes, Some(2048));
+    assert_eq!(sample.pressure.cpu.some_usec, Some(3_000_999));
+    assert_eq!(sample.memory.oom_events, Some(4));
+    assert_eq!(sample.memory.high_events, Some(1));
+    assert_eq!(sample.memory.max_events, Some(2));
+    assert_eq!(sample.pids.max_events, Some(5));
+    // The tighter leaf wins over the parent's 0.5 LP / 1 GiB / 512 pids.
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.25));
+    assert_eq!(sample.pids.limit, Some(64));
+}
+
+#[test]
+fn v2_parent_limits_apply_to_an_unlimited_leaf() {
+    let sample = read("cgroup-v2", "/limits.slice/loose.scope");
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.5));
+    assert_eq!(sample.memory.limit_bytes, Some(GIB));
+    assert_eq!(sample.pids.limit, Some(512));
+}
+
+#[test]
+fn v2_cpuset_and_missing_limits() {
+    assert_eq!(
+        read("cgroup-v2", "/pinned.scope")
+            .cpu
+            .effective_cpu_limit_lp,
+        Some(1.0)
+    );
+    let unlimited = read("cgroup-v2", "/nocpuset.slice/unlimited.scope");
+    assert_eq!(
+        unlimited.cpu.effective_cpu_limit_lp, None,
+        "max without cpuset"
+    );
+    assert_eq!(unlimited.memory.limit_bytes, None, "all levels max");
+    assert_eq!(unlimited.memory.current_bytes, Some(12288));
+    // pids is not enabled for the leaf; only the parent's `pids.max` (`max`) was readable.
+    assert_eq!(
+        unlimited.pids,
+        PidsSample {
+            version: V2,
+            current: None,
+            limit: None,
+            max_events: None,
+        }
+    );
+}
+
+#[test]
+fn v2_child_without_controllers_reads_core_files_and_ancestor_limits() {
+    let sample = read("cgroup-v2", "/relay-test/helper");
+    assert_eq!(sample.cpu.usage_ns, Some(1_234_000));
+    assert_eq!(sample.cpu.nr_throttled, None);
+    // No cpu.max / memory.max of its own: the parent's limits bound it.
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.2));
+    assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
+    assert_eq!(sample.memory.current_bytes, None);
+    assert_eq!(sample.memory.max_events, None);
+    assert_eq!(sample.pressure.cpu.some_usec, Some(15));
+}
+
+#[test]
+fn v2_disabled_groups_read_nothing() {
+    let (_, layout) = layout("cgroup-v2");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let mut reader = CgroupReader::new();
+    let only_memory = CgroupFields {
+        memory: true,
+        ..CgroupFields::NONE
+    };
+    let sample = reader.read(&target, only_memory).unwrap();
+    assert_eq!(sample.cpu, CpuSample::default());
+    assert_eq!(sample.pressure, PressureSample::default());
+    assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
+    assert_eq!(
+        reader.read(&target, CgroupFields::NONE).unwrap(),
+        CgroupSample::default()
+    );
+}
+
+#[test]
+fn v2_membership_and_exclusivity() {
+    let (roots, layout) = layout("cgroup-v2");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let mut pids = vec![99];
+    subtree_pids(&target, &mut pids).unwrap();
+    assert_eq!(pids, vec![4242, 4243]);
+    assert!(owns_exclusively(&target, &[4243, 4242]).unwrap());
+    assert!(
+        !owns_exclusively(&target, &[4242]).unwrap(),
+        "child's pid missing"
+    );
+    assert!(!owns_exclusively(&target, &[4242, 4243, 9]).unwrap());
+    let slice = resolve(&layout, "/limits.slice").unwrap();
+    subtree_pids(&slice, &mut pids).unwrap();
+    assert_eq!(pids, vec![5001, 5002, 5003]);
+
+    let of_pid = resolve_for_pid(&layout, &roots, 4243).unwrap();
+    assert_eq!(of_pid.requested, None);
+    let v2 = of_pid.v2.as_ref().unwrap();
+    assert_eq!(v2.path, "/relay-test/helper");
+    assert_eq!(v2.dir, roots.sys.join("fs/cgroup/relay-test/helper"));
+    assert!(resolve_for_pid(&layout, &roots, 1_000_000)
+        .unwrap_err()
+        .is_gone());
+}
+
+// ------------------------------------------------------------------------------------ v1
+
+#[test]
+fn v1_golden_workload() {
+    let (roots, layout) = layout("cgroup-v1");
+    assert!(layout.v2.is_none());
+    let target = resolve(&layout, "/relay-test").unwrap();
+    assert_eq!(
+        target.v1_dir("cpuacct").unwrap().dir,
+        roots.sys.join("fs/cgroup/cpu,cpuacct/relay-test")
+    );
+    let sample = CgroupReader::new()
+        .read(&target, CgroupFields::ALL)
+        .unwrap();
+    assert_eq!(
+        sample.cpu,
+        CpuSample {
+            usage_version: V1,
+            usage_ns: Some(1_043_210_987),
+            user_usec: Some(1_039_876),
+            system_usec: Some(3_334),
+            throttling_version: V1,
+            nr_periods: Some(52),
+            nr_throttled: Some(49),
+            throttled_usec: Some(3_912_345),
+            limit_version: V1,
+            // quota 0.2, cpuset 0-1 → 2
+            effective_cpu_limit_lp: Some(0.2),
+        }
+    );
+    assert_eq!(
+        sample.memory,
+        MemorySample {
+            version: V1,
+            limit_bytes: Some(67_108_864),
+            current_bytes: Some(8_654_848),
+            high_events: None,
+            max_events: Some(3),
+            oom_events: Some(1),
+            oom_kill_events: Some(1),
+            under_oom: Some(false),
+        }
+    );
+    assert_eq!(
+        sample.pids,
+        PidsSample {
+            version: V1,
+            current: Some(1),
+            limit: Some(32),
+            max_events: Some(2),
+        }
+    );
+    // v1 without psi_v1: no pressure files.
+    assert_eq!(sample.pressure, PressureSample::default());
+}
+
+#[test]
+fn v1_ancestor_limits() {
+    let loose = read("cgroup-v1", "/limits/loose");
+    assert_eq!(loose.cpu.effective_cpu_limit_lp, Some(0.5));
+    assert_eq!(
+        loose.memory.limit_bytes,
+        Some(GIB),
+        "root's unlimited ignored"
+    );
+    let tight = read("cgroup-v1", "/limits/tight");
+    assert_eq!(tight.cpu.effective_cpu_limit_lp, Some(0.25));
+    assert_eq!(tight.cpu.throttled_usec, Some(2_000_999), "2000999000 ns");
+    assert_eq!(tight.memory.limit_bytes, Some(4096));
+    assert_eq!(tight.memory.under_oom, Some(true));
+    assert_eq!(tight.memory.max_events, Some(17));
+    // Not in the cpuset or pids hierarchies.
+    assert_eq!(tight.pids, PidsSample::default());
+    let root = read("cgroup-v1", "/");
+    assert_eq!(root.memory.limit_bytes, None);
+    assert_eq!(root.cpu.effective_cpu_limit_lp, Some(2.0), "cpuset 0-1");
+}
+
+#[test]
+fn v1_membership_and_pid_resolution() {
+    let (roots, layout) = layout("cgroup-v1");
+    let target = resolve(&layout, "/limits").unwrap();
+    assert_eq!(
+        target.membership_dir().unwrap().1.dir,
+        roots.sys.join("fs/cgroup/memory/limits")
+    );
+    let mut pids = Vec::new();
+    subtree_pids(&target, &mut pids).unwrap();
+    assert_eq!(pids, vec![8001, 8002]);
+
+    let of_pid = resolve_for_pid(&layout, &roots, 4242).unwrap();
+    assert!(of_pid.v2.is_none());
+    let paths: Vec<_> = of_pid
+        .v1
+        .iter()
+        .map(|d| (d.controllers.join(","), d.name.clone(), d.dir.path.as_str()))
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            ("blkio".to_owned(), None, "/"),
+            ("pids".to_owned(), None, "/relay-test"),
+            ("memory".to_owned(), None, "/relay-test"),
+            ("cpuset".to_owned(), None, "/relay-test"),
+            ("cpu,cpuacct".to_owned(), None, "/relay-test"),
+            (String::new(), Some("systemd".to_owned()), "/relay-test"),
+        ]
+    );
+    let sample = CgroupReader::new()
+        .read(&of_pid, CgroupFields::ALL)
+        .unwrap();
+    assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.2));
+}
+
+// -------------------------------------------------------------------------------- hybrid
+
+#[test]
+fn hybrid_reads_controllers_from_v1_and_pressure_from_v2() {
+    let sample = read("cgroup-hybrid", "/relay-test");
+    assert_eq!(sample.cpu.usage_version, V1, "cpuacct is bound to v1");
+    assert_eq!(sample.cpu.usage_ns, Some(215_432_109));
+    assert_eq!(sample.cpu.throttling_version, V1);
+    assert_eq!(sample.cpu.nr_throttled, Some(10));
+    assert_eq!(sample.cpu.throttled_usec, Some(812_345));
+    // Not in the cpuset hierarchy: the quota alone bounds it.
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.2));
+    assert_eq!(sample.memory.version, V1);
+    assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
+    assert_eq!(sample.pids.version, V1);
+    assert_eq!(sample.pressure.version, V2);
+    assert_eq!(sample.pressure.cpu.some_usec, Some(5000));
+}
+
+#[test]
+fn hybrid_v2_only_cgroup_has_core_usage_but_no_controller_values() {
+    let sample = read("cgroup-hybrid", "/v2-only.scope");
+    assert_eq!(sample.cpu.usage_version, V2);
+    assert_eq!(sample.cpu.usage_ns, Some(777_000));
+    assert_eq!(sample.cpu.nr_throttled, None);
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, None);
+    assert_eq!(sample.memory, MemorySample::default());
+    assert_eq!(sample.pressure.cpu.some_usec, Some(42));
+}
+
+#[test]
+fn hybrid_membership_prefers_the_v1_memory_hierarchy() {
+    let (roots, layout) = layout("cgroup-hybrid");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let (version, dir) = target.membership_dir().unwrap();
+    assert_eq!(version, CgroupVersion::V1);
+    assert_eq!(dir.dir, roots.sys.join("fs/cgroup/memory/relay-test"));
+    assert!(owns_exclusively(&target, &[4242]).unwrap());
+    let of_pid = resolve_for_pid(&layout, &roots, 4243).unwrap();
+    assert_eq!(of_pid.v2.as_ref().unwrap().path, "/");
+    assert_eq!(of_pid.v1_dir("memory").unwrap().path, "/process_api/068ab");
+    let sample = CgroupReader::new()
+        .read(&of_pid, CgroupFields::ALL)
+        .unwrap();
+    assert_eq!(sample.memory.current_bytes, Some(3_907_584));
+    assert_eq!(sample.memory.limit_bytes, None);
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(2.0));
+}
+
+// ------------------------------------------------------------- invalid content, gone cgroups
+
+/// A pure v2 tree in a temporary directory with one cgroup `/w`.
+fn temp_v2(cpu_max: &str, cpuset: Option<&str>) -> (tempfile::TempDir, CgroupTarget) {
+    let base = tempfile::tempdir().unwrap();
+    let proc_self = base.path().join("proc/self");
+    fs::create_dir_all(&proc_self).unwrap();
+    fs::write(
+        proc_self.join("mountinfo"),
+        "25 24 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+    )
+    .unwrap();
+    let dir = base.path().join("sys/fs/cgroup/w");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("cpu.max"), cpu_max).unwrap();
+    fs::write(dir.join("memory.max"), "4096\n").unwrap();
+    if let Some(cpuset) = cpuset {
+        fs::write(dir.join("cpuset.cpus.effective"), cpuset).unwrap();
+    }
+    let layout = discover(&Roots::fixture(base.path())).unwrap();
+    let target = resolve(&layout, "/w").unwrap();
+    (base, target)
+}
+
+fn lp(cpu_max: &str, cpuset: Option<&str>) -> Option<f64> {
+    let (_base, target) = temp_v2(cpu_max, cpuset);
+    CgroupReader::new()
+        .read(&target, CgroupFields::ALL)
+        .unwrap()
+        .cpu
+        .effective_cpu_limit_lp
+}
+
+#[test]
+fn invalid_quotas_give_no_limit() {
+    for bad in [
+        "0 100000\n",
+        "-1 100000\n",
+        "NaN 100000\n",
+        "inf 100000\n",
+        "20000 0\n",
+    ] {
+        assert_eq!(lp(bad, Some("0-3\n")), None, "{bad:?}");
+    }
+    assert_eq!(lp("max 100000\n", None), None);
+    assert_eq!(lp("max 100000\n", Some("0\n")), Some(1.0));
+    assert_eq!(
+        lp("300000 100000\n", Some("0-1\n")),
+        Some(2.0),
+        "cpuset caps"
+    );
+    assert_eq!(lp("max 100000\n", Some("3-1\n")), None, "bad cpuset range");
+}
+
+#[test]
+fn an_unreadable_level_gives_no_limit() {
+    let (base, target) = temp_v2("20000 100000\n", Some("0-3\n"));
+    // A directory where the root's cpu.max would be: reading it fails with EISDIR.
+    fs::create_dir(base.path().join("sys/fs/cgroup/cpu.max")).unwrap();
+    let sample = CgroupReader::new()
+        .read(&target, CgroupFields::ALL)
+        .unwrap();
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, None);
+    assert_eq!(sample.memory.limit_bytes, Some(4096));
+}
+
+#[test]
+fn a_removed_cgroup_is_gone_not_zero() {
+    let (base, target) = temp_v2("20000 100000\n", Some("0-3\n"));
+    let mut reader = CgroupReader::new();
+    assert!(reader.read(&target, CgroupFields::ALL).is_ok());
+    let dir: PathBuf = base.path().join("sys/fs/cgroup/w");
+    fs::remove_dir_all(&dir).unwrap();
+    // A regular file system keeps held descriptors readable (kernfs does not: the live test
+    // covers that), so a fresh reader shows the path as a collector restarting would.
+    let error = CgroupReader::new()
+        .read(&target, CgroupFields::ALL)
+        .unwrap_err();
+    assert!(error.is_gone(), "{error}");
+    assert!(subtree_pids(&target, &mut Vec::new())
+        .unwrap_err()
+        .is_gone());
+}

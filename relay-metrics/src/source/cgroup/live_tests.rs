@@ -1,0 +1,221 @@
+//! Live test on this machine's cgroup v1 hierarchies. NEEDS ROOT and a host with v1 cpu and memory
+//! hierarchies (the dev/CI machines are hybrid); it fails loudly rather than skipping otherwise.
+//! It creates and removes its own cgroups only.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use super::*;
+use crate::source::Roots;
+
+/// Own cgroups and the busy child; removed on drop, so also when an assertion fails.
+struct Cleanup {
+    child: Option<Child>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Cleanup {
+    fn run(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(mut child) = self.child.take() {
+            if let Err(error) = child.kill() {
+                problems.push(format!("kill child: {error}"));
+            }
+            if let Err(error) = child.wait() {
+                problems.push(format!("wait child: {error}"));
+            }
+        }
+        for dir in self.dirs.drain(..) {
+            if let Err(error) = fs::remove_dir(&dir) {
+                problems.push(format!("rmdir {}: {error}", dir.display()));
+            }
+        }
+        problems
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for problem in self.run() {
+            eprintln!("cleanup: {problem}");
+        }
+    }
+}
+
+fn write(path: &Path, value: &str) {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    file.write_all(value.as_bytes())
+        .unwrap_or_else(|e| panic!("write {value:?} to {}: {e}", path.display()));
+}
+
+fn file_u64(path: &Path) -> u64 {
+    let text = fs::read_to_string(path).unwrap();
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", path.display()))
+}
+
+fn key_u64(path: &Path, key: &str) -> u64 {
+    let text = fs::read_to_string(path).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{}: no {key}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The values the reader should report, read independently with plain `std::fs`.
+#[derive(Debug, PartialEq)]
+struct Independent {
+    nr_periods: u64,
+    nr_throttled: u64,
+    throttled_usec: u64,
+    usage_ns: Option<u64>,
+    limit_bytes: u64,
+    current_bytes: u64,
+    failcnt: u64,
+}
+
+fn independent(cpu: &Path, cpuacct: Option<&Path>, memory: &Path) -> Independent {
+    let stat = cpu.join("cpu.stat");
+    Independent {
+        nr_periods: key_u64(&stat, "nr_periods"),
+        nr_throttled: key_u64(&stat, "nr_throttled"),
+        throttled_usec: key_u64(&stat, "throttled_time") / 1000,
+        usage_ns: cpuacct.map(|dir| file_u64(&dir.join("cpuacct.usage"))),
+        limit_bytes: file_u64(&memory.join("memory.limit_in_bytes")),
+        current_bytes: file_u64(&memory.join("memory.usage_in_bytes")),
+        failcnt: file_u64(&memory.join("memory.failcnt")),
+    }
+}
+
+#[test]
+fn live_v1_needs_root_throttling_limits_and_membership() {
+    assert!(
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "this test needs root: it creates cgroups under /sys/fs/cgroup"
+    );
+    let roots = Roots::host();
+    let layout = discover(&roots).unwrap();
+    let cpu_root = layout
+        .v1_hierarchy("cpu")
+        .expect("this test needs a cgroup v1 cpu hierarchy (hybrid host)")
+        .mount
+        .mount_point
+        .clone();
+    let memory_root = layout
+        .v1_hierarchy("memory")
+        .expect("this test needs a cgroup v1 memory hierarchy (hybrid host)")
+        .mount
+        .mount_point
+        .clone();
+    let acct_root = layout
+        .v1_hierarchy("cpuacct")
+        .map(|h| h.mount.mount_point.clone());
+
+    let name = format!("relay-metrics-test-{}", std::process::id());
+    let cpu_dir = cpu_root.join(&name);
+    let memory_dir = memory_root.join(&name);
+    let combined = acct_root.as_ref() == Some(&cpu_root);
+    let acct_dir = acct_root
+        .filter(|root| *root != cpu_root)
+        .map(|root| root.join(&name));
+    // Where cpuacct.usage is: its own hierarchy, or the cpu one when mounted as cpu,cpuacct.
+    let usage_dir = if combined {
+        Some(cpu_dir.clone())
+    } else {
+        acct_dir.clone()
+    };
+    let mut cleanup = Cleanup {
+        child: None,
+        dirs: Vec::new(),
+    };
+    for dir in [Some(&cpu_dir), Some(&memory_dir), acct_dir.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        fs::create_dir(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        cleanup.dirs.push(dir.clone());
+    }
+    write(&cpu_dir.join("cpu.cfs_period_us"), "100000");
+    write(&cpu_dir.join("cpu.cfs_quota_us"), "20000");
+    write(&memory_dir.join("memory.limit_in_bytes"), "67108864");
+
+    let child = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    cleanup.child = Some(child);
+    for dir in [Some(&cpu_dir), Some(&memory_dir), acct_dir.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        write(&dir.join("cgroup.procs"), &pid.to_string());
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    // Stop the child so that the counters settle and two reads can be compared exactly; the
+    // bandwidth timer runs a period or two more before it goes idle.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+
+    let target = resolve(&layout, &format!("/{name}")).unwrap();
+    let mut reader = CgroupReader::new();
+    let before = independent(&cpu_dir, usage_dir.as_deref(), &memory_dir);
+    let sample = reader.read(&target, CgroupFields::ALL).unwrap();
+    let after = independent(&cpu_dir, usage_dir.as_deref(), &memory_dir);
+
+    assert!(sample.cpu.nr_throttled.unwrap() > 0, "{sample:?}");
+    assert!(sample.cpu.throttled_usec.unwrap() > 0, "{sample:?}");
+    assert!(sample.cpu.usage_ns.unwrap() > 100_000_000, "{sample:?}");
+    assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.2));
+    assert_eq!(sample.cpu.throttling_version, Some(CgroupVersion::V1));
+    assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
+    assert_eq!(sample.memory.version, Some(CgroupVersion::V1));
+
+    // Counters are settled: both independent reads agree and the reader saw the same values.
+    assert_eq!(before.nr_periods, after.nr_periods);
+    assert_eq!(sample.cpu.nr_periods, Some(after.nr_periods));
+    assert_eq!(sample.cpu.nr_throttled, Some(after.nr_throttled));
+    assert_eq!(sample.cpu.throttled_usec, Some(after.throttled_usec));
+    assert_eq!(sample.cpu.usage_ns, after.usage_ns);
+    assert_eq!(sample.memory.limit_bytes, Some(after.limit_bytes));
+    assert_eq!(sample.memory.max_events, Some(after.failcnt));
+    // Per-CPU charge caches can be drained by other workloads between reads.
+    let current = sample.memory.current_bytes.unwrap();
+    let (low, high) = (
+        before.current_bytes.min(after.current_bytes),
+        before.current_bytes.max(after.current_bytes),
+    );
+    assert!(
+        (low..=high).contains(&current),
+        "{current} not in {low}..={high}"
+    );
+
+    let mut pids = Vec::new();
+    subtree_pids(&target, &mut pids).unwrap();
+    assert_eq!(pids, vec![pid]);
+    assert!(owns_exclusively(&target, &[pid]).unwrap());
+    let of_child = resolve_for_pid(&layout, &roots, pid).unwrap();
+    assert_eq!(of_child.v1_dir("cpu").unwrap().dir, cpu_dir);
+    assert_eq!(of_child.v1_dir("memory").unwrap().path, format!("/{name}"));
+
+    let problems = cleanup.run();
+    assert!(problems.is_empty(), "{problems:?}");
+    // The reader still holds descriptors of the removed cgroups: they must read as gone.
+    let error = reader.read(&target, CgroupFields::ALL).unwrap_err();
+    assert!(error.is_gone(), "{error}");
+    assert!(subtree_pids(&target, &mut pids).unwrap_err().is_gone());
+}
