@@ -28,7 +28,8 @@
 //! With the cargo feature `missing-optional-symbols` the library does not export
 //! `nvmlDeviceGetMemoryInfo` (v1), `nvmlDeviceGetUtilizationRates`,
 //! `nvmlDeviceGetGraphicsRunningProcesses_v3` or `nvmlDeviceGetProcessUtilization`, like an old or
-//! partial driver: the symbols are really absent, so `dlsym` fails.
+//! partial driver: the symbols are really absent, so `dlsym` fails. (The functions still exist
+//! under mangled names, which keeps one body for both builds.)
 
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -424,8 +425,14 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
 ///
 /// # Safety
 /// `memory` must be valid for a write.
-#[cfg(not(feature = "missing-optional-symbols"))]
-#[unsafe(no_mangle)]
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     device: *mut c_void,
     memory: *mut Memory,
@@ -478,8 +485,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
 ///
 /// # Safety
 /// `utilization` must be valid for a write.
-#[cfg(not(feature = "missing-optional-symbols"))]
-#[unsafe(no_mangle)]
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
 pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
     device: *mut c_void,
     utilization: *mut Utilization,
@@ -521,8 +534,14 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
 ///
 /// # Safety
 /// As for `nvmlDeviceGetComputeRunningProcesses_v3`.
-#[cfg(not(feature = "missing-optional-symbols"))]
-#[unsafe(no_mangle)]
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
 pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     device: *mut c_void,
     info_count: *mut c_uint,
@@ -541,8 +560,14 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
 /// # Safety
 /// `samples_count` must be valid for reads and writes; `utilization`, if not null, for
 /// `*samples_count` writes.
-#[cfg(not(feature = "missing-optional-symbols"))]
-#[unsafe(no_mangle)]
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
 pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     device: *mut c_void,
     utilization: *mut ProcessUtilizationSample,
