@@ -18,7 +18,7 @@
 //!
 //! | device | UUID | memory v1 used / v2 used+reserved | utilisation | compute | graphics | utilisation samples |
 //! | --- | --- | --- | --- | --- | --- | --- |
-//! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 then (newer) 30; c: sm 5 |
+//! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 then (newer) 30; c: sm 5; buffered before the first query: b: sm 99 at 50 µs |
 //! | 1 | `GPU-6a1f0c3e-0000-4000-8000-000000000001` | 8 MiB / 7 MiB + 1 MiB | 50 % | c: not available | none | c: sm 70 |
 //!
 //! Process utilisation samples carry timestamps `g * 1_000_000 + {100, 150, 200}` µs, where `g`
@@ -52,6 +52,8 @@ const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
 const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
 
 const MIB: u64 = 1024 * 1024;
+/// Timestamp of the sample buffered before any query (µs).
+const HISTORY_TIME_STAMP_USEC: u64 = 50;
 const DEVICE_COUNT: usize = 2;
 
 /// `nvmlMemory_t` (v1).
@@ -204,17 +206,28 @@ fn utilization_samples(
     generation: u64,
     last_seen_usec: u64,
 ) -> Vec<ProcessUtilizationSample> {
-    let [a, _, c] = script.pids;
+    let [a, b, c] = script.pids;
     let base_usec = generation * 1_000_000;
     let scripted: &[(u32, u64, u32)] = match index {
         0 => &[(a, 100, 20), (a, 200, 30), (c, 150, 5)],
         _ => &[(c, 100, 70)],
     };
-    scripted
+    // Device 0's buffer still holds one sample from before the first query (pid b, sm 99): only
+    // a caller that passes no or a stale `lastSeenTimeStamp` gets it.
+    let history: &[(u32, u64, u32)] = match index {
+        0 => &[(b, HISTORY_TIME_STAMP_USEC, 99)],
+        _ => &[],
+    };
+    let current = scripted
         .iter()
-        .map(|&(pid, offset_usec, sm_util)| ProcessUtilizationSample {
+        .map(|&(pid, offset_usec, sm_util)| (pid, base_usec + offset_usec, sm_util));
+    history
+        .iter()
+        .copied()
+        .chain(current)
+        .map(|(pid, time_stamp, sm_util)| ProcessUtilizationSample {
             pid,
-            time_stamp: base_usec + offset_usec,
+            time_stamp,
             sm_util,
             mem_util: 0,
             enc_util: 0,
@@ -609,7 +622,8 @@ mod tests {
             pids: [1, 2, 3],
             utilization_generation: [0; DEVICE_COUNT],
         };
-        assert_eq!(utilization_samples(&script, 0, 1, 0).len(), 3);
+        assert_eq!(utilization_samples(&script, 0, 1, 0).len(), 4);
+        assert_eq!(utilization_samples(&script, 0, 1, 50).len(), 3);
         assert_eq!(utilization_samples(&script, 0, 1, 1_000_150).len(), 1);
         assert!(utilization_samples(&script, 0, 1, 1_000_200).is_empty());
     }

@@ -182,7 +182,7 @@ fn parse_u64(bytes: &[u8]) -> Option<u64> {
 /// `gpu_busy_percent`: 0–100; anything above is not a percentage and is dropped.
 fn parse_busy_percent(bytes: &[u8]) -> Option<f64> {
     let percent = parse_u64(bytes)?;
-    (percent <= 100).then(|| percent as f64)
+    (percent <= 100).then_some(percent as f64)
 }
 
 #[cfg(test)]
@@ -218,7 +218,11 @@ mod tests {
         }
         let class = sys.join("class/drm").join(card);
         std::fs::create_dir_all(&class).unwrap();
-        symlink(format!("../../../devices/pci0000:00/{pci}"), class.join("device")).unwrap();
+        symlink(
+            format!("../../../devices/pci0000:00/{pci}"),
+            class.join("device"),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -245,7 +249,12 @@ mod tests {
         // cards; a second card node of the same PCI device is one device.
         add_card(&sys, "card2", "0000:04:00.0", &[("vendor", "0x10de\n")]);
         add_card(&sys, "card3", "0000:05:00.0", &[("vendor", "0x1002\n")]);
-        add_card(&sys, "card0-DP-1", "0000:06:00.0", &[("vendor", "0x1002\n")]);
+        add_card(
+            &sys,
+            "card0-DP-1",
+            "0000:06:00.0",
+            &[("vendor", "0x1002\n")],
+        );
         std::fs::create_dir_all(sys.join("class/drm/card4")).unwrap();
         symlink(
             "../../../devices/pci0000:00/0000:03:00.0",

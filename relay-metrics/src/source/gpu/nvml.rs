@@ -81,7 +81,8 @@ pub struct NvmlSample {
 
 enum Session {
     NotTried,
-    Open(Nvml),
+    // Boxed: the symbol table is ~12 KB and the session is usually `Failed` on hosts without GPUs.
+    Open(Box<Nvml>),
     Failed { error: GpuError, at: Instant },
 }
 
@@ -161,11 +162,9 @@ impl NvmlSource {
             // `open` succeeded, so the session is open; kept total rather than panicking.
             return Ok(NvmlSample::default());
         };
-        let count = nvml
-            .device_count()
-            .map_err(|error| GpuError::DeviceCount {
-                reason: error.to_string(),
-            })?;
+        let count = nvml.device_count().map_err(|error| GpuError::DeviceCount {
+            reason: error.to_string(),
+        })?;
         let mut sample = NvmlSample::default();
         for index in 0..count {
             // A device NVML cannot open (lost, no permission) has no identity to report.
@@ -182,7 +181,10 @@ impl NvmlSource {
             let (memory_used_bytes, utilization_percent) = if options.device_metrics {
                 (
                     memory_used_bytes(nvml, &device),
-                    device.utilization_rates().ok().map(|rates| f64::from(rates.gpu)),
+                    device
+                        .utilization_rates()
+                        .ok()
+                        .map(|rates| f64::from(rates.gpu)),
                 )
             } else {
                 (None, None)
@@ -217,7 +219,7 @@ impl NvmlSource {
         if !matches!(self.session, Session::Open(_)) {
             self.session = match load(self.options.library.as_deref().map(|path| path.as_os_str()))
             {
-                Ok(nvml) => Session::Open(nvml),
+                Ok(nvml) => Session::Open(Box::new(nvml)),
                 Err(error) => Session::Failed {
                     error,
                     at: Instant::now(),
@@ -258,20 +260,23 @@ fn load(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
 
 fn init(library: &OsStr) -> Result<Nvml, GpuError> {
     let name = library.to_string_lossy().into_owned();
-    Nvml::builder().lib_path(library).init().map_err(|error| match error {
-        NvmlError::LibloadingError(error) => GpuError::Load {
-            library: name,
-            reason: error.to_string(),
-        },
-        NvmlError::FailedToLoadSymbol(reason) => GpuError::Load {
-            library: name,
-            reason: format!("not a usable NVML library (nvmlInit_v2: {reason})"),
-        },
-        other => GpuError::Init {
-            library: name,
-            reason: other.to_string(),
-        },
-    })
+    Nvml::builder()
+        .lib_path(library)
+        .init()
+        .map_err(|error| match error {
+            NvmlError::LibloadingError(error) => GpuError::Load {
+                library: name,
+                reason: error.to_string(),
+            },
+            NvmlError::FailedToLoadSymbol(reason) => GpuError::Load {
+                library: name,
+                reason: format!("not a usable NVML library (nvmlInit_v2: {reason})"),
+            },
+            other => GpuError::Init {
+                library: name,
+                reason: other.to_string(),
+            },
+        })
 }
 
 /// `nvmlMemory_t` (v1): three unsigned long longs.
@@ -430,7 +435,10 @@ mod tests {
         let Session::Failed { at: third_at, .. } = source.session else {
             panic!("expected a failed session");
         };
-        assert!(third_at > first_at, "the load was not retried after the interval");
+        assert!(
+            third_at > first_at,
+            "the load was not retried after the interval"
+        );
         assert_eq!(source.unavailable_reason(), Some(first.to_string()));
     }
 }
