@@ -31,106 +31,22 @@
 //! partial driver: the symbols are really absent, so `dlsym` fails. (The functions still exist
 //! under mangled names, which keeps one body for both builds.)
 
+mod ffi;
+mod script;
+
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// NVML's `nvmlReturn_t`.
-type NvmlReturn = c_uint;
-
-const SUCCESS: NvmlReturn = 0;
-const ERROR_UNINITIALIZED: NvmlReturn = 1;
-const ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
-const ERROR_NOT_SUPPORTED: NvmlReturn = 3;
-const ERROR_NOT_FOUND: NvmlReturn = 6;
-const ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
-const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
-const ERROR_UNKNOWN: NvmlReturn = 999;
-
-/// `NVML_VALUE_NOT_AVAILABLE` as the driver stores it in an unsigned long long.
-const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
-/// `gpuInstanceId`/`computeInstanceId` when MIG is off.
-const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
-
-const MIB: u64 = 1024 * 1024;
-/// Timestamp of the sample buffered before any query (µs).
-const HISTORY_TIME_STAMP_USEC: u64 = 50;
-const DEVICE_COUNT: usize = 2;
-
-/// `nvmlMemory_t` (v1).
-#[repr(C)]
-pub struct Memory {
-    total: c_ulonglong,
-    free: c_ulonglong,
-    used: c_ulonglong,
-}
-
-/// `nvmlMemory_v2_t`.
-#[repr(C)]
-pub struct MemoryV2 {
-    version: c_uint,
-    total: c_ulonglong,
-    reserved: c_ulonglong,
-    free: c_ulonglong,
-    used: c_ulonglong,
-}
-
-/// `nvmlUtilization_t`.
-#[repr(C)]
-pub struct Utilization {
-    gpu: c_uint,
-    memory: c_uint,
-}
-
-/// `nvmlProcessInfo_t` as used by the `_v3` process lists.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcessInfo {
-    pid: c_uint,
-    used_gpu_memory: c_ulonglong,
-    gpu_instance_id: c_uint,
-    compute_instance_id: c_uint,
-}
-
-/// `nvmlProcessUtilizationSample_t`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcessUtilizationSample {
-    pid: c_uint,
-    time_stamp: c_ulonglong,
-    sm_util: c_uint,
-    mem_util: c_uint,
-    enc_util: c_uint,
-    dec_util: c_uint,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Scenario {
-    TwoDevices,
-    UuidFails,
-    NotSupported,
-    CountFails,
-    InitFails,
-}
-
-impl Scenario {
-    fn parse(name: &str) -> Option<Self> {
-        match name {
-            "" | "two_devices" => Some(Self::TwoDevices),
-            "uuid_fails" => Some(Self::UuidFails),
-            "not_supported" => Some(Self::NotSupported),
-            "count_fails" => Some(Self::CountFails),
-            "init_fails" => Some(Self::InitFails),
-            _ => None,
-        }
-    }
-}
-
-struct Script {
-    scenario: Scenario,
-    pids: [u32; 3],
-    /// Filled process-utilisation queries per device: the fake driver's sample clock.
-    utilization_generation: [u64; DEVICE_COUNT],
-}
+use ffi::{
+    fill_list, write_c_string, write_out, Memory, MemoryV2, NvmlReturn, ProcessInfo,
+    ProcessUtilizationSample, Utilization, ERROR_DRIVER_NOT_LOADED, ERROR_INSUFFICIENT_SIZE,
+    ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED, ERROR_UNINITIALIZED,
+    ERROR_UNKNOWN, SUCCESS,
+};
+use script::{
+    compute_processes, graphics_processes, parse_pids, utilization_samples, Scenario, Script,
+    DEVICE_COUNT, MIB,
+};
 
 /// `None` until `nvmlInit_v2` succeeds (and again after `nvmlShutdown`).
 static STATE: Mutex<Option<Script>> = Mutex::new(None);
@@ -151,14 +67,6 @@ fn index_of(device: *mut c_void) -> Option<usize> {
     (0..DEVICE_COUNT).find(|&index| handle_of(index) == device)
 }
 
-fn parse_pids(text: &str) -> Option<[u32; 3]> {
-    let mut pids = [1000, 2000, 3000];
-    for (slot, part) in text.split(',').filter(|part| !part.is_empty()).enumerate() {
-        *pids.get_mut(slot)? = part.trim().parse().ok()?;
-    }
-    Some(pids)
-}
-
 /// Runs `body` with the script of an initialised library and the index of `device`.
 fn with_device(
     device: *mut c_void,
@@ -172,131 +80,6 @@ fn with_device(
         Some(index) => body(script, index),
         None => ERROR_INVALID_ARGUMENT,
     }
-}
-
-fn compute_processes(script: &Script, index: usize) -> Result<Vec<ProcessInfo>, NvmlReturn> {
-    let [a, b, c] = script.pids;
-    match (index, script.scenario) {
-        (0, Scenario::NotSupported) => Err(ERROR_NOT_SUPPORTED),
-        (0, _) => Ok(vec![process(a, 4096), process(b, MIB)]),
-        _ => Ok(vec![process(c, VALUE_NOT_AVAILABLE)]),
-    }
-}
-
-fn graphics_processes(script: &Script, index: usize) -> Vec<ProcessInfo> {
-    match index {
-        0 => vec![process(script.pids[0], 8192)],
-        _ => Vec::new(),
-    }
-}
-
-fn process(pid: u32, used_gpu_memory: u64) -> ProcessInfo {
-    ProcessInfo {
-        pid,
-        used_gpu_memory,
-        gpu_instance_id: NO_INSTANCE,
-        compute_instance_id: NO_INSTANCE,
-    }
-}
-
-/// The samples the driver holds at `generation` that are newer than `last_seen_usec`.
-fn utilization_samples(
-    script: &Script,
-    index: usize,
-    generation: u64,
-    last_seen_usec: u64,
-) -> Vec<ProcessUtilizationSample> {
-    let [a, b, c] = script.pids;
-    let base_usec = generation * 1_000_000;
-    let scripted: &[(u32, u64, u32)] = match index {
-        0 => &[(a, 100, 20), (a, 200, 30), (c, 150, 5)],
-        _ => &[(c, 100, 70)],
-    };
-    // Device 0's buffer still holds one sample from before the first query (pid b, sm 99): only
-    // a caller that passes no or a stale `lastSeenTimeStamp` gets it.
-    let history: &[(u32, u64, u32)] = match index {
-        0 => &[(b, HISTORY_TIME_STAMP_USEC, 99)],
-        _ => &[],
-    };
-    let current = scripted
-        .iter()
-        .map(|&(pid, offset_usec, sm_util)| (pid, base_usec + offset_usec, sm_util));
-    history
-        .iter()
-        .copied()
-        .chain(current)
-        .map(|(pid, time_stamp, sm_util)| ProcessUtilizationSample {
-            pid,
-            time_stamp,
-            sm_util,
-            mem_util: 0,
-            enc_util: 0,
-            dec_util: 0,
-        })
-        .filter(|sample| sample.time_stamp > last_seen_usec)
-        .collect()
-}
-
-/// NVML's two-call protocol for lists: a count query (null buffer or too small) gets the needed
-/// size and `INSUFFICIENT_SIZE` (or `SUCCESS` when the list is empty), a big enough buffer is
-/// filled.
-///
-/// # Safety
-/// `count` must be valid for reads and writes; `out`, if not null, must be valid for `*count`
-/// writes of `T`.
-unsafe fn fill_list<T: Copy>(items: &[T], count: *mut c_uint, out: *mut T) -> NvmlReturn {
-    if count.is_null() {
-        return ERROR_INVALID_ARGUMENT;
-    }
-    let needed = c_uint::try_from(items.len()).unwrap_or(c_uint::MAX);
-    // SAFETY: the caller guarantees `count` is valid; it was checked for null above.
-    let capacity = unsafe { *count };
-    // SAFETY: as above.
-    unsafe { *count = needed };
-    if needed == 0 {
-        return SUCCESS;
-    }
-    if out.is_null() || capacity < needed {
-        return ERROR_INSUFFICIENT_SIZE;
-    }
-    for (slot, item) in items.iter().enumerate() {
-        // SAFETY: `slot < needed <= capacity`, and the caller guarantees room for `capacity`.
-        unsafe { out.add(slot).write(*item) };
-    }
-    SUCCESS
-}
-
-/// Copies `text` and a terminating NUL into a caller buffer of `length` bytes.
-///
-/// # Safety
-/// `out` must be null or valid for `length` byte writes.
-unsafe fn write_c_string(text: &str, out: *mut c_char, length: c_uint) -> NvmlReturn {
-    if out.is_null() {
-        return ERROR_INVALID_ARGUMENT;
-    }
-    let bytes = text.as_bytes();
-    if usize::try_from(length).map_or(true, |length| length <= bytes.len()) {
-        return ERROR_INSUFFICIENT_SIZE;
-    }
-    // SAFETY: `out` has room for `length > bytes.len()` bytes, so the text and the NUL fit.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), out, bytes.len());
-        out.add(bytes.len()).write(0);
-    }
-    SUCCESS
-}
-
-/// Writes `value` through `out` after a null check.
-///
-/// # Safety
-/// `out` must be null or valid for a write of `T`.
-unsafe fn write_out<T>(out: *mut T, value: T) -> NvmlReturn {
-    if out.is_null() {
-        return ERROR_INVALID_ARGUMENT;
-    }
-    // SAFETY: non-null, and the caller guarantees validity.
-    unsafe { out.write(value) };
-    SUCCESS
 }
 
 /// `nvmlInit_v2`: reads the scenario and PIDs from the environment.
@@ -601,30 +384,4 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         }
         code
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pids_parse_with_defaults_for_missing_entries() {
-        assert_eq!(parse_pids(""), Some([1000, 2000, 3000]));
-        assert_eq!(parse_pids("7,8"), Some([7, 8, 3000]));
-        assert_eq!(parse_pids("1,2,3,4"), None);
-        assert_eq!(parse_pids("x"), None);
-    }
-
-    #[test]
-    fn utilization_samples_are_filtered_by_last_seen() {
-        let script = Script {
-            scenario: Scenario::TwoDevices,
-            pids: [1, 2, 3],
-            utilization_generation: [0; DEVICE_COUNT],
-        };
-        assert_eq!(utilization_samples(&script, 0, 1, 0).len(), 4);
-        assert_eq!(utilization_samples(&script, 0, 1, 50).len(), 3);
-        assert_eq!(utilization_samples(&script, 0, 1, 1_000_150).len(), 1);
-        assert!(utilization_samples(&script, 0, 1, 1_000_200).is_empty());
-    }
 }
