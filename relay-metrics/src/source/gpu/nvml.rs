@@ -237,6 +237,18 @@ impl NvmlSource {
     }
 }
 
+impl Drop for NvmlSource {
+    fn drop(&mut self) {
+        // `Nvml`'s own drop calls the raw `nvmlShutdown` binding, which panics when the symbol is
+        // missing: a library without it is leaked instead (it stays loaded, as Relay's does).
+        if let Session::Open(nvml) = std::mem::replace(&mut self.session, Session::NotTried) {
+            if nvml.lib().nvmlShutdown.is_err() {
+                std::mem::forget(nvml);
+            }
+        }
+    }
+}
+
 /// Opens and initialises `library`, or the default names in order.
 fn load(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
     match library {
