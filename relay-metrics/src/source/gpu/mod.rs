@@ -1,1 +1,137 @@
-//! (in progress)
+//! GPU sources: NVIDIA devices and processes through NVML, AMD and Intel devices through Linux
+//! DRM sysfs.
+//!
+//! NVML calls cost milliseconds each, so [`NvmlSource`] is meant to run on its own thread inside
+//! a [`GpuSampler`], which hands the latest [`GpuSample`] (with its age) to the sampling path
+//! without ever waiting on the driver. The library is loaded at run time (`nvml-wrapper`): the
+//! path comes from `RELAY_METRICS_NVML_LIBRARY` or the normal `libnvidia-ml.so.1` lookup, a failed
+//! load keeps a reason for the snapshot and is retried at most once per minute, and an entry point
+//! the driver lacks makes only its own field `None`.
+//!
+//! [`DrmSource`] reads `/sys/class/drm/card<N>/device` through [`crate::source::Roots`]; it is
+//! cheap (a few held sysfs files) and runs on the sampling path. Per-process DRM usage from
+//! `/proc/<pid>/fdinfo` (Relay's DRM fdinfo records) is not implemented here.
+
+mod drm;
+mod nvml;
+mod sampler;
+
+pub use drm::{DrmDeviceSample, DrmSource, DrmVendor};
+pub use nvml::{
+    NvmlOptions, NvmlSample, NvmlSource, DEFAULT_NVML_LIBRARY, NVML_LIBRARY_ENV,
+    NVML_RETRY_INTERVAL,
+};
+pub use sampler::{GpuSample, GpuSampler};
+
+/// One NVIDIA device as NVML reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuDeviceSample {
+    /// NVML device index.
+    pub index: u32,
+    /// NVML UUID (`GPU-…`), or `nvidia:<index>` when the UUID query failed.
+    pub identifier: String,
+    /// Device memory in use (`nvmlDeviceGetMemoryInfo`), `None` when unavailable.
+    pub memory_used_bytes: Option<u64>,
+    /// Percentage of the last sample period in which a kernel ran (0–100), `None` when
+    /// unavailable.
+    pub utilization_percent: Option<f64>,
+}
+
+/// One process's use of one NVIDIA device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProcessSample {
+    /// NVML index of the device.
+    pub device_index: u32,
+    /// Identifier of the device, as in [`GpuDeviceSample::identifier`].
+    pub device_identifier: String,
+    /// The process.
+    pub pid: u32,
+    /// Device memory used by the process (largest of the compute and graphics lists), `None`
+    /// when the driver does not know it or the process only appears in utilisation samples.
+    pub memory_used_bytes: Option<u64>,
+    /// SM utilisation of the process from the newest driver sample since the previous query,
+    /// `None` on the first query of a device, when unsupported, or when the process had no
+    /// sample in that interval.
+    pub sm_utilization_percent: Option<f64>,
+}
+
+/// Why NVML gave no records at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuError {
+    /// The shared library could not be opened, or is not an NVML library.
+    #[error("NVML library {library} could not be loaded: {reason}")]
+    Load {
+        /// The path or name that was opened.
+        library: String,
+        /// The loader's reason.
+        reason: String,
+    },
+    /// The library loaded but `nvmlInit_v2` failed (no driver, no permission …).
+    #[error("NVML library {library} loaded but nvmlInit_v2 failed: {reason}")]
+    Init {
+        /// The path or name that was opened.
+        library: String,
+        /// NVML's reason.
+        reason: String,
+    },
+    /// The device count could not be read, so no device can be enumerated.
+    #[error("NVML nvmlDeviceGetCount_v2 failed: {reason}")]
+    DeviceCount {
+        /// NVML's reason.
+        reason: String,
+    },
+}
+
+/// Whether a device passes the configured `gpu.devices` selectors: an empty list selects every
+/// device; otherwise a selector matches the backend identifier exactly or, for NVML devices, the
+/// decimal index (`"0"`, not `"00"`).
+pub fn device_selected(selectors: &[String], identifier: &str, index: Option<u32>) -> bool {
+    selectors.is_empty()
+        || selectors.iter().any(|selector| {
+            selector == identifier || index.is_some_and(|index| is_decimal_of(selector, index))
+        })
+}
+
+fn is_decimal_of(text: &str, value: u32) -> bool {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|byte| byte.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical && text.parse::<u32>() == Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selectors(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn empty_selectors_select_everything() {
+        assert!(device_selected(&[], "GPU-x", Some(3)));
+        assert!(device_selected(&[], "0000:03:00.0", None));
+    }
+
+    #[test]
+    fn selectors_match_identifier_or_decimal_index() {
+        let list = selectors(&["1", "GPU-b", "0000:03:00.0"]);
+        assert!(device_selected(&list, "GPU-a", Some(1)));
+        assert!(device_selected(&list, "GPU-b", Some(7)));
+        assert!(!device_selected(&list, "GPU-a", Some(0)));
+        assert!(device_selected(&list, "0000:03:00.0", None));
+        // DRM devices have no index: a numeric selector never matches them.
+        assert!(!device_selected(&selectors(&["0"]), "0000:03:00.0", None));
+    }
+
+    #[test]
+    fn index_selectors_are_canonical_decimals() {
+        assert!(is_decimal_of("0", 0));
+        assert!(is_decimal_of("12", 12));
+        assert!(!is_decimal_of("00", 0));
+        assert!(!is_decimal_of("+1", 1));
+        assert!(!is_decimal_of(" 1", 1));
+        assert!(!is_decimal_of("", 0));
+        assert!(!is_decimal_of("99999999999", 0));
+    }
+}

@@ -1,0 +1,387 @@
+//! A scripted stand-in for `libnvidia-ml.so.1`.
+//!
+//! No GPU exists on the machines that build relay-metrics, yet the GPU source must be tested
+//! through the real path: `dlopen`, lazy symbol lookup by `nvml-wrapper`, the NVML calling
+//! conventions (count queries answered with `NVML_ERROR_INSUFFICIENT_SIZE`, caller-sized buffers,
+//! `NVML_VALUE_NOT_AVAILABLE`, `lastSeenTimeStamp`). This library exports those entry points and
+//! serves two scripted devices.
+//!
+//! Behaviour is chosen when `nvmlInit_v2` runs, from two environment variables:
+//! - `FAKE_NVML_SCENARIO`: `two_devices` (default), `uuid_fails` (device 0 has no UUID),
+//!   `not_supported` (device 0's compute list, device 1's memory and utilisation answer
+//!   `NVML_ERROR_NOT_SUPPORTED`), `count_fails` (`nvmlDeviceGetCount_v2` fails), `init_fails`
+//!   (`nvmlInit_v2` answers `NVML_ERROR_DRIVER_NOT_LOADED`).
+//! - `FAKE_NVML_PIDS`: up to three comma-separated PIDs `a,b,c` (default `1000,2000,3000`), so a
+//!   test can put its own PID in.
+//!
+//! The script (bytes; "sm" is per-process SM utilisation in percent):
+//!
+//! | device | UUID | memory v1 used / v2 used+reserved | utilisation | compute | graphics | utilisation samples |
+//! | --- | --- | --- | --- | --- | --- | --- |
+//! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 then (newer) 30; c: sm 5; buffered before the first query: b: sm 99 at 50 µs |
+//! | 1 | `GPU-6a1f0c3e-0000-4000-8000-000000000001` | 8 MiB / 7 MiB + 1 MiB | 50 % | c: not available | none | c: sm 70 |
+//!
+//! Process utilisation samples carry timestamps `g * 1_000_000 + {100, 150, 200}` µs, where `g`
+//! counts the filled queries on that device, and only samples newer than `lastSeenTimeStamp` are
+//! returned (none → `NVML_ERROR_NOT_FOUND`, as the driver does).
+//!
+//! With the cargo feature `missing-optional-symbols` the library does not export
+//! `nvmlDeviceGetMemoryInfo` (v1), `nvmlDeviceGetUtilizationRates`,
+//! `nvmlDeviceGetGraphicsRunningProcesses_v3` or `nvmlDeviceGetProcessUtilization`, like an old or
+//! partial driver: the symbols are really absent, so `dlsym` fails. (The functions still exist
+//! under mangled names, which keeps one body for both builds.)
+
+mod ffi;
+mod script;
+
+use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use ffi::{
+    fill_list, write_c_string, write_out, Memory, MemoryV2, NvmlReturn, ProcessInfo,
+    ProcessUtilizationSample, Utilization, ERROR_DRIVER_NOT_LOADED, ERROR_INSUFFICIENT_SIZE,
+    ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED, ERROR_UNINITIALIZED,
+    ERROR_UNKNOWN, SUCCESS,
+};
+use script::{
+    compute_processes, graphics_processes, parse_pids, utilization_samples, Scenario, Script,
+    DEVICE_COUNT, MIB,
+};
+
+/// `None` until `nvmlInit_v2` succeeds (and again after `nvmlShutdown`).
+static STATE: Mutex<Option<Script>> = Mutex::new(None);
+
+/// Device handles are the addresses of these bytes: distinct, stable and never dereferenced.
+static HANDLES: [u8; DEVICE_COUNT] = [0, 1];
+
+fn state() -> MutexGuard<'static, Option<Script>> {
+    // A poisoned lock only means a previous call panicked; the script data is still valid.
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn handle_of(index: usize) -> *mut c_void {
+    std::ptr::from_ref(&HANDLES[index]).cast_mut().cast()
+}
+
+fn index_of(device: *mut c_void) -> Option<usize> {
+    (0..DEVICE_COUNT).find(|&index| handle_of(index) == device)
+}
+
+/// Runs `body` with the script of an initialised library and the index of `device`.
+fn with_device(
+    device: *mut c_void,
+    body: impl FnOnce(&mut Script, usize) -> NvmlReturn,
+) -> NvmlReturn {
+    let mut guard = state();
+    let Some(script) = guard.as_mut() else {
+        return ERROR_UNINITIALIZED;
+    };
+    match index_of(device) {
+        Some(index) => body(script, index),
+        None => ERROR_INVALID_ARGUMENT,
+    }
+}
+
+/// `nvmlInit_v2`: reads the scenario and PIDs from the environment.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    let name = std::env::var("FAKE_NVML_SCENARIO").unwrap_or_default();
+    let Some(scenario) = Scenario::parse(&name) else {
+        eprintln!("fake-nvml: unknown FAKE_NVML_SCENARIO {name:?}");
+        return ERROR_UNKNOWN;
+    };
+    if scenario == Scenario::InitFails {
+        return ERROR_DRIVER_NOT_LOADED;
+    }
+    let pid_text = std::env::var("FAKE_NVML_PIDS").unwrap_or_default();
+    let Some(pids) = parse_pids(&pid_text) else {
+        eprintln!("fake-nvml: malformed FAKE_NVML_PIDS {pid_text:?}");
+        return ERROR_UNKNOWN;
+    };
+    *state() = Some(Script {
+        scenario,
+        pids,
+        utilization_generation: [0; DEVICE_COUNT],
+    });
+    SUCCESS
+}
+
+/// `nvmlShutdown`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    match state().take() {
+        Some(_) => SUCCESS,
+        None => ERROR_UNINITIALIZED,
+    }
+}
+
+/// `nvmlErrorString`: a static description of `result`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
+    let text: &'static [u8] = match result {
+        SUCCESS => b"Success\0",
+        ERROR_UNINITIALIZED => b"Uninitialized\0",
+        ERROR_INVALID_ARGUMENT => b"Invalid Argument\0",
+        ERROR_NOT_SUPPORTED => b"Not Supported\0",
+        ERROR_NOT_FOUND => b"Not Found\0",
+        ERROR_INSUFFICIENT_SIZE => b"Insufficient Size\0",
+        ERROR_DRIVER_NOT_LOADED => b"Driver Not Loaded\0",
+        _ => b"Unknown Error\0",
+    };
+    text.as_ptr().cast()
+}
+
+/// `nvmlSystemGetDriverVersion`: a plausible driver version.
+///
+/// # Safety
+/// `version` must be valid for `length` byte writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    if state().is_none() {
+        return ERROR_UNINITIALIZED;
+    }
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { write_c_string("550.54.15", version, length) }
+}
+
+/// `nvmlDeviceGetCount_v2`.
+///
+/// # Safety
+/// `device_count` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> NvmlReturn {
+    let scenario = match state().as_ref() {
+        Some(script) => script.scenario,
+        None => return ERROR_UNINITIALIZED,
+    };
+    if scenario == Scenario::CountFails {
+        return ERROR_UNKNOWN;
+    }
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { write_out(device_count, DEVICE_COUNT as c_uint) }
+}
+
+/// `nvmlDeviceGetHandleByIndex_v2`.
+///
+/// # Safety
+/// `device` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut *mut c_void,
+) -> NvmlReturn {
+    if state().is_none() {
+        return ERROR_UNINITIALIZED;
+    }
+    match usize::try_from(index) {
+        Ok(index) if index < DEVICE_COUNT => {
+            // SAFETY: forwarded from the caller's contract.
+            unsafe { write_out(device, handle_of(index)) }
+        }
+        _ => ERROR_INVALID_ARGUMENT,
+    }
+}
+
+/// `nvmlDeviceGetIndex`.
+///
+/// # Safety
+/// `index` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetIndex(device: *mut c_void, index: *mut c_uint) -> NvmlReturn {
+    // SAFETY: forwarded from the caller's contract.
+    with_device(device, |_, found| unsafe {
+        write_out(index, found as c_uint)
+    })
+}
+
+/// `nvmlDeviceGetUUID`.
+///
+/// # Safety
+/// `uuid` must be valid for `length` byte writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: *mut c_void,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        if index == 0 && script.scenario == Scenario::UuidFails {
+            return ERROR_UNKNOWN;
+        }
+        let text = format!("GPU-6a1f0c3e-0000-4000-8000-{index:012}");
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { write_c_string(&text, uuid, length) }
+    })
+}
+
+/// `nvmlDeviceGetMemoryInfo` (v1 struct; `used` includes the driver's reserved memory).
+///
+/// # Safety
+/// `memory` must be valid for a write.
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: *mut c_void,
+    memory: *mut Memory,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        if index == 1 && script.scenario == Scenario::NotSupported {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let used = (index as u64 + 1) * 4 * MIB;
+        let total = 16 * 1024 * MIB;
+        let value = Memory {
+            total,
+            free: total - used,
+            used,
+        };
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { write_out(memory, value) }
+    })
+}
+
+/// `nvmlDeviceGetMemoryInfo_v2` (`used` excludes the 1 MiB reserved).
+///
+/// # Safety
+/// `memory` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: *mut c_void,
+    memory: *mut MemoryV2,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        if index == 1 && script.scenario == Scenario::NotSupported {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let reserved = MIB;
+        let used = (index as u64 + 1) * 4 * MIB - reserved;
+        let total = 16 * 1024 * MIB;
+        let value = MemoryV2 {
+            version: (std::mem::size_of::<MemoryV2>() | (2 << 24)) as c_uint,
+            total,
+            reserved,
+            free: total - used - reserved,
+            used,
+        };
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { write_out(memory, value) }
+    })
+}
+
+/// `nvmlDeviceGetUtilizationRates`.
+///
+/// # Safety
+/// `utilization` must be valid for a write.
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: *mut c_void,
+    utilization: *mut Utilization,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        if index == 1 && script.scenario == Scenario::NotSupported {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let value = Utilization {
+            gpu: (index as c_uint + 1) * 25,
+            memory: 10,
+        };
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { write_out(utilization, value) }
+    })
+}
+
+/// `nvmlDeviceGetComputeRunningProcesses_v3`.
+///
+/// # Safety
+/// `info_count` must be valid for reads and writes; `infos`, if not null, for `*info_count`
+/// writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: *mut c_void,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        match compute_processes(script, index) {
+            // SAFETY: forwarded from the caller's contract.
+            Ok(list) => unsafe { fill_list(&list, info_count, infos) },
+            Err(code) => code,
+        }
+    })
+}
+
+/// `nvmlDeviceGetGraphicsRunningProcesses_v3`.
+///
+/// # Safety
+/// As for `nvmlDeviceGetComputeRunningProcesses_v3`.
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    device: *mut c_void,
+    info_count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        let list = graphics_processes(script, index);
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { fill_list(&list, info_count, infos) }
+    })
+}
+
+/// `nvmlDeviceGetProcessUtilization`: samples newer than `last_seen_time_stamp`; a null buffer
+/// asks for the count of the next query.
+///
+/// # Safety
+/// `samples_count` must be valid for reads and writes; `utilization`, if not null, for
+/// `*samples_count` writes.
+#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+#[cfg_attr(
+    feature = "missing-optional-symbols",
+    expect(
+        non_snake_case,
+        reason = "NVML's C name, left unexported in this build"
+    )
+)]
+pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: *mut c_void,
+    utilization: *mut ProcessUtilizationSample,
+    samples_count: *mut c_uint,
+    last_seen_time_stamp: c_ulonglong,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        // A count query previews the next generation; only a filled query advances the clock.
+        let generation = script.utilization_generation[index] + 1;
+        let samples = utilization_samples(script, index, generation, last_seen_time_stamp);
+        if samples.is_empty() {
+            return ERROR_NOT_FOUND;
+        }
+        // SAFETY: forwarded from the caller's contract.
+        let code = unsafe { fill_list(&samples, samples_count, utilization) };
+        if code == SUCCESS && !utilization.is_null() {
+            script.utilization_generation[index] = generation;
+        }
+        code
+    })
+}

@@ -1,0 +1,213 @@
+//! Runs NVML on its own thread so that the sampling path never waits on the driver.
+//!
+//! The thread queries at a fixed period and publishes each result as an `Arc<GpuSample>`; readers
+//! lock a mutex only long enough to clone that `Arc`, then read the sample and its age at leisure.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{GpuDeviceSample, GpuProcessSample, NvmlSource};
+
+/// The result of one NVML query, as handed over by [`GpuSampler`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSample {
+    /// Selected devices, in NVML index order.
+    pub devices: Vec<GpuDeviceSample>,
+    /// Every process NVML reported on the selected devices (not yet filtered to a scope: use
+    /// [`GpuSample::processes_matching`]).
+    pub processes: Vec<GpuProcessSample>,
+    /// When the query finished.
+    pub taken_at: Instant,
+    /// Why there are no records (library not loadable, init or device count failed).
+    pub error: Option<String>,
+}
+
+impl GpuSample {
+    /// Time since the query finished.
+    pub fn age(&self) -> Duration {
+        self.taken_at.elapsed()
+    }
+
+    /// The process records whose PID `include_pid` accepts (the PIDs in scope).
+    pub fn processes_matching<'a>(
+        &'a self,
+        mut include_pid: impl FnMut(u32) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a GpuProcessSample> + 'a {
+        self.processes
+            .iter()
+            .filter(move |process| include_pid(process.pid))
+    }
+}
+
+struct State {
+    latest: Option<Arc<GpuSample>>,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the sampling thread early to stop.
+    stop_requested: Condvar,
+    /// Wakes readers waiting for a newer sample.
+    published: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is a plain value swap: still consistent if a holder panicked.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Queries an [`NvmlSource`] on a dedicated thread every `period` and keeps the latest result.
+/// Dropping the sampler stops and joins the thread (the NVML session closes with it).
+pub struct GpuSampler {
+    shared: Arc<Shared>,
+    period: Duration,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for GpuSampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuSampler")
+            .field("period", &self.period)
+            .field("running", &self.thread.is_some())
+            .finish()
+    }
+}
+
+impl GpuSampler {
+    /// Starts the thread; the first query runs immediately, then one per `period` (measured from
+    /// the start of each query, so slow queries do not stretch the period).
+    pub fn spawn(source: NvmlSource, period: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                latest: None,
+                stop: false,
+            }),
+            stop_requested: Condvar::new(),
+            published: Condvar::new(),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("relay-metrics-nvml".to_string())
+            .spawn(move || run(source, period, &thread_shared))?;
+        Ok(Self {
+            shared,
+            period,
+            thread: Some(thread),
+        })
+    }
+
+    /// The query period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The latest sample, `None` until the first query has finished. Never waits on NVML.
+    pub fn latest(&self) -> Option<Arc<GpuSample>> {
+        self.shared.lock().latest.clone()
+    }
+
+    /// Waits up to `timeout` for a sample taken after `after` (or for any sample when `after` is
+    /// `None`); returns the latest sample either way.
+    pub fn wait_for_sample(
+        &self,
+        after: Option<Instant>,
+        timeout: Duration,
+    ) -> Option<Arc<GpuSample>> {
+        let keep_waiting = |state: &mut State| match (&state.latest, after) {
+            (Some(sample), Some(after)) => sample.taken_at <= after,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let guard = self.shared.lock();
+        let (guard, _) = self
+            .shared
+            .published
+            .wait_timeout_while(guard, timeout, keep_waiting)
+            .unwrap_or_else(PoisonError::into_inner);
+        guard.latest.clone()
+    }
+}
+
+impl Drop for GpuSampler {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.stop_requested.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // A panic on the sampling thread has already been reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(mut source: NvmlSource, period: Duration, shared: &Shared) {
+    loop {
+        let started = Instant::now();
+        let sample = match source.sample(&mut |_| true) {
+            Ok(nvml) => GpuSample {
+                devices: nvml.devices,
+                processes: nvml.processes,
+                taken_at: Instant::now(),
+                error: None,
+            },
+            Err(error) => GpuSample {
+                devices: Vec::new(),
+                processes: Vec::new(),
+                taken_at: Instant::now(),
+                error: Some(error.to_string()),
+            },
+        };
+        let mut state = shared.lock();
+        state.latest = Some(Arc::new(sample));
+        shared.published.notify_all();
+        let deadline = started + period;
+        while !state.stop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            state = shared
+                .stop_requested
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        if state.stop {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::NvmlOptions;
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn an_unloadable_library_is_published_as_an_error_sample() {
+        let source = NvmlSource::new(NvmlOptions {
+            library: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
+            ..NvmlOptions::default()
+        });
+        let sampler = GpuSampler::spawn(source, Duration::from_millis(10)).unwrap();
+        let first = sampler
+            .wait_for_sample(None, Duration::from_secs(10))
+            .unwrap();
+        assert!(first.devices.is_empty());
+        let error = first.error.as_deref().unwrap();
+        assert!(
+            error.starts_with("NVML library /nonexistent/libnvidia-ml.so.1 could not be loaded"),
+            "{error}"
+        );
+        let second = sampler
+            .wait_for_sample(Some(first.taken_at), Duration::from_secs(10))
+            .unwrap();
+        assert!(second.taken_at > first.taken_at);
+        assert!(second.age() < Duration::from_secs(10));
+        drop(sampler);
+    }
+}
