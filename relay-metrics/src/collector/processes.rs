@@ -9,7 +9,7 @@ use crate::model::{CpuTicks, IoValues, PressureValues, ProcessCounters, ProcessP
 use crate::snapshot::Unavailable;
 use crate::source::cgroup;
 use crate::source::procfs::{
-    self, PidLister, ProcessError, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
+    self, PidLister, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
 };
 use crate::source::system::SystemSample;
 use crate::source::Roots;

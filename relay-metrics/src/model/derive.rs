@@ -578,25 +578,25 @@ fn network_metrics(
             traffic: traffic(
                 &units.interface,
                 [
-                    Some(interface.rx_bytes),
-                    Some(interface.tx_bytes),
-                    Some(interface.rx_packets),
-                    Some(interface.tx_packets),
-                    Some(interface.rx_errors),
-                    Some(interface.tx_errors),
+                    interface.rx_bytes,
+                    interface.tx_bytes,
+                    interface.rx_packets,
+                    interface.tx_packets,
+                    interface.rx_errors,
+                    interface.tx_errors,
                 ],
                 (*rx_rate, *tx_rate),
             ),
         })
         .collect();
-    let total = |field: fn(&super::InterfaceValues) -> u64| {
+    let total = |field: fn(&super::InterfaceValues) -> Option<u64>| {
         if sample.interfaces.is_empty() {
             return None;
         }
         sample
             .interfaces
             .iter()
-            .try_fold(0u64, |acc, i| acc.checked_add(field(i)))
+            .try_fold(0u64, |acc, i| acc.checked_add(field(i)?))
     };
     let total_rate = |select: fn(&RatePair) -> Option<f64>| {
         if rates.is_empty() {

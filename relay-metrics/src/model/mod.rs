@@ -203,17 +203,17 @@ pub struct InterfaceValues {
     /// Interface name.
     pub name: String,
     /// Bytes received.
-    pub rx_bytes: u64,
+    pub rx_bytes: Option<u64>,
     /// Bytes transmitted.
-    pub tx_bytes: u64,
+    pub tx_bytes: Option<u64>,
     /// Packets received.
-    pub rx_packets: u64,
+    pub rx_packets: Option<u64>,
     /// Packets transmitted.
-    pub tx_packets: u64,
+    pub tx_packets: Option<u64>,
     /// Receive errors.
-    pub rx_errors: u64,
+    pub rx_errors: Option<u64>,
     /// Transmit errors.
-    pub tx_errors: u64,
+    pub tx_errors: Option<u64>,
 }
 
 /// GPU records of a pass.

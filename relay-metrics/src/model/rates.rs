@@ -54,8 +54,8 @@ struct ProcessBaseline {
 struct InterfaceBaseline {
     name: String,
     instant: Instant,
-    rx_bytes: u64,
-    tx_bytes: u64,
+    rx_bytes: Option<u64>,
+    tx_bytes: Option<u64>,
 }
 
 /// Rates derived from the per-process counters of a pass.
@@ -254,8 +254,8 @@ impl Baselines {
             let rates = match previous {
                 Some(before) => {
                     let seconds = instant.duration_since(before.instant).as_secs_f64();
-                    let rate = |current: u64, previous: u64| {
-                        current.checked_sub(previous).map(|d| d as f64 / seconds)
+                    let rate = |current: Option<u64>, previous: Option<u64>| {
+                        current?.checked_sub(previous?).map(|d| d as f64 / seconds)
                     };
                     (
                         rate(interface.rx_bytes, before.rx_bytes),

@@ -236,8 +236,8 @@ fn interface_rates_need_a_baseline_and_reject_resets() {
     let mut baselines = Baselines::default();
     let interface = |name: &str, rx, tx| InterfaceValues {
         name: name.into(),
-        rx_bytes: rx,
-        tx_bytes: tx,
+        rx_bytes: Some(rx),
+        tx_bytes: Some(tx),
         ..Default::default()
     };
     let mut out = Vec::new();
