@@ -13,7 +13,11 @@ use relay_metrics::snapshot::SamplerInfo;
 use relay_metrics::Collector;
 
 #[derive(Parser)]
-#[command(name = "relay-metrics", version, about = "Linux resource-metrics snapshots, compatible with NeMo Relay's resource_metrics")]
+#[command(
+    name = "relay-metrics",
+    version,
+    about = "Linux resource-metrics snapshots, compatible with NeMo Relay's resource_metrics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -148,7 +152,9 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
         (Some(scope), _, _) => scope,
         (None, Some(_), None) => ScopeArg::ProcessTree,
         (None, None, Some(_)) => ScopeArg::Cgroup,
-        (None, Some(_), Some(_)) => bail!("--pid and --cgroup select different scopes: give --scope"),
+        (None, Some(_), Some(_)) => {
+            bail!("--pid and --cgroup select different scopes: give --scope")
+        }
         (None, None, None) => match config.measurement_scope {
             // The CLI measures the whole system by default, as Relay's CLI does.
             ScopeSetting::RuntimeDefault | ScopeSetting::Global => ScopeArg::Global,
@@ -170,7 +176,9 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
         ScopeArg::ApplicationProcess | ScopeArg::ProcessTree if args.cgroup.is_some() => {
             bail!("--cgroup needs --scope cgroup")
         }
-        ScopeArg::Cgroup if args.pid.is_some() => bail!("--pid needs --scope process_tree or application_process"),
+        ScopeArg::Cgroup if args.pid.is_some() => {
+            bail!("--pid needs --scope process_tree or application_process")
+        }
         _ => {}
     }
     if let Some(pid) = args.pid {
@@ -179,8 +187,13 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     if let Some(path) = &args.cgroup {
         config.cgroup_path = Some(path.clone());
     }
-    if matches!(scope, ScopeArg::ApplicationProcess | ScopeArg::ProcessTree) && config.root_pid.is_none() {
-        bail!("--scope {} needs --pid (the CLI has no process of its own to measure)", scope_name(scope));
+    if matches!(scope, ScopeArg::ApplicationProcess | ScopeArg::ProcessTree)
+        && config.root_pid.is_none()
+    {
+        bail!(
+            "--scope {} needs --pid (the CLI has no process of its own to measure)",
+            scope_name(scope)
+        );
     }
     config.validate()?;
     Ok(config)
@@ -234,7 +247,12 @@ fn stream(
     Ok(())
 }
 
-fn run_command(config: Option<PathBuf>, interval_ms: u64, output: Option<PathBuf>, command: &[String]) -> Result<i32> {
+fn run_command(
+    config: Option<PathBuf>,
+    interval_ms: u64,
+    output: Option<PathBuf>,
+    command: &[String],
+) -> Result<i32> {
     let mut config = match &config {
         Some(path) => ResourceMetricsConfig::from_file(path)?,
         None => ResourceMetricsConfig::default(),
@@ -242,7 +260,8 @@ fn run_command(config: Option<PathBuf>, interval_ms: u64, output: Option<PathBuf
     let (program, arguments) = command.split_first().context("no command given")?;
     let out: Box<dyn Write> = match &output {
         Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
         )),
         None => Box::new(std::io::stdout().lock()),
     };

@@ -112,7 +112,10 @@ mod tests {
         // Stalled until 35 ms: deadlines 10 and 20 ms are gone, 30 ms fires 5 ms late.
         let (sleep, tick) = ticker.plan(start + 35 * MS);
         assert_eq!(sleep, Duration::ZERO);
-        assert_eq!((tick.index, tick.missed_before, tick.lateness), (3, 2, 5 * MS));
+        assert_eq!(
+            (tick.index, tick.missed_before, tick.lateness),
+            (3, 2, 5 * MS)
+        );
         assert_eq!(ticker.missed_total(), 2);
         let (sleep, tick) = ticker.plan(start + 36 * MS);
         assert_eq!((sleep, tick.index), (4 * MS, 4));

@@ -140,11 +140,7 @@ fn values(sample: &CgroupSample) -> CgroupValues {
     }
 }
 
-fn report(
-    role: &str,
-    cgroup: &CgroupTarget,
-    sample: &CgroupSample,
-) -> CgroupReport {
+fn report(role: &str, cgroup: &CgroupTarget, sample: &CgroupSample) -> CgroupReport {
     let version = |v: Option<CgroupVersion>| v.map(|v| v.as_str().to_string());
     let path = cgroup
         .requested

@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuDeviceValues, GpuProcessValues, GpuValues, ProcessPass};
 use crate::snapshot::{AcceleratorVendor, Unavailable};
-use crate::source::gpu::{DrmDeviceSample, DrmSource, DrmVendor, GpuSample, GpuSampler, NvmlOptions, NvmlSource};
+use crate::source::gpu::{
+    DrmDeviceSample, DrmSource, DrmVendor, GpuSample, GpuSampler, NvmlOptions, NvmlSource,
+};
 use crate::source::Roots;
 
 /// How often the NVML thread queries the driver. NVML's own utilisation counters update at
@@ -55,7 +57,11 @@ impl GpuFeed {
     }
 
     /// Device records and the process records of processes in this pass.
-    pub(super) fn latest(&mut self, processes: &ProcessPass, unavailable: &mut Vec<Unavailable>) -> GpuValues {
+    pub(super) fn latest(
+        &mut self,
+        processes: &ProcessPass,
+        unavailable: &mut Vec<Unavailable>,
+    ) -> GpuValues {
         let mut values = GpuValues::default();
         if let Some(reason) = &self.spawn_error {
             unavailable.push(Unavailable {
@@ -71,37 +77,47 @@ impl GpuFeed {
                 });
             }
             values.age_ms = Some(u64::try_from(sample.age().as_millis()).unwrap_or(u64::MAX));
-            values.devices.extend(sample.devices.iter().map(|d| GpuDeviceValues {
-                vendor: AcceleratorVendor::Nvidia,
-                identifier: d.identifier.clone(),
-                index: Some(d.index),
-                memory_used_bytes: d.memory_used_bytes,
-                utilization_percent: d.utilization_percent,
-            }));
+            values
+                .devices
+                .extend(sample.devices.iter().map(|d| GpuDeviceValues {
+                    vendor: AcceleratorVendor::Nvidia,
+                    identifier: d.identifier.clone(),
+                    index: Some(d.index),
+                    memory_used_bytes: d.memory_used_bytes,
+                    utilization_percent: d.utilization_percent,
+                }));
             if let ProcessPass::Sampled(set) = processes {
                 let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
-                values.processes.extend(sample.processes_matching(in_scope).map(|p| GpuProcessValues {
-                    vendor: AcceleratorVendor::Nvidia,
-                    identifier: p.device_identifier.clone(),
-                    index: Some(p.device_index),
-                    pid: p.pid,
-                    memory_used_bytes: p.memory_used_bytes,
-                    utilization_percent: p.sm_utilization_percent,
-                }));
+                values
+                    .processes
+                    .extend(
+                        sample
+                            .processes_matching(in_scope)
+                            .map(|p| GpuProcessValues {
+                                vendor: AcceleratorVendor::Nvidia,
+                                identifier: p.device_identifier.clone(),
+                                index: Some(p.device_index),
+                                pid: p.pid,
+                                memory_used_bytes: p.memory_used_bytes,
+                                utilization_percent: p.sm_utilization_percent,
+                            }),
+                    );
             }
         }
         if let Some(drm) = &mut self.drm {
             drm.read_into(&mut self.drm_devices);
-            values.devices.extend(self.drm_devices.iter().map(|d| GpuDeviceValues {
-                vendor: match d.vendor {
-                    DrmVendor::Amd => AcceleratorVendor::Amd,
-                    DrmVendor::Intel => AcceleratorVendor::Intel,
-                },
-                identifier: d.identifier.clone(),
-                index: None,
-                memory_used_bytes: d.memory_used_bytes,
-                utilization_percent: d.utilization_percent,
-            }));
+            values
+                .devices
+                .extend(self.drm_devices.iter().map(|d| GpuDeviceValues {
+                    vendor: match d.vendor {
+                        DrmVendor::Amd => AcceleratorVendor::Amd,
+                        DrmVendor::Intel => AcceleratorVendor::Intel,
+                    },
+                    identifier: d.identifier.clone(),
+                    index: None,
+                    memory_used_bytes: d.memory_used_bytes,
+                    utilization_percent: d.utilization_percent,
+                }));
         }
         values
     }

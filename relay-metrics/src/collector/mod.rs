@@ -53,7 +53,6 @@ pub enum CollectorError {
 pub struct Collector {
     config: ResourceMetricsConfig,
     target: Target,
-    wanted: Wanted,
     processes: ProcessPassReader,
     system: SystemReader,
     system_sample: SystemSample,
@@ -88,7 +87,6 @@ impl Collector {
             net_counters: Vec::new(),
             config,
             target,
-            wanted,
             processes,
             environment,
             gpu,
@@ -311,4 +309,3 @@ pub fn sleep_until(deadline: Instant) {
 pub(crate) fn age_ms(instant: Instant) -> u64 {
     u64::try_from(instant.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
-

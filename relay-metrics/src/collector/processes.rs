@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::config::ResourceMetricsConfig;
-use crate::model::{CpuTicks, IoValues, PressureValues, ProcessCounters, ProcessPass, ProcessSet, SystemValues, Wanted};
+use crate::model::{
+    CpuTicks, IoValues, PressureValues, ProcessCounters, ProcessPass, ProcessSet, SystemValues,
+    Wanted,
+};
 use crate::snapshot::Unavailable;
 use crate::source::cgroup;
 use crate::source::procfs::{
@@ -35,7 +38,8 @@ impl ProcessPassReader {
         target: &Target,
         wanted: Wanted,
     ) -> Result<Self, CollectorError> {
-        let source_error = |error: crate::source::SourceError| CollectorError::Target(error.to_string());
+        let source_error =
+            |error: crate::source::SourceError| CollectorError::Target(error.to_string());
         let fields = ProcessFields {
             schedstat: wanted.cpu && !matches!(target, Target::Global),
             peak_resident: wanted.memory && matches!(target, Target::Process { tree: false, .. }),
@@ -46,7 +50,8 @@ impl ProcessPassReader {
         Ok(Self {
             wanted,
             fields,
-            reader: ProcessReader::new(roots, config.extensions.max_held_processes).map_err(source_error)?,
+            reader: ProcessReader::new(roots, config.extensions.max_held_processes)
+                .map_err(source_error)?,
             lister: match target {
                 Target::Global => Some(PidLister::new(roots).map_err(source_error)?),
                 _ => None,
@@ -77,7 +82,11 @@ impl ProcessPassReader {
     }
 
     /// One pass over the target's processes.
-    pub(super) fn read(&mut self, target: &Target, unavailable: &mut Vec<Unavailable>) -> ProcessPass {
+    pub(super) fn read(
+        &mut self,
+        target: &Target,
+        unavailable: &mut Vec<Unavailable>,
+    ) -> ProcessPass {
         if !self.wanted.needs_processes() {
             return ProcessPass::NotRequested;
         }
@@ -108,10 +117,19 @@ impl ProcessPassReader {
         let mut failures = 0u64;
         let mut first_failure = None;
         for &pid in &self.pids {
-            let wants_private = self.fields.private_memory;
             let mut fields = self.fields;
-            fields.private_memory = false;
-            let result = self.reader.sample(pid, &fields);
+            fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
+            let mut result = self.reader.sample(pid, &fields);
+            // A cached private value belongs to another process if the pid was reused.
+            if let Ok(sample) = &result {
+                if self.fields.private_memory
+                    && !fields.private_memory
+                    && !self.private.matches(pid, sample.start_time_ticks)
+                {
+                    fields.private_memory = true;
+                    result = self.reader.sample(pid, &fields);
+                }
+            }
             let sample = match result {
                 Ok(sample) => sample,
                 Err(error) => {
@@ -127,17 +145,24 @@ impl ProcessPassReader {
                     continue;
                 }
             };
-            if let Target::Process { pid: root, start_time_ticks, .. } = target {
+            if let Target::Process {
+                pid: root,
+                start_time_ticks,
+                ..
+            } = target
+            {
                 if pid == *root && sample.start_time_ticks != *start_time_ticks {
                     return ProcessPass::RootUnavailable(format!(
                         "process {pid} was replaced by another process with the same pid"
                     ));
                 }
             }
-            let private_kib = if wants_private {
-                self.private.get(&mut self.reader, &sample)
-            } else {
+            let private_kib = if !self.fields.private_memory {
                 None
+            } else if fields.private_memory {
+                self.private.store(&sample)
+            } else {
+                self.private.cached(pid)
             };
             set.processes.push(counters(&sample, private_kib));
         }
@@ -162,11 +187,15 @@ impl ProcessPassReader {
                 Some(lister) => lister.list(&mut self.pids).map_err(|e| e.to_string()),
                 None => Err("no process lister".into()),
             },
-            Target::Process { pid, tree: false, .. } => {
+            Target::Process {
+                pid, tree: false, ..
+            } => {
                 self.pids.push(*pid);
                 Ok(())
             }
-            Target::Process { pid, tree: true, .. } => match &mut self.walker {
+            Target::Process {
+                pid, tree: true, ..
+            } => match &mut self.walker {
                 Some(walker) => walker.walk(*pid, &mut self.pids).map_err(|e| e.to_string()),
                 None => Err("no process tree walker".into()),
             },
@@ -178,7 +207,12 @@ impl ProcessPassReader {
 
     fn root_alive(&mut self, pid: u32, target: &Target) -> bool {
         match (self.reader.start_time_ticks(pid), target) {
-            (Ok(start), Target::Process { start_time_ticks, .. }) => start == *start_time_ticks,
+            (
+                Ok(start),
+                Target::Process {
+                    start_time_ticks, ..
+                },
+            ) => start == *start_time_ticks,
             _ => false,
         }
     }
@@ -204,17 +238,26 @@ fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters
         }),
         // /proc/<pid>/schedstat describes the main thread only: it is the process's CPU time
         // only when that is the only thread.
-        run_time_ns: sample.schedstat.filter(|_| sample.num_threads == 1).map(|s| s.run_ns),
-        run_queue_wait_ns: sample.schedstat.filter(|_| sample.num_threads == 1).map(|s| s.wait_ns),
+        run_time_ns: sample
+            .schedstat
+            .filter(|_| sample.num_threads == 1)
+            .map(|s| s.run_ns),
+        run_queue_wait_ns: sample
+            .schedstat
+            .filter(|_| sample.num_threads == 1)
+            .map(|s| s.wait_ns),
     }
 }
 
 /// Private memory on its own cadence: `smaps_rollup` walks every mapping (~90 µs a process),
 /// so with an interval set, each process's value is re-read only when older than the interval.
+/// Values are read in the same pass as the process's other files, so a process that exits
+/// in between is dropped like any other exited process, never half-counted.
 struct PrivateMemoryCache {
     interval: Duration,
-    values: HashMap<(u32, u64), (Option<u64>, Instant)>,
-    seen: Vec<(u32, u64)>,
+    /// pid → (start time, value, when read).
+    values: HashMap<u32, (u64, Option<u64>, Instant)>,
+    seen: Vec<u32>,
     oldest_used: Option<Instant>,
 }
 
@@ -233,30 +276,39 @@ impl PrivateMemoryCache {
         self.oldest_used = None;
     }
 
-    fn get(&mut self, reader: &mut ProcessReader, sample: &ProcessSample) -> Option<u64> {
-        let key = (sample.pid, sample.start_time_ticks);
-        self.seen.push(key);
+    /// True when the value of `pid` must be (re)read in this pass.
+    fn needs_read(&self, pid: u32) -> bool {
+        self.interval.is_zero()
+            || self
+                .values
+                .get(&pid)
+                .is_none_or(|(_, _, read_at)| read_at.elapsed() >= self.interval)
+    }
+
+    /// True when the cached value was read from this very process.
+    fn matches(&self, pid: u32, start_time_ticks: u64) -> bool {
+        self.values
+            .get(&pid)
+            .is_some_and(|(start, _, _)| *start == start_time_ticks)
+    }
+
+    fn store(&mut self, sample: &ProcessSample) -> Option<u64> {
         let now = Instant::now();
-        if let Some((value, read_at)) = self.values.get(&key) {
-            if !self.interval.is_zero() && now.duration_since(*read_at) < self.interval {
-                let (value, read_at) = (*value, *read_at);
-                self.oldest_used = Some(self.oldest_used.map_or(read_at, |o| o.min(read_at)));
-                return value;
-            }
-        }
-        let only_private = ProcessFields {
-            private_memory: true,
-            ..ProcessFields::STAT_ONLY
-        };
-        let value = reader
-            .sample(sample.pid, &only_private)
-            .ok()
-            .filter(|fresh| fresh.start_time_ticks == sample.start_time_ticks)
-            .and_then(|fresh| fresh.private_kib);
-        if !self.interval.is_zero() {
-            self.values.insert(key, (value, now));
-        }
+        self.seen.push(sample.pid);
         self.oldest_used = Some(self.oldest_used.map_or(now, |o| o.min(now)));
+        if !self.interval.is_zero() {
+            self.values.insert(
+                sample.pid,
+                (sample.start_time_ticks, sample.private_kib, now),
+            );
+        }
+        sample.private_kib
+    }
+
+    fn cached(&mut self, pid: u32) -> Option<u64> {
+        self.seen.push(pid);
+        let (_, value, read_at) = *self.values.get(&pid)?;
+        self.oldest_used = Some(self.oldest_used.map_or(read_at, |o| o.min(read_at)));
         value
     }
 
@@ -265,7 +317,7 @@ impl PrivateMemoryCache {
         if self.values.len() > self.seen.len() {
             self.seen.sort_unstable();
             let seen = &self.seen;
-            self.values.retain(|key, _| seen.binary_search(key).is_ok());
+            self.values.retain(|pid, _| seen.binary_search(pid).is_ok());
         }
     }
 }

@@ -67,14 +67,14 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
         interfaces: vec![
             InterfaceValues {
                 name: "eth0".into(),
-                rx_bytes: 1000,
-                tx_bytes: 10,
+                rx_bytes: Some(1000),
+                tx_bytes: Some(10),
                 ..Default::default()
             },
             InterfaceValues {
                 name: "lo".into(),
-                rx_bytes: 5,
-                tx_bytes: 5,
+                rx_bytes: Some(5),
+                tx_bytes: Some(5),
                 ..Default::default()
             },
         ],
