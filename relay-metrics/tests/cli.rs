@@ -1,0 +1,503 @@
+//! The `relay-metrics` binary end to end, on the live machine. (These live here rather than in
+//! the top-level tests/ because cargo exposes a binary's path only to its own package's tests.)
+//! Tests whose names end in `_as_root` create cgroups and fail, rather than skip, without root.
+
+use std::io::Write;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn relay_metrics(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON document")
+}
+
+/// Kills and reaps a child when dropped, also when an assertion fails.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(script: &str) -> Reaped {
+    Reaped(
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sh starts"),
+    )
+}
+
+fn value(measurement: &Value) -> f64 {
+    measurement["value"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("not a measurement: {measurement}"))
+}
+
+const CATEGORY_FIELDS: [(&str, usize); 6] = [
+    ("cpu", 9),
+    ("memory", 14),
+    ("process", 7),
+    ("disk", 7),
+    ("gpu", 2),
+    ("network", 3),
+];
+
+#[test]
+fn global_snapshot_has_relays_shape_and_default_units() {
+    let output = relay_metrics(&["snapshot", "--scope", "global", "--pretty"]);
+    let snapshot = json_of(&output);
+    // serde_json's Value sorts keys, so Relay's key order is checked on the text itself.
+    let text = String::from_utf8_lossy(&output.stdout);
+    let top_level = [
+        "timestamp",
+        "operating_system",
+        "measurement_scope",
+        "process_sampling",
+        "cpu",
+        "memory",
+        "process",
+        "disk",
+        "gpu",
+        "network",
+        "extensions",
+    ];
+    let positions: Vec<usize> = top_level
+        .iter()
+        .map(|key| {
+            text.find(&format!("\n  \"{key}\":"))
+                .unwrap_or_else(|| panic!("{key} missing"))
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "key order: {positions:?}"
+    );
+    assert_eq!(snapshot.as_object().unwrap().len(), top_level.len());
+    assert_eq!(snapshot["operating_system"], "linux");
+    assert_eq!(snapshot["measurement_scope"], "global");
+    for (category, fields) in CATEGORY_FIELDS {
+        let object = snapshot[category]
+            .as_object()
+            .unwrap_or_else(|| panic!("{category} missing"));
+        assert_eq!(object.len(), fields, "{category}: {object:?}");
+    }
+    assert_eq!(snapshot["memory"]["system_total"]["unit"], "kibibytes");
+    assert_eq!(snapshot["cpu"]["user_time"]["unit"], "milliseconds");
+    assert_eq!(snapshot["disk"]["read_data"]["unit"], "bytes");
+    assert_eq!(
+        snapshot["network"]["system"]["received_data"]["unit"],
+        "bytes"
+    );
+    assert_eq!(snapshot["network"]["system"].as_object().unwrap().len(), 8);
+    assert_eq!(snapshot["gpu"]["device_metrics"], Value::Array(vec![]));
+    let sampling = &snapshot["process_sampling"];
+    assert!(
+        sampling["visible_processes"].as_u64().unwrap()
+            >= sampling["sampled_processes"].as_u64().unwrap()
+    );
+    assert!(value(&snapshot["process"]["active_count"]) > 0.0);
+    assert_eq!(snapshot["memory"]["resident"], Value::Null);
+    let timestamp = snapshot["timestamp"].as_str().unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(timestamp).is_ok(),
+        "{timestamp}"
+    );
+}
+
+#[test]
+fn a_busy_child_consumes_one_processor_and_an_idle_tree_none() {
+    let busy = spawn("while :; do :; done");
+    let pid = busy.0.id().to_string();
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--pid",
+        &pid,
+        "--interval-ms",
+        "500",
+    ]));
+    assert_eq!(snapshot["measurement_scope"], "process_tree");
+    let rate = value(&snapshot["cpu"]["consumption_rate"]);
+    assert!((0.7..=1.3).contains(&rate), "busy loop rate {rate}");
+    assert!(snapshot["disk"]["read_throughput"]["value"].is_number());
+    assert_eq!(
+        snapshot["process_sampling"]["field_sampled_processes"]["disk.read_throughput"],
+        1
+    );
+
+    let idle = spawn("sleep 30 & sleep 30 & wait");
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = idle.0.id().to_string();
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--pid",
+        &pid,
+        "--interval-ms",
+        "500",
+    ]));
+    assert_eq!(value(&snapshot["process"]["active_count"]), 3.0);
+    assert_eq!(value(&snapshot["process"]["descendant_count"]), 2.0);
+    let rate = value(&snapshot["cpu"]["consumption_rate"]);
+    assert!(rate < 0.05, "idle tree rate {rate}");
+    assert_eq!(value(&snapshot["disk"]["read_throughput"]), 0.0);
+}
+
+/// A stopped child's counters do not move, so the snapshot must equal the kernel's files.
+#[test]
+fn process_values_agree_with_the_kernel_files() {
+    let child = spawn("exec sleep 30");
+    let pid = child.0.id();
+    std::thread::sleep(Duration::from_millis(100));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--pid",
+        &pid.to_string(),
+        "--scope",
+        "application_process",
+    ]));
+
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let field = |n: usize| fields[n - 3].parse::<f64>().unwrap();
+    let page_kib = 4.0; // x86-64 page size, checked below against the status file
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let status_kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(value(&snapshot["process"]["thread_count"]), field(20));
+    assert_eq!(value(&snapshot["memory"]["resident"]), field(24) * page_kib);
+    assert_eq!(value(&snapshot["memory"]["resident"]), status_kib("VmRSS:"));
+    assert_eq!(
+        value(&snapshot["memory"]["virtual_memory"]),
+        status_kib("VmSize:")
+    );
+    assert_eq!(
+        value(&snapshot["memory"]["peak_resident"]),
+        status_kib("VmHWM:")
+    );
+    assert_eq!(value(&snapshot["cpu"]["user_time"]), field(14) * 10.0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count() as f64;
+    assert_eq!(
+        value(&snapshot["process"]["open_file_descriptor_count"]),
+        fds
+    );
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    let io_value = |key: &str| {
+        io.lines().find(|l| l.starts_with(key)).unwrap()[key.len()..]
+            .trim()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(
+        value(&snapshot["disk"]["read_operations"]),
+        io_value("syscr:")
+    );
+    assert_eq!(
+        value(&snapshot["disk"]["write_data"]),
+        io_value("write_bytes:")
+    );
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total = meminfo
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert_eq!(value(&snapshot["memory"]["system_total"]), total);
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    let private: f64 = smaps
+        .lines()
+        .filter(|l| l.starts_with("Private_"))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(value(&snapshot["memory"]["private"]), private);
+}
+
+#[test]
+fn watch_streams_fixed_rate_ndjson() {
+    let output = relay_metrics(&[
+        "watch",
+        "--scope",
+        "global",
+        "--interval-ms",
+        "50",
+        "--count",
+        "5",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = output
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    let mut previous_index = None;
+    for line in &lines {
+        let sampler = &line["extensions"]["sampler"];
+        assert_eq!(sampler["interval_usec"], 50_000);
+        let index = sampler["tick_index"].as_u64().unwrap();
+        assert!(
+            previous_index.is_none_or(|p| index > p),
+            "{index} after {previous_index:?}"
+        );
+        previous_index = Some(index);
+    }
+    assert!(lines[4]["network"]["system"]["receive_throughput"].is_object());
+}
+
+#[test]
+fn run_measures_the_command_and_returns_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("stream.ndjson");
+    let output = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["run", "--interval-ms", "50", "--output"])
+        .arg(&stream)
+        .args(["--", "sh", "-c", "sleep 0.3; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&stream).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 4, "{} lines", lines.len());
+    assert!(lines
+        .iter()
+        .all(|l| l["measurement_scope"] == "process_tree"));
+    let last = lines.last().unwrap();
+    assert!(
+        last["cpu"]["total_time"].is_object(),
+        "the final snapshot still sees the exited command: {last}"
+    );
+
+    let signalled = relay_metrics(&[
+        "run",
+        "--interval-ms",
+        "20",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $$",
+    ]);
+    assert_eq!(signalled.status.code(), Some(128 + 15));
+}
+
+fn assert_clear_error(args: &[&str], expected: &str) {
+    let output = relay_metrics(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{args:?} succeeded");
+    assert!(
+        output.stdout.is_empty(),
+        "{args:?} printed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "{args:?}: one line expected: {stderr}"
+    );
+    assert!(
+        stderr.contains(expected),
+        "{args:?}: expected {expected:?} in {stderr}"
+    );
+}
+
+#[test]
+fn bad_input_gets_one_clear_error_line() {
+    assert_clear_error(
+        &["snapshot", "--pid", "999999999"],
+        "process 999999999 does not exist",
+    );
+    assert_clear_error(
+        &["snapshot", "--cgroup", "/relay-metrics-no-such-cgroup"],
+        "does not exist",
+    );
+    assert_clear_error(
+        &["snapshot", "--cgroup", "/a/../../etc"],
+        "must not contain '..'",
+    );
+    assert_clear_error(
+        &["snapshot", "--cgroup", "relative"],
+        "cgroup_path must be absolute",
+    );
+    assert_clear_error(
+        &["snapshot", "--scope", "global", "--pid", "1"],
+        "drop --pid",
+    );
+    assert_clear_error(&["snapshot", "--scope", "process_tree"], "needs --pid");
+    assert_clear_error(
+        &["snapshot", "--config", "/nonexistent/relay.toml"],
+        "cannot read config file",
+    );
+    assert_clear_error(
+        &["run", "--", "/nonexistent/command"],
+        "cannot start /nonexistent/command",
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let zero = write("zero.json", r#"{"polling": {"interval_millis": 0}}"#);
+    assert_clear_error(
+        &["snapshot", "--config", &zero],
+        "invalid resource metrics config: invalid argument: resource_metrics.polling.interval_millis must be greater than zero",
+    );
+    let unknown = write("unknown.toml", "foo = 1\n");
+    assert_clear_error(&["snapshot", "--config", &unknown], "unknown field `foo`");
+    let family = write(
+        "family.json",
+        r#"{"units": {"memory": {"resident": "seconds"}}}"#,
+    );
+    assert_clear_error(
+        &["snapshot", "--config", &family],
+        "unknown variant `seconds`",
+    );
+    let garbage = write("garbage.conf", "{{{{");
+    assert_clear_error(
+        &["snapshot", "--config", &garbage],
+        "is not valid JSON or TOML",
+    );
+}
+
+#[test]
+fn config_files_select_units_and_categories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("relay.toml");
+    std::fs::write(
+        &path,
+        "[[components]]\nkind = \"resource_metrics\"\n[components.config]\nmeasurement_scope = \"global\"\n[components.config.gpu]\nenabled = false\n[components.config.units.memory]\nsystem_total = \"mebibytes\"\n",
+    )
+    .unwrap();
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--config",
+        path.to_str().unwrap(),
+    ]));
+    assert_eq!(snapshot["gpu"], Value::Null);
+    assert_eq!(snapshot["memory"]["system_total"]["unit"], "mebibytes");
+}
+
+/// Removes the test's cgroups (after killing their processes) when dropped.
+struct V1Cgroups(Vec<String>);
+
+impl Drop for V1Cgroups {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test creates v1 cgroups and must run as root"
+    );
+    let name = format!("relay-metrics-cli-test-{}", std::process::id());
+    let cpu = format!("/sys/fs/cgroup/cpu/{name}");
+    let memory = format!("/sys/fs/cgroup/memory/{name}");
+    let cgroups = V1Cgroups(vec![cpu.clone(), memory.clone()]);
+    std::fs::create_dir(&cpu).unwrap();
+    std::fs::create_dir(&memory).unwrap();
+    std::fs::write(format!("{cpu}/cpu.cfs_period_us"), "100000").unwrap();
+    std::fs::write(format!("{cpu}/cpu.cfs_quota_us"), "20000").unwrap();
+    std::fs::write(format!("{memory}/memory.limit_in_bytes"), "67108864").unwrap();
+    let busy = spawn("while :; do :; done");
+    let pid = busy.0.id().to_string();
+    std::fs::write(format!("{cpu}/cgroup.procs"), &pid).unwrap();
+    std::fs::write(format!("{memory}/cgroup.procs"), &pid).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--cgroup",
+        &format!("/{name}"),
+        "--interval-ms",
+        "500",
+    ]));
+    drop(busy);
+    std::thread::sleep(Duration::from_millis(100));
+    drop(cgroups);
+
+    assert_eq!(snapshot["measurement_scope"], "cgroup");
+    assert!(
+        value(&snapshot["cpu"]["throttled_time"]) > 0.0,
+        "{}",
+        snapshot["cpu"]
+    );
+    let throttled = snapshot["cpu"]["limit_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["resource"] == "cpu" && e["event"] == "throttled")
+        .expect("a cpu/throttled event counter");
+    assert!(value(&throttled["count"]) > 0.0);
+    assert_eq!(value(&snapshot["cpu"]["effective_limit"]), 0.2);
+    let rate = value(&snapshot["cpu"]["consumption_rate"]);
+    assert!(
+        (0.1..=0.3).contains(&rate),
+        "a 20% quota allows about 0.2 LP, got {rate}"
+    );
+    assert_eq!(
+        snapshot["memory"]["limit"],
+        serde_json::json!({"value": 65536, "unit": "kibibytes"})
+    );
+    assert_eq!(value(&snapshot["process"]["active_count"]), 1.0);
+    let report = &snapshot["extensions"]["cgroups"][0];
+    assert_eq!(report["role"], "target");
+    assert_eq!(report["cpu_version"], "v1");
+}

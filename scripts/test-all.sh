@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, and every test tier that this machine can run.
+# Run as root on Debian 12: it installs what the tests need first (idempotent), and the live
+# tests create their own cgroups. Any failure fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "scripts/test-all.sh: run as root (the live tests create cgroups and load eBPF programs)" >&2
+    exit 1
+fi
+
+echo "== install test dependencies"
+scripts/install-deps.sh
+
+echo "== format and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== tests"
+cargo test --workspace --locked
