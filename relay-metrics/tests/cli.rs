@@ -2,7 +2,10 @@
 //! the top-level tests/ because cargo exposes a binary's path only to its own package's tests.)
 //! Tests whose names end in `_as_root` create cgroups and fail, rather than skip, without root.
 
-#![expect(clippy::expect_used, reason = "test helpers fail loudly when the binary or its output is broken")]
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers fail loudly when the binary or its output is broken"
+)]
 
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};

@@ -1,13 +1,20 @@
 //! The collector: reads every source into a [`Sample`], then lets the pure model turn it into a
 //! snapshot. Data flows one way: sources → sample → model → snapshot → outputs.
 //!
-//! ```no_run
+//! ```
 //! use relay_metrics::{Collector, ResourceMetricsConfig};
 //!
-//! let config = ResourceMetricsConfig::from_text(r#"{"measurement_scope": "global"}"#)?;
+//! // The calling process and its children (Relay's default scope), CPU and memory only.
+//! let config = ResourceMetricsConfig::from_text(
+//!     r#"{"disk": {"enabled": false}, "gpu": {"enabled": false}, "network": {"enabled": false}}"#,
+//! )?;
 //! let mut collector = Collector::new(config)?;
-//! let snapshot = collector.collect();
-//! println!("{}", serde_json::to_string_pretty(&*snapshot)?);
+//! let first = collector.collect();
+//! let second = collector.collect(); // rates are relative to `first`
+//! let cpu = second.cpu.as_ref().expect("the cpu category is enabled");
+//! assert!(cpu.total_time.is_some());
+//! println!("{}", serde_json::to_string_pretty(&*second)?);
+//! # drop(first);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -297,15 +304,50 @@ impl AsyncCollector {
     }
 }
 
-/// Sleeps until `deadline` (used by the samplers).
-pub fn sleep_until(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now {
-        std::thread::sleep(deadline - now);
-    }
-}
-
 /// How long ago `instant` was, in whole milliseconds.
 pub(crate) fn age_ms(instant: Instant) -> u64 {
     u64::try_from(instant.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ScopeSetting;
+
+    fn own_tree_config() -> ResourceMetricsConfig {
+        ResourceMetricsConfig {
+            measurement_scope: ScopeSetting::ApplicationProcess,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_async_collector_runs_on_the_blocking_pool_and_keeps_one_series() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let collector = AsyncCollector::new(Collector::new(own_tree_config()).unwrap());
+        let (first, second) = runtime.block_on(async {
+            let first = collector.collect().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            (first, collector.collect().await.unwrap())
+        });
+        assert_eq!(first.extensions.collector.sequence, 1);
+        assert_eq!(second.extensions.collector.sequence, 2);
+        assert_eq!(second.extensions.target.root_pid, Some(std::process::id()));
+        assert!(first.cpu.as_ref().unwrap().consumption_rate.is_none());
+        assert!(second.cpu.as_ref().unwrap().consumption_rate.is_some());
+    }
+
+    #[test]
+    fn an_invalid_config_is_refused_with_relays_message() {
+        let mut config = own_tree_config();
+        config.polling.interval_millis = 0;
+        let error = Collector::new(config).err().unwrap().to_string();
+        assert!(
+            error.starts_with("invalid resource metrics config: invalid argument:"),
+            "{error}"
+        );
+    }
 }
