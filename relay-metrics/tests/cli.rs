@@ -127,20 +127,40 @@ fn global_snapshot_has_relays_shape_and_default_units() {
     );
 }
 
+/// CPU time (utime + stime, in ticks) of one process, read independently of the collector.
+fn cpu_ticks(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()
+}
+
+/// Tests that measure CPU use run one at a time: on 2 cores they would skew each other.
+static CPU_SENSITIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_busy_child_consumes_one_processor_and_an_idle_tree_none() {
+    let _serial = CPU_SENSITIVE.lock().unwrap_or_else(|e| e.into_inner());
     let busy = spawn("while :; do :; done");
-    let pid = busy.0.id().to_string();
+    let pid = busy.0.id();
+    std::thread::sleep(Duration::from_millis(100));
+    let (ticks_before, started) = (cpu_ticks(pid), std::time::Instant::now());
     let snapshot = json_of(&relay_metrics(&[
         "snapshot",
         "--pid",
-        &pid,
+        &pid.to_string(),
         "--interval-ms",
         "500",
     ]));
+    let independent = (cpu_ticks(pid) - ticks_before) / 100.0 / started.elapsed().as_secs_f64();
     assert_eq!(snapshot["measurement_scope"], "process_tree");
     let rate = value(&snapshot["cpu"]["consumption_rate"]);
-    assert!((0.7..=1.3).contains(&rate), "busy loop rate {rate}");
+    // On an idle machine both are about 1.0; when other work shares the 2 cores, the
+    // collector must still agree with the kernel's own accounting over the same period.
+    assert!(rate > 0.3, "a busy loop must look busy, got {rate}");
+    assert!(
+        (rate - independent).abs() < 0.2,
+        "collector {rate} vs kernel {independent}"
+    );
     assert!(snapshot["disk"]["read_throughput"]["value"].is_number());
     assert_eq!(
         snapshot["process_sampling"]["field_sampled_processes"]["disk.read_throughput"],
@@ -448,6 +468,7 @@ impl Drop for V1Cgroups {
 
 #[test]
 fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
+    let _serial = CPU_SENSITIVE.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
         nix::unistd::geteuid().is_root(),
         "this test creates v1 cgroups and must run as root"

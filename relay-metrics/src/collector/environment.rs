@@ -6,22 +6,29 @@
 //! event count would describe other processes. The containing cgroups are always reported,
 //! with their raw counters, under `extensions.cgroups`.
 
+use std::sync::Arc;
+
 use crate::config::ResourceMetricsConfig;
 use crate::model::{CgroupValues, PressureValues, ProcessPass};
-use crate::snapshot::{CgroupReport, PressureTotals, Unavailable};
+use crate::snapshot::{CgroupReport, CgroupRole, CgroupVersionName, PressureTotals};
 use crate::source::cgroup::{
     self, CgroupFields, CgroupLayout, CgroupReader, CgroupSample, CgroupTarget, CgroupVersion,
 };
 use crate::source::Roots;
 
+use super::reasons::Reasons;
 use super::Target;
 
 pub(super) struct Environment {
     /// The cgroup whose counters are read: the target, or the root process's cgroups.
     cgroup: Option<CgroupTarget>,
+    /// Its path, shared with every snapshot that reports it.
+    path: Arc<str>,
     reader: CgroupReader,
     /// Why there is no cgroup to read, when there is none.
     missing: Option<String>,
+    /// Scratch list of the measured pids, for the exclusivity check.
+    pids: Vec<u32>,
 }
 
 impl Environment {
@@ -37,33 +44,45 @@ impl Environment {
                 }
             }
         };
+        let path = cgroup
+            .as_ref()
+            .and_then(|c| {
+                c.requested
+                    .clone()
+                    .or_else(|| c.membership_dir().map(|(_, dir)| dir.path.clone()))
+            })
+            .unwrap_or_default();
         Self {
             cgroup,
+            path: Arc::from(path.as_str()),
             reader: CgroupReader::new(),
             missing,
+            pids: Vec::new(),
         }
     }
 
-    /// Reads the cgroup counters. Returns the values behind Relay's fields (when they apply)
-    /// and the reports for `extensions.cgroups`.
+    /// Reads the cgroup counters into `values` (the values behind Relay's fields, when they
+    /// apply) and `reports` (for `extensions.cgroups`).
     pub(super) fn read(
         &mut self,
         config: &ResourceMetricsConfig,
         target: &Target,
         processes: &ProcessPass,
-        unavailable: &mut Vec<Unavailable>,
-    ) -> (Option<CgroupValues>, Vec<CgroupReport>) {
+        reasons: &mut Reasons,
+        values: &mut Option<CgroupValues>,
+        reports: &mut Vec<CgroupReport>,
+    ) {
+        *values = None;
         if matches!(target, Target::Global) {
-            return (None, Vec::new());
+            reports.clear();
+            return;
         }
         let Some(cgroup) = &self.cgroup else {
             if let Some(reason) = &self.missing {
-                unavailable.push(Unavailable {
-                    field: "cgroup".into(),
-                    reason: reason.clone(),
-                });
+                reasons.add("cgroup", format_args!("{reason}"));
             }
-            return (None, Vec::new());
+            reports.clear();
+            return;
         };
         let fields = CgroupFields {
             cpu: config.cpu.enabled,
@@ -74,51 +93,50 @@ impl Environment {
         let sample = match self.reader.read(cgroup, fields) {
             Ok(sample) => sample,
             Err(error) => {
-                unavailable.push(Unavailable {
-                    field: "cgroup".into(),
-                    reason: error.to_string(),
-                });
-                return (None, Vec::new());
+                reasons.add("cgroup", format_args!("{error}"));
+                reports.clear();
+                return;
             }
         };
         let role = match target {
-            Target::Cgroup { .. } => "target",
-            _ => "containing",
+            Target::Cgroup { .. } => CgroupRole::Target,
+            _ => CgroupRole::Containing,
         };
-        let report = report(role, cgroup, &sample);
+        reports.resize_with(1, CgroupReport::default);
+        fill_report(&mut reports[0], role, &self.path, &sample);
         let applies = match (target, processes) {
             (Target::Cgroup { .. }, _) => true,
             (Target::Process { .. }, ProcessPass::Sampled(set)) if set.incomplete.is_none() => {
-                let mut pids: Vec<u32> = set.processes.iter().map(|p| p.pid).collect();
-                pids.sort_unstable();
-                match cgroup::owns_exclusively(cgroup, &pids) {
+                self.pids.clear();
+                self.pids.extend(set.processes.iter().map(|p| p.pid));
+                self.pids.sort_unstable();
+                match cgroup::owns_exclusively(cgroup, &self.pids) {
                     Ok(true) => true,
                     Ok(false) => {
-                        unavailable.push(Unavailable {
-                            field: "cgroup".into(),
-                            reason: format!(
+                        reasons.add(
+                            "cgroup",
+                            format_args!(
                                 "the measured processes do not own their cgroup {} exclusively, so its limits and events would describe other processes too (use the cgroup scope to measure it)",
-                                report.path
+                                self.path
                             ),
-                        });
+                        );
                         false
                     }
                     Err(error) => {
-                        unavailable.push(Unavailable {
-                            field: "cgroup".into(),
-                            reason: error.to_string(),
-                        });
+                        reasons.add("cgroup", format_args!("{error}"));
                         false
                     }
                 }
             }
             _ => false,
         };
-        (applies.then(|| values(&sample)), vec![report])
+        if applies {
+            *values = Some(cgroup_values(&sample));
+        }
     }
 }
 
-fn values(sample: &CgroupSample) -> CgroupValues {
+fn cgroup_values(sample: &CgroupSample) -> CgroupValues {
     let pressure = |totals: cgroup::PsiTotals| PressureValues {
         some_usec: totals.some_usec,
         full_usec: totals.full_usec,
@@ -140,16 +158,21 @@ fn values(sample: &CgroupSample) -> CgroupValues {
     }
 }
 
-fn report(role: &str, cgroup: &CgroupTarget, sample: &CgroupSample) -> CgroupReport {
-    let version = |v: Option<CgroupVersion>| v.map(|v| v.as_str().to_string());
-    let path = cgroup
-        .requested
-        .clone()
-        .or_else(|| cgroup.membership_dir().map(|(_, dir)| dir.path.clone()))
-        .unwrap_or_default();
-    CgroupReport {
-        role: role.into(),
-        path,
+fn fill_report(
+    report: &mut CgroupReport,
+    role: CgroupRole,
+    path: &Arc<str>,
+    sample: &CgroupSample,
+) {
+    let version = |v: Option<CgroupVersion>| {
+        v.map(|v| match v {
+            CgroupVersion::V1 => CgroupVersionName::V1,
+            CgroupVersion::V2 => CgroupVersionName::V2,
+        })
+    };
+    *report = CgroupReport {
+        role,
+        path: Arc::clone(path),
         cpu_version: version(sample.cpu.throttling_version.or(sample.cpu.usage_version)),
         memory_version: version(sample.memory.version),
         pids_version: version(sample.pids.version),
@@ -175,5 +198,5 @@ fn report(role: &str, cgroup: &CgroupTarget, sample: &CgroupSample) -> CgroupRep
             io_some_usec: sample.pressure.io.some_usec,
             io_full_usec: sample.pressure.io.full_usec,
         }),
-    }
+    };
 }

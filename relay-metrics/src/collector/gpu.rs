@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuDeviceValues, GpuProcessValues, GpuValues, ProcessPass};
-use crate::snapshot::{AcceleratorVendor, Unavailable};
+use crate::snapshot::AcceleratorVendor;
 use crate::source::gpu::{
     DrmDeviceSample, DrmSource, DrmVendor, GpuSample, GpuSampler, NvmlOptions, NvmlSource,
 };
 use crate::source::Roots;
+
+use super::reasons::Reasons;
 
 /// How often the NVML thread queries the driver. NVML's own utilisation counters update at
 /// about 6 Hz, so querying faster would only repeat values.
@@ -56,70 +58,80 @@ impl GpuFeed {
         }
     }
 
-    /// Device records and the process records of processes in this pass.
-    pub(super) fn latest(
+    /// Device records and the process records of processes in this pass, written into `out`.
+    pub(super) fn fill(
         &mut self,
         processes: &ProcessPass,
-        unavailable: &mut Vec<Unavailable>,
-    ) -> GpuValues {
-        let mut values = GpuValues::default();
+        reasons: &mut Reasons,
+        out: &mut GpuValues,
+    ) {
+        let mut devices = 0;
+        let mut records = 0;
+        out.age_ms = None;
         if let Some(reason) = &self.spawn_error {
-            unavailable.push(Unavailable {
-                field: "gpu".into(),
-                reason: reason.clone(),
-            });
+            reasons.add("gpu", format_args!("{reason}"));
         }
         if let Some(sample) = self.nvml_sample() {
             if let Some(error) = &sample.error {
-                unavailable.push(Unavailable {
-                    field: "gpu".into(),
-                    reason: format!("NVML: {error}"),
-                });
+                reasons.add("gpu", format_args!("NVML: {error}"));
             }
-            values.age_ms = Some(u64::try_from(sample.age().as_millis()).unwrap_or(u64::MAX));
-            values
-                .devices
-                .extend(sample.devices.iter().map(|d| GpuDeviceValues {
+            out.age_ms = Some(u64::try_from(sample.age().as_millis()).unwrap_or(u64::MAX));
+            for d in &sample.devices {
+                let entry = slot(&mut out.devices, &mut devices, || GpuDeviceValues {
                     vendor: AcceleratorVendor::Nvidia,
-                    identifier: d.identifier.clone(),
-                    index: Some(d.index),
-                    memory_used_bytes: d.memory_used_bytes,
-                    utilization_percent: d.utilization_percent,
-                }));
+                    identifier: Arc::from(""),
+                    index: None,
+                    memory_used_bytes: None,
+                    utilization_percent: None,
+                });
+                entry.vendor = AcceleratorVendor::Nvidia;
+                share(&mut entry.identifier, &d.identifier);
+                entry.index = Some(d.index);
+                entry.memory_used_bytes = d.memory_used_bytes;
+                entry.utilization_percent = d.utilization_percent;
+            }
             if let ProcessPass::Sampled(set) = processes {
                 let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
-                values
-                    .processes
-                    .extend(
-                        sample
-                            .processes_matching(in_scope)
-                            .map(|p| GpuProcessValues {
-                                vendor: AcceleratorVendor::Nvidia,
-                                identifier: p.device_identifier.clone(),
-                                index: Some(p.device_index),
-                                pid: p.pid,
-                                memory_used_bytes: p.memory_used_bytes,
-                                utilization_percent: p.sm_utilization_percent,
-                            }),
-                    );
+                for p in sample.processes_matching(in_scope) {
+                    let entry = slot(&mut out.processes, &mut records, || GpuProcessValues {
+                        vendor: AcceleratorVendor::Nvidia,
+                        identifier: Arc::from(""),
+                        index: None,
+                        pid: 0,
+                        memory_used_bytes: None,
+                        utilization_percent: None,
+                    });
+                    entry.vendor = AcceleratorVendor::Nvidia;
+                    share(&mut entry.identifier, &p.device_identifier);
+                    entry.index = Some(p.device_index);
+                    entry.pid = p.pid;
+                    entry.memory_used_bytes = p.memory_used_bytes;
+                    entry.utilization_percent = p.sm_utilization_percent;
+                }
             }
         }
         if let Some(drm) = &mut self.drm {
             drm.read_into(&mut self.drm_devices);
-            values
-                .devices
-                .extend(self.drm_devices.iter().map(|d| GpuDeviceValues {
-                    vendor: match d.vendor {
-                        DrmVendor::Amd => AcceleratorVendor::Amd,
-                        DrmVendor::Intel => AcceleratorVendor::Intel,
-                    },
-                    identifier: d.identifier.clone(),
+            for d in &self.drm_devices {
+                let entry = slot(&mut out.devices, &mut devices, || GpuDeviceValues {
+                    vendor: AcceleratorVendor::Other,
+                    identifier: Arc::from(""),
                     index: None,
-                    memory_used_bytes: d.memory_used_bytes,
-                    utilization_percent: d.utilization_percent,
-                }));
+                    memory_used_bytes: None,
+                    utilization_percent: None,
+                });
+                entry.vendor = match d.vendor {
+                    DrmVendor::Amd => AcceleratorVendor::Amd,
+                    DrmVendor::Intel => AcceleratorVendor::Intel,
+                };
+                share(&mut entry.identifier, &d.identifier);
+                entry.index = None;
+                entry.memory_used_bytes = d.memory_used_bytes;
+                entry.utilization_percent = d.utilization_percent;
+            }
         }
-        values
+        out.devices.truncate(devices);
+        out.processes.truncate(records);
     }
 
     fn nvml_sample(&mut self) -> Option<Arc<GpuSample>> {
@@ -129,5 +141,21 @@ impl GpuFeed {
             return sampler.wait_for_sample(None, FIRST_SAMPLE_WAIT);
         }
         sampler.latest()
+    }
+}
+
+/// The next entry of a list being rewritten in place, created only when the list grows.
+fn slot<'a, T>(list: &'a mut Vec<T>, used: &mut usize, create: impl FnOnce() -> T) -> &'a mut T {
+    if *used == list.len() {
+        list.push(create());
+    }
+    *used += 1;
+    &mut list[*used - 1]
+}
+
+/// Points `target` at `value`, allocating a new shared string only when the text changed.
+fn share(target: &mut Arc<str>, value: &str) {
+    if **target != *value {
+        *target = Arc::from(value);
     }
 }

@@ -21,19 +21,22 @@
 mod environment;
 mod gpu;
 mod processes;
+mod reasons;
 mod target;
 
 pub use target::Target;
 
+use std::borrow::Cow;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::Utc;
 
 use crate::config::{ConfigError, ResourceMetricsConfig};
-use crate::model::{self, Baselines, FilesystemValues, GpuValues, InterfaceValues, Sample, Wanted};
+use crate::model::{self, Baselines, FilesystemValues, InterfaceValues, Sample};
 use crate::snapshot::{
-    CollectorInfo, KernelEvents, ResourceMetricsSnapshot, SamplerInfo, TargetInfo, Unavailable,
+    CollectorInfo, KernelEvents, MeasurementScope, ResourceMetricsSnapshot, SamplerInfo, TargetInfo,
 };
 use crate::source::cgroup::CgroupLayout;
 use crate::source::net::{self, InterfaceCounters, NetReader};
@@ -43,6 +46,7 @@ use crate::source::{fs, Roots};
 use environment::Environment;
 use gpu::GpuFeed;
 use processes::ProcessPassReader;
+use reasons::Reasons;
 
 /// A collector that cannot be created.
 #[derive(Debug, thiserror::Error)]
@@ -57,9 +61,14 @@ pub enum CollectorError {
 
 /// Collects snapshots of one target with one configuration. Rate baselines belong to the
 /// collector: each collector is one series.
+///
+/// Steady state allocates nothing: files stay open, buffers and the sample are reused, and the
+/// snapshot is rebuilt in place when the previous one is no longer shared.
 pub struct Collector {
     config: ResourceMetricsConfig,
     target: Target,
+    target_info: TargetInfo,
+    filesystem_paths: Vec<Arc<str>>,
     processes: ProcessPassReader,
     system: SystemReader,
     system_sample: SystemSample,
@@ -67,7 +76,10 @@ pub struct Collector {
     net: NetReader,
     net_counters: Vec<InterfaceCounters>,
     gpu: GpuFeed,
+    reasons: Reasons,
+    sample: Sample,
     baselines: Baselines,
+    last: Option<Arc<ResourceMetricsSnapshot>>,
     sequence: u64,
 }
 
@@ -83,21 +95,42 @@ impl Collector {
         let layout = CgroupLayout::discover(&roots).ok();
         let target = Target::resolve(&config, &roots, layout.as_ref())?;
         let scope = target.scope();
-        let wanted = Wanted::from_config(&config, scope);
+        let wanted = model::Wanted::from_config(&config, scope);
         let processes = ProcessPassReader::new(&roots, &config, &target, wanted)?;
         let environment = Environment::new(&roots, layout.as_ref(), &target);
         let gpu = GpuFeed::start(&config, &roots);
+        let target_info = match &target {
+            Target::Global => TargetInfo::default(),
+            Target::Process { pid, .. } => TargetInfo {
+                root_pid: Some(*pid),
+                cgroup_path: None,
+            },
+            Target::Cgroup { path, .. } => TargetInfo {
+                root_pid: None,
+                cgroup_path: Some(Arc::from(path.as_str())),
+            },
+        };
         Ok(Self {
+            filesystem_paths: config
+                .disk
+                .filesystem_paths
+                .iter()
+                .map(|path| Arc::from(path.as_str()))
+                .collect(),
             system: SystemReader::new(&roots),
             system_sample: SystemSample::default(),
             net: NetReader::new(&roots),
             net_counters: Vec::new(),
+            sample: empty_sample(scope),
             config,
             target,
+            target_info,
             processes,
             environment,
             gpu,
+            reasons: Reasons::default(),
             baselines: Baselines::default(),
+            last: None,
             sequence: 0,
         })
     }
@@ -125,41 +158,49 @@ impl Collector {
 
     fn collect_inner(&mut self, sampler: Option<SamplerInfo>) -> Arc<ResourceMetricsSnapshot> {
         let started = Instant::now();
-        let sample = self.sample();
-        let mut snapshot = model::derive(&self.config, &sample, &mut self.baselines, Utc::now());
+        self.sample();
+        // Reuse the previous snapshot's memory when nobody else holds it any more.
+        let mut shared = self
+            .last
+            .take()
+            .filter(|previous| Arc::strong_count(previous) == 1 && Arc::weak_count(previous) == 0)
+            .unwrap_or_else(|| Arc::new(ResourceMetricsSnapshot::default()));
         self.sequence += 1;
-        snapshot.extensions.collector = CollectorInfo {
-            name: "relay-metrics".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            sequence: self.sequence,
-            collect_duration_usec: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        };
-        snapshot.extensions.target = self.target_info();
-        snapshot.extensions.sampler = sampler;
-        Arc::new(snapshot)
-    }
-
-    fn target_info(&self) -> TargetInfo {
-        match &self.target {
-            Target::Global => Default::default(),
-            Target::Process { pid, .. } => TargetInfo {
-                root_pid: Some(*pid),
-                cgroup_path: None,
-            },
-            Target::Cgroup { path, .. } => TargetInfo {
-                root_pid: None,
-                cgroup_path: Some(path.clone()),
-            },
+        if let Some(snapshot) = Arc::get_mut(&mut shared) {
+            model::derive_into(
+                &self.config,
+                &self.sample,
+                &mut self.baselines,
+                Utc::now(),
+                snapshot,
+            );
+            let extensions = &mut snapshot.extensions;
+            extensions.collector = CollectorInfo {
+                name: Cow::Borrowed("relay-metrics"),
+                version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
+                sequence: self.sequence,
+                collect_duration_usec: u64::try_from(started.elapsed().as_micros())
+                    .unwrap_or(u64::MAX),
+            };
+            extensions.target.clone_from(&self.target_info);
+            extensions.sampler = sampler;
         }
+        self.last = Some(Arc::clone(&shared));
+        shared
     }
 
-    /// Reads every source once.
-    fn sample(&mut self) -> Sample {
-        let scope = self.target.scope();
-        let mut unavailable = Vec::new();
-        let processes = self.processes.read(&self.target, &mut unavailable);
-        let instant = Instant::now();
-        let boottime_ns = boottime_ns();
+    /// Reads every source once, into the reused sample.
+    fn sample(&mut self) {
+        let sample = &mut self.sample;
+        let reasons = &mut self.reasons;
+        reasons.begin();
+        let previous = std::mem::take(&mut sample.processes);
+        self.processes.recycle(previous);
+        sample.processes = self.processes.read(&self.target, reasons);
+        sample.instant = Instant::now();
+        sample.boottime_ns = boottime_ns();
+        sample.clock_ticks_per_second = self.processes.clock_ticks_per_second();
+        sample.private_memory_age_ms = self.processes.private_memory_age_ms();
 
         let global = matches!(self.target, Target::Global);
         let fields = SystemFields {
@@ -169,99 +210,131 @@ impl Collector {
         };
         self.system.read_into(fields, &mut self.system_sample);
         for error in &self.system_sample.errors {
-            unavailable.push(Unavailable {
-                field: "system".into(),
-                reason: error.to_string(),
-            });
+            reasons.add("system", format_args!("{error}"));
         }
-        let system = processes::system_values(&self.system_sample);
+        processes::fill_system_values(&self.system_sample, &mut sample.system);
 
-        let (cgroup, cgroup_reports) =
-            self.environment
-                .read(&self.config, &self.target, &processes, &mut unavailable);
+        self.environment.read(
+            &self.config,
+            &self.target,
+            &sample.processes,
+            reasons,
+            &mut sample.cgroup,
+            &mut sample.cgroup_reports,
+        );
 
-        let filesystems = if self.config.disk.enabled {
-            self.config
-                .disk
-                .filesystem_paths
-                .iter()
-                .enumerate()
-                .map(|(index, path)| {
-                    let capacity = fs::filesystem_capacity(std::path::Path::new(path));
-                    if let Some(reason) = &capacity.error {
-                        unavailable.push(Unavailable {
-                            field: format!("disk.filesystems[{index}]"),
-                            reason: reason.clone(),
-                        });
-                    }
-                    FilesystemValues {
-                        path: path.clone(),
-                        total_bytes: capacity.total_bytes,
-                        available_bytes: capacity.available_bytes,
-                        free_bytes: capacity.free_bytes,
-                    }
-                })
-                .collect()
+        sample.filesystems.clear();
+        if self.config.disk.enabled {
+            for path in &self.filesystem_paths {
+                let capacity = fs::filesystem_capacity(Path::new(&**path));
+                if let Some(reason) = &capacity.error {
+                    reasons.add("disk.filesystems", format_args!("{path}: {reason}"));
+                }
+                sample.filesystems.push(FilesystemValues {
+                    path: Arc::clone(path),
+                    total_bytes: capacity.total_bytes,
+                    available_bytes: capacity.available_bytes,
+                    free_bytes: capacity.free_bytes,
+                });
+            }
+        }
+
+        if self.config.network.enabled {
+            match self.net.read(&mut self.net_counters) {
+                Ok(()) => fill_interfaces(
+                    &self.net_counters,
+                    &self.config.network.interfaces,
+                    &mut sample.interfaces,
+                ),
+                Err(error) => {
+                    reasons.add("network", format_args!("{error}"));
+                    sample.interfaces.clear();
+                }
+            }
         } else {
-            Vec::new()
-        };
+            sample.interfaces.clear();
+        }
 
-        let interfaces = if self.config.network.enabled {
-            self.read_interfaces(&mut unavailable)
-        } else {
-            Vec::new()
-        };
+        if self.config.gpu.enabled {
+            self.gpu.fill(&sample.processes, reasons, &mut sample.gpu);
+        }
 
-        let gpu = if self.config.gpu.enabled {
-            self.gpu.latest(&processes, &mut unavailable)
-        } else {
-            GpuValues::default()
-        };
-
-        Sample {
-            scope,
-            instant,
-            boottime_ns,
-            clock_ticks_per_second: self.processes.clock_ticks_per_second(),
-            private_memory_age_ms: self.processes.private_memory_age_ms(),
-            processes,
-            system,
-            cgroup,
-            cgroup_reports,
-            filesystems,
-            interfaces,
-            gpu,
-            kernel_events: KernelEvents {
+        if sample.kernel_events.reason.is_none() {
+            sample.kernel_events = KernelEvents {
                 active: false,
-                reason: Some("the eBPF event source is not built into this version".into()),
+                reason: Some(Arc::from(
+                    "the eBPF event source is not built into this version",
+                )),
                 ..Default::default()
-            },
-            unavailable,
+            };
         }
+        sample
+            .unavailable
+            .clone_from_slice_or_extend(reasons.as_slice());
     }
+}
 
-    fn read_interfaces(&mut self, unavailable: &mut Vec<Unavailable>) -> Vec<InterfaceValues> {
-        if let Err(error) = self.net.read(&mut self.net_counters) {
-            unavailable.push(Unavailable {
-                field: "network".into(),
-                reason: error.to_string(),
-            });
-            return Vec::new();
+/// Copies the selected interfaces into `out`, keeping each name's shared string while the
+/// interface list is unchanged.
+fn fill_interfaces(
+    counters: &[InterfaceCounters],
+    selection: &[String],
+    out: &mut Vec<InterfaceValues>,
+) {
+    let mut kept = 0;
+    for counter in counters
+        .iter()
+        .filter(|c| net::select(selection, c.name.as_str()))
+    {
+        if kept == out.len() {
+            out.push(InterfaceValues::default());
         }
-        let selection = &self.config.network.interfaces;
-        self.net_counters
-            .iter()
-            .filter(|counters| net::select(selection, counters.name.as_str()))
-            .map(|c| InterfaceValues {
-                name: c.name.to_string(),
-                rx_bytes: c.rx_bytes,
-                tx_bytes: c.tx_bytes,
-                rx_packets: c.rx_packets,
-                tx_packets: c.tx_packets,
-                rx_errors: c.rx_errors,
-                tx_errors: c.tx_errors,
-            })
-            .collect()
+        let entry = &mut out[kept];
+        if *entry.name != *counter.name {
+            entry.name = Arc::from(counter.name.as_str());
+        }
+        entry.rx_bytes = counter.rx_bytes;
+        entry.tx_bytes = counter.tx_bytes;
+        entry.rx_packets = counter.rx_packets;
+        entry.tx_packets = counter.tx_packets;
+        entry.rx_errors = counter.rx_errors;
+        entry.tx_errors = counter.tx_errors;
+        kept += 1;
+    }
+    out.truncate(kept);
+}
+
+/// A sample with nothing in it yet, for the first pass to fill.
+fn empty_sample(scope: MeasurementScope) -> Sample {
+    Sample {
+        scope,
+        instant: Instant::now(),
+        boottime_ns: 0,
+        clock_ticks_per_second: 0,
+        processes: Default::default(),
+        system: Default::default(),
+        cgroup: None,
+        cgroup_reports: Vec::new(),
+        filesystems: Vec::new(),
+        interfaces: Vec::new(),
+        gpu: Default::default(),
+        kernel_events: Default::default(),
+        private_memory_age_ms: None,
+        unavailable: Vec::new(),
+    }
+}
+
+/// `clone_from` for a vector from a slice: reuses the elements already there.
+trait CloneFromSlice<T> {
+    fn clone_from_slice_or_extend(&mut self, source: &[T]);
+}
+
+impl<T: Clone> CloneFromSlice<T> for Vec<T> {
+    fn clone_from_slice_or_extend(&mut self, source: &[T]) {
+        self.truncate(source.len());
+        let (init, tail) = source.split_at(self.len());
+        self.clone_from_slice(init);
+        self.extend_from_slice(tail);
     }
 }
 

@@ -9,7 +9,6 @@ use crate::model::{
     CpuTicks, IoValues, PressureValues, ProcessCounters, ProcessPass, ProcessSet, SystemValues,
     Wanted,
 };
-use crate::snapshot::Unavailable;
 use crate::source::cgroup;
 use crate::source::procfs::{
     self, PidLister, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
@@ -17,6 +16,7 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
+use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};
 
 /// Reads the processes of a target, holding their files open between passes.
@@ -27,6 +27,8 @@ pub(super) struct ProcessPassReader {
     lister: Option<PidLister>,
     walker: Option<ProcessTreeWalker>,
     pids: Vec<u32>,
+    /// The process list of the previous pass, handed back for reuse.
+    spare: Vec<ProcessCounters>,
     ticks_per_second: u64,
     private: PrivateMemoryCache,
 }
@@ -63,6 +65,7 @@ impl ProcessPassReader {
                 _ => None,
             },
             pids: Vec::new(),
+            spare: Vec::new(),
             // Relay's fallback is none: without the tick rate CPU times are unknown, so they
             // become null (ticks_to_ms of a zero rate), never guessed.
             ticks_per_second: procfs::clock_ticks_per_second().unwrap_or(0),
@@ -81,12 +84,15 @@ impl ProcessPassReader {
         self.private.oldest_used.map(age_ms)
     }
 
+    /// Takes back the previous pass so its process list can be reused.
+    pub(super) fn recycle(&mut self, pass: ProcessPass) {
+        if let ProcessPass::Sampled(set) = pass {
+            self.spare = set.processes;
+        }
+    }
+
     /// One pass over the target's processes.
-    pub(super) fn read(
-        &mut self,
-        target: &Target,
-        unavailable: &mut Vec<Unavailable>,
-    ) -> ProcessPass {
+    pub(super) fn read(&mut self, target: &Target, reasons: &mut Reasons) -> ProcessPass {
         if !self.wanted.needs_processes() {
             return ProcessPass::NotRequested;
         }
@@ -97,10 +103,7 @@ impl ProcessPassReader {
                     return ProcessPass::RootUnavailable(format!("process {pid} exited"));
                 }
             }
-            unavailable.push(Unavailable {
-                field: "process_sampling".into(),
-                reason: reason.clone(),
-            });
+            reasons.add("process_sampling", format_args!("{reason}"));
             return ProcessPass::ListFailed(reason);
         }
         self.pids.sort_unstable();
@@ -109,13 +112,15 @@ impl ProcessPassReader {
         self.reader.retain(|pid| pids.binary_search(&pid).is_ok());
         self.private.begin_pass();
 
+        let mut processes = std::mem::take(&mut self.spare);
+        processes.clear();
         let mut set = ProcessSet {
             visible: self.pids.len() as u64,
             incomplete: None,
-            processes: Vec::with_capacity(self.pids.len()),
+            processes,
         };
         let mut failures = 0u64;
-        let mut first_failure = None;
+        let mut first_failure: Option<procfs::ProcessError> = None;
         for &pid in &self.pids {
             let mut fields = self.fields;
             fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
@@ -140,7 +145,7 @@ impl ProcessPassReader {
                     }
                     if !error.is_gone() {
                         failures += 1;
-                        first_failure.get_or_insert_with(|| error.to_string());
+                        first_failure.get_or_insert(error);
                     }
                     continue;
                 }
@@ -167,15 +172,14 @@ impl ProcessPassReader {
             set.processes.push(counters(&sample, private_kib));
         }
         self.private.end_pass();
-        if let Some(reason) = first_failure {
-            let reason = format!("{failures} process(es) could not be read, e.g. {reason}");
+        if let Some(error) = first_failure {
             if strict {
-                set.incomplete = Some(reason.clone());
+                set.incomplete = Some(error.to_string());
             }
-            unavailable.push(Unavailable {
-                field: "process_sampling".into(),
-                reason,
-            });
+            reasons.add(
+                "process_sampling",
+                format_args!("{failures} process(es) could not be read, e.g. {error}"),
+            );
         }
         ProcessPass::Sampled(set)
     }
@@ -322,28 +326,25 @@ impl PrivateMemoryCache {
     }
 }
 
-/// System values in the model's terms.
-pub(super) fn system_values(sample: &SystemSample) -> SystemValues {
+/// System values in the model's terms, written in place.
+pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) {
     let pressure = |p: Option<crate::source::system::Pressure>| PressureValues {
         some_usec: p.and_then(|p| p.some_total_usec),
         full_usec: p.and_then(|p| p.full_total_usec),
     };
-    SystemValues {
-        memory_total_kib: sample.memory.and_then(|m| m.total_kib),
-        memory_available_kib: sample.memory.and_then(|m| m.available_kib),
-        cpu_ticks: sample
-            .per_cpu
-            .iter()
-            .map(|cpu| {
-                let busy = cpu.busy_ticks();
-                let total = cpu.total_ticks();
-                match (busy, total) {
-                    (Some(busy), Some(total)) => CpuTicks { busy, total },
-                    _ => CpuTicks::default(),
-                }
-            })
-            .collect(),
-        cpu_pressure: pressure(sample.cpu_pressure),
-        memory_pressure: pressure(sample.memory_pressure),
+    out.memory_total_kib = sample.memory.and_then(|m| m.total_kib);
+    out.memory_available_kib = sample.memory.and_then(|m| m.available_kib);
+    out.cpu_ticks.clear();
+    // A CPU line that cannot be summed empties the list: the rate is then unknown, not wrong.
+    for cpu in &sample.per_cpu {
+        match (cpu.busy_ticks(), cpu.total_ticks()) {
+            (Some(busy), Some(total)) => out.cpu_ticks.push(CpuTicks { busy, total }),
+            _ => {
+                out.cpu_ticks.clear();
+                break;
+            }
+        }
     }
+    out.cpu_pressure = pressure(sample.cpu_pressure);
+    out.memory_pressure = pressure(sample.memory_pressure);
 }

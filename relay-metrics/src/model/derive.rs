@@ -1,17 +1,16 @@
 //! From a [`Sample`] to a snapshot: sums, rates and units, following Relay's field rules.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use super::aggregate::{sum, ticks_to_ms, Coverage, Sum};
-use super::rates::ProcessRates;
+use super::rates::{ProcessRates, RatePair};
 use super::{Baselines, CgroupValues, ProcessCounters, ProcessPass, Sample};
 use crate::config::{ResourceMetricsConfig, TrafficUnits};
 use crate::snapshot::{
-    AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CpuMetrics, DiskMetrics, Extensions,
-    FilesystemCapacityMetrics, GpuMetrics, MeasurementScope, MemoryMetrics,
-    NetworkInterfaceMetrics, NetworkMetrics, NetworkTrafficMetrics, OperatingSystem, PreciseCpu,
+    CpuMetrics, DiskMetrics, Extensions, FieldCoverage, GpuMetrics, MeasurementScope,
+    MemoryMetrics, NetworkMetrics, NetworkTrafficMetrics, OperatingSystem, PreciseCpu,
     ProcessMetrics, ProcessSamplingMetadata, ResourceLimitEventCount, ResourceLimitEventKind,
     ResourceLimitResource, ResourceMetricsSnapshot, SampleAges,
 };
@@ -65,26 +64,35 @@ pub fn derive(
     baselines: &mut Baselines,
     timestamp: DateTime<Utc>,
 ) -> ResourceMetricsSnapshot {
+    let mut snapshot = ResourceMetricsSnapshot::default();
+    derive_into(config, sample, baselines, timestamp, &mut snapshot);
+    snapshot
+}
+
+/// Like [`derive`], but overwrites `out` in place, reusing its lists: once `out` has held a
+/// snapshot of the same shape, this allocates nothing.
+pub fn derive_into(
+    config: &ResourceMetricsConfig,
+    sample: &Sample,
+    baselines: &mut Baselines,
+    timestamp: DateTime<Utc>,
+    out: &mut ResourceMetricsSnapshot,
+) {
     let scope = sample.scope;
     let wanted = Wanted::from_config(config, scope);
     let coverage = match scope {
         MeasurementScope::ApplicationProcess | MeasurementScope::ProcessTree => Coverage::Strict,
         MeasurementScope::Global | MeasurementScope::Cgroup => Coverage::Partial,
     };
-    let mut extensions = Extensions {
-        kernel_events: sample.kernel_events.clone(),
-        cgroups: sample.cgroup_reports.clone(),
-        unavailable: sample.unavailable.clone(),
-        sample_ages: SampleAges {
-            private_memory_ms: sample.private_memory_age_ms,
-            gpu_ms: sample.gpu.age_ms,
-        },
-        ..Default::default()
-    };
+    out.timestamp = timestamp;
+    out.operating_system = OperatingSystem::Linux;
+    out.measurement_scope = scope;
+    fill_extensions(&mut out.extensions, sample);
 
     if let ProcessPass::RootUnavailable(_) = &sample.processes {
         baselines.reset();
-        return unavailable_snapshot(config, scope, timestamp, extensions);
+        fill_unavailable(config, out);
+        return;
     }
 
     let (processes, complete) = match &sample.processes {
@@ -96,22 +104,13 @@ pub fn derive(
         .filter(|_| complete || coverage == Coverage::Partial)
         .map(|set| set.processes.as_slice());
     let sums = summable.map(|list| Sums::of(list, coverage, sample.clock_ticks_per_second));
+    let clock = (sample.instant, sample.boottime_ns);
     let rates = match summable {
-        Some(list) if wanted.any_sum() => baselines.process_rates(
-            list,
-            (sample.instant, sample.boottime_ns),
-            sample.clock_ticks_per_second,
-            coverage,
-            true,
-        ),
+        Some(list) if wanted.any_sum() => {
+            baselines.process_rates(list, clock, sample.clock_ticks_per_second, coverage, true)
+        }
         _ => {
-            baselines.process_rates(
-                &[],
-                (sample.instant, sample.boottime_ns),
-                1,
-                coverage,
-                false,
-            );
+            baselines.process_rates(&[], clock, 1, coverage, false);
             ProcessRates::default()
         }
     };
@@ -128,17 +127,15 @@ pub fn derive(
         None
     };
 
-    if wanted.cpu {
-        extensions.precise_cpu = Some(PreciseCpu {
-            run_time_ns: sums.as_ref().and_then(|s| s.run_ns.value),
-            run_queue_wait_ns: sums.as_ref().and_then(|s| s.run_wait_ns.value),
-            run_rate_logical_processors: rates.run_logical_processors,
-            cgroup_usage_ns: cgroup.and_then(|c| c.usage_ns),
-            cgroup_usage_rate_logical_processors: cgroup_usage_rate,
-        });
-    }
+    out.extensions.precise_cpu = wanted.cpu.then(|| PreciseCpu {
+        run_time_ns: sums.as_ref().and_then(|s| s.run_ns.value),
+        run_queue_wait_ns: sums.as_ref().and_then(|s| s.run_wait_ns.value),
+        run_rate_logical_processors: rates.run_logical_processors,
+        cgroup_usage_ns: cgroup.and_then(|c| c.usage_ns),
+        cgroup_usage_rate_logical_processors: cgroup_usage_rate,
+    });
 
-    let process_sampling = match processes {
+    out.process_sampling = match processes {
         Some(set) if wanted.any_sum() => Some(sampling_metadata(
             set.visible,
             set.processes.len(),
@@ -151,7 +148,8 @@ pub fn derive(
     };
 
     let units = &config.units;
-    let cpu = config.cpu.enabled.then(|| {
+    let ms = |value: Option<u64>, unit| value.map(|v| duration_ms(v, unit));
+    fill(&mut out.cpu, config.cpu.enabled, |cpu| {
         let pressure = if scope == MeasurementScope::Global {
             sample.system.cpu_pressure
         } else {
@@ -162,60 +160,48 @@ pub fn derive(
         } else {
             rates.cpu_logical_processors
         };
-        let ms = |value: Option<u64>, unit| value.map(|v| duration_ms(v, unit));
-        CpuMetrics {
-            user_time: ms(
-                sums.as_ref().and_then(|s| s.user_ms.value),
-                units.cpu.user_time,
-            ),
-            system_time: ms(
-                sums.as_ref().and_then(|s| s.system_ms.value),
-                units.cpu.system_time,
-            ),
-            total_time: ms(
-                sums.as_ref().and_then(|s| s.total_ms.value),
-                units.cpu.total_time,
-            ),
-            consumption_rate: consumption_rate.and_then(|rate| {
-                Measurement::decimal(rate, CpuUnit::LogicalProcessors, units.cpu.consumption_rate)
-            }),
-            throttled_time: ms(
-                cgroup
-                    .and_then(|c| c.throttled_usec)
-                    .map(|usec| usec / 1000),
-                units.cpu.throttled_time,
-            ),
-            effective_limit: cgroup
-                .and_then(|c| c.effective_cpu_limit)
-                .and_then(|limit| {
-                    Measurement::decimal(
-                        limit,
-                        CpuUnit::LogicalProcessors,
-                        units.cpu.effective_limit,
-                    )
-                }),
-            some_pressure_stall_time: ms(
-                pressure.some_usec.map(|u| u / 1000),
-                units.cpu.some_pressure_stall_time,
-            ),
-            full_pressure_stall_time: ms(
-                pressure.full_usec.map(|u| u / 1000),
-                units.cpu.full_pressure_stall_time,
-            ),
-            limit_events: limit_events(&[(
+        let sum = |select: fn(&Sums) -> Sum| sums.as_ref().and_then(|s| select(s).value);
+        cpu.user_time = ms(sum(|s| s.user_ms), units.cpu.user_time);
+        cpu.system_time = ms(sum(|s| s.system_ms), units.cpu.system_time);
+        cpu.total_time = ms(sum(|s| s.total_ms), units.cpu.total_time);
+        cpu.consumption_rate = consumption_rate.and_then(|rate| {
+            Measurement::decimal(rate, CpuUnit::LogicalProcessors, units.cpu.consumption_rate)
+        });
+        // Relay truncates µs to ms at collection; converting afterwards keeps its numbers.
+        cpu.throttled_time = ms(
+            cgroup
+                .and_then(|c| c.throttled_usec)
+                .map(|usec| usec / 1000),
+            units.cpu.throttled_time,
+        );
+        cpu.effective_limit = cgroup
+            .and_then(|c| c.effective_cpu_limit)
+            .and_then(|limit| {
+                Measurement::decimal(limit, CpuUnit::LogicalProcessors, units.cpu.effective_limit)
+            });
+        cpu.some_pressure_stall_time = ms(
+            pressure.some_usec.map(|u| u / 1000),
+            units.cpu.some_pressure_stall_time,
+        );
+        cpu.full_pressure_stall_time = ms(
+            pressure.full_usec.map(|u| u / 1000),
+            units.cpu.full_pressure_stall_time,
+        );
+        fill_limit_events(
+            &mut cpu.limit_events,
+            &[(
                 ResourceLimitResource::Cpu,
                 ResourceLimitEventKind::Throttled,
                 cgroup.and_then(|c| c.throttled_periods),
-            )]),
-        }
+            )],
+        );
     });
 
-    let memory = config
-        .memory
-        .enabled
-        .then(|| memory_metrics(config, sample, scope, sums.as_ref(), cgroup));
+    fill(&mut out.memory, config.memory.enabled, |memory| {
+        fill_memory(memory, config, sample, scope, sums.as_ref(), cgroup)
+    });
 
-    let process = config.process.enabled.then(|| {
+    fill(&mut out.process, config.process.enabled, |process| {
         let counted = summable.map(|list| list.len() as u64);
         let active = match scope {
             MeasurementScope::Global => processes.map(|set| set.visible),
@@ -228,34 +214,29 @@ pub fn derive(
             MeasurementScope::Global | MeasurementScope::Cgroup => None,
         };
         let count = |value: Option<u64>, unit| value.map(|v| Measurement::count(v, unit));
-        ProcessMetrics {
-            active_count: count(active, CountUnit::Processes),
-            descendant_count: count(descendants, CountUnit::Processes),
-            thread_count: count(
-                sums.as_ref().and_then(|s| s.threads.value),
-                CountUnit::Threads,
-            ),
-            lifetime_creation_count: count(
-                sample.kernel_events.processes_created,
-                CountUnit::Processes,
-            ),
-            open_file_descriptor_count: count(
-                sums.as_ref().and_then(|s| s.open_fds.value),
-                CountUnit::FileDescriptors,
-            ),
-            windows_handle_count: None,
-            limit_events: limit_events(&[(
+        let sum = |select: fn(&Sums) -> Sum| sums.as_ref().and_then(|s| select(s).value);
+        process.active_count = count(active, CountUnit::Processes);
+        process.descendant_count = count(descendants, CountUnit::Processes);
+        process.thread_count = count(sum(|s| s.threads), CountUnit::Threads);
+        process.lifetime_creation_count =
+            count(sample.kernel_events.processes_created, CountUnit::Processes);
+        process.open_file_descriptor_count = count(sum(|s| s.open_fds), CountUnit::FileDescriptors);
+        process.windows_handle_count = None;
+        fill_limit_events(
+            &mut process.limit_events,
+            &[(
                 ResourceLimitResource::Processes,
                 ResourceLimitEventKind::Maximum,
                 cgroup.and_then(|c| c.pids_max_events),
-            )]),
-        }
+            )],
+        );
     });
 
-    let disk = config.disk.enabled.then(|| {
+    fill(&mut out.disk, config.disk.enabled, |disk| {
+        let process_io = config.disk.process_io;
         let io = |select: fn(&Sums) -> Sum| {
             sums.as_ref()
-                .filter(|_| config.disk.process_io)
+                .filter(|_| process_io)
                 .and_then(|s| select(s).value)
         };
         let data = |value: Option<u64>, unit| {
@@ -263,106 +244,118 @@ pub fn derive(
         };
         let bandwidth = |value: Option<f64>, unit| {
             value
-                .filter(|_| config.disk.process_io)
+                .filter(|_| process_io)
                 .and_then(|v| Measurement::decimal(v, BandwidthUnit::BytesPerSecond, unit))
         };
         let operations =
             |value: Option<u64>| value.map(|v| Measurement::count(v, CountUnit::Operations));
-        DiskMetrics {
-            read_data: data(io(|s| s.read_bytes), units.disk.read_data),
-            write_data: data(io(|s| s.write_bytes), units.disk.write_data),
-            read_throughput: bandwidth(rates.read_bytes_per_second, units.disk.read_throughput),
-            write_throughput: bandwidth(rates.write_bytes_per_second, units.disk.write_throughput),
-            read_operations: operations(io(|s| s.read_syscalls)),
-            write_operations: operations(io(|s| s.write_syscalls)),
-            filesystems: sample
-                .filesystems
-                .iter()
-                .map(|fs| {
-                    let capacity = |v: Option<u64>, unit| {
-                        v.map(|v| Measurement::integer(v, CapacityUnit::Bytes, unit))
-                    };
-                    FilesystemCapacityMetrics {
-                        path: fs.path.clone(),
-                        total_capacity: capacity(
-                            fs.total_bytes,
-                            units.disk.filesystem_total_capacity,
-                        ),
-                        available_capacity: capacity(
-                            fs.available_bytes,
-                            units.disk.filesystem_available_capacity,
-                        ),
-                        free_capacity: capacity(fs.free_bytes, units.disk.filesystem_free_capacity),
-                    }
-                })
-                .collect(),
-        }
+        disk.read_data = data(io(|s| s.read_bytes), units.disk.read_data);
+        disk.write_data = data(io(|s| s.write_bytes), units.disk.write_data);
+        disk.read_throughput = bandwidth(rates.read_bytes_per_second, units.disk.read_throughput);
+        disk.write_throughput =
+            bandwidth(rates.write_bytes_per_second, units.disk.write_throughput);
+        disk.read_operations = operations(io(|s| s.read_syscalls));
+        disk.write_operations = operations(io(|s| s.write_syscalls));
+        let capacity =
+            |v: Option<u64>, unit| v.map(|v| Measurement::integer(v, CapacityUnit::Bytes, unit));
+        refill(&mut disk.filesystems, &sample.filesystems, |entry, fs| {
+            entry.path = Arc::clone(&fs.path);
+            entry.total_capacity = capacity(fs.total_bytes, units.disk.filesystem_total_capacity);
+            entry.available_capacity =
+                capacity(fs.available_bytes, units.disk.filesystem_available_capacity);
+            entry.free_capacity = capacity(fs.free_bytes, units.disk.filesystem_free_capacity);
+        });
     });
 
-    let gpu = config.gpu.enabled.then(|| {
+    fill(&mut out.gpu, config.gpu.enabled, |gpu| {
         let memory = |bytes: Option<u64>, unit| {
             bytes.map(|b| Measurement::integer(b / 1024, CapacityUnit::Kibibytes, unit))
         };
         let utilization = |percent: Option<f64>, unit| {
             percent.and_then(|p| Measurement::decimal(p, UtilizationUnit::Percentage, unit))
         };
-        GpuMetrics {
-            device_metrics: config.gpu.device_metrics.then(|| {
-                sample
-                    .gpu
-                    .devices
-                    .iter()
-                    .map(|d| AcceleratorDeviceMetrics {
-                        vendor: d.vendor,
-                        device_identifier: d.identifier.clone(),
-                        device_index: d.index,
-                        memory_used: memory(d.memory_used_bytes, units.gpu.device_memory_used),
-                        compute_utilization: utilization(
-                            d.utilization_percent,
-                            units.gpu.device_compute_utilization,
-                        ),
-                    })
-                    .collect()
-            }),
-            process_metrics: (config.gpu.process_metrics && summable.is_some()).then(|| {
-                sample
-                    .gpu
-                    .processes
-                    .iter()
-                    .map(|p| AcceleratorProcessMetrics {
-                        vendor: p.vendor,
-                        device_identifier: p.identifier.clone(),
-                        device_index: p.index,
-                        process_id: p.pid,
-                        memory_used: memory(p.memory_used_bytes, units.gpu.process_memory_used),
-                        compute_utilization: utilization(
-                            p.utilization_percent,
-                            units.gpu.process_compute_utilization,
-                        ),
-                    })
-                    .collect()
-            }),
-        }
+        fill(
+            &mut gpu.device_metrics,
+            config.gpu.device_metrics,
+            |devices| {
+                refill(devices, &sample.gpu.devices, |entry, d| {
+                    entry.vendor = d.vendor;
+                    entry.device_identifier = Arc::clone(&d.identifier);
+                    entry.device_index = d.index;
+                    entry.memory_used = memory(d.memory_used_bytes, units.gpu.device_memory_used);
+                    entry.compute_utilization =
+                        utilization(d.utilization_percent, units.gpu.device_compute_utilization);
+                });
+            },
+        );
+        let process_records = config.gpu.process_metrics && summable.is_some();
+        fill(&mut gpu.process_metrics, process_records, |list| {
+            refill(list, &sample.gpu.processes, |entry, p| {
+                entry.vendor = p.vendor;
+                entry.device_identifier = Arc::clone(&p.identifier);
+                entry.device_index = p.index;
+                entry.process_id = p.pid;
+                entry.memory_used = memory(p.memory_used_bytes, units.gpu.process_memory_used);
+                entry.compute_utilization =
+                    utilization(p.utilization_percent, units.gpu.process_compute_utilization);
+            });
+        });
     });
 
-    let network = config
-        .network
-        .enabled
-        .then(|| network_metrics(config, sample, baselines));
+    fill(&mut out.network, config.network.enabled, |network| {
+        fill_network(network, config, sample, baselines)
+    });
+}
 
-    ResourceMetricsSnapshot {
-        timestamp,
-        operating_system: OperatingSystem::Linux,
-        measurement_scope: scope,
-        process_sampling,
-        cpu,
-        memory,
-        process,
-        disk,
-        gpu,
-        network,
-        extensions,
+/// Sets `slot` to `None` when disabled, otherwise updates the value in place (creating it once).
+fn fill<T: Default>(slot: &mut Option<T>, enabled: bool, update: impl FnOnce(&mut T)) {
+    if enabled {
+        update(slot.get_or_insert_with(T::default));
+    } else {
+        *slot = None;
     }
+}
+
+/// Makes `list` as long as `sources` and updates each entry in place: no allocation once the
+/// list has had that length.
+fn refill<T: Default, S>(list: &mut Vec<T>, sources: &[S], mut update: impl FnMut(&mut T, &S)) {
+    list.resize_with(sources.len(), T::default);
+    for (entry, source) in list.iter_mut().zip(sources) {
+        update(entry, source);
+    }
+}
+
+fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
+    let events = &mut extensions.kernel_events;
+    let source = &sample.kernel_events;
+    events.active = source.active;
+    events.reason.clone_from(&source.reason);
+    events.processes_created = source.processes_created;
+    events.processes_exited = source.processes_exited;
+    events.involuntary_switches = source.involuntary_switches;
+    events.run_queue_delay_count = source.run_queue_delay_count;
+    events.run_queue_delay_total_ns = source.run_queue_delay_total_ns;
+    match (
+        &mut events.run_queue_delay_log2_ns,
+        &source.run_queue_delay_log2_ns,
+    ) {
+        (Some(target), Some(histogram)) => target.clone_from(histogram),
+        (target, histogram) => target.clone_from(histogram),
+    }
+    events.reclaim_stall_count = source.reclaim_stall_count;
+    events.reclaim_stall_total_ns = source.reclaim_stall_total_ns;
+    events.oom_kills = source.oom_kills;
+    events
+        .recent_oom_victims
+        .clone_from(&source.recent_oom_victims);
+    events.ring_buffer_drops = source.ring_buffer_drops;
+    extensions.cgroups.clone_from(&sample.cgroup_reports);
+    extensions.unavailable.clone_from(&sample.unavailable);
+    extensions.sample_ages = SampleAges {
+        private_memory_ms: sample.private_memory_age_ms,
+        gpu_ms: sample.gpu.age_ms,
+    };
+    extensions.precise_cpu = None;
 }
 
 /// Per-field sums over the processes of a pass.
@@ -418,28 +411,30 @@ fn capacity_kib(value_kib: Option<u64>, unit: CapacityUnit) -> Option<Measuremen
     value_kib.map(|v| Measurement::integer(v, CapacityUnit::Kibibytes, unit))
 }
 
-fn limit_events(
+fn fill_limit_events(
+    list: &mut Vec<ResourceLimitEventCount>,
     candidates: &[(ResourceLimitResource, ResourceLimitEventKind, Option<u64>)],
-) -> Vec<ResourceLimitEventCount> {
-    candidates
-        .iter()
-        .filter_map(|(resource, event, count)| {
-            count.map(|count| ResourceLimitEventCount {
+) {
+    list.clear();
+    for (resource, event, count) in candidates {
+        if let Some(count) = count {
+            list.push(ResourceLimitEventCount {
                 resource: *resource,
                 event: *event,
-                count: Some(Measurement::count(count, CountUnit::Events)),
-            })
-        })
-        .collect()
+                count: Some(Measurement::count(*count, CountUnit::Events)),
+            });
+        }
+    }
 }
 
-fn memory_metrics(
+fn fill_memory(
+    memory: &mut MemoryMetrics,
     config: &ResourceMetricsConfig,
     sample: &Sample,
     scope: MeasurementScope,
     sums: Option<&Sums>,
     cgroup: Option<&CgroupValues>,
-) -> MemoryMetrics {
+) {
     let units = &config.units.memory;
     let per_process = |select: fn(&Sums) -> Sum| {
         sums.filter(|_| scope != MeasurementScope::Global)
@@ -462,31 +457,32 @@ fn memory_metrics(
     let oom_kills = cgroup
         .and_then(|c| c.memory_oom_kills)
         .or(sample.kernel_events.oom_kills);
-    MemoryMetrics {
-        system_used: capacity_kib(used, units.system_used),
-        system_total: capacity_kib(total, units.system_total),
-        system_available: capacity_kib(available, units.system_available),
-        resident: capacity_kib(per_process(|s| s.resident_kib), units.resident),
-        private: capacity_kib(per_process(|s| s.private_kib), units.private),
-        physical_footprint: None,
-        virtual_memory: capacity_kib(per_process(|s| s.virtual_kib), units.virtual_memory),
-        peak_resident: capacity_kib(peak, units.peak_resident),
-        limit: capacity_kib(
-            cgroup.and_then(|c| c.memory_limit_bytes).map(|b| b / 1024),
-            units.limit,
-        ),
-        environment_accounted: capacity_kib(
-            cgroup
-                .and_then(|c| c.memory_current_bytes)
-                .map(|b| b / 1024),
-            units.environment_accounted,
-        ),
-        some_pressure_stall_time: stall(pressure.some_usec, units.some_pressure_stall_time),
-        full_pressure_stall_time: stall(pressure.full_usec, units.full_pressure_stall_time),
-        out_of_memory_event_count: cgroup
-            .and_then(|c| c.memory_oom_events)
-            .map(|v| Measurement::count(v, CountUnit::Events)),
-        limit_events: limit_events(&[
+    memory.system_used = capacity_kib(used, units.system_used);
+    memory.system_total = capacity_kib(total, units.system_total);
+    memory.system_available = capacity_kib(available, units.system_available);
+    memory.resident = capacity_kib(per_process(|s| s.resident_kib), units.resident);
+    memory.private = capacity_kib(per_process(|s| s.private_kib), units.private);
+    memory.physical_footprint = None;
+    memory.virtual_memory = capacity_kib(per_process(|s| s.virtual_kib), units.virtual_memory);
+    memory.peak_resident = capacity_kib(peak, units.peak_resident);
+    memory.limit = capacity_kib(
+        cgroup.and_then(|c| c.memory_limit_bytes).map(|b| b / 1024),
+        units.limit,
+    );
+    memory.environment_accounted = capacity_kib(
+        cgroup
+            .and_then(|c| c.memory_current_bytes)
+            .map(|b| b / 1024),
+        units.environment_accounted,
+    );
+    memory.some_pressure_stall_time = stall(pressure.some_usec, units.some_pressure_stall_time);
+    memory.full_pressure_stall_time = stall(pressure.full_usec, units.full_pressure_stall_time);
+    memory.out_of_memory_event_count = cgroup
+        .and_then(|c| c.memory_oom_events)
+        .map(|v| Measurement::count(v, CountUnit::Events));
+    fill_limit_events(
+        &mut memory.limit_events,
+        &[
             (
                 ResourceLimitResource::Memory,
                 ResourceLimitEventKind::High,
@@ -507,8 +503,8 @@ fn memory_metrics(
                 ResourceLimitEventKind::Terminated,
                 oom_kills,
             ),
-        ]),
-    }
+        ],
+    );
 }
 
 fn sampling_metadata(
@@ -519,10 +515,8 @@ fn sampling_metadata(
     wanted: Wanted,
     scope: MeasurementScope,
 ) -> ProcessSamplingMetadata {
-    let mut fields = BTreeMap::new();
-    let mut put = |key: &str, value: u64| {
-        fields.insert(key.to_string(), value);
-    };
+    let mut fields = FieldCoverage::default();
+    let mut put = |key: &str, value: u64| fields.set(key, value);
     let supplied = |select: fn(&Sums) -> Sum| sums.map(|s| select(s).supplied).unwrap_or(0);
     if wanted.cpu {
         put("cpu.user_time", supplied(|s| s.user_ms));
@@ -561,21 +555,24 @@ fn sampling_metadata(
     }
 }
 
-fn network_metrics(
+fn fill_network(
+    network: &mut NetworkMetrics,
     config: &ResourceMetricsConfig,
     sample: &Sample,
     baselines: &mut Baselines,
-) -> NetworkMetrics {
-    let mut rates = Vec::with_capacity(sample.interfaces.len());
-    baselines.interface_rates(sample.instant, &sample.interfaces, &mut rates);
+) {
+    let rates = baselines.interface_rates(sample.instant, &sample.interfaces);
     let units = &config.units.network;
-    let interfaces: Vec<NetworkInterfaceMetrics> = sample
-        .interfaces
-        .iter()
-        .zip(&rates)
-        .map(|(interface, (rx_rate, tx_rate))| NetworkInterfaceMetrics {
-            name: interface.name.clone(),
-            traffic: traffic(
+    network.measurement_scope = MeasurementScope::Global;
+    let mut index = 0;
+    refill(
+        &mut network.interfaces,
+        &sample.interfaces,
+        |entry, interface| {
+            let (rx_rate, tx_rate) = rates[index];
+            index += 1;
+            entry.name = Arc::clone(&interface.name);
+            entry.traffic = traffic(
                 &units.interface,
                 [
                     interface.rx_bytes,
@@ -585,10 +582,10 @@ fn network_metrics(
                     interface.rx_errors,
                     interface.tx_errors,
                 ],
-                (*rx_rate, *tx_rate),
-            ),
-        })
-        .collect();
+                (rx_rate, tx_rate),
+            );
+        },
+    );
     let total = |field: fn(&super::InterfaceValues) -> Option<u64>| {
         if sample.interfaces.is_empty() {
             return None;
@@ -604,7 +601,7 @@ fn network_metrics(
         }
         rates.iter().map(select).sum::<Option<f64>>()
     };
-    let system = traffic(
+    network.system = traffic(
         &units.system,
         [
             total(|i| i.rx_bytes),
@@ -616,15 +613,7 @@ fn network_metrics(
         ],
         (total_rate(|r| r.0), total_rate(|r| r.1)),
     );
-    NetworkMetrics {
-        measurement_scope: MeasurementScope::Global,
-        system,
-        interfaces,
-    }
 }
-
-/// Receive and transmit rates of one interface (bytes per second).
-type RatePair = (Option<f64>, Option<f64>);
 
 /// Counters in order rx bytes, tx bytes, rx packets, tx packets, rx errors, tx errors.
 fn traffic(
@@ -652,73 +641,51 @@ fn traffic(
 
 /// Relay's stable shape when the root process is gone: every enabled category present with
 /// all-null values and empty lists, GPU groups `null`, no `process_sampling`.
-fn unavailable_snapshot(
-    config: &ResourceMetricsConfig,
-    scope: MeasurementScope,
-    timestamp: DateTime<Utc>,
-    extensions: Extensions,
-) -> ResourceMetricsSnapshot {
-    ResourceMetricsSnapshot {
-        timestamp,
-        operating_system: OperatingSystem::Linux,
-        measurement_scope: scope,
-        process_sampling: None,
-        cpu: config.cpu.enabled.then(|| CpuMetrics {
-            user_time: None,
-            system_time: None,
-            total_time: None,
-            consumption_rate: None,
-            throttled_time: None,
-            effective_limit: None,
-            some_pressure_stall_time: None,
-            full_pressure_stall_time: None,
-            limit_events: Vec::new(),
-        }),
-        memory: config.memory.enabled.then(|| MemoryMetrics {
-            system_used: None,
-            system_total: None,
-            system_available: None,
-            resident: None,
-            private: None,
-            physical_footprint: None,
-            virtual_memory: None,
-            peak_resident: None,
-            limit: None,
-            environment_accounted: None,
-            some_pressure_stall_time: None,
-            full_pressure_stall_time: None,
-            out_of_memory_event_count: None,
-            limit_events: Vec::new(),
-        }),
-        process: config.process.enabled.then(|| ProcessMetrics {
-            active_count: None,
-            descendant_count: None,
-            thread_count: None,
-            lifetime_creation_count: None,
-            open_file_descriptor_count: None,
-            windows_handle_count: None,
-            limit_events: Vec::new(),
-        }),
-        disk: config.disk.enabled.then(|| DiskMetrics {
-            read_data: None,
-            write_data: None,
-            read_throughput: None,
-            write_throughput: None,
-            read_operations: None,
-            write_operations: None,
-            filesystems: Vec::new(),
-        }),
-        gpu: config.gpu.enabled.then_some(GpuMetrics {
+fn fill_unavailable(config: &ResourceMetricsConfig, out: &mut ResourceMetricsSnapshot) {
+    out.process_sampling = None;
+    fill(&mut out.cpu, config.cpu.enabled, |cpu| {
+        let mut events = std::mem::take(&mut cpu.limit_events);
+        events.clear();
+        *cpu = CpuMetrics {
+            limit_events: events,
+            ..Default::default()
+        };
+    });
+    fill(&mut out.memory, config.memory.enabled, |memory| {
+        let mut events = std::mem::take(&mut memory.limit_events);
+        events.clear();
+        *memory = MemoryMetrics {
+            limit_events: events,
+            ..Default::default()
+        };
+    });
+    fill(&mut out.process, config.process.enabled, |process| {
+        let mut events = std::mem::take(&mut process.limit_events);
+        events.clear();
+        *process = ProcessMetrics {
+            limit_events: events,
+            ..Default::default()
+        };
+    });
+    fill(&mut out.disk, config.disk.enabled, |disk| {
+        let mut filesystems = std::mem::take(&mut disk.filesystems);
+        filesystems.clear();
+        *disk = DiskMetrics {
+            filesystems,
+            ..Default::default()
+        };
+    });
+    fill(&mut out.gpu, config.gpu.enabled, |gpu| {
+        *gpu = GpuMetrics {
             device_metrics: None,
             process_metrics: None,
-        }),
-        network: config.network.enabled.then(|| NetworkMetrics {
-            measurement_scope: MeasurementScope::Global,
-            system: NetworkTrafficMetrics::default(),
-            interfaces: Vec::new(),
-        }),
-        extensions,
-    }
+        };
+    });
+    fill(&mut out.network, config.network.enabled, |network| {
+        network.measurement_scope = MeasurementScope::Global;
+        network.system = NetworkTrafficMetrics::default();
+        network.interfaces.clear();
+    });
 }
 
 #[cfg(test)]

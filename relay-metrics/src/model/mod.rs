@@ -8,9 +8,10 @@ mod aggregate;
 mod derive;
 mod rates;
 
-pub use derive::{derive, Wanted};
+pub use derive::{derive, derive_into, Wanted};
 pub use rates::Baselines;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::snapshot::{CgroupReport, KernelEvents, MeasurementScope, Unavailable};
@@ -188,7 +189,7 @@ pub struct CgroupValues {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FilesystemValues {
     /// The path as configured.
-    pub path: String,
+    pub path: Arc<str>,
     /// Total bytes.
     pub total_bytes: Option<u64>,
     /// Bytes available to unprivileged users.
@@ -201,7 +202,7 @@ pub struct FilesystemValues {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterfaceValues {
     /// Interface name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Bytes received.
     pub rx_bytes: Option<u64>,
     /// Bytes transmitted.
@@ -233,7 +234,7 @@ pub struct GpuDeviceValues {
     /// Vendor.
     pub vendor: crate::snapshot::AcceleratorVendor,
     /// UUID / PCI address / `nvidia:<index>`.
-    pub identifier: String,
+    pub identifier: Arc<str>,
     /// NVML index.
     pub index: Option<u32>,
     /// Memory used (bytes).
@@ -248,7 +249,7 @@ pub struct GpuProcessValues {
     /// Vendor of the device.
     pub vendor: crate::snapshot::AcceleratorVendor,
     /// Device identifier.
-    pub identifier: String,
+    pub identifier: Arc<str>,
     /// NVML index of the device.
     pub index: Option<u32>,
     /// The process.

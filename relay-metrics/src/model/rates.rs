@@ -10,6 +10,7 @@
 //! contributes nothing for that one interval, instead of its entire history as a spike.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::aggregate::Coverage;
@@ -24,8 +25,13 @@ pub struct Baselines {
     next_processes: HashMap<ProcessKey, ProcessBaseline>,
     system_cpu: Option<(Instant, Vec<CpuTicks>)>,
     interfaces: Vec<InterfaceBaseline>,
+    /// Scratch list of per-interface rates, reused between passes.
+    interface_rates: Vec<RatePair>,
     cgroup_usage: Option<(Instant, u64)>,
 }
+
+/// Receive and transmit rates of one interface (bytes per second).
+pub(crate) type RatePair = (Option<f64>, Option<f64>);
 
 impl Baselines {
     /// Forgets every baseline (target change).
@@ -52,7 +58,7 @@ struct ProcessBaseline {
 
 #[derive(Debug, Clone)]
 struct InterfaceBaseline {
-    name: String,
+    name: Arc<str>,
     instant: Instant,
     rx_bytes: Option<u64>,
     tx_bytes: Option<u64>,
@@ -236,18 +242,18 @@ impl Baselines {
         rate
     }
 
-    /// Per-interface (rx, tx) bytes per second, in the order of `interfaces`, written into `out`.
+    /// Per-interface (rx, tx) bytes per second, in the order of `interfaces`.
     pub(crate) fn interface_rates(
         &mut self,
         instant: Instant,
         interfaces: &[InterfaceValues],
-        out: &mut Vec<(Option<f64>, Option<f64>)>,
-    ) {
+    ) -> &[RatePair] {
+        let mut out = std::mem::take(&mut self.interface_rates);
         out.clear();
         for interface in interfaces {
             let previous = self
                 .interfaces
-                .binary_search_by(|b| b.name.as_str().cmp(interface.name.as_str()))
+                .binary_search_by(|b| b.name.cmp(&interface.name))
                 .ok()
                 .map(|i| &self.interfaces[i])
                 .filter(|b| instant > b.instant);
@@ -276,14 +282,15 @@ impl Baselines {
             self.interfaces = interfaces
                 .iter()
                 .map(|i| InterfaceBaseline {
-                    name: i.name.clone(),
+                    name: Arc::clone(&i.name),
                     instant,
                     rx_bytes: i.rx_bytes,
                     tx_bytes: i.tx_bytes,
                 })
                 .collect();
             self.interfaces.sort_by(|a, b| a.name.cmp(&b.name));
-            return;
+            self.interface_rates = out;
+            return &self.interface_rates;
         }
         for (baseline, interface) in self.interfaces.iter_mut().zip(interfaces) {
             if instant > baseline.instant {
@@ -292,6 +299,8 @@ impl Baselines {
                 baseline.tx_bytes = interface.tx_bytes;
             }
         }
+        self.interface_rates = out;
+        &self.interface_rates
     }
 
     /// cgroup CPU usage in logical processors since the previous sample.

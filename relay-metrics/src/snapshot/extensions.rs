@@ -1,6 +1,9 @@
 //! The `extensions` object: what relay-metrics reports beyond Relay's schema. Raw values keep
 //! their native unit in the field name (`_ns`, `_usec`, `_bytes`), so no unit option applies.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Everything beyond Relay's schema, under the snapshot's `extensions` key.
@@ -29,9 +32,9 @@ pub struct Extensions {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CollectorInfo {
     /// Always `relay-metrics`.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// Crate version.
-    pub version: String,
+    pub version: Cow<'static, str>,
     /// Snapshots taken by this collector so far, this one included.
     pub sequence: u64,
     /// Wall time this collection took.
@@ -57,7 +60,7 @@ pub struct TargetInfo {
     /// Root process of `process_tree` / `application_process`.
     pub root_pid: Option<u32>,
     /// Cgroup path of the `cgroup` scope (as configured).
-    pub cgroup_path: Option<String>,
+    pub cgroup_path: Option<Arc<str>>,
 }
 
 /// Nanosecond CPU time, summed over the processes in scope.
@@ -79,15 +82,15 @@ pub struct PreciseCpu {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CgroupReport {
     /// `target` (the measured cgroup) or `containing` (contains the root process).
-    pub role: String,
+    pub role: CgroupRole,
     /// Path relative to the hierarchy's root, e.g. `/system.slice/foo.service`.
-    pub path: String,
+    pub path: Arc<str>,
     /// Where the CPU values came from: `v2`, `v1`, or `null` when not read.
-    pub cpu_version: Option<String>,
+    pub cpu_version: Option<CgroupVersionName>,
     /// Where the memory values came from.
-    pub memory_version: Option<String>,
+    pub memory_version: Option<CgroupVersionName>,
     /// Where the pids values came from.
-    pub pids_version: Option<String>,
+    pub pids_version: Option<CgroupVersionName>,
     /// CPU usage (ns).
     pub cpu_usage_ns: Option<u64>,
     /// CFS periods elapsed.
@@ -120,6 +123,27 @@ pub struct CgroupReport {
     pub pressure: Option<PressureTotals>,
 }
 
+/// How a cgroup relates to the measured processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupRole {
+    /// The cgroup of the `cgroup` scope.
+    #[default]
+    Target,
+    /// The cgroup that contains the root process of a process scope.
+    Containing,
+}
+
+/// A cgroup hierarchy version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupVersionName {
+    /// The unified hierarchy.
+    V2,
+    /// A legacy per-controller hierarchy.
+    V1,
+}
+
 /// PSI `total=` values (µs).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PressureTotals {
@@ -143,7 +167,7 @@ pub struct KernelEvents {
     /// True when the programs are loaded and attached.
     pub active: bool,
     /// Why they are not (or which programs failed), when applicable.
-    pub reason: Option<String>,
+    pub reason: Option<Arc<str>>,
     /// Processes created in scope since the collector started.
     pub processes_created: Option<u64>,
     /// Processes of the scope that exited since the collector started.
@@ -174,7 +198,7 @@ pub struct OomVictim {
     /// Victim pid.
     pub pid: u32,
     /// Victim command name.
-    pub comm: String,
+    pub comm: Arc<str>,
     /// Anonymous + file + shmem resident memory at the kill (KiB).
     pub rss_kib: u64,
     /// When (ns since boot, CLOCK_MONOTONIC).
@@ -193,8 +217,8 @@ pub struct SampleAges {
 /// Why some values are `null`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Unavailable {
-    /// The field or group concerned, e.g. `gpu`, `memory.limit`, `disk.filesystems[1]`.
-    pub field: String,
+    /// The field or group concerned, e.g. `gpu`, `memory.limit`, `disk.filesystems`.
+    pub field: Cow<'static, str>,
     /// The cause, e.g. `libnvidia-ml.so.1: cannot open shared object file`.
-    pub reason: String,
+    pub reason: Arc<str>,
 }

@@ -4,11 +4,13 @@
 //! Conventions (relay-reference §2.1): a disabled category is `null`; an enabled category carries
 //! every field; an unavailable value is `null`, never `0`; measurements are `{value, unit}`.
 
+mod coverage;
 mod extensions;
 
+pub use coverage::{FieldCoverage, COVERAGE_KEYS};
 pub use extensions::*;
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::Measurement;
 
 /// One point-in-time observation, its metadata and the enabled categories.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ResourceMetricsSnapshot {
     /// When collection completed (UTC, RFC 3339 with nanoseconds).
     pub timestamp: DateTime<Utc>,
@@ -44,10 +46,11 @@ pub struct ResourceMetricsSnapshot {
 }
 
 /// The operating system a snapshot was taken on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OperatingSystem {
     /// Linux.
+    #[default]
     Linux,
     /// macOS (never produced by this collector).
     Macos,
@@ -58,10 +61,11 @@ pub enum OperatingSystem {
 }
 
 /// The set of processes a snapshot measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeasurementScope {
     /// Every process of the system, plus system-wide pressure.
+    #[default]
     Global,
     /// One process, without its children.
     ApplicationProcess,
@@ -72,18 +76,18 @@ pub enum MeasurementScope {
 }
 
 /// Coverage of the process queries behind process-summed values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ProcessSamplingMetadata {
     /// PIDs listed at the start of collection.
     pub visible_processes: u64,
     /// PIDs whose base query succeeded.
     pub sampled_processes: u64,
     /// Per canonical field path, how many sampled processes supplied a value.
-    pub field_sampled_processes: BTreeMap<String, u64>,
+    pub field_sampled_processes: FieldCoverage,
 }
 
 /// CPU measurements and CPU limit events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CpuMetrics {
     /// Cumulative user-mode CPU time of the processes in scope.
     pub user_time: Option<Measurement>,
@@ -106,7 +110,7 @@ pub struct CpuMetrics {
 }
 
 /// System and process memory measurements and memory limit events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MemoryMetrics {
     /// System RAM in use (total − available).
     pub system_used: Option<Measurement>,
@@ -139,7 +143,7 @@ pub struct MemoryMetrics {
 }
 
 /// Process counts, limits, handles and descriptors.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProcessMetrics {
     /// Processes included.
     pub active_count: Option<Measurement>,
@@ -158,7 +162,7 @@ pub struct ProcessMetrics {
 }
 
 /// Disk I/O of the measured processes and filesystem capacity.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DiskMetrics {
     /// Lifetime bytes read from storage.
     pub read_data: Option<Measurement>,
@@ -177,10 +181,10 @@ pub struct DiskMetrics {
 }
 
 /// Capacity of one configured filesystem path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FilesystemCapacityMetrics {
     /// The path as configured.
-    pub path: String,
+    pub path: Arc<str>,
     /// Total size.
     pub total_capacity: Option<Measurement>,
     /// Space usable by an unprivileged caller.
@@ -190,7 +194,7 @@ pub struct FilesystemCapacityMetrics {
 }
 
 /// Accelerator device and per-process measurements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct GpuMetrics {
     /// Device-wide records (`null` when that group is disabled).
     pub device_metrics: Option<Vec<AcceleratorDeviceMetrics>>,
@@ -199,10 +203,11 @@ pub struct GpuMetrics {
 }
 
 /// Accelerator vendors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AcceleratorVendor {
     /// NVIDIA (NVML).
+    #[default]
     Nvidia,
     /// AMD.
     Amd,
@@ -215,12 +220,12 @@ pub enum AcceleratorVendor {
 }
 
 /// Device-wide accelerator measurements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AcceleratorDeviceMetrics {
     /// Vendor.
     pub vendor: AcceleratorVendor,
     /// NVML UUID (fallback `nvidia:<index>`) or PCI address.
-    pub device_identifier: String,
+    pub device_identifier: Arc<str>,
     /// NVML index; `null` for DRM devices.
     pub device_index: Option<u32>,
     /// Device memory in use.
@@ -230,12 +235,12 @@ pub struct AcceleratorDeviceMetrics {
 }
 
 /// Accelerator measurements attributed to one process of the scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AcceleratorProcessMetrics {
     /// Vendor.
     pub vendor: AcceleratorVendor,
     /// Device identifier, as in the device record.
-    pub device_identifier: String,
+    pub device_identifier: Arc<str>,
     /// NVML index; `null` for DRM devices.
     pub device_index: Option<u32>,
     /// The process.
@@ -247,7 +252,7 @@ pub struct AcceleratorProcessMetrics {
 }
 
 /// System-wide network traffic, independent of the process scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NetworkMetrics {
     /// Always `global`.
     pub measurement_scope: MeasurementScope,
@@ -258,10 +263,10 @@ pub struct NetworkMetrics {
 }
 
 /// Traffic of one interface.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NetworkInterfaceMetrics {
     /// Kernel interface name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Its traffic.
     pub traffic: NetworkTrafficMetrics,
 }
@@ -288,10 +293,11 @@ pub struct NetworkTrafficMetrics {
 }
 
 /// The resource a limit event concerns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceLimitResource {
     /// CPU.
+    #[default]
     Cpu,
     /// Memory.
     Memory,
@@ -300,10 +306,11 @@ pub enum ResourceLimitResource {
 }
 
 /// The kind of limit event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceLimitEventKind {
     /// Throttled by a quota.
+    #[default]
     Throttled,
     /// Above the high (soft) limit.
     High,
@@ -316,7 +323,7 @@ pub enum ResourceLimitEventKind {
 }
 
 /// One cumulative resource-limit event counter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ResourceLimitEventCount {
     /// The resource.
     pub resource: ResourceLimitResource,

@@ -240,23 +240,16 @@ fn interface_rates_need_a_baseline_and_reject_resets() {
         tx_bytes: Some(tx),
         ..Default::default()
     };
-    let mut out = Vec::new();
-    baselines.interface_rates(origin, &[interface("eth0", 100, 100)], &mut out);
-    assert_eq!(out, vec![(None, None)]);
+    let out = baselines.interface_rates(origin, &[interface("eth0", 100, 100)]);
+    assert_eq!(out, [(None, None)]);
     let later = origin + Duration::from_secs(2);
-    baselines.interface_rates(
-        later,
-        &[interface("eth0", 200, 50), interface("lo", 1, 1)],
-        &mut out,
-    );
-    assert_eq!(out, vec![(Some(50.0), None), (None, None)]);
+    let out =
+        baselines.interface_rates(later, &[interface("eth0", 200, 50), interface("lo", 1, 1)]);
+    assert_eq!(out, [(Some(50.0), None), (None, None)]);
     let next = later + Duration::from_secs(1);
-    baselines.interface_rates(
-        next,
-        &[interface("eth0", 260, 60), interface("lo", 11, 1)],
-        &mut out,
-    );
-    assert_eq!(out, vec![(Some(60.0), Some(10.0)), (Some(10.0), Some(0.0))]);
+    let out =
+        baselines.interface_rates(next, &[interface("eth0", 260, 60), interface("lo", 11, 1)]);
+    assert_eq!(out, [(Some(60.0), Some(10.0)), (Some(10.0), Some(0.0))]);
 }
 
 #[test]
