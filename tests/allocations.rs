@@ -2,6 +2,8 @@
 //! snapshot itself are reused. A counting global allocator proves it (allocations made by the
 //! current thread only, so the test harness and the NVML thread do not interfere).
 
+#![expect(clippy::unwrap_used, reason = "a test fails loudly when its setup breaks")]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::process::{Child, Command};
@@ -14,6 +16,7 @@ use relay_metrics::Collector;
 struct Counting;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
@@ -25,9 +28,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTING.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-            if std::env::var_os("ALLOC_TRACE").is_some()
-                && ALLOCATIONS.load(Ordering::Relaxed) % 43 < 43
-            {
+            if TRACE.load(Ordering::Relaxed) {
                 COUNTING.with(|c| c.set(false));
                 eprintln!(
                     "ALLOC {}\n{}",
@@ -73,6 +74,7 @@ fn steady_state_allocations(config: ResourceMetricsConfig) -> u64 {
     for _ in 0..10 {
         drop(collector.collect());
     }
+    TRACE.store(std::env::var_os("ALLOC_TRACE").is_some(), Ordering::Relaxed);
     COUNTING.with(|c| c.set(true));
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     for _ in 0..50 {

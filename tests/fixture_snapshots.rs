@@ -711,7 +711,6 @@ fn cgroup_v2_relay_test() {
 /// in the tree scopes (model/derive.rs sums `run_ns` with the scope's coverage; it needs
 /// `Coverage::Strict` in every scope, and so does the run-time rate in model/rates.rs).
 #[test]
-#[ignore = "collector bug: partial schedstat sum in the cgroup scope; fix in model/derive.rs"]
 fn cgroup_scope_precise_run_time_is_never_a_partial_sum() {
     let s = run(&case("cgroup_v2_relay_test"));
     is_null(&s, "/extensions/precise_cpu/run_time_ns");

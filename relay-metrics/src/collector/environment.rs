@@ -29,6 +29,7 @@ pub(super) struct Environment {
     missing: Option<String>,
     /// Scratch list of the measured pids, for the exclusivity check.
     pids: Vec<u32>,
+    walker: cgroup::SubtreeWalker,
 }
 
 impl Environment {
@@ -58,6 +59,7 @@ impl Environment {
             reader: CgroupReader::new(),
             missing,
             pids: Vec::new(),
+            walker: cgroup::SubtreeWalker::new(),
         }
     }
 
@@ -110,7 +112,8 @@ impl Environment {
                 self.pids.clear();
                 self.pids.extend(set.processes.iter().map(|p| p.pid));
                 self.pids.sort_unstable();
-                match cgroup::owns_exclusively(cgroup, &self.pids) {
+                self.pids.dedup();
+                match self.walker.owns_exclusively(cgroup, &self.pids) {
                     Ok(true) => true,
                     Ok(false) => {
                         reasons.add(

@@ -26,6 +26,7 @@ pub(super) struct ProcessPassReader {
     reader: ProcessReader,
     lister: Option<PidLister>,
     walker: Option<ProcessTreeWalker>,
+    cgroup_walker: cgroup::SubtreeWalker,
     pids: Vec<u32>,
     /// The process list of the previous pass, handed back for reuse.
     spare: Vec<ProcessCounters>,
@@ -66,6 +67,7 @@ impl ProcessPassReader {
             },
             pids: Vec::new(),
             spare: Vec::new(),
+            cgroup_walker: cgroup::SubtreeWalker::new(),
             // Relay's fallback is none: without the tick rate CPU times are unknown, so they
             // become null (ticks_to_ms of a zero rate), never guessed.
             ticks_per_second: procfs::clock_ticks_per_second().unwrap_or(0),
@@ -203,9 +205,10 @@ impl ProcessPassReader {
                 Some(walker) => walker.walk(*pid, &mut self.pids).map_err(|e| e.to_string()),
                 None => Err("no process tree walker".into()),
             },
-            Target::Cgroup { resolved, .. } => {
-                cgroup::subtree_pids(resolved, &mut self.pids).map_err(|e| e.to_string())
-            }
+            Target::Cgroup { resolved, .. } => self
+                .cgroup_walker
+                .pids(resolved, &mut self.pids)
+                .map_err(|e| e.to_string()),
         }
     }
 

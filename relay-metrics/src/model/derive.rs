@@ -397,8 +397,10 @@ impl Sums {
             write_bytes: s(|p| p.io.map(|io| io.write_bytes)),
             read_syscalls: s(|p| p.io.map(|io| io.read_syscalls)),
             write_syscalls: s(|p| p.io.map(|io| io.write_syscalls)),
-            run_ns: s(|p| p.run_time_ns),
-            run_wait_ns: s(|p| p.run_queue_wait_ns),
+            // ns CPU time has no coverage count in the snapshot, so a partial sum would pass for
+            // the whole scope: it is reported only when every process supplied it.
+            run_ns: sum(processes, Coverage::Strict, |p| p.run_time_ns),
+            run_wait_ns: sum(processes, Coverage::Strict, |p| p.run_queue_wait_ns),
         }
     }
 }

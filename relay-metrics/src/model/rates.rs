@@ -163,7 +163,8 @@ impl Baselines {
                     Some(baseline.cpu_ticks),
                     coverage,
                 );
-                run.add(process.run_time_ns, baseline.run_ns, coverage);
+                // Strict in every scope: see the run-time sum in `derive`.
+                run.add(process.run_time_ns, baseline.run_ns, Coverage::Strict);
                 read.add(io.map(|io| io.read_bytes), baseline.read_bytes, coverage);
                 write.add(io.map(|io| io.write_bytes), baseline.write_bytes, coverage);
             }

@@ -1,86 +1,143 @@
 //! Which processes a cgroup subtree holds (`cgroup.procs` of the directory and every descendant).
 
+use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, OwnedFd};
 
 use super::target::CgroupTarget;
 use super::CgroupError;
-use crate::source::file::{is_gone, read_once, SourceError};
+use crate::source::file::{is_gone, SourceError};
+use crate::source::procfs::sys::{
+    is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer, DT_DIR,
+};
 
-/// Fills `pids` (cleared first; sorted, without duplicates) with every process in `cgroup.procs`
-/// of the target's membership directory ([`CgroupTarget::membership_dir`]) and of every
-/// descendant directory. Descendants removed during the walk are skipped; a removed target is
-/// [`CgroupError::Gone`].
-pub fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
-    pids.clear();
-    let Some((_, top)) = target.membership_dir() else {
-        return Err(CgroupError::NotFound {
-            path: target.requested.clone().unwrap_or_default(),
-        });
-    };
-    let mut buf = Vec::new();
-    let mut pending: Vec<PathBuf> = vec![top.dir.clone()];
-    while let Some(dir) = pending.pop() {
-        let is_top = dir == top.dir;
-        match walk_one(&dir, &mut buf, pids, &mut pending) {
-            Ok(()) => {}
-            // A descendant removed during the walk took its processes with it (or they moved
-            // elsewhere in the subtree, which the walk still sees).
-            Err(error) if error.is_gone() && !is_top => {}
-            Err(error) if error.is_gone() && !dir.exists() => {
-                return Err(CgroupError::Gone { path: dir });
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
-    // A process that moved between two descendants during the walk can be listed twice.
-    pids.sort_unstable();
-    pids.dedup();
-    Ok(())
+/// Lists the processes of cgroup subtrees with reused buffers and directory descriptors
+/// opened relative to their parent: after the first walk of a subtree, walking it again
+/// allocates nothing.
+#[derive(Debug, Default)]
+pub struct SubtreeWalker {
+    dirents: DirentBuffer,
+    buf: Vec<u8>,
+    /// Names of the subdirectories found in the directory being listed, NUL-separated.
+    names: Vec<u8>,
+    pending: Vec<OwnedFd>,
+    members: Vec<u32>,
 }
 
-fn walk_one(
-    dir: &Path,
-    buf: &mut Vec<u8>,
-    pids: &mut Vec<u32>,
-    pending: &mut Vec<PathBuf>,
-) -> Result<(), SourceError> {
-    let procs = dir.join("cgroup.procs");
-    let content = read_once(&procs, buf)?;
-    for line in content.split(|&b| b == b'\n') {
-        if line.is_empty() {
-            continue;
-        }
-        let pid = std::str::from_utf8(line)
-            .ok()
-            .and_then(|text| text.trim().parse::<u32>().ok())
-            .ok_or_else(|| SourceError::malformed(&procs, "a line is not a process id"))?;
-        pids.push(pid);
+impl SubtreeWalker {
+    /// A walker with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
     }
-    let entries = std::fs::read_dir(dir).map_err(|error| SourceError::io(dir, error))?;
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(error) if is_gone(&error) => continue,
-            Err(error) => return Err(SourceError::io(dir, error)),
+
+    /// Fills `pids` (cleared first; sorted, without duplicates) with every process in
+    /// `cgroup.procs` of the target's membership directory ([`CgroupTarget::membership_dir`])
+    /// and of every descendant directory. Descendants removed during the walk are skipped; a
+    /// removed target is [`CgroupError::Gone`].
+    pub fn pids(&mut self, target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
+        pids.clear();
+        let Some((_, top)) = target.membership_dir() else {
+            return Err(CgroupError::NotFound {
+                path: target.requested.clone().unwrap_or_default(),
+            });
         };
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => pending.push(entry.path()),
-            Ok(_) => {}
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => return Err(SourceError::io(entry.path(), error)),
+        let gone = |error: &io::Error| is_gone(error) || error.raw_os_error() == Some(libc::ENODEV);
+        let top_fd = match File::open(&top.dir) {
+            Ok(file) => OwnedFd::from(file),
+            Err(error) if gone(&error) => {
+                return Err(CgroupError::Gone {
+                    path: top.dir.clone(),
+                })
+            }
+            Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+        };
+        self.pending.clear();
+        self.pending.push(top_fd);
+        let mut is_top = true;
+        while let Some(dir) = self.pending.pop() {
+            match self.walk_one(&dir, pids) {
+                Ok(()) => {}
+                // A descendant removed during the walk took its processes with it (or they
+                // moved elsewhere in the subtree, which the walk still sees).
+                Err(error) if gone(&error) && !is_top => {}
+                Err(error) if gone(&error) => {
+                    return Err(CgroupError::Gone {
+                        path: top.dir.clone(),
+                    });
+                }
+                Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+            }
+            is_top = false;
         }
+        // A process that moved between two descendants during the walk can be listed twice.
+        pids.sort_unstable();
+        pids.dedup();
+        Ok(())
     }
-    Ok(())
+
+    /// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
+    /// `pids` (sorted, without duplicates), no more and no fewer.
+    pub fn owns_exclusively(
+        &mut self,
+        target: &CgroupTarget,
+        pids: &[u32],
+    ) -> Result<bool, CgroupError> {
+        let mut members = std::mem::take(&mut self.members);
+        let result = self.pids(target, &mut members).map(|()| members == pids);
+        self.members = members;
+        result
+    }
+
+    fn walk_one(&mut self, dir: &OwnedFd, pids: &mut Vec<u32>) -> io::Result<()> {
+        let procs = open_file_at(dir, b"cgroup.procs")?;
+        let content = pread_all(&procs, &mut self.buf)?;
+        for line in content.split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let pid = std::str::from_utf8(line)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok())
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a cgroup.procs line is not a process id",
+                    )
+                })?;
+            pids.push(pid);
+        }
+        self.names.clear();
+        let names = &mut self.names;
+        self.dirents.for_each_typed(dir.as_fd(), |name, kind| {
+            if kind == DT_DIR && !is_dot(name) {
+                names.extend_from_slice(name);
+                names.push(0);
+            }
+        })?;
+        for name in self
+            .names
+            .split(|&b| b == 0)
+            .filter(|name| !name.is_empty())
+        {
+            match open_dir_at(dir, name) {
+                Ok(child) => self.pending.push(child),
+                Err(error) if is_gone(&error) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
-/// `pids` (order and duplicates ignored), no more and no fewer.
+/// [`SubtreeWalker::pids`] with a one-off walker.
+pub fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
+    SubtreeWalker::new().pids(target, pids)
+}
+
+/// [`SubtreeWalker::owns_exclusively`] with a one-off walker; `pids` in any order.
 pub fn owns_exclusively(target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
-    let mut members = Vec::new();
-    subtree_pids(target, &mut members)?;
     let mut measured = pids.to_vec();
     measured.sort_unstable();
     measured.dedup();
-    Ok(members == measured)
+    SubtreeWalker::new().owns_exclusively(target, &measured)
 }

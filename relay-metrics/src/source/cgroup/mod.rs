@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use crate::source::file::SourceError;
 
 pub use layout::{discover, parse_proc_cgroup, CgroupLayout, Mount, ProcCgroupEntry, V1Hierarchy};
-pub use membership::{owns_exclusively, subtree_pids};
+pub use membership::{owns_exclusively, subtree_pids, SubtreeWalker};
 pub use parse::{
     keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
     parse_v1_memory_limit, CpuQuota, LimitValue, PsiTotals, V1_UNLIMITED_BYTES,

@@ -14,7 +14,7 @@
 mod discover;
 pub mod parse;
 mod reader;
-mod sys;
+pub(crate) mod sys;
 
 pub use discover::{PidLister, ProcessTreeWalker};
 pub use reader::ProcessReader;

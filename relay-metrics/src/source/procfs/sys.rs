@@ -16,7 +16,11 @@ const DIRENT_BUFFER_BYTES: usize = 32 * 1024;
 
 /// Offsets inside `struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }`.
 const RECLEN_OFFSET: usize = 16;
+const TYPE_OFFSET: usize = 18;
 const NAME_OFFSET: usize = 19;
+
+/// `d_type` of a directory (`DT_DIR`).
+pub(crate) const DT_DIR: u8 = 4;
 
 /// A reused buffer for `getdents64`.
 #[derive(Debug, Default)]
@@ -32,6 +36,16 @@ impl DirentBuffer {
         &mut self,
         dir: BorrowedFd<'_>,
         mut entry: impl FnMut(&[u8]),
+    ) -> io::Result<()> {
+        self.for_each_typed(dir, |name, _| entry(name))
+    }
+
+    /// Like [`Self::for_each`], also passing each entry's `d_type` (`DT_DIR`, ...; 0 when the
+    /// file system does not say).
+    pub(crate) fn for_each_typed(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        mut entry: impl FnMut(&[u8], u8),
     ) -> io::Result<()> {
         if self.buf.len() < DIRENT_BUFFER_BYTES {
             self.buf.resize(DIRENT_BUFFER_BYTES, 0);
@@ -78,7 +92,7 @@ impl DirentBuffer {
                     .iter()
                     .position(|&b| b == 0)
                     .map_or(name, |end| &name[..end]);
-                entry(name);
+                entry(name, record[TYPE_OFFSET]);
                 offset += reclen;
             }
         }
