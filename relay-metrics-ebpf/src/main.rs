@@ -15,8 +15,8 @@ mod ctx;
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns,
-        bpf_ktime_get_ns,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_ktime_get_boot_ns, bpf_ktime_get_ns,
     },
     macros::{map, tracepoint},
     maps::{Array, HashMap, LruHashMap, RingBuf},

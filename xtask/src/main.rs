@@ -139,8 +139,8 @@ fn llvm_path() -> Result<OsString> {
 fn toolchain_stamp() -> Result<String> {
     let rustc = output(Command::new(DEBIAN_RUSTC).arg("-V"))
         .with_context(|| format!("{DEBIAN_RUSTC} missing: run `cargo xtask install-toolchain`"))?;
-    let linker = bpf_linker_version()
-        .context("bpf-linker missing: run `cargo xtask install-toolchain`")?;
+    let linker =
+        bpf_linker_version().context("bpf-linker missing: run `cargo xtask install-toolchain`")?;
     Ok(format!("{rustc}\n{linker}\n"))
 }
 
@@ -154,7 +154,10 @@ fn compile(root: &Path, target_dir: &Path) -> Result<PathBuf> {
     // Reproducibility: the build machine's paths must not reach the object.
     let rustflags = [
         "-Cdebuginfo=0".to_owned(),
-        format!("--remap-path-prefix={}=/relay-metrics-ebpf", crate_dir.display()),
+        format!(
+            "--remap-path-prefix={}=/relay-metrics-ebpf",
+            crate_dir.display()
+        ),
         format!(
             "--remap-path-prefix={}=/relay-metrics-common",
             root.join("relay-metrics-common").display()

@@ -183,6 +183,8 @@ mod tests {
         let mut held = HeldFile::new("/nonexistent/relay-metrics-test");
         let error = held.read(&mut Vec::new()).unwrap_err();
         assert!(error.is_gone());
-        assert!(error.to_string().contains("/nonexistent/relay-metrics-test"));
+        assert!(error
+            .to_string()
+            .contains("/nonexistent/relay-metrics-test"));
     }
 }

@@ -158,6 +158,9 @@ mod tests {
     fn malformed_input_gives_nothing() {
         assert_eq!(fields(b"\xff\xfe field:x").count(), 0);
         assert!(find_field(b"\tfield:int pid;\toffset:x;\tsize:4;", "pid").is_none());
-        assert_eq!(sleep_state_mask(b"print fmt: REC->prev_state & ((((0xzz)"), None);
+        assert_eq!(
+            sleep_state_mask(b"print fmt: REC->prev_state & ((((0xzz)"),
+            None
+        );
     }
 }

@@ -134,10 +134,22 @@ pub const PROGRAMS: [ProgramSpec; 11] = [
     spec("sched_wakeup", "sched", "sched_wakeup"),
     spec("sched_wakeup_new", "sched", "sched_wakeup_new"),
     spec("oom_mark_victim", "oom", "mark_victim"),
-    spec("memcg_reclaim_begin", "vmscan", "mm_vmscan_memcg_reclaim_begin"),
+    spec(
+        "memcg_reclaim_begin",
+        "vmscan",
+        "mm_vmscan_memcg_reclaim_begin",
+    ),
     spec("memcg_reclaim_end", "vmscan", "mm_vmscan_memcg_reclaim_end"),
-    spec("direct_reclaim_begin", "vmscan", "mm_vmscan_direct_reclaim_begin"),
-    spec("direct_reclaim_end", "vmscan", "mm_vmscan_direct_reclaim_end"),
+    spec(
+        "direct_reclaim_begin",
+        "vmscan",
+        "mm_vmscan_direct_reclaim_begin",
+    ),
+    spec(
+        "direct_reclaim_end",
+        "vmscan",
+        "mm_vmscan_direct_reclaim_end",
+    ),
     spec("vmscan_throttled", "vmscan", "mm_vmscan_throttled"),
 ];
 
@@ -463,8 +475,12 @@ impl EbpfSource {
         let cgroups = take_hash(&mut ebpf, "CGROUPS").and_then(|m| HashMap::try_from(m).ok());
         let created_by = take_hash(&mut ebpf, "CREATED_BY").and_then(|m| HashMap::try_from(m).ok());
         let tracked = take_hash(&mut ebpf, "TRACKED").and_then(|m| HashMap::try_from(m).ok());
-        let scopes = ebpf.take_map("SCOPES").and_then(|m| Array::try_from(m).ok());
-        let global = ebpf.take_map("GLOBAL").and_then(|m| Array::try_from(m).ok());
+        let scopes = ebpf
+            .take_map("SCOPES")
+            .and_then(|m| Array::try_from(m).ok());
+        let global = ebpf
+            .take_map("GLOBAL")
+            .and_then(|m| Array::try_from(m).ok());
         let oom_events = ebpf
             .take_map("OOM_EVENTS")
             .and_then(|m| RingBuf::try_from(m).ok());
@@ -511,7 +527,10 @@ impl EbpfSource {
 
     /// The counters of one tgid, `None` when it has none (nothing counted, or evicted).
     pub fn tgid(&self, tgid: u32) -> Result<Option<TgidStats>, EbpfReadError> {
-        let map = self.tgids.as_ref().ok_or(EbpfReadError::MissingMap("TGIDS"))?;
+        let map = self
+            .tgids
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("TGIDS"))?;
         lookup(map.get(&tgid, 0), "TGIDS")
     }
 
@@ -710,9 +729,16 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn attach(ebpf: &mut Ebpf, spec: ProgramSpec, config: &Config, events: &Path) -> Result<(), String> {
+fn attach(
+    ebpf: &mut Ebpf,
+    spec: ProgramSpec,
+    config: &Config,
+    events: &Path,
+) -> Result<(), String> {
     if let Some((field, _)) = required_fields(spec.program, config).first() {
-        return Err(format!("tracepoint field {field} missing or of an unexpected size"));
+        return Err(format!(
+            "tracepoint field {field} missing or of an unexpected size"
+        ));
     }
     if !events.join(spec.category).join(spec.tracepoint).is_dir() {
         return Err(format!(

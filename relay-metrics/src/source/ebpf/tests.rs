@@ -203,9 +203,16 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let status = child.wait().expect("waiting for the child");
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "child was not OOM-killed: {status:?}");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "child was not OOM-killed: {status:?}"
+    );
     source.drain_oom_victims();
-    let victims: Vec<&OomVictim> = source.recent_oom_victims().filter(|v| v.pid == pid).collect();
+    let victims: Vec<&OomVictim> = source
+        .recent_oom_victims()
+        .filter(|v| v.pid == pid)
+        .collect();
     assert_eq!(victims.len(), 1, "{victims:?}");
     let victim = victims[0];
     assert!(victim.anon_rss_bytes >= 16 << 20, "{victim:?}");
@@ -218,7 +225,10 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_nanos() as u64;
-    assert!(now_ns.abs_diff(victim.time_unix_ns) < 60_000_000_000, "{victim:?}");
+    assert!(
+        now_ns.abs_diff(victim.time_unix_ns) < 60_000_000_000,
+        "{victim:?}"
+    );
     assert!(source.global().expect("global").oom_kills > before);
 
     let oom_control =
@@ -242,7 +252,10 @@ fn spin_sleep_runq_mean_ns(source: &EbpfSource) -> (u64, TgidStats) {
     let mut child = child_command("spin-sleep").spawn().expect("spawning");
     let pid = child.id();
     assert!(child.wait().expect("waiting").success());
-    let stats = source.tgid(pid).expect("lookup").expect("child has counters");
+    let stats = source
+        .tgid(pid)
+        .expect("lookup")
+        .expect("child has counters");
     assert!(stats.runq_count >= 300, "{stats:?}");
     (stats.runq_total_ns / stats.runq_count, stats)
 }
@@ -308,7 +321,7 @@ fn measures_per_event_cost_under_context_switch_load_as_root() {
     for (b, a) in before.iter().zip(&after) {
         let runs = a.run_count - b.run_count;
         let ns = a.run_time_ns - b.run_time_ns;
-        let per_event = if runs == 0 { 0 } else { ns / runs };
+        let per_event = ns.checked_div(runs).unwrap_or(0);
         eprintln!(
             "{:<22} {:>9} runs {:>12} ns {:>6} ns/event",
             a.spec.program, runs, ns, per_event
@@ -319,5 +332,8 @@ fn measures_per_event_cost_under_context_switch_load_as_root() {
         }
     }
     let switch_cost_ns = switch_cost_ns.expect("sched_switch attached");
-    assert!(switch_cost_ns < 2_000, "sched_switch costs {switch_cost_ns} ns/event");
+    assert!(
+        switch_cost_ns < 2_000,
+        "sched_switch costs {switch_cost_ns} ns/event"
+    );
 }
