@@ -198,8 +198,9 @@ pub struct TidState {
     pub queued_ns: u64,
     /// The thread's tgid; 0 until it has been seen running.
     pub tgid: u32,
-    /// Explicit padding.
-    pub _pad: u32,
+    /// 1 when it was queued by an involuntary switch: counted when it next runs, where its tgid's
+    /// counters are looked up anyway (saving a lookup per preemption).
+    pub preempted: u32,
 }
 const _: () = assert!(core::mem::size_of::<TidState>() == 16);
 

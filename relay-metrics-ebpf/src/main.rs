@@ -210,11 +210,12 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
 }
 
 #[inline(always)]
-fn mark_queued(tid: u32, tgid: u32, now_ns: u64) {
+fn mark_queued(tid: u32, tgid: u32, now_ns: u64, preempted: u32) {
     if let Some(state) = TIDS.get_ptr_mut(&tid) {
         // SAFETY: map value pointer from the kernel; a thread is queued by one CPU at a time.
         unsafe {
             (*state).queued_ns = now_ns;
+            (*state).preempted = preempted;
             if tgid != 0 {
                 (*state).tgid = tgid;
             }
@@ -224,7 +225,7 @@ fn mark_queued(tid: u32, tgid: u32, now_ns: u64) {
     let state = TidState {
         queued_ns: now_ns,
         tgid,
-        _pad: 0,
+        preempted,
     };
     if TIDS.insert(&tid, &state, 0).is_err() {
         insert_failed();
@@ -253,7 +254,7 @@ fn on_wakeup(ctx: &TracePointContext, off: u16, new_task: bool) -> u32 {
         current_tgid()
     };
     // SAFETY: helper without arguments.
-    mark_queued(tid, tgid, unsafe { bpf_ktime_get_ns() });
+    mark_queued(tid, tgid, unsafe { bpf_ktime_get_ns() }, 0);
     0
 }
 
@@ -269,8 +270,9 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
     on_wakeup(&ctx, cfg!(wakeup_new_pid), true)
 }
 
-/// `sched:sched_switch`: the next thread's queueing ends (its run-queue delay is recorded); the
-/// previous thread, if still runnable, was switched out involuntarily and is queued again.
+/// `sched:sched_switch`: the next thread's queueing ends (its run-queue delay is recorded, and
+/// its involuntary switch if that is how it was queued); the previous thread, if still runnable,
+/// was switched out involuntarily and is queued again.
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let (off_prev, off_state, off_next) = (
@@ -295,13 +297,10 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         let tgid = current_tgid();
         // SAFETY: CONFIG is a valid static.
         let sleep_mask = unsafe { core::ptr::read_volatile(&CONFIG.sleep_state_mask) };
-        let involuntary = state & sleep_mask == 0;
-        mark_queued(prev, tgid, if involuntary { now_ns } else { 0 });
-        if involuntary {
-            if let Some(stats) = tgid_stats(tgid) {
-                // SAFETY: map value pointer from the kernel.
-                add(unsafe { &raw mut (*stats).involuntary_switches }, 1);
-            }
+        if state & sleep_mask == 0 {
+            mark_queued(prev, tgid, now_ns, 1);
+        } else {
+            mark_queued(prev, tgid, 0, 0);
         }
     }
     if next == 0 {
@@ -311,12 +310,16 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         return 0;
     };
     // SAFETY: map value pointer from the kernel; only this CPU switches `next` in.
-    let (queued_ns, tgid) = unsafe { ((*state).queued_ns, (*state).tgid) };
+    let (queued_ns, tgid, preempted) =
+        unsafe { ((*state).queued_ns, (*state).tgid, (*state).preempted) };
     if queued_ns == 0 {
         return 0;
     }
     // SAFETY: as above.
-    unsafe { (*state).queued_ns = 0 };
+    unsafe {
+        (*state).queued_ns = 0;
+        (*state).preempted = 0;
+    }
     if tgid == 0 || now_ns < queued_ns {
         return 0;
     }
@@ -336,6 +339,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     };
     // SAFETY: map value pointer from the kernel; `bucket` is below RUNQ_HIST_BUCKETS.
     unsafe {
+        if preempted != 0 {
+            add(&raw mut (*stats).involuntary_switches, 1);
+        }
         add(&raw mut (*stats).runq_count, 1);
         add(&raw mut (*stats).runq_total_ns, delay_ns);
         add(
