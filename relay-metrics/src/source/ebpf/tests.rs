@@ -5,6 +5,7 @@
 use super::*;
 use std::io::{Read as _, Write as _};
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
