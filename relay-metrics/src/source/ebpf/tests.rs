@@ -62,6 +62,49 @@ fn child_helper() {
 }
 
 #[test]
+fn an_unprivileged_process_is_told_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        "Name:\tx\nCapEff:\t0000000000000000\n",
+    )
+    .expect("status");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NotPrivileged { cap_eff: 0, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not privileged"), "{error}");
+}
+
+#[test]
+fn a_missing_tracefs_is_reported_with_its_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        "CapEff:\t000001ffffffffff\n",
+    )
+    .expect("status");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    // The fixture has no sys/kernel/tracing directory, so mounting there fails too.
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NoTracefs { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("sys/kernel/tracing"), "{error}");
+}
+
+#[test]
 fn loads_and_attaches_every_program_as_root() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let source = load_as_root();
@@ -195,6 +238,10 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
     source.drain_oom_victims();
     let before = source.global().expect("global").oom_kills;
     let memcg = TestMemcg::create(32 << 20);
+    // Serialised with the other tests and with its own maps: this scope holds just the child.
+    let scope = source
+        .track_tree(&[std::process::id()])
+        .expect("tracking this process");
     let mut child = spawn_in_cgroup(child_command("oom"), &memcg.path.join("cgroup.procs"));
     let pid = child.id();
     // Drain before reaping the child, as a collector sees a victim: its /proc entry still exists.
@@ -231,6 +278,13 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
         "{victim:?}"
     );
     assert!(source.global().expect("global").oom_kills > before);
+
+    let scope_stats = source.scope(scope).expect("scope");
+    assert_eq!(scope_stats.oom_kills, 1, "{scope_stats:?}");
+    // Under its limit the child reclaimed memory before the kill.
+    let child_stats = source.tgid(pid).expect("lookup").expect("child counters");
+    assert!(child_stats.reclaim_count >= 1, "{child_stats:?}");
+    assert!(child_stats.reclaim_total_ns > 0, "{child_stats:?}");
 
     let oom_control =
         std::fs::read_to_string(memcg.path.join("memory.oom_control")).expect("oom_control");
