@@ -41,8 +41,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("relay-metrics.bpf.o");
 
 /// The loaded programs and their maps.
 pub struct EbpfSource {
-    // Maps first: fields drop in order, and the maps' descriptors must not outlive nothing else;
-    // dropping `ebpf` detaches the programs.
+    // The maps taken out of `ebpf` are closed with these fields; dropping `ebpf` detaches and
+    // unloads the programs (their links are owned by it).
     tgids: Option<HashMap<MapData, u32, TgidStats>>,
     cgroups: Option<HashMap<MapData, u64, CgroupStats>>,
     created_by: Option<HashMap<MapData, u32, u32>>,

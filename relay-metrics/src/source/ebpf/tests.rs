@@ -295,16 +295,33 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
     drop(memcg);
 }
 
-fn busy_loop() -> Child {
-    Command::new("sh")
-        .args(["-c", "while :; do :; done"])
+/// Restricts the command's process to CPU 0, so that the competition is on one known CPU
+/// whatever else the machine runs.
+fn on_cpu0(command: &mut Command) -> &mut Command {
+    // SAFETY: the closure only calls sched_setaffinity (async-signal-safe) on a local set.
+    unsafe {
+        command.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+fn busy_loop_on_cpu0() -> Child {
+    on_cpu0(Command::new("sh").args(["-c", "while :; do :; done"]))
         .spawn()
         .expect("spawning a busy loop")
 }
 
-/// Mean run-queue delay (ns) of a spin-and-sleep child.
+/// Mean run-queue delay (ns) of a spin-and-sleep child on CPU 0.
 fn spin_sleep_runq_mean_ns(source: &EbpfSource) -> (u64, TgidStats) {
-    let mut child = child_command("spin-sleep").spawn().expect("spawning");
+    let mut child = on_cpu0(&mut child_command("spin-sleep"))
+        .spawn()
+        .expect("spawning");
     let pid = child.id();
     assert!(child.wait().expect("waiting").success());
     let stats = source
@@ -320,14 +337,20 @@ fn run_queue_delay_grows_under_cpu_competition_as_root() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let source = load_as_root();
     let (idle_ns, idle) = spin_sleep_runq_mean_ns(&source);
-    let mut hogs = [busy_loop(), busy_loop()];
+    let mut hogs = [busy_loop_on_cpu0(), busy_loop_on_cpu0()];
     std::thread::sleep(Duration::from_millis(200));
     let (busy_ns, busy) = spin_sleep_runq_mean_ns(&source);
     for hog in &mut hogs {
         let _ = hog.kill();
         let _ = hog.wait();
     }
-    eprintln!("run-queue delay mean: idle {idle_ns} ns, with two busy loops {busy_ns} ns");
+    // Waits of a millisecond or more (buckets from 2^20 ns).
+    let long_waits = |stats: &TgidStats| stats.runq_hist[20..].iter().sum::<u64>();
+    let (idle_long, busy_long) = (long_waits(&idle), long_waits(&busy));
+    eprintln!(
+        "run-queue delay mean on CPU 0: alone {idle_ns} ns ({idle_long} waits >= 1 ms), \
+         with two busy loops {busy_ns} ns ({busy_long} waits >= 1 ms)"
+    );
     assert!(
         busy_ns > 2 * idle_ns,
         "idle {idle_ns} ns {idle:?}\nbusy {busy_ns} ns {busy:?}"
