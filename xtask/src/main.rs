@@ -7,6 +7,8 @@
 //!   toolchain versions in [`STAMP`].
 //! - `check-ebpf-fresh`: rebuilds into a scratch directory and fails if the result differs from
 //!   the committed object (byte for byte when the toolchain is the one in [`STAMP`]).
+//! - `vm-test [FILTER]`: runs relay-metrics' tests matching FILTER (default `source::ebpf`) on a
+//!   pure cgroup v2 kernel in a qemu VM (see `vm.rs`).
 
 use std::env;
 use std::ffi::OsString;
@@ -18,6 +20,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 mod elf_summary;
+mod vm;
 
 /// The committed object, relative to the workspace root.
 const OBJECT: &str = "relay-metrics/src/source/ebpf/relay-metrics.bpf.o";
@@ -36,8 +39,13 @@ fn main() -> ExitCode {
         Some("install-toolchain") => install_toolchain(),
         Some("build-ebpf") => build_ebpf(),
         Some("check-ebpf-fresh") => check_ebpf_fresh(),
+        Some("vm-test") => workspace_root().and_then(|root| {
+            vm::vm_test(&root, args.get(1).map_or("source::ebpf", String::as_str))
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh>");
+            eprintln!(
+                "usage: cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | vm-test [FILTER]>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -86,6 +94,24 @@ fn dpkg_installed(package: &str) -> bool {
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
 }
 
+/// Installs those of `packages` that are missing (apt-get update first).
+fn ensure_apt_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|package| !dpkg_installed(package))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("xtask: apt packages already installed: {packages:?}");
+        return Ok(());
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
 fn bpf_linker_version() -> Option<String> {
     let out = Command::new("bpf-linker").arg("--version").output().ok()?;
     out.status
@@ -95,20 +121,7 @@ fn bpf_linker_version() -> Option<String> {
 
 fn install_toolchain() -> Result<()> {
     let started = Instant::now();
-    let missing: Vec<&str> = APT_PACKAGES
-        .iter()
-        .copied()
-        .filter(|package| !dpkg_installed(package))
-        .collect();
-    if missing.is_empty() {
-        eprintln!("xtask: apt packages already installed: {APT_PACKAGES:?}");
-    } else {
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
-        run(Command::new("apt-get")
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive"))?;
-    }
+    ensure_apt_packages(&APT_PACKAGES)?;
     match bpf_linker_version() {
         Some(version) if version.contains(BPF_LINKER_VERSION) => {
             eprintln!("xtask: {version} already installed");

@@ -365,7 +365,8 @@ fn spin_sleep_runq_mean_ns(source: &EbpfSource) -> (u64, TgidStats) {
         .tgid(pid)
         .expect("lookup")
         .expect("child has counters");
-    assert!(stats.runq_count >= 300, "{stats:?}");
+    // About one wait per sleep; a wakeup racing with the sleep itself is not a wait.
+    assert!(stats.runq_count >= 250, "{stats:?}");
     (stats.runq_total_ns / stats.runq_count, stats)
 }
 
