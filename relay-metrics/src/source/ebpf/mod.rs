@@ -334,6 +334,7 @@ impl EbpfSource {
                 let info = self.ebpf.program(spec.program)?.info().ok()?;
                 Some(ProgramRunStats {
                     spec,
+                    id: info.id(),
                     run_time_ns: u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
                     run_count: info.run_count(),
                 })

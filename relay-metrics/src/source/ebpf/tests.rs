@@ -123,7 +123,28 @@ fn loads_and_attaches_every_program_as_root() {
     // The scheduler is always busy: within a moment this process's threads have been counted.
     std::thread::sleep(Duration::from_millis(50));
     assert!(source.global().is_ok());
+    let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
+    assert_eq!(ids.len(), PROGRAMS.len());
+    let loaded = || -> Vec<u32> {
+        aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .map(|info| info.id())
+            .collect()
+    };
+    assert!(ids.iter().all(|id| loaded().contains(id)));
+    // Dropping the source detaches and unloads every program.
     drop(source);
+    // Freeing may lag the last close by an RCU grace period.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut after = loaded();
+    while ids.iter().any(|id| after.contains(id)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = loaded();
+    }
+    assert!(
+        ids.iter().all(|id| !after.contains(id)),
+        "{ids:?} in {after:?}"
+    );
 }
 
 #[test]

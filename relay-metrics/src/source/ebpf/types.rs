@@ -149,6 +149,8 @@ pub struct ProgramStatus {
 pub struct ProgramRunStats {
     /// Which program.
     pub spec: ProgramSpec,
+    /// The kernel's id of the loaded program (as `bpftool prog` lists it).
+    pub id: u32,
     /// Total ns spent running it.
     pub run_time_ns: u64,
     /// Times it ran.
