@@ -1,1 +1,352 @@
-//! (in progress)
+//! Kernel-event counters from eBPF programs on scheduler, OOM and memory-reclaim tracepoints.
+//!
+//! [`EbpfSource::load`] loads the committed object (built by `cargo xtask build-ebpf` from
+//! `relay-metrics-ebpf/`) once, with the tracepoint field offsets of the running kernel, and
+//! attaches each program on its own: a program that fails disables only its counters and is named
+//! in [`EbpfSource::status`]. Each tick then reads the kernel maps with per-key lookups into
+//! caller-provided structs, and drains OOM victims from the ring buffer into a bounded list.
+//! Dropping the source detaches every program.
+//!
+//! cgroup attribution: the kernel side keys by `bpf_get_current_cgroup_id`, the cgroup v2 id. On
+//! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid
+//! (sum [`EbpfSource::read_counters`] over the cgroup's pids).
+
+mod format;
+mod setup;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use std::collections::VecDeque;
+
+use aya::maps::{Array, HashMap, MapData, MapError, RingBuf};
+use aya::{Ebpf, EbpfLoader};
+pub use relay_metrics_common::{
+    CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES, RUNQ_HIST_BUCKETS,
+};
+use relay_metrics_common::{Config, OomVictimRecord, COMM_LEN};
+
+use crate::source::file::read_once;
+use crate::source::Roots;
+
+pub use format::{find_field, FormatField};
+use types::map_error;
+pub use types::{
+    EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
+    ProgramSpec, ProgramState, ProgramStatus, ReclaimStalls, RunqDelay, ScopeId, PROGRAMS,
+};
+
+/// The eBPF object, committed so that a plain `cargo build` needs no eBPF toolchain.
+static OBJECT: &[u8] = aya::include_bytes_aligned!("relay-metrics.bpf.o");
+
+/// The loaded programs and their maps.
+pub struct EbpfSource {
+    // The maps taken out of `ebpf` are closed with these fields; dropping `ebpf` detaches and
+    // unloads the programs (their links are owned by it).
+    tgids: Option<HashMap<MapData, u32, TgidStats>>,
+    cgroups: Option<HashMap<MapData, u64, CgroupStats>>,
+    created_by: Option<HashMap<MapData, u32, u32>>,
+    tracked: Option<HashMap<MapData, u32, u32>>,
+    scopes: Option<Array<MapData, ScopeStats>>,
+    global: Option<Array<MapData, GlobalStats>>,
+    oom_events: Option<RingBuf<MapData>>,
+    ebpf: Ebpf,
+    status: Vec<ProgramStatus>,
+    config: Config,
+    free_scopes: u64,
+    recent_oom: VecDeque<OomVictim>,
+    max_recent_oom: usize,
+    oom_victims_drained: u64,
+    boot_to_unix_ns: i128,
+    roots: Roots,
+    comm_buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for EbpfSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EbpfSource")
+            .field("status", &self.status)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EbpfSource {
+    /// Loads the programs with this kernel's tracepoint layouts and attaches each one it can.
+    pub fn load(options: &EbpfOptions) -> Result<Self, EbpfUnavailable> {
+        setup::check_privilege(&options.roots)?;
+        let events = setup::tracefs_events(&options.roots)?;
+        let config = format::config(&setup::read_formats(&events));
+        let mut ebpf = EbpfLoader::new()
+            .override_global("CONFIG", &config, true)
+            .load(OBJECT)
+            .map_err(|error| EbpfUnavailable::Load(Box::new(error)))?;
+        let mut status = Vec::with_capacity(PROGRAMS.len());
+        for spec in PROGRAMS {
+            let state = match setup::attach(&mut ebpf, spec, &config, &events) {
+                Ok(()) => ProgramState::Attached,
+                Err(reason) => ProgramState::Failed(reason),
+            };
+            status.push(ProgramStatus { spec, state });
+        }
+        if !status.iter().any(|s| s.state == ProgramState::Attached) {
+            let failures: Vec<String> = status
+                .iter()
+                .map(|s| format!("{}: {:?}", s.spec.program, s.state))
+                .collect();
+            return Err(EbpfUnavailable::NothingAttached(failures.join("; ")));
+        }
+        let tgids = ebpf
+            .take_map("TGIDS")
+            .and_then(|m| HashMap::try_from(m).ok());
+        let cgroups = ebpf
+            .take_map("CGROUPS")
+            .and_then(|m| HashMap::try_from(m).ok());
+        let created_by = ebpf
+            .take_map("CREATED_BY")
+            .and_then(|m| HashMap::try_from(m).ok());
+        let tracked = ebpf
+            .take_map("TRACKED")
+            .and_then(|m| HashMap::try_from(m).ok());
+        let scopes = ebpf
+            .take_map("SCOPES")
+            .and_then(|m| Array::try_from(m).ok());
+        let global = ebpf
+            .take_map("GLOBAL")
+            .and_then(|m| Array::try_from(m).ok());
+        let oom_events = ebpf
+            .take_map("OOM_EVENTS")
+            .and_then(|m| RingBuf::try_from(m).ok());
+        let boot_to_unix_ns = setup::clock_ns(nix::time::ClockId::CLOCK_REALTIME)
+            - setup::clock_ns(nix::time::ClockId::CLOCK_BOOTTIME);
+        let max_recent_oom = options.max_recent_oom_victims;
+        Ok(Self {
+            tgids,
+            cgroups,
+            created_by,
+            tracked,
+            scopes,
+            global,
+            oom_events,
+            ebpf,
+            status,
+            config,
+            free_scopes: u64::MAX >> (64 - MAX_SCOPES),
+            recent_oom: VecDeque::with_capacity(max_recent_oom),
+            max_recent_oom,
+            oom_victims_drained: 0,
+            boot_to_unix_ns,
+            roots: options.roots.clone(),
+            comm_buf: Vec::with_capacity(64),
+        })
+    }
+
+    /// Each program's state after loading.
+    pub fn status(&self) -> &[ProgramStatus] {
+        &self.status
+    }
+
+    /// True when `program` (a [`ProgramSpec::program`] name) is attached.
+    pub fn is_attached(&self, program: &str) -> bool {
+        self.status
+            .iter()
+            .any(|s| s.spec.program == program && s.state == ProgramState::Attached)
+    }
+
+    /// The field offsets given to the programs.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The counters of one tgid, `None` when it has none (nothing counted, or evicted).
+    pub fn tgid(&self, tgid: u32) -> Result<Option<TgidStats>, EbpfReadError> {
+        let map = self
+            .tgids
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("TGIDS"))?;
+        lookup(map.get(&tgid, 0), "TGIDS")
+    }
+
+    /// The counters of one cgroup v2 id.
+    pub fn cgroup(&self, cgroup_id: u64) -> Result<Option<CgroupStats>, EbpfReadError> {
+        let map = self
+            .cgroups
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("CGROUPS"))?;
+        lookup(map.get(&cgroup_id, 0), "CGROUPS")
+    }
+
+    /// The tgid that created process `tgid`, when it was created after loading.
+    pub fn created_by(&self, tgid: u32) -> Result<Option<u32>, EbpfReadError> {
+        let map = self
+            .created_by
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("CREATED_BY"))?;
+        lookup(map.get(&tgid, 0), "CREATED_BY")
+    }
+
+    /// Machine-wide counters.
+    pub fn global(&self) -> Result<GlobalStats, EbpfReadError> {
+        let map = self
+            .global
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("GLOBAL"))?;
+        map.get(&0, 0).map_err(map_error("GLOBAL"))
+    }
+
+    /// Starts counting a process tree in the kernel: `members` (the tree's current tgids) and
+    /// every process they or their descendants create from now on. Returns the scope to read.
+    pub fn track_tree(&mut self, members: &[u32]) -> Result<ScopeId, EbpfReadError> {
+        if self.free_scopes == 0 {
+            return Err(EbpfReadError::ScopesFull);
+        }
+        let slot = self.free_scopes.trailing_zeros();
+        let scopes = self
+            .scopes
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("SCOPES"))?;
+        scopes
+            .set(slot, ScopeStats::default(), 0)
+            .map_err(map_error("SCOPES"))?;
+        let tracked = self
+            .tracked
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("TRACKED"))?;
+        for &tgid in members {
+            tracked
+                .insert(tgid, slot, 0)
+                .map_err(map_error("TRACKED"))?;
+        }
+        self.free_scopes &= !(1u64 << slot);
+        Ok(ScopeId(slot))
+    }
+
+    /// Stops counting a scope and forgets its members.
+    pub fn untrack(&mut self, scope: ScopeId) -> Result<(), EbpfReadError> {
+        let tracked = self
+            .tracked
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("TRACKED"))?;
+        let members: Vec<u32> = tracked
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|&(_, slot)| slot == scope.0)
+            .map(|(tgid, _)| tgid)
+            .collect();
+        for tgid in members {
+            match tracked.remove(&tgid) {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(source) => return Err(map_error("TRACKED")(source)),
+            }
+        }
+        self.free_scopes |= 1u64 << scope.0;
+        Ok(())
+    }
+
+    /// The kernel's counters of a scope.
+    pub fn scope(&self, scope: ScopeId) -> Result<ScopeStats, EbpfReadError> {
+        let map = self
+            .scopes
+            .as_ref()
+            .ok_or(EbpfReadError::MissingMap("SCOPES"))?;
+        map.get(&scope.0, 0).map_err(map_error("SCOPES"))
+    }
+
+    /// Sums the counters of `tgids` (one lookup each) into `out`, which is reset first; with a
+    /// scope, its tree-wide creation, exit and OOM counts replace the per-tgid creation count.
+    /// Allocation-free: reuse `out` between ticks.
+    pub fn read_counters(
+        &self,
+        tgids: &[u32],
+        scope: Option<ScopeId>,
+        out: &mut EbpfCounters,
+    ) -> Result<(), EbpfReadError> {
+        *out = EbpfCounters::default();
+        for &tgid in tgids {
+            if let Some(stats) = self.tgid(tgid)? {
+                out.add_tgid(&stats);
+            }
+        }
+        if let Some(scope) = scope {
+            let stats = self.scope(scope)?;
+            out.processes_created = stats.processes_created;
+            out.processes_exited = stats.processes_exited;
+            out.oom_kills = stats.oom_kills;
+        }
+        Ok(())
+    }
+
+    /// Moves OOM victims from the ring buffer to the recent list (bounded: the oldest go first)
+    /// and returns how many arrived.
+    pub fn drain_oom_victims(&mut self) -> usize {
+        let Some(ring) = self.oom_events.as_mut() else {
+            return 0;
+        };
+        let mut drained = 0;
+        while let Some(item) = ring.next() {
+            if item.len() < std::mem::size_of::<OomVictimRecord>() {
+                continue;
+            }
+            // SAFETY: the item holds at least one OomVictimRecord written by the program;
+            // read_unaligned copes with any alignment, and every bit pattern is valid.
+            let record =
+                unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<OomVictimRecord>()) };
+            drained += 1;
+            if self.max_recent_oom == 0 {
+                continue;
+            }
+            if self.recent_oom.len() == self.max_recent_oom {
+                self.recent_oom.pop_front();
+            }
+            let mut victim = OomVictim::from_record(&record, self.boot_to_unix_ns);
+            if victim.comm[0] == 0 {
+                // Rare (an OOM kill), so the path allocation does not matter.
+                let path = self.roots.proc.join(victim.pid.to_string()).join("comm");
+                if let Ok(comm) = read_once(&path, &mut self.comm_buf) {
+                    let comm = comm.strip_suffix(b"\n").unwrap_or(comm);
+                    let len = comm.len().min(COMM_LEN);
+                    victim.comm[..len].copy_from_slice(&comm[..len]);
+                }
+            }
+            self.recent_oom.push_back(victim);
+        }
+        self.oom_victims_drained += drained as u64;
+        drained
+    }
+
+    /// The most recent OOM victims drained, oldest first.
+    pub fn recent_oom_victims(&self) -> impl ExactSizeIterator<Item = &OomVictim> {
+        self.recent_oom.iter()
+    }
+
+    /// OOM victims drained since loading (the kernel-side count is [`GlobalStats::oom_kills`];
+    /// ring-buffer overflows are [`GlobalStats::oom_ringbuf_drops`]).
+    pub fn oom_victims_drained(&self) -> u64 {
+        self.oom_victims_drained
+    }
+
+    /// Run time and count of each attached program (meaningful while BPF stats are enabled).
+    pub fn program_run_stats(&self) -> Vec<ProgramRunStats> {
+        PROGRAMS
+            .iter()
+            .filter(|spec| self.is_attached(spec.program))
+            .filter_map(|&spec| {
+                let info = self.ebpf.program(spec.program)?.info().ok()?;
+                Some(ProgramRunStats {
+                    spec,
+                    id: info.id(),
+                    run_time_ns: u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
+                    run_count: info.run_count(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn lookup<V>(result: Result<V, MapError>, map: &'static str) -> Result<Option<V>, EbpfReadError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(MapError::KeyNotFound) => Ok(None),
+        Err(source) => Err(EbpfReadError::Map { map, source }),
+    }
+}

@@ -1,0 +1,138 @@
+//! relay-metrics kernel-event programs: process creations/exits, run-queue delay and involuntary
+//! switches, memory-reclaim stalls and throttling, OOM kills.
+//!
+//! Everything is read from classic tracepoint records (or from `bpf_get_current_*` helpers): no
+//! kernel-memory reads, so the programs load under lockdown=confidentiality too. Field offsets are
+//! not compiled in: userspace parses them from tracefs `format` files and writes them into the
+//! `.rodata` global [`CONFIG`]; the verifier treats those values as constants, so each field
+//! access below resolves to a single load at a constant offset (the other branches are dead code
+//! the verifier removes).
+#![no_std]
+#![no_main]
+#![feature(asm_experimental_arch)]
+
+mod ctx;
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
+    macros::map,
+    maps::{Array, HashMap, LruHashMap, RingBuf},
+};
+use relay_metrics_common::{
+    CgroupStats, Config, GlobalStats, ScopeStats, TgidStats, TidState, MAX_SCOPES,
+};
+
+/// Field offsets, written by the loader before the programs are verified.
+#[no_mangle]
+static CONFIG: Config = Config::unavailable();
+
+/// Initial value of a new [`TGIDS`] entry; a static so the 328 bytes live in `.rodata`, not on
+/// the 512-byte BPF stack.
+#[no_mangle]
+static ZERO_TGID_STATS: TgidStats = TgidStats::ZERO;
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+const BPF_NOEXIST: u64 = 1;
+
+#[map]
+static TGIDS: LruHashMap<u32, TgidStats> = LruHashMap::with_max_entries(16384, 0);
+#[map]
+static CGROUPS: LruHashMap<u64, CgroupStats> = LruHashMap::with_max_entries(4096, 0);
+/// child tgid -> parent tgid, for every process created since load.
+#[map]
+static CREATED_BY: LruHashMap<u32, u32> = LruHashMap::with_max_entries(65536, 0);
+/// tgid -> scope index; userspace inserts scope roots, the fork program adds their descendants.
+/// Not LRU: evicting a member would silently lose its subtree.
+#[map]
+static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+#[map]
+static SCOPES: Array<ScopeStats> = Array::with_max_entries(MAX_SCOPES, 0);
+#[map]
+static TIDS: LruHashMap<u32, TidState> = LruHashMap::with_max_entries(65536, 0);
+#[map]
+static RECLAIM_TS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+#[map]
+static GLOBAL: Array<GlobalStats> = Array::with_max_entries(1, 0);
+#[map]
+static OOM_EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
+
+/// Reads one `u16` of [`CONFIG`] so that the compiler cannot fold it to the compile-time default.
+macro_rules! cfg {
+    ($field:ident) => {
+        // SAFETY: CONFIG is a valid static; volatile keeps the load from `.rodata` in the program.
+        unsafe { core::ptr::read_volatile(&$crate::CONFIG.$field) }
+    };
+}
+
+// After `cfg!`: macro_rules are visible only in modules declared below them.
+mod memory;
+mod process;
+mod sched;
+
+#[inline(always)]
+fn add(counter: *mut u64, value: u64) {
+    // SAFETY: `counter` points into a map value returned by the kernel, valid and 8-byte aligned
+    // for the program's run; other CPUs update it concurrently, hence the atomic add (BPF_XADD;
+    // core's atomics lack read-modify-write operations on this target).
+    unsafe {
+        core::arch::asm!(
+            "lock *(u64 *)({p} + 0) += {v}",
+            p = in(reg) counter,
+            v = in(reg) value,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+#[inline(always)]
+fn global() -> Option<*mut GlobalStats> {
+    GLOBAL.get_ptr_mut(0)
+}
+
+#[inline(always)]
+fn insert_failed() {
+    if let Some(g) = global() {
+        // SAFETY: map value pointer from the kernel.
+        add(unsafe { &raw mut (*g).map_insert_failures }, 1);
+    }
+}
+
+#[inline(always)]
+fn tgid_stats(tgid: u32) -> Option<*mut TgidStats> {
+    if let Some(stats) = TGIDS.get_ptr_mut(&tgid) {
+        return Some(stats);
+    }
+    // NOEXIST: another CPU may have inserted it meanwhile; its counts must not be reset.
+    let _ = TGIDS.insert(&tgid, &ZERO_TGID_STATS, BPF_NOEXIST);
+    let stats = TGIDS.get_ptr_mut(&tgid);
+    if stats.is_none() {
+        insert_failed();
+    }
+    stats
+}
+
+#[inline(always)]
+fn cgroup_stats() -> Option<*mut CgroupStats> {
+    // SAFETY: helper without arguments.
+    let id = unsafe { bpf_get_current_cgroup_id() };
+    if let Some(stats) = CGROUPS.get_ptr_mut(&id) {
+        return Some(stats);
+    }
+    let _ = CGROUPS.insert(&id, &CgroupStats::default(), BPF_NOEXIST);
+    let stats = CGROUPS.get_ptr_mut(&id);
+    if stats.is_none() {
+        insert_failed();
+    }
+    stats
+}
+
+#[inline(always)]
+fn current_tgid() -> u32 {
+    (bpf_get_current_pid_tgid() >> 32) as u32
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}

@@ -1,0 +1,476 @@
+//! Host tests, as root (they fail loudly otherwise): load and attach every program, real forks, a
+//! real OOM kill in an own v1 memory cgroup, run-queue delay under CPU competition, and the
+//! programs' per-event cost. They run one at a time (they measure the machine).
+
+use super::*;
+use std::io::{Read as _, Write as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+const CHILD_MODE: &str = "RELAY_METRICS_EBPF_TEST_CHILD";
+
+fn load_as_root() -> EbpfSource {
+    assert!(
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() } == 0,
+        "this eBPF test needs root (CAP_BPF, tracefs, cgroup writes); run it as root as CI does"
+    );
+    EbpfSource::load(&EbpfOptions::default()).expect("loading the eBPF programs")
+}
+
+/// Re-runs this test binary as a child doing `mode` (see [`child_helper`]).
+fn child_command(mode: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("test binary path"));
+    command
+        .args([
+            "--exact",
+            "source::ebpf::tests::child_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_MODE, mode)
+        .stdout(Stdio::null());
+    command
+}
+
+/// Not a test of its own: the body of the children the tests spawn (a no-op without the variable).
+#[test]
+fn child_helper() {
+    match std::env::var(CHILD_MODE).as_deref() {
+        Ok("oom") => {
+            // Touch every page of 256 MiB: far above the 32 MiB limit of the test cgroup.
+            let memory = vec![1u8; 256 << 20];
+            std::hint::black_box(&memory);
+            std::process::exit(0);
+        }
+        Ok("spin-sleep") => {
+            for _ in 0..300 {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_micros(300) {
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::process::exit(0);
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn an_unprivileged_process_is_told_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        "Name:\tx\nCapEff:\t0000000000000000\n",
+    )
+    .expect("status");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NotPrivileged { cap_eff: 0, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not privileged"), "{error}");
+}
+
+#[test]
+fn a_missing_tracefs_is_reported_with_its_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        "CapEff:\t000001ffffffffff\n",
+    )
+    .expect("status");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    // The fixture has no sys/kernel/tracing directory, so mounting there fails too.
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NoTracefs { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("sys/kernel/tracing"), "{error}");
+}
+
+#[test]
+fn loads_and_attaches_every_program_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let source = load_as_root();
+    for status in source.status() {
+        assert_eq!(
+            status.state,
+            ProgramState::Attached,
+            "{}",
+            status.spec.program
+        );
+    }
+    assert_eq!(source.status().len(), PROGRAMS.len());
+    let config = source.config();
+    assert_ne!(config.switch_next_pid, relay_metrics_common::NO_FIELD);
+    assert_ne!(config.victim_pid, relay_metrics_common::NO_FIELD);
+    // The scheduler is always busy: within a moment this process's threads have been counted.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(source.global().is_ok());
+    let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
+    assert_eq!(ids.len(), PROGRAMS.len());
+    let loaded = || -> Vec<u32> {
+        aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .map(|info| info.id())
+            .collect()
+    };
+    assert!(ids.iter().all(|id| loaded().contains(id)));
+    // Dropping the source detaches and unloads every program.
+    drop(source);
+    // Freeing may lag the last close by an RCU grace period.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut after = loaded();
+    while ids.iter().any(|id| after.contains(id)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = loaded();
+    }
+    assert!(
+        ids.iter().all(|id| !after.contains(id)),
+        "{ids:?} in {after:?}"
+    );
+}
+
+#[test]
+fn counts_a_hundred_creations_in_a_process_tree_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut source = load_as_root();
+    let mut shell = Command::new("sh")
+        .args([
+            "-c",
+            "read go; i=0; while [ $i -lt 100 ]; do /bin/true; i=$((i+1)); done",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawning sh");
+    let root = shell.id();
+    let scope = source.track_tree(&[root]).expect("tracking the tree");
+    let mut stdin = shell.stdin.take().expect("stdin");
+    writeln!(stdin, "go").expect("starting the loop");
+    drop(stdin);
+    assert!(shell.wait().expect("waiting for sh").success());
+
+    let mut counters = EbpfCounters::default();
+    source
+        .read_counters(&[root], Some(scope), &mut counters)
+        .expect("reading counters");
+    assert!(counters.processes_created >= 100, "{counters:?}");
+    assert!(counters.processes_exited >= 100, "{counters:?}");
+    let shell_stats = source.tgid(root).expect("lookup").expect("sh has counters");
+    assert!(shell_stats.processes_created >= 100, "{shell_stats:?}");
+    // The created-by map links the shell to this test process.
+    assert_eq!(
+        source.created_by(root).expect("lookup"),
+        Some(std::process::id())
+    );
+    source.untrack(scope).expect("untracking");
+    let after = source.track_tree(&[]).expect("slot reused");
+    assert_eq!(source.scope(after).expect("scope").processes_created, 0);
+}
+
+/// An own memory cgroup (v1 where the host has the v1 memory hierarchy, else v2), removed on
+/// drop after killing anything left in it.
+struct TestMemcg {
+    path: PathBuf,
+    /// The file whose `oom_kill` line counts this cgroup's OOM kills.
+    events_file: &'static str,
+}
+
+impl TestMemcg {
+    fn create(limit_bytes: u64) -> Self {
+        let name = format!("relay-metrics-ebpf-test-{}", std::process::id());
+        let v1 = Roots::host().map(Path::new("/sys/fs/cgroup/memory"));
+        let v2 = Roots::host().map(Path::new("/sys/fs/cgroup"));
+        let v2_has_memory = std::fs::read_to_string(v2.join("cgroup.controllers"))
+            .is_ok_and(|controllers| controllers.split_whitespace().any(|c| c == "memory"));
+        let memcg = if v1.join("memory.limit_in_bytes").exists() {
+            let memcg = Self {
+                path: v1.join(name),
+                events_file: "memory.oom_control",
+            };
+            std::fs::create_dir(&memcg.path).expect("creating the test memory cgroup");
+            std::fs::write(
+                memcg.path.join("memory.limit_in_bytes"),
+                limit_bytes.to_string(),
+            )
+            .expect("setting memory.limit_in_bytes");
+            memcg
+        } else if v2_has_memory {
+            let subtree = std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+                .expect("reading cgroup.subtree_control");
+            if !subtree.split_whitespace().any(|c| c == "memory") {
+                // Only on a machine of our own (the test VM): a host delegates it already.
+                std::fs::write(v2.join("cgroup.subtree_control"), "+memory")
+                    .expect("enabling the memory controller");
+            }
+            let memcg = Self {
+                path: v2.join(name),
+                events_file: "memory.events",
+            };
+            std::fs::create_dir(&memcg.path).expect("creating the test memory cgroup");
+            std::fs::write(memcg.path.join("memory.max"), limit_bytes.to_string())
+                .expect("setting memory.max");
+            let _ = std::fs::write(memcg.path.join("memory.swap.max"), "0");
+            memcg
+        } else {
+            panic!(
+                "this test needs a memory cgroup hierarchy: v1 at {} or v2 at {}",
+                v1.display(),
+                v2.display()
+            );
+        };
+        memcg
+    }
+
+    /// The cgroup's event file, whose `oom_kill` line counts its OOM kills.
+    fn oom_events(&self) -> String {
+        std::fs::read_to_string(self.path.join(self.events_file)).expect("reading OOM events")
+    }
+}
+
+impl Drop for TestMemcg {
+    fn drop(&mut self) {
+        if let Ok(procs) = std::fs::read_to_string(self.path.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("could not remove {}", self.path.display());
+    }
+}
+
+fn spawn_in_cgroup(mut command: Command, procs_file: &Path) -> Child {
+    let procs = std::ffi::CString::new(procs_file.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: the closure only calls async-signal-safe functions (open, write, close) on data
+    // prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // "0" moves the writing process itself, before it execs and allocates.
+            let written = libc::write(fd, c"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if written != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.spawn().expect("spawning the child")
+}
+
+#[test]
+fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut source = load_as_root();
+    source.drain_oom_victims();
+    let before = source.global().expect("global").oom_kills;
+    let memcg = TestMemcg::create(32 << 20);
+    // Serialised with the other tests and with its own maps: this scope holds just the child.
+    let scope = source
+        .track_tree(&[std::process::id()])
+        .expect("tracking this process");
+    let mut child = spawn_in_cgroup(child_command("oom"), &memcg.path.join("cgroup.procs"));
+    let pid = child.id();
+    // Drain before reaping the child, as a collector sees a victim: its /proc entry still exists.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while source.recent_oom_victims().all(|v| v.pid != pid) && Instant::now() < deadline {
+        source.drain_oom_victims();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = child.wait().expect("waiting for the child");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "child was not OOM-killed: {status:?}"
+    );
+    source.drain_oom_victims();
+    let victims: Vec<&OomVictim> = source
+        .recent_oom_victims()
+        .filter(|v| v.pid == pid)
+        .collect();
+    assert_eq!(victims.len(), 1, "{victims:?}");
+    let victim = victims[0];
+    assert!(victim.anon_rss_bytes >= 16 << 20, "{victim:?}");
+    assert!(victim.anon_rss_bytes <= 40 << 20, "{victim:?}");
+    assert!(victim.total_vm_bytes >= victim.anon_rss_bytes, "{victim:?}");
+    // The test binary's file name, cut to 15 bytes by the kernel.
+    let exe = std::env::current_exe().expect("test binary path");
+    let exe_name = exe.file_name().expect("file name").to_string_lossy();
+    assert_eq!(
+        victim.comm_str(),
+        &exe_name[..exe_name.len().min(15)],
+        "{victim:?}"
+    );
+    assert_eq!(victim.uid, 0);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    assert!(
+        now_ns.abs_diff(victim.time_unix_ns) < 60_000_000_000,
+        "{victim:?}"
+    );
+    assert!(source.global().expect("global").oom_kills > before);
+
+    let scope_stats = source.scope(scope).expect("scope");
+    assert_eq!(scope_stats.oom_kills, 1, "{scope_stats:?}");
+    // Under its limit the child reclaimed memory before the kill.
+    let child_stats = source.tgid(pid).expect("lookup").expect("child counters");
+    assert!(child_stats.reclaim_count >= 1, "{child_stats:?}");
+    assert!(child_stats.reclaim_total_ns > 0, "{child_stats:?}");
+
+    let events = memcg.oom_events();
+    assert!(events.lines().any(|line| line == "oom_kill 1"), "{events}");
+    drop(memcg);
+}
+
+/// Restricts the command's process to CPU 0, so that the competition is on one known CPU
+/// whatever else the machine runs.
+fn on_cpu0(command: &mut Command) -> &mut Command {
+    // SAFETY: the closure only calls sched_setaffinity (async-signal-safe) on a local set.
+    unsafe {
+        command.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+fn busy_loop_on_cpu0() -> Child {
+    on_cpu0(Command::new("sh").args(["-c", "while :; do :; done"]))
+        .spawn()
+        .expect("spawning a busy loop")
+}
+
+/// Mean run-queue delay (ns) of a spin-and-sleep child on CPU 0.
+fn spin_sleep_runq_mean_ns(source: &EbpfSource) -> (u64, TgidStats) {
+    let mut child = on_cpu0(&mut child_command("spin-sleep"))
+        .spawn()
+        .expect("spawning");
+    let pid = child.id();
+    assert!(child.wait().expect("waiting").success());
+    let stats = source
+        .tgid(pid)
+        .expect("lookup")
+        .expect("child has counters");
+    // About one wait per sleep; a wakeup racing with the sleep itself is not a wait.
+    assert!(stats.runq_count >= 250, "{stats:?}");
+    (stats.runq_total_ns / stats.runq_count, stats)
+}
+
+#[test]
+fn run_queue_delay_grows_under_cpu_competition_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let source = load_as_root();
+    let (idle_ns, idle) = spin_sleep_runq_mean_ns(&source);
+    let mut hogs = [busy_loop_on_cpu0(), busy_loop_on_cpu0()];
+    std::thread::sleep(Duration::from_millis(200));
+    let (busy_ns, busy) = spin_sleep_runq_mean_ns(&source);
+    for hog in &mut hogs {
+        let _ = hog.kill();
+        let _ = hog.wait();
+    }
+    // Waits of a millisecond or more (buckets from 2^20 ns).
+    let long_waits = |stats: &TgidStats| stats.runq_hist[20..].iter().sum::<u64>();
+    let (idle_long, busy_long) = (long_waits(&idle), long_waits(&busy));
+    eprintln!(
+        "run-queue delay mean on CPU 0: alone {idle_ns} ns ({idle_long} waits >= 1 ms), \
+         with two busy loops {busy_ns} ns ({busy_long} waits >= 1 ms)"
+    );
+    assert!(
+        busy_ns > 2 * idle_ns,
+        "idle {idle_ns} ns {idle:?}\nbusy {busy_ns} ns {busy:?}"
+    );
+    let histogram_total: u64 = busy.runq_hist.iter().sum();
+    assert_eq!(histogram_total, busy.runq_count);
+}
+
+/// Two threads ping-ponging one byte over a pair of pipes: two context switches per round trip.
+fn ping_pong(round_trips: usize) {
+    let (ping_read, ping_write) = nix::unistd::pipe().expect("pipe");
+    let (pong_read, pong_write) = nix::unistd::pipe().expect("pipe");
+    let mut ping_read = std::fs::File::from(ping_read);
+    let mut ping_write = std::fs::File::from(ping_write);
+    let mut pong_read = std::fs::File::from(pong_read);
+    let mut pong_write = std::fs::File::from(pong_write);
+    let echo = std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        for _ in 0..round_trips {
+            ping_read.read_exact(&mut byte).expect("ping");
+            pong_write.write_all(&byte).expect("pong");
+        }
+    });
+    let mut byte = [7u8; 1];
+    for _ in 0..round_trips {
+        ping_write.write_all(&byte).expect("ping");
+        pong_read.read_exact(&mut byte).expect("pong");
+    }
+    echo.join().expect("echo thread");
+}
+
+#[test]
+fn measures_per_event_cost_under_context_switch_load_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let source = load_as_root();
+    // Same as `sysctl kernel.bpf_stats_enabled=1`, for as long as the descriptor lives.
+    let _stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).expect("enabling BPF stats");
+    let before = source.program_run_stats();
+    let round_trips = 100_000;
+    let started = Instant::now();
+    ping_pong(round_trips);
+    let elapsed = started.elapsed();
+    let after = source.program_run_stats();
+    eprintln!("ping-pong: {round_trips} round trips in {elapsed:?}");
+    let mut switch_cost_ns = None;
+    for (b, a) in before.iter().zip(&after) {
+        let runs = a.run_count - b.run_count;
+        let ns = a.run_time_ns - b.run_time_ns;
+        let per_event = ns.checked_div(runs).unwrap_or(0);
+        eprintln!(
+            "{:<22} {:>9} runs {:>12} ns {:>6} ns/event",
+            a.spec.program, runs, ns, per_event
+        );
+        if a.spec.program == "sched_switch" {
+            assert!(runs >= 2 * round_trips as u64, "{runs} switches");
+            switch_cost_ns = Some(per_event);
+        }
+    }
+    let switch_cost_ns = switch_cost_ns.expect("sched_switch attached");
+    assert!(
+        switch_cost_ns < 2_000,
+        "sched_switch costs {switch_cost_ns} ns/event"
+    );
+}

@@ -1,0 +1,261 @@
+//! `cargo xtask <command>`: orchestration around the eBPF object. Never the only way to build:
+//! the committed object lets a plain `cargo build` work without any eBPF toolchain.
+//!
+//! - `install-toolchain`: installs (idempotently) Debian's rustc with the prebuilt `core` for
+//!   `bpfel-unknown-none`, LLVM 22 and `bpf-linker` built against it.
+//! - `build-ebpf`: builds `relay-metrics-ebpf` and copies the object to [`OBJECT`], with the
+//!   toolchain versions in [`STAMP`].
+//! - `check-ebpf-fresh`: rebuilds into a scratch directory and fails if the result differs from
+//!   the committed object (byte for byte when the toolchain is the one in [`STAMP`]).
+//! - `vm-test [FILTER]`: runs relay-metrics' tests matching FILTER (default `source::ebpf`) on a
+//!   pure cgroup v2 kernel in a qemu VM (see `vm.rs`).
+
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+mod elf_summary;
+mod vm;
+
+/// The committed object, relative to the workspace root.
+const OBJECT: &str = "relay-metrics/src/source/ebpf/relay-metrics.bpf.o";
+/// The toolchain that built [`OBJECT`] (`rustc -V` and `bpf-linker --version`).
+const STAMP: &str = "relay-metrics/src/source/ebpf/relay-metrics.bpf.o.toolchain";
+const EBPF_CRATE: &str = "relay-metrics-ebpf";
+const TARGET: &str = "bpfel-unknown-none";
+const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+const APT_PACKAGES: [&str; 3] = ["rustc-web", "libstd-rust-web-dev-bpf", "llvm-22-dev"];
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("install-toolchain") => install_toolchain(),
+        Some("build-ebpf") => build_ebpf(),
+        Some("check-ebpf-fresh") => check_ebpf_fresh(),
+        Some("vm-test") => workspace_root().and_then(|root| {
+            vm::vm_test(&root, args.get(1).map_or("source::ebpf", String::as_str))
+        }),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | vm-test [FILTER]>"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> Result<PathBuf> {
+    let manifest = env::var_os("CARGO_MANIFEST_DIR").context("run through `cargo xtask`")?;
+    Path::new(&manifest)
+        .parent()
+        .map(Path::to_path_buf)
+        .context("xtask has no parent directory")
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {command:?}");
+    let status = command
+        .status()
+        .with_context(|| format!("starting {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn output(command: &mut Command) -> Result<String> {
+    let out = command
+        .output()
+        .with_context(|| format!("starting {command:?}"))?;
+    if !out.status.success() {
+        bail!("{command:?} failed: {}", out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn dpkg_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+}
+
+/// Installs those of `packages` that are missing (apt-get update first).
+fn ensure_apt_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|package| !dpkg_installed(package))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("xtask: apt packages already installed: {packages:?}");
+        return Ok(());
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn bpf_linker_version() -> Option<String> {
+    let out = Command::new("bpf-linker").arg("--version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn install_toolchain() -> Result<()> {
+    let started = Instant::now();
+    ensure_apt_packages(&APT_PACKAGES)?;
+    match bpf_linker_version() {
+        Some(version) if version.contains(BPF_LINKER_VERSION) => {
+            eprintln!("xtask: {version} already installed");
+        }
+        _ => {
+            // Without LLVM_PREFIX bpf-linker's build finds LLVM 14 and fails on -lLLVM.
+            run(Command::new("cargo")
+                .args(["install", "--locked", "bpf-linker", "--version"])
+                .arg(BPF_LINKER_VERSION)
+                .args(["--no-default-features", "--features", "llvm-22"])
+                .env("LLVM_PREFIX", LLVM_PREFIX)
+                .env("PATH", llvm_path()?))?;
+        }
+    }
+    eprintln!(
+        "xtask: toolchain ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn llvm_path() -> Result<OsString> {
+    let mut paths = vec![PathBuf::from(LLVM_PREFIX).join("bin")];
+    paths.extend(env::split_paths(&env::var_os("PATH").unwrap_or_default()));
+    env::join_paths(paths).context("building PATH")
+}
+
+fn toolchain_stamp() -> Result<String> {
+    let rustc = output(Command::new(DEBIAN_RUSTC).arg("-V"))
+        .with_context(|| format!("{DEBIAN_RUSTC} missing: run `cargo xtask install-toolchain`"))?;
+    let linker =
+        bpf_linker_version().context("bpf-linker missing: run `cargo xtask install-toolchain`")?;
+    Ok(format!("{rustc}\n{linker}\n"))
+}
+
+/// Builds the eBPF crate into `target_dir` and returns the object's path.
+fn compile(root: &Path, target_dir: &Path) -> Result<PathBuf> {
+    let crate_dir = root.join(EBPF_CRATE);
+    let cargo_home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set")?;
+    // Reproducibility: the build machine's paths must not reach the object.
+    let rustflags = [
+        "-Cdebuginfo=0".to_owned(),
+        format!(
+            "--remap-path-prefix={}=/relay-metrics-ebpf",
+            crate_dir.display()
+        ),
+        format!(
+            "--remap-path-prefix={}=/relay-metrics-common",
+            root.join("relay-metrics-common").display()
+        ),
+        format!(
+            "--remap-path-prefix={}=/cargo",
+            cargo_home.join("registry").join("src").display()
+        ),
+    ]
+    .join("\x1f");
+    let mut command = Command::new("cargo");
+    command
+        .current_dir(&crate_dir)
+        .args(["build", "--locked", "--release", "--target", TARGET])
+        .arg("--target-dir")
+        .arg(target_dir)
+        // aya-ebpf needs one unstable feature; Debian's rustc ships core for this target.
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTC", DEBIAN_RUSTC)
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
+        .env("PATH", llvm_path()?)
+        .env_remove("RUSTFLAGS")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .env_remove("CARGO_TARGET_DIR");
+    run(&mut command)?;
+    Ok(target_dir
+        .join(TARGET)
+        .join("release")
+        .join("relay-metrics"))
+}
+
+fn build_ebpf() -> Result<()> {
+    let root = workspace_root()?;
+    let stamp = toolchain_stamp()?;
+    let built = compile(&root, &root.join(EBPF_CRATE).join("target"))?;
+    let object = root.join(OBJECT);
+    fs::copy(&built, &object)
+        .with_context(|| format!("copying {} to {}", built.display(), object.display()))?;
+    fs::write(root.join(STAMP), stamp).context("writing the toolchain stamp")?;
+    let summary = elf_summary::summarize(&fs::read(&object)?)?;
+    eprintln!("xtask: wrote {}\n{summary}", object.display());
+    Ok(())
+}
+
+fn check_ebpf_fresh() -> Result<()> {
+    let root = workspace_root()?;
+    let stamp = toolchain_stamp()?;
+    let scratch = env::temp_dir().join(format!("relay-metrics-ebpf-check-{}", std::process::id()));
+    let result = (|| {
+        let built = compile(&root, &scratch)?;
+        let fresh = fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
+        let committed_path = root.join(OBJECT);
+        let committed = fs::read(&committed_path)
+            .with_context(|| format!("reading {}", committed_path.display()))?;
+        let committed_stamp = fs::read_to_string(root.join(STAMP)).unwrap_or_default();
+        let (fresh_summary, committed_summary) = (
+            elf_summary::summarize(&fresh)?,
+            elf_summary::summarize(&committed)?,
+        );
+        if fresh == committed {
+            eprintln!("xtask: {OBJECT} is fresh (byte-identical rebuild)");
+            return Ok(());
+        }
+        if committed_stamp == stamp {
+            bail!(
+                "{OBJECT} differs from a rebuild with the toolchain that built it:\n\
+                 run `cargo xtask build-ebpf` and commit.\ncommitted:\n{committed_summary}\nfresh:\n{fresh_summary}"
+            );
+        }
+        // Another compiler legitimately emits other bytes; the programs, maps and globals the
+        // loader relies on must still match.
+        if fresh_summary != committed_summary {
+            bail!(
+                "{OBJECT} is stale: its programs/maps/globals differ from the source's.\n\
+                 committed:\n{committed_summary}\nfresh:\n{fresh_summary}"
+            );
+        }
+        eprintln!(
+            "xtask: {OBJECT}: same programs, maps and globals; bytes differ because the toolchain \
+             differs (committed: {committed_stamp:?}, here: {stamp:?})"
+        );
+        Ok(())
+    })();
+    let _ = fs::remove_dir_all(&scratch);
+    result
+}
