@@ -7,3 +7,12 @@ cd "$(dirname "$0")/.."
 if [[ ! -e /sys/kernel/tracing/events ]]; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 fi
+
+# The eBPF toolchain (Debian's rustc with core for bpfel-unknown-none, LLVM 22, bpf-linker):
+# only needed to rebuild the committed eBPF object, which CI does to prove it is fresh.
+cargo xtask install-toolchain
+
+# python3 allocates memory in the OOM tests (present on the image; installed if missing).
+if ! command -v python3 >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3
+fi

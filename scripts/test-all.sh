@@ -13,9 +13,15 @@ fi
 echo "== install test dependencies"
 scripts/install-deps.sh
 
+echo "== eBPF: rebuild the programs from source; fail if the committed object is stale"
+cargo xtask check-ebpf-fresh
+
 echo "== format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== tests"
+echo "== tests (host: hybrid cgroups, live eBPF, fixture trees, fake NVML)"
 cargo test --workspace --locked
+
+echo "== tests in a pure cgroup v2 VM (qemu TCG, Debian 6.1 kernel)"
+cargo xtask vm-test

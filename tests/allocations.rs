@@ -2,7 +2,10 @@
 //! snapshot itself are reused. A counting global allocator proves it (allocations made by the
 //! current thread only, so the test harness and the NVML thread do not interfere).
 
-#![expect(clippy::unwrap_used, reason = "a test fails loudly when its setup breaks")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test fails loudly when its setup breaks"
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -230,8 +230,8 @@ pub struct OomVictimRecord {
     pub killer_tgid: u32,
     /// Victim's `oom_score_adj`.
     pub oom_score_adj: i16,
-    /// Explicit padding.
-    pub _pad: u16,
+    /// 1 + the scope slot the victim was tracked in when it was marked; 0 when untracked.
+    pub scope_plus_one: u16,
     /// Victim's command name, NUL-padded, when the victim is the task running the OOM killer
     /// (the record's own comm is dynamic data past the fixed fields, which a tracepoint program
     /// may not read directly); else all zero and userspace reads `/proc/<pid>/comm`.

@@ -145,7 +145,8 @@ pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
     let victim = u32_field(cfg!(victim_pid));
     // The victim is still alive (and tracked) when it is marked.
     // SAFETY: the value is a plain u32 copied out at once.
-    if let Some(scope) = unsafe { TRACKED.get(&victim) }.copied() {
+    let tracked_scope = unsafe { TRACKED.get(&victim) }.copied();
+    if let Some(scope) = tracked_scope {
         if let Some(s) = SCOPES.get_ptr_mut(scope) {
             // SAFETY: map value pointer from the kernel.
             add(unsafe { &raw mut (*s).oom_kills }, 1);
@@ -179,7 +180,8 @@ pub fn oom_mark_victim(ctx: TracePointContext) -> u32 {
         } else {
             ctx::i16_at(p, off_adj).unwrap_or(0)
         },
-        _pad: 0,
+        // Scope slots are below MAX_SCOPES (64), so slot + 1 fits in a u16.
+        scope_plus_one: tracked_scope.map_or(0, |slot| slot as u16 + 1),
         comm,
     };
     entry.write(record);

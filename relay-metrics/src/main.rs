@@ -258,6 +258,9 @@ fn run_command(
         None => ResourceMetricsConfig::default(),
     };
     let (program, arguments) = command.split_first().context("no command given")?;
+    if !is_executable(program) {
+        bail!("cannot start {program}: no such executable (checked the path and $PATH)");
+    }
     let out: Box<dyn Write> = match &output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -265,15 +268,23 @@ fn run_command(
         )),
         None => Box::new(std::io::stdout().lock()),
     };
-    let child = std::process::Command::new(program)
+    // The command starts stopped (a shell that stops itself, then execs it with the same pid),
+    // so the collector attaches before the command creates any process: the kernel event
+    // counters then see every process it creates.
+    let child = std::process::Command::new("/bin/sh")
+        .args(["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", program])
         .args(arguments)
         .spawn()
         .with_context(|| format!("cannot start {program}"))?;
     let pid = child.id();
+    wait_until_stopped(pid)?;
     config.measurement_scope = ScopeSetting::ProcessTree;
     config.root_pid = Some(pid);
     config.cgroup_path = None;
-    let collector = match Collector::new(config) {
+    let collector = Collector::new(config);
+    nix::sys::signal::kill(to_pid(pid)?, nix::sys::signal::Signal::SIGCONT)
+        .context("cannot resume the command")?;
+    let collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
             let status = wait_child(pid)?;
@@ -284,6 +295,44 @@ fn run_command(
     // counters are still readable, so the last snapshot includes its whole run.
     stream(collector, interval_ms, None, out, || child_exited(pid))?;
     wait_child(pid)
+}
+
+/// True when `program` names an executable file, directly or through `$PATH` (as exec would
+/// find it), so a typo is reported by us rather than by the wrapper shell.
+fn is_executable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return runnable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))))
+}
+
+fn to_pid(pid: u32) -> Result<nix::unistd::Pid> {
+    Ok(nix::unistd::Pid::from_raw(
+        i32::try_from(pid).context("pid out of range")?,
+    ))
+}
+
+/// Waits until the freshly started shell has stopped itself (or exited: then `run` goes on and
+/// reports its exit status).
+fn wait_until_stopped(pid: u32) -> Result<()> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(to_pid(pid)?), flags).context("cannot wait for the command to start")? {
+        WaitStatus::Stopped(..) => {
+            // Consume the stop notification so that later waits see only the exit.
+            let _ = nix::sys::wait::waitpid(
+                to_pid(pid)?,
+                Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// True once the child has exited (without reaping it).

@@ -4,6 +4,7 @@
 
 #![expect(
     clippy::expect_used,
+    clippy::unwrap_used,
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 
@@ -351,6 +352,45 @@ fn run_measures_the_command_and_returns_its_exit_code() {
         "kill -TERM $$",
     ]);
     assert_eq!(signalled.status.code(), Some(128 + 15));
+}
+
+#[test]
+fn run_counts_every_process_the_command_creates_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event counters need root"
+    );
+    let output = relay_metrics(&[
+        "run",
+        "--interval-ms",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "for i in $(seq 100); do /bin/true; done",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last: Value = serde_json::from_slice(
+        output
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .next_back()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        last["extensions"]["kernel_events"]["active"], true,
+        "{}",
+        last["extensions"]["kernel_events"]
+    );
+    let created = value(&last["process"]["lifetime_creation_count"]);
+    // 100 /bin/true plus the `seq` of the command substitution.
+    assert!(created >= 100.0, "lifetime_creation_count {created}");
 }
 
 fn assert_clear_error(args: &[&str], expected: &str) {

@@ -20,6 +20,7 @@
 
 mod environment;
 mod gpu;
+mod kernel_events;
 mod processes;
 mod reasons;
 mod target;
@@ -36,7 +37,7 @@ use chrono::Utc;
 use crate::config::{ConfigError, ResourceMetricsConfig};
 use crate::model::{self, Baselines, FilesystemValues, InterfaceValues, Sample};
 use crate::snapshot::{
-    CollectorInfo, KernelEvents, MeasurementScope, ResourceMetricsSnapshot, SamplerInfo, TargetInfo,
+    CollectorInfo, MeasurementScope, ResourceMetricsSnapshot, SamplerInfo, TargetInfo,
 };
 use crate::source::cgroup::CgroupLayout;
 use crate::source::net::{self, InterfaceCounters, NetReader};
@@ -45,6 +46,7 @@ use crate::source::{fs, Roots};
 
 use environment::Environment;
 use gpu::GpuFeed;
+use kernel_events::KernelEventFeed;
 use processes::ProcessPassReader;
 use reasons::Reasons;
 
@@ -76,6 +78,9 @@ pub struct Collector {
     net: NetReader,
     net_counters: Vec<InterfaceCounters>,
     gpu: GpuFeed,
+    kernel: KernelEventFeed,
+    /// `/proc/stat` `processes` (forks since boot) at the first global snapshot.
+    forks_at_start: Option<u64>,
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
@@ -99,6 +104,7 @@ impl Collector {
         let processes = ProcessPassReader::new(&roots, &config, &target, wanted)?;
         let environment = Environment::new(&roots, layout.as_ref(), &target);
         let gpu = GpuFeed::start(&config, &roots);
+        let kernel = KernelEventFeed::start(&config, &roots, &target);
         let target_info = match &target {
             Target::Global => TargetInfo::default(),
             Target::Process { pid, .. } => TargetInfo {
@@ -128,6 +134,8 @@ impl Collector {
             processes,
             environment,
             gpu,
+            kernel,
+            forks_at_start: None,
             reasons: Reasons::default(),
             baselines: Baselines::default(),
             last: None,
@@ -205,7 +213,7 @@ impl Collector {
         let global = matches!(self.target, Target::Global);
         let fields = SystemFields {
             meminfo: self.config.memory.enabled,
-            stat: global && self.config.cpu.enabled,
+            stat: global && (self.config.cpu.enabled || self.config.process.enabled),
             psi: global && (self.config.cpu.enabled || self.config.memory.enabled),
         };
         self.system.read_into(fields, &mut self.system_sample);
@@ -259,14 +267,24 @@ impl Collector {
             self.gpu.fill(&sample.processes, reasons, &mut sample.gpu);
         }
 
-        if sample.kernel_events.reason.is_none() {
-            sample.kernel_events = KernelEvents {
-                active: false,
-                reason: Some(Arc::from(
-                    "the eBPF event source is not built into this version",
-                )),
-                ..Default::default()
-            };
+        self.kernel
+            .fill(&self.target, &sample.processes, &mut sample.kernel_events);
+        if global {
+            // Machine-wide creations are exact from the kernel's fork counter.
+            let forks = self
+                .system_sample
+                .stat
+                .as_ref()
+                .and_then(|stat| stat.processes);
+            if self.forks_at_start.is_none() {
+                self.forks_at_start = forks;
+            }
+            sample.kernel_events.processes_created = forks
+                .zip(self.forks_at_start)
+                .and_then(|(now, start)| now.checked_sub(start));
+        }
+        if let Some(reason) = &sample.kernel_events.reason {
+            reasons.add("extensions.kernel_events", format_args!("{reason}"));
         }
         sample
             .unavailable

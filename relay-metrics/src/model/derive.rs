@@ -479,9 +479,12 @@ fn fill_memory(
     );
     memory.some_pressure_stall_time = stall(pressure.some_usec, units.some_pressure_stall_time);
     memory.full_pressure_stall_time = stall(pressure.full_usec, units.full_pressure_stall_time);
-    memory.out_of_memory_event_count = cgroup
+    // Without cgroup counters (a process tree sharing its cgroup), the OOM kills the eBPF
+    // programs saw in the tree are the tree's out-of-memory events.
+    let oom_events = cgroup
         .and_then(|c| c.memory_oom_events)
-        .map(|v| Measurement::count(v, CountUnit::Events));
+        .or(sample.kernel_events.oom_kills);
+    memory.out_of_memory_event_count = oom_events.map(|v| Measurement::count(v, CountUnit::Events));
     fill_limit_events(
         &mut memory.limit_events,
         &[
@@ -498,7 +501,7 @@ fn fill_memory(
             (
                 ResourceLimitResource::Memory,
                 ResourceLimitEventKind::OutOfMemory,
-                cgroup.and_then(|c| c.memory_oom_events),
+                oom_events,
             ),
             (
                 ResourceLimitResource::Memory,

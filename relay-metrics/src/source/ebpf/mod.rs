@@ -221,6 +221,21 @@ impl EbpfSource {
         Ok(ScopeId(slot))
     }
 
+    /// Adds processes to a tracked scope (e.g. processes that moved into a measured cgroup);
+    /// what they create from now on is counted in the scope too.
+    pub fn add_to_scope(&mut self, scope: ScopeId, tgids: &[u32]) -> Result<(), EbpfReadError> {
+        let tracked = self
+            .tracked
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("TRACKED"))?;
+        for &tgid in tgids {
+            tracked
+                .insert(tgid, scope.0, 0)
+                .map_err(map_error("TRACKED"))?;
+        }
+        Ok(())
+    }
+
     /// Stops counting a scope and forgets its members.
     pub fn untrack(&mut self, scope: ScopeId) -> Result<(), EbpfReadError> {
         let tracked = self

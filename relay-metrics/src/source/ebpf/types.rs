@@ -255,6 +255,9 @@ pub struct OomVictim {
     pub killer_tgid: u32,
     /// cgroup v2 id of that task.
     pub killer_cgroup_id: u64,
+    /// The tracked scope the victim belonged to when it was marked (see
+    /// [`EbpfSource::track_tree`](super::EbpfSource::track_tree)).
+    pub scope: Option<ScopeId>,
 }
 
 impl OomVictim {
@@ -280,6 +283,10 @@ impl OomVictim {
             time_boot_ns: record.time_boot_ns,
             killer_tgid: record.killer_tgid,
             killer_cgroup_id: record.killer_cgroup_id,
+            scope: record
+                .scope_plus_one
+                .checked_sub(1)
+                .map(|slot| ScopeId(u32::from(slot))),
         }
     }
 }

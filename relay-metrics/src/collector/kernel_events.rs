@@ -1,0 +1,243 @@
+//! Kernel event counters for the measured processes, from the eBPF programs.
+//!
+//! The programs are loaded once per collector. Process trees are tracked in the kernel (every
+//! process a member creates joins the scope), so creations, exits and OOM kills of the scope are
+//! exact even for processes that live between two snapshots. Run-queue delay, preemptions and
+//! reclaim stalls are summed over the processes in scope at snapshot time.
+
+use std::sync::Arc;
+
+use crate::config::ResourceMetricsConfig;
+use crate::model::ProcessPass;
+use crate::snapshot::{KernelEvents, OomVictim};
+use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfSource, ScopeId};
+use crate::source::Roots;
+
+use super::Target;
+
+/// Recent OOM victims kept per snapshot.
+const RECENT_VICTIMS: usize = 16;
+
+pub(super) struct KernelEventFeed {
+    source: Option<EbpfSource>,
+    /// Why the event source is off, when it is.
+    off_reason: Option<Arc<str>>,
+    scope: Option<ScopeId>,
+    counters: EbpfCounters,
+    /// Pids of the previous pass (sorted): an OOM victim is in scope if it was one of them or
+    /// is one of the current ones.
+    previous_pids: Vec<u32>,
+    current_pids: Vec<u32>,
+    new_members: Vec<u32>,
+    victims: Vec<OomVictim>,
+    victims_seen: u64,
+}
+
+impl KernelEventFeed {
+    pub(super) fn start(config: &ResourceMetricsConfig, roots: &Roots, target: &Target) -> Self {
+        let (mut source, off_reason) = if !config.extensions.kernel_events {
+            (
+                None,
+                Some(Arc::from("disabled by extensions.kernel_events = false")),
+            )
+        } else {
+            let options = EbpfOptions {
+                roots: roots.clone(),
+                max_recent_oom_victims: 64,
+            };
+            match EbpfSource::load(&options) {
+                Ok(source) => {
+                    let failed: Vec<String> = source
+                        .status()
+                        .iter()
+                        .filter(|status| {
+                            !matches!(status.state, crate::source::ebpf::ProgramState::Attached)
+                        })
+                        .map(|status| format!("{}: {:?}", status.spec.program, status.state))
+                        .collect();
+                    let reason = (!failed.is_empty()).then(|| {
+                        Arc::from(format!("some programs are off: {}", failed.join("; ")))
+                    });
+                    (Some(source), reason)
+                }
+                Err(error) => (None, Some(Arc::from(error.to_string()))),
+            }
+        };
+        let mut off_reason = off_reason;
+        // A tree is tracked from its root right away, so processes it creates before the first
+        // snapshot are counted too.
+        let scope = match (&mut source, target) {
+            (
+                Some(source),
+                Target::Process {
+                    pid, tree: true, ..
+                },
+            ) => match source.track_tree(&[*pid]) {
+                Ok(scope) => Some(scope),
+                Err(error) => {
+                    off_reason = Some(Arc::from(format!(
+                        "cannot track the process tree in the kernel: {error}"
+                    )));
+                    None
+                }
+            },
+            _ => None,
+        };
+        Self {
+            source,
+            off_reason,
+            scope,
+            counters: EbpfCounters::default(),
+            previous_pids: Vec::new(),
+            current_pids: Vec::new(),
+            new_members: Vec::new(),
+            victims: Vec::new(),
+            victims_seen: 0,
+        }
+    }
+
+    /// Fills `out` with the counters of the processes of this pass.
+    pub(super) fn fill(
+        &mut self,
+        target: &Target,
+        processes: &ProcessPass,
+        out: &mut KernelEvents,
+    ) {
+        out.reason.clone_from(&self.off_reason);
+        if self.source.is_none() {
+            *out = KernelEvents {
+                active: false,
+                reason: self.off_reason.clone(),
+                ..Default::default()
+            };
+            return;
+        };
+        out.active = true;
+        std::mem::swap(&mut self.previous_pids, &mut self.current_pids);
+        self.current_pids.clear();
+        if let ProcessPass::Sampled(set) = processes {
+            self.current_pids
+                .extend(set.processes.iter().map(|p| p.pid));
+            self.current_pids.sort_unstable();
+        }
+        let tracked = matches!(
+            target,
+            Target::Process { tree: true, .. } | Target::Cgroup { .. }
+        );
+        if tracked {
+            self.track_new_members();
+        }
+        let source = match &mut self.source {
+            Some(source) => source,
+            None => return,
+        };
+        // Global scope: summing every process's counters would cost a lookup per process
+        // per snapshot; the machine-wide creation count comes from /proc/stat instead.
+        let pids: &[u32] = match target {
+            Target::Global => &[],
+            _ => &self.current_pids,
+        };
+        match source.read_counters(pids, self.scope, &mut self.counters) {
+            Ok(()) => {}
+            Err(error) => {
+                out.active = false;
+                out.reason = Some(Arc::from(error.to_string()));
+                return;
+            }
+        }
+        let counters = &self.counters;
+        let per_process = !matches!(target, Target::Global);
+        out.processes_created = match target {
+            Target::Global => None,
+            // One process: the processes it created.
+            Target::Process { tree: false, .. } => Some(counters.processes_created),
+            _ => self.scope.map(|_| counters.processes_created),
+        };
+        out.processes_exited = self.scope.map(|_| counters.processes_exited);
+        out.oom_kills = self.scope.map(|_| counters.oom_kills);
+        out.involuntary_switches = per_process.then_some(counters.involuntary_switches);
+        out.run_queue_delay_count = per_process.then_some(counters.runq_delay.count);
+        out.run_queue_delay_total_ns = per_process.then_some(counters.runq_delay.total_ns);
+        match (&mut out.run_queue_delay_log2_ns, per_process) {
+            (Some(histogram), true) => {
+                histogram.clear();
+                histogram.extend_from_slice(&counters.runq_delay.hist);
+            }
+            (slot, true) => *slot = Some(counters.runq_delay.hist.to_vec()),
+            (slot, false) => *slot = None,
+        }
+        out.reclaim_stall_count = per_process.then_some(counters.reclaim.count);
+        out.reclaim_stall_total_ns = per_process.then_some(counters.reclaim.total_ns);
+        out.ring_buffer_drops = source.global().ok().map(|g| g.oom_ringbuf_drops);
+
+        if source.drain_oom_victims() > 0 || self.victims_seen != source.oom_victims_drained() {
+            self.victims_seen = source.oom_victims_drained();
+            // The kernel tags a victim with its tracked scope; a victim that was never tracked
+            // is in scope if this pass or the previous one saw it.
+            let in_scope = |victim: &crate::source::ebpf::OomVictim| {
+                matches!(target, Target::Global)
+                    || (victim.scope.is_some() && victim.scope == self.scope)
+                    || self.previous_pids.binary_search(&victim.pid).is_ok()
+                    || self.current_pids.binary_search(&victim.pid).is_ok()
+            };
+            for victim in source.recent_oom_victims().filter(|v| in_scope(v)) {
+                if self
+                    .victims
+                    .iter()
+                    .any(|known| known.pid == victim.pid && known.time_ns == victim.time_boot_ns)
+                {
+                    continue;
+                }
+                if self.victims.len() == RECENT_VICTIMS {
+                    self.victims.remove(0);
+                }
+                self.victims.push(OomVictim {
+                    pid: victim.pid,
+                    comm: Arc::from(victim.comm_str()),
+                    rss_kib: (victim.anon_rss_bytes
+                        + victim.file_rss_bytes
+                        + victim.shmem_rss_bytes)
+                        / 1024,
+                    time_ns: victim.time_boot_ns,
+                });
+            }
+        }
+        out.recent_oom_victims.clone_from(&self.victims);
+    }
+
+    /// Puts the scope's processes under kernel tracking: the first pass's processes start the
+    /// scope; later newcomers (processes moved into a measured cgroup) are added.
+    fn track_new_members(&mut self) {
+        let Some(source) = &mut self.source else {
+            return;
+        };
+        if self.current_pids.is_empty() {
+            return;
+        }
+        let Some(scope) = self.scope else {
+            match source.track_tree(&self.current_pids) {
+                Ok(scope) => self.scope = Some(scope),
+                Err(error) => {
+                    self.off_reason = Some(Arc::from(format!(
+                        "cannot track the scope in the kernel: {error}"
+                    )))
+                }
+            }
+            return;
+        };
+        self.new_members.clear();
+        let previous = &self.previous_pids;
+        self.new_members.extend(
+            self.current_pids
+                .iter()
+                .filter(|pid| previous.binary_search(pid).is_err()),
+        );
+        if !self.new_members.is_empty() {
+            if let Err(error) = source.add_to_scope(scope, &self.new_members) {
+                self.off_reason = Some(Arc::from(format!(
+                    "cannot track new processes in the kernel: {error}"
+                )));
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Kernel events end to end, as root on this hybrid (cgroup v1) host: a process OOM-killed in a
+//! v1 memory cgroup the test creates shows up as exactly one `memory/terminated` event with the
+//! victim's pid, in the cgroup scope and in the process tree of its parent, and the kernel's own
+//! `memory.oom_control` agrees. Every test here fails (never skips) without root.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test fails loudly when its setup breaks"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::snapshot::{
+    ResourceLimitEventKind, ResourceLimitResource, ResourceMetricsSnapshot,
+};
+use relay_metrics::Collector;
+
+/// A v1 memory cgroup with a limit, removed (after its processes are killed) when dropped.
+struct MemoryCgroup {
+    name: String,
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    fn create(tag: &str, limit_bytes: u64) -> Self {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "kernel event tests load eBPF programs and create cgroups: run as root"
+        );
+        let name = format!("relay-metrics-{tag}-{}", std::process::id());
+        let dir = Path::new("/sys/fs/cgroup/memory").join(&name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("memory.limit_in_bytes"), limit_bytes.to_string()).unwrap();
+        Self { name, dir }
+    }
+
+    fn oom_kills(&self) -> u64 {
+        let control = std::fs::read_to_string(self.dir.join("memory.oom_control")).unwrap();
+        control
+            .lines()
+            .find_map(|line| line.strip_prefix("oom_kill "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        if let Ok(procs) = std::fs::read_to_string(self.dir.join("cgroup.procs")) {
+            for pid in procs.lines().filter_map(|l| l.parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Kills and reaps a child when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Python allocating and touching 256 MiB: far over the cgroup's 32 MiB.
+const ALLOCATE_256_MIB: &str = "python3 -c 'x = b\"x\" * (256 << 20)'";
+
+fn config(scope: ScopeSetting) -> ResourceMetricsConfig {
+    let mut config = ResourceMetricsConfig {
+        measurement_scope: scope,
+        ..Default::default()
+    };
+    config.gpu.enabled = false;
+    config.network.enabled = false;
+    config
+}
+
+fn terminated(snapshot: &ResourceMetricsSnapshot) -> Option<u64> {
+    let memory = snapshot.memory.as_ref().unwrap();
+    memory
+        .limit_events
+        .iter()
+        .find(|e| {
+            e.resource == ResourceLimitResource::Memory
+                && e.event == ResourceLimitEventKind::Terminated
+        })
+        .and_then(|e| e.count)
+        .map(|c| c.value.as_f64() as u64)
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn victim_pids(snapshot: &ResourceMetricsSnapshot) -> Vec<u32> {
+    snapshot
+        .extensions
+        .kernel_events
+        .recent_oom_victims
+        .iter()
+        .map(|v| v.pid)
+        .collect()
+}
+
+#[test]
+fn an_oom_kill_in_a_v1_cgroup_is_one_terminated_event_with_the_victim_as_root() {
+    let cgroup = MemoryCgroup::create("oom", 32 << 20);
+    let go = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let go_path = go.to_str().unwrap().to_string();
+    std::fs::remove_file(&go).unwrap();
+    // The child joins the cgroup, waits for the collector, then becomes the allocating python.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && while [ ! -e {go_path} ]; do sleep 0.02; done; exec {ALLOCATE_256_MIB}",
+        cgroup.dir.display()
+    );
+    let mut child = Reaped(Command::new("sh").args(["-c", &script]).spawn().unwrap());
+    let victim = child.0.id();
+    wait_for("the child to join the cgroup", || {
+        std::fs::read_to_string(cgroup.dir.join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .any(|l| l == victim.to_string())
+    });
+
+    let mut scoped = config(ScopeSetting::Cgroup);
+    scoped.cgroup_path = Some(format!("/{}", cgroup.name));
+    let mut collector = Collector::new(scoped).unwrap();
+    let before = collector.collect();
+    assert!(
+        before.extensions.kernel_events.active,
+        "{:?}",
+        before.extensions.kernel_events.reason
+    );
+    assert_eq!(terminated(&before), Some(0));
+    // The waiting shell (and its short sleeps) are the cgroup's processes.
+    assert!(
+        before
+            .process
+            .as_ref()
+            .unwrap()
+            .active_count
+            .unwrap()
+            .value
+            .as_f64()
+            >= 1.0
+    );
+
+    std::fs::write(&go_path, b"go").unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the child must be OOM-killed"
+    );
+    let after = collector.collect();
+
+    assert_eq!(cgroup.oom_kills(), 1, "the kernel counted one OOM kill");
+    assert_eq!(terminated(&after), Some(1));
+    assert_eq!(victim_pids(&after), [victim]);
+    let recorded = &after.extensions.kernel_events.recent_oom_victims[0];
+    assert_eq!(&*recorded.comm, "python3");
+    assert!(
+        recorded.rss_kib > 16 << 10,
+        "the victim held most of its 32 MiB limit: {} KiB",
+        recorded.rss_kib
+    );
+    let _ = std::fs::remove_file(&go_path);
+}
+
+#[test]
+fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
+    let cgroup = MemoryCgroup::create("tree-oom", 32 << 20);
+    let go = std::env::temp_dir().join(format!("relay-metrics-tree-oom-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    // The parent joins the cgroup, waits for the collector, runs the allocating child (which is
+    // killed), and lives on.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && while [ ! -e {go} ]; do sleep 0.02; done; {ALLOCATE_256_MIB}; sleep 30",
+        cgroup.dir.display(),
+        go = go.display()
+    );
+    let parent = Reaped(Command::new("sh").args(["-c", &script]).spawn().unwrap());
+    let parent_pid = parent.0.id();
+    wait_for("the parent to join the cgroup", || {
+        std::fs::read_to_string(cgroup.dir.join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .any(|l| l == parent_pid.to_string())
+    });
+
+    let mut tree = config(ScopeSetting::ProcessTree);
+    tree.root_pid = Some(parent_pid);
+    let mut collector = Collector::new(tree).unwrap();
+    let before = collector.collect();
+    assert_eq!(terminated(&before), Some(0));
+
+    std::fs::write(&go, b"go").unwrap();
+    wait_for("the OOM kill", || cgroup.oom_kills() == 1);
+    let after = collector.collect();
+    let _ = std::fs::remove_file(&go);
+
+    assert_eq!(terminated(&after), Some(1));
+    let victims = victim_pids(&after);
+    assert_eq!(victims.len(), 1, "{victims:?}");
+    assert_ne!(
+        victims[0], parent_pid,
+        "the child, not the parent, was killed"
+    );
+    let events = &after.extensions.kernel_events;
+    assert_eq!(events.oom_kills, Some(1));
+    assert!(
+        events.processes_created.unwrap() >= 1,
+        "the python child was created in the tree"
+    );
+    drop(parent);
+}
