@@ -378,8 +378,7 @@ fn run_counts_every_process_the_command_creates_as_root() {
         output
             .stdout
             .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .next_back()
+            .rfind(|l| !l.is_empty())
             .unwrap(),
     )
     .unwrap();
