@@ -16,3 +16,7 @@ pub mod units;
 pub use collector::{AsyncCollector, Collector, CollectorError};
 pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;
+
+/// Scope-level tests that need a pure cgroup v2 kernel: run by `cargo xtask vm-test`.
+#[cfg(test)]
+mod vm_tests;

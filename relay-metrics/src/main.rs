@@ -47,6 +47,14 @@ enum Command {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
+    Bench {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Timed collects (after 10 untimed warm-up collects).
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: u64,
+    },
     /// Run a command and stream snapshots of its process tree until it exits; exits with the
     /// command's exit code.
     Run {
@@ -139,6 +147,11 @@ fn run(cli: Cli) -> Result<i32> {
             output,
             command,
         } => run_command(config, interval_ms, output, &command),
+        Command::Bench { target, iterations } => {
+            let collector = Collector::new(resolve_config(&target)?)?;
+            println!("{}", serde_json::to_string(&bench(collector, iterations))?);
+            Ok(0)
+        }
     }
 }
 
@@ -205,6 +218,61 @@ fn scope_name(scope: ScopeArg) -> &'static str {
         ScopeArg::ApplicationProcess => "application_process",
         ScopeArg::ProcessTree => "process_tree",
         ScopeArg::Cgroup => "cgroup",
+    }
+}
+
+/// What `bench` prints.
+#[derive(serde::Serialize)]
+struct BenchReport {
+    scope: relay_metrics::snapshot::MeasurementScope,
+    iterations: u64,
+    median_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    /// Process CPU time (user + system, all threads) per collect.
+    cpu_us_per_collect: f64,
+    /// Processes in the last snapshot.
+    processes: Option<u64>,
+}
+
+fn bench(mut collector: Collector, iterations: u64) -> BenchReport {
+    for _ in 0..10 {
+        drop(collector.collect());
+    }
+    let mut latencies_us = Vec::with_capacity(usize::try_from(iterations).unwrap_or(0));
+    let cpu_before = process_cpu_us();
+    let mut processes = None;
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let snapshot = collector.collect();
+        latencies_us.push(started.elapsed().as_secs_f64() * 1e6);
+        processes = snapshot.process_sampling.as_ref().map(|s| s.sampled_processes);
+    }
+    let cpu_us = process_cpu_us() - cpu_before;
+    latencies_us.sort_by(f64::total_cmp);
+    let at = |quantile: f64| {
+        let index = ((latencies_us.len() as f64 - 1.0) * quantile).round() as usize;
+        latencies_us.get(index).copied().unwrap_or(0.0)
+    };
+    BenchReport {
+        scope: collector.target().scope(),
+        iterations,
+        median_us: at(0.5),
+        p99_us: at(0.99),
+        max_us: at(1.0),
+        cpu_us_per_collect: cpu_us / iterations as f64,
+        processes,
+    }
+}
+
+/// CPU time of this process so far (user + system), µs.
+fn process_cpu_us() -> f64 {
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+        Ok(usage) => {
+            let us = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
+            us(usage.user_time()) + us(usage.system_time())
+        }
+        Err(_) => f64::NAN,
     }
 }
 

@@ -35,6 +35,28 @@ impl SubtreeWalker {
     /// and of every descendant directory. Descendants removed during the walk are skipped; a
     /// removed target is [`CgroupError::Gone`].
     pub fn pids(&mut self, target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
+        self.walk(target, pids, |_| true).map(|_| ())
+    }
+
+    /// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
+    /// `pids` (sorted, without duplicates), no more and no fewer. Stops at the first process
+    /// that is not in `pids`, so a shared cgroup costs one `cgroup.procs` read, not a walk.
+    pub fn owns_exclusively(&mut self, target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
+        let mut members = std::mem::take(&mut self.members);
+        let result = self
+            .walk(target, &mut members, |pid| pids.binary_search(&pid).is_ok())
+            .map(|complete| complete && members == pids);
+        self.members = members;
+        result
+    }
+
+    /// Walks the subtree into `pids`; returns false (early) as soon as `keep` rejects a pid.
+    fn walk(
+        &mut self,
+        target: &CgroupTarget,
+        pids: &mut Vec<u32>,
+        mut keep: impl FnMut(u32) -> bool,
+    ) -> Result<bool, CgroupError> {
         pids.clear();
         let Some((_, top)) = target.membership_dir() else {
             return Err(CgroupError::NotFound {
@@ -44,48 +66,34 @@ impl SubtreeWalker {
         let gone = |error: &io::Error| is_gone(error) || error.raw_os_error() == Some(libc::ENODEV);
         let top_fd = match File::open(&top.dir) {
             Ok(file) => OwnedFd::from(file),
-            Err(error) if gone(&error) => {
-                return Err(CgroupError::Gone {
-                    path: top.dir.clone(),
-                })
-            }
+            Err(error) if gone(&error) => return Err(CgroupError::Gone { path: top.dir.clone() }),
             Err(error) => return Err(SourceError::io(&top.dir, error).into()),
         };
         self.pending.clear();
         self.pending.push(top_fd);
         let mut is_top = true;
         while let Some(dir) = self.pending.pop() {
+            let listed = pids.len();
             match self.walk_one(&dir, pids) {
                 Ok(()) => {}
                 // A descendant removed during the walk took its processes with it (or they
                 // moved elsewhere in the subtree, which the walk still sees).
                 Err(error) if gone(&error) && !is_top => {}
                 Err(error) if gone(&error) => {
-                    return Err(CgroupError::Gone {
-                        path: top.dir.clone(),
-                    });
+                    return Err(CgroupError::Gone { path: top.dir.clone() });
                 }
                 Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+            }
+            if !pids[listed..].iter().all(|&pid| keep(pid)) {
+                self.pending.clear();
+                return Ok(false);
             }
             is_top = false;
         }
         // A process that moved between two descendants during the walk can be listed twice.
         pids.sort_unstable();
         pids.dedup();
-        Ok(())
-    }
-
-    /// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
-    /// `pids` (sorted, without duplicates), no more and no fewer.
-    pub fn owns_exclusively(
-        &mut self,
-        target: &CgroupTarget,
-        pids: &[u32],
-    ) -> Result<bool, CgroupError> {
-        let mut members = std::mem::take(&mut self.members);
-        let result = self.pids(target, &mut members).map(|()| members == pids);
-        self.members = members;
-        result
+        Ok(true)
     }
 
     fn walk_one(&mut self, dir: &OwnedFd, pids: &mut Vec<u32>) -> io::Result<()> {
