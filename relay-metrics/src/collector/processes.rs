@@ -53,7 +53,7 @@ impl ProcessPassReader {
         Ok(Self {
             wanted,
             fields,
-            reader: ProcessReader::new(roots, config.extensions.max_held_processes)
+            reader: ProcessReader::new(roots, held_process_cap(config.extensions.max_held_processes))
                 .map_err(source_error)?,
             lister: match target {
                 Target::Global => Some(PidLister::new(roots).map_err(source_error)?),
@@ -350,4 +350,26 @@ pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) 
     }
     out.cpu_pressure = pressure(sample.cpu_pressure);
     out.memory_pressure = pressure(sample.memory_pressure);
+}
+
+/// Descriptors one held process can use (stat, status, io, schedstat, smaps_rollup, fd/, task/,
+/// children), and descriptors kept free for everything else.
+const DESCRIPTORS_PER_PROCESS: u64 = 8;
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// How many processes may keep their files open: the configured cap, lowered so that held
+/// files can never exhaust the open-file limit (raised to its hard limit first, which needs no
+/// privilege). Processes beyond the cap are read with open/read/close: slower, still correct.
+fn held_process_cap(configured: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let limit = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    };
+    let affordable = limit.saturating_sub(RESERVED_DESCRIPTORS) / DESCRIPTORS_PER_PROCESS;
+    configured.min(usize::try_from(affordable).unwrap_or(usize::MAX))
 }
