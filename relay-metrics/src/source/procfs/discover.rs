@@ -8,17 +8,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::parse::{parse_children, parse_u32};
-use super::sys::{open_dir_at, open_file_at, pread_all, DirentBuffer, PathName};
+use super::sys::{open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName};
 use crate::source::file::is_gone;
 use crate::source::{Roots, SourceError};
-
-fn open_proc_root(roots: &Roots) -> Result<(PathBuf, OwnedFd), SourceError> {
-    let proc_root = roots.proc.clone();
-    let proc_dir = File::open(&proc_root)
-        .map(OwnedFd::from)
-        .map_err(|error| SourceError::io(&proc_root, error))?;
-    Ok((proc_root, proc_dir))
-}
 
 /// Lists every process of the proc root: its numeric entries, sorted, pid 0 excluded.
 #[derive(Debug)]

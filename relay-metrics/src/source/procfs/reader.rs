@@ -10,7 +10,9 @@ use nix::sys::stat::fstat;
 use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC};
 
 use super::parse::{self, Stat};
-use super::sys::{is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer, PathName};
+use super::sys::{
+    is_dot, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
+};
 use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample};
 use crate::source::file::is_gone;
 use crate::source::{Roots, SourceError};
@@ -147,10 +149,7 @@ pub struct ProcessReader {
 impl ProcessReader {
     /// Opens the proc root of `roots`. Fails if it cannot be opened or the page size is unknown.
     pub fn new(roots: &Roots, max_held_pids: usize) -> Result<Self, SourceError> {
-        let proc_root = roots.proc.clone();
-        let proc_dir = File::open(&proc_root)
-            .map(OwnedFd::from)
-            .map_err(|error| SourceError::io(&proc_root, error))?;
+        let (proc_root, proc_dir) = open_proc_root(roots)?;
         let page_size_bytes = page_size_bytes().ok_or_else(|| {
             SourceError::io(
                 "sysconf(_SC_PAGESIZE)",
