@@ -1,24 +1,16 @@
 //! Process discovery: every pid of the proc root ([`PidLister`]), or the tree below a root pid
 //! ([`ProcessTreeWalker`]). Both fill a caller-provided `Vec<u32>` and reuse their buffers.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::parse::{parse_children, parse_u32};
-use super::sys::{open_dir_at, open_file_at, pread_all, DirentBuffer, PathName};
+use super::sys::{open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName};
 use crate::source::file::is_gone;
 use crate::source::{Roots, SourceError};
-
-fn open_proc_root(roots: &Roots) -> Result<(PathBuf, OwnedFd), SourceError> {
-    let proc_root = roots.proc.clone();
-    let proc_dir = File::open(&proc_root)
-        .map(OwnedFd::from)
-        .map_err(|error| SourceError::io(&proc_root, error))?;
-    Ok((proc_root, proc_dir))
-}
 
 /// Lists every process of the proc root: its numeric entries, sorted, pid 0 excluded.
 #[derive(Debug)]
@@ -61,6 +53,10 @@ impl PidLister {
     }
 }
 
+/// Default cap on the descriptors a [`ProcessTreeWalker`] holds (task directories and `children`
+/// files together).
+pub const DEFAULT_MAX_HELD_TREE_FILES: usize = 4096;
+
 /// Lists a process tree: breadth-first from a root pid over the `children` file of **every
 /// thread** (`/proc/<pid>/task/<tid>/children`; a child hangs below the thread that forked it).
 /// Needs `CONFIG_PROC_CHILDREN`.
@@ -68,6 +64,15 @@ impl PidLister {
 /// A process or thread that vanishes during the walk (ENOENT/ESRCH) is skipped: a vanished child
 /// stays in the list (its sample then reports it gone) but contributes no descendants. Any other
 /// error (EACCES, ...) fails the listing, since a partial tree would give wrong sums.
+///
+/// Between walks the walker keeps each process's `task/` directory and each thread's `children`
+/// file open (up to a cap on descriptors; beyond it they are opened and closed per walk), so
+/// re-walking a stable tree costs a `getdents64` per process and a `pread` per thread. Handles of
+/// processes that left the tree are closed at the end of each walk. A held `task/` directory of
+/// a process that exited reports ENOENT and is reopened, so a reused pid is listed afresh. A
+/// `children` file is bound to its thread; a dead thread lists no children. (A thread id reused
+/// inside the same process between two walks would be missed until that thread is replaced,
+/// which takes a full wrap of the pid space while the process lives.)
 #[derive(Debug)]
 pub struct ProcessTreeWalker {
     proc_root: PathBuf,
@@ -76,11 +81,34 @@ pub struct ProcessTreeWalker {
     buf: Vec<u8>,
     tids: Vec<u32>,
     seen: HashSet<u32>,
+    held: HashMap<u32, HeldTask>,
+    held_files: usize,
+    max_held_files: usize,
+}
+
+/// The open `task/` directory of one process and the `children` files of its threads, sorted by
+/// thread id.
+#[derive(Debug)]
+struct HeldTask {
+    dir: OwnedFd,
+    threads: Vec<(u32, File)>,
+}
+
+impl HeldTask {
+    fn files(&self) -> usize {
+        1 + self.threads.len()
+    }
 }
 
 impl ProcessTreeWalker {
-    /// Opens (and keeps open) the proc root of `roots`.
+    /// Opens (and keeps open) the proc root of `roots`; holds up to
+    /// [`DEFAULT_MAX_HELD_TREE_FILES`] descriptors between walks.
     pub fn new(roots: &Roots) -> Result<Self, SourceError> {
+        Self::with_max_held_files(roots, DEFAULT_MAX_HELD_TREE_FILES)
+    }
+
+    /// Like [`ProcessTreeWalker::new`] with a cap on held descriptors (0: hold nothing).
+    pub fn with_max_held_files(roots: &Roots, max_held_files: usize) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
         Ok(Self {
             proc_root,
@@ -89,96 +117,179 @@ impl ProcessTreeWalker {
             buf: Vec::with_capacity(4096),
             tids: Vec::new(),
             seen: HashSet::new(),
+            held: HashMap::new(),
+            held_files: 0,
+            max_held_files,
         })
+    }
+
+    /// Number of descriptors held between walks (at most the cap).
+    pub fn held_files(&self) -> usize {
+        self.held_files
     }
 
     /// Replaces the content of `pids` with `root` followed by its descendants in breadth-first
     /// order. Each pid appears once, even if pid reuse during the walk made a cycle.
     pub fn walk(&mut self, root: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
-        let Self {
-            proc_root,
-            proc_dir,
-            dirents,
-            buf,
-            tids,
-            seen,
-        } = self;
         pids.clear();
-        seen.clear();
+        self.seen.clear();
         pids.push(root);
-        seen.insert(root);
+        self.seen.insert(root);
         let mut next = 0;
+        let mut result = Ok(());
         while let Some(&pid) = pids.get(next) {
             next += 1;
-            if !list_threads(proc_dir, dirents, pid, tids)
-                .map_err(|error| SourceError::io(task_path(proc_root, pid, None), error))?
-            {
-                continue;
-            }
-            for &tid in tids.iter() {
-                let children = PathName::new()
-                    .number(pid)
-                    .text(b"/task/")
-                    .number(tid)
-                    .text(b"/children");
-                let bytes = match read_at(proc_dir, children.as_bytes(), buf) {
-                    Ok(bytes) => bytes,
-                    Err(error) if is_gone(&error) => continue,
-                    Err(error) => {
-                        return Err(SourceError::io(task_path(proc_root, pid, Some(tid)), error))
-                    }
-                };
-                let before = pids.len();
-                parse_children(bytes, pids).ok_or_else(|| {
-                    SourceError::malformed(
-                        task_path(proc_root, pid, Some(tid)),
-                        "unparsable children list",
-                    )
-                })?;
-                // Drop the pids already listed, keeping the order of the new ones.
-                let mut kept = before;
-                for index in before..pids.len() {
-                    let child = pids[index];
-                    if seen.insert(child) {
-                        pids[kept] = child;
-                        kept += 1;
-                    }
-                }
-                pids.truncate(kept);
+            if let Err(error) = self.push_children(pid, pids) {
+                result = Err(error);
+                break;
             }
         }
-        Ok(())
+        let seen = &self.seen;
+        let mut released = 0;
+        self.held.retain(|pid, task| {
+            let keep = result.is_ok() && seen.contains(pid);
+            if !keep {
+                released += task.files();
+            }
+            keep
+        });
+        self.held_files -= released;
+        result
+    }
+
+    /// Appends the children of every thread of `pid` that are not listed yet.
+    fn push_children(&mut self, pid: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
+        let Some(mut task) = self.task_with_threads(pid)? else {
+            return Ok(());
+        };
+        // Threads that exited since the last walk. (The task is out of `held`, so its
+        // descriptors are not in `held_files` until `keep` puts it back.)
+        let tids = &self.tids;
+        task.threads
+            .retain(|(tid, _)| tids.binary_search(tid).is_ok());
+        let mut result = Ok(());
+        for &tid in &self.tids {
+            let bytes = match task.threads.binary_search_by_key(&tid, |(tid, _)| *tid) {
+                Ok(index) => match pread_all(&task.threads[index].1, &mut self.buf) {
+                    Ok(bytes) => Ok(bytes),
+                    Err(error) => {
+                        task.threads.remove(index);
+                        Err(error)
+                    }
+                },
+                Err(index) => {
+                    let name = PathName::new().number(tid).text(b"/children");
+                    match open_file_at(&task.dir, name.as_bytes()) {
+                        Ok(file) => {
+                            let read = pread_all(&file, &mut self.buf).map(|bytes| bytes.len());
+                            if read.is_ok() && self.held_files + task.files() < self.max_held_files
+                            {
+                                task.threads.insert(index, (tid, file));
+                            }
+                            read.map(|len| &self.buf[..len])
+                        }
+                        Err(error) => Err(error),
+                    }
+                }
+            };
+            let bytes = match bytes {
+                Ok(bytes) => bytes,
+                Err(error) if is_gone(&error) => continue,
+                Err(error) => {
+                    result = Err(SourceError::io(
+                        task_path(&self.proc_root, pid, Some(tid)),
+                        error,
+                    ));
+                    break;
+                }
+            };
+            let before = pids.len();
+            if parse_children(bytes, pids).is_none() {
+                result = Err(SourceError::malformed(
+                    task_path(&self.proc_root, pid, Some(tid)),
+                    "unparsable children list",
+                ));
+                break;
+            }
+            // Drop the pids already listed, keeping the order of the new ones.
+            let mut kept = before;
+            for index in before..pids.len() {
+                let child = pids[index];
+                if self.seen.insert(child) {
+                    pids[kept] = child;
+                    kept += 1;
+                }
+            }
+            pids.truncate(kept);
+        }
+        self.keep(pid, task);
+        result
+    }
+
+    /// The `task/` directory of `pid` with its thread ids listed (sorted) into `self.tids`;
+    /// `None` if the process is gone. A held directory of a process that exited is reopened
+    /// once, in case the pid now belongs to a new process.
+    fn task_with_threads(&mut self, pid: u32) -> Result<Option<HeldTask>, SourceError> {
+        if let Some(task) = self.held.remove(&pid) {
+            self.held_files -= task.files();
+            if list_threads(&task.dir, &mut self.dirents, &mut self.tids)
+                .map_err(|error| SourceError::io(task_path(&self.proc_root, pid, None), error))?
+            {
+                return Ok(Some(task));
+            }
+        }
+        let name = PathName::new().number(pid).text(b"/task");
+        let dir = match open_dir_at(&self.proc_dir, name.as_bytes()) {
+            Ok(dir) => dir,
+            Err(error) if is_gone(&error) => return Ok(None),
+            Err(error) => {
+                return Err(SourceError::io(
+                    task_path(&self.proc_root, pid, None),
+                    error,
+                ))
+            }
+        };
+        let listed = list_threads(&dir, &mut self.dirents, &mut self.tids)
+            .map_err(|error| SourceError::io(task_path(&self.proc_root, pid, None), error))?;
+        Ok(listed.then_some(HeldTask {
+            dir,
+            threads: Vec::new(),
+        }))
+    }
+
+    /// Holds `task` for the next walk if the cap allows; otherwise its descriptors close here.
+    fn keep(&mut self, pid: u32, mut task: HeldTask) {
+        let room = self.max_held_files.saturating_sub(self.held_files);
+        if room == 0 {
+            return;
+        }
+        // The directory needs one descriptor; drop thread files that do not fit.
+        task.threads.truncate(room - 1);
+        self.held_files += task.files();
+        self.held.insert(pid, task);
     }
 }
 
-/// Fills `tids` with the threads of `pid`; `Ok(false)` if the process is gone.
+/// Lists the thread ids of an open `task/` directory into `tids`, sorted; `Ok(false)` if the
+/// process is gone.
 fn list_threads(
-    proc_dir: &OwnedFd,
+    dir: &OwnedFd,
     dirents: &mut DirentBuffer,
-    pid: u32,
     tids: &mut Vec<u32>,
 ) -> io::Result<bool> {
     tids.clear();
-    let task = PathName::new().number(pid).text(b"/task");
-    let dir = match open_dir_at(proc_dir, task.as_bytes()) {
-        Ok(dir) => dir,
-        Err(error) if is_gone(&error) => return Ok(false),
-        Err(error) => return Err(error),
-    };
     match dirents.for_each(dir.as_fd(), |name| {
         if let Some(tid) = parse_u32(name) {
             tids.push(tid);
         }
     }) {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            tids.sort_unstable();
+            Ok(true)
+        }
         Err(error) if is_gone(&error) => Ok(false),
         Err(error) => Err(error),
     }
-}
-
-/// Opens `name` below the proc root, reads it whole into `buf` and closes it.
-fn read_at<'b>(proc_dir: &OwnedFd, name: &[u8], buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
-    pread_all(&open_file_at(proc_dir, name)?, buf)
 }
 
 /// `<proc>/<pid>/task` or `<proc>/<pid>/task/<tid>/children`, for error messages.

@@ -167,3 +167,106 @@ fn other_errors_fail_the_walk() {
     let error = walker.walk(1, &mut pids).unwrap_err();
     assert!(matches!(&error, SourceError::Io { path, .. } if path.ends_with("1/task/1/children")));
 }
+
+#[test]
+fn rewalks_follow_changes_through_held_files_and_release_what_left() {
+    let dir = fixture_tree(&[(1, 1, "2 3"), (1, 5, ""), (2, 2, ""), (3, 3, "")]);
+    let mut walker = ProcessTreeWalker::new(&Roots::fixture(dir.path())).unwrap();
+    let mut pids = Vec::new();
+    walker.walk(1, &mut pids).unwrap();
+    assert_eq!(pids, [1, 2, 3]);
+    // Task directories of 1, 2, 3 and the children files of threads 1, 5, 2, 3.
+    assert_eq!(walker.held_files(), 7);
+    // Rewrite in place (same inode, as procfs regenerates content): the held file sees it.
+    let children = dir.path().join("proc/1/task/1/children");
+    std::fs::write(&children, "2").unwrap();
+    walker.walk(1, &mut pids).unwrap();
+    assert_eq!(pids, [1, 2]);
+    assert_eq!(
+        walker.held_files(),
+        5,
+        "3 left the tree: its handles are closed"
+    );
+    // A thread that exited (its directory gone from task/) loses its held file.
+    std::fs::remove_dir_all(dir.path().join("proc/1/task/5")).unwrap();
+    walker.walk(1, &mut pids).unwrap();
+    assert_eq!(pids, [1, 2]);
+    assert_eq!(walker.held_files(), 4);
+    // A new thread is picked up.
+    std::fs::create_dir_all(dir.path().join("proc/1/task/9")).unwrap();
+    std::fs::write(dir.path().join("proc/1/task/9/children"), "3").unwrap();
+    walker.walk(1, &mut pids).unwrap();
+    assert_eq!(pids, [1, 2, 3]);
+    assert_eq!(walker.held_files(), 7);
+}
+
+#[test]
+fn the_walker_holds_at_most_its_cap_and_stays_correct() {
+    let dir = fixture_tree(&[
+        (1, 1, "2 3"),
+        (1, 5, "4"),
+        (2, 2, ""),
+        (3, 3, ""),
+        (4, 4, ""),
+    ]);
+    for cap in [0, 1, 3, 100] {
+        let mut walker =
+            ProcessTreeWalker::with_max_held_files(&Roots::fixture(dir.path()), cap).unwrap();
+        let mut pids = Vec::new();
+        for _ in 0..3 {
+            walker.walk(1, &mut pids).unwrap();
+            let mut sorted = pids.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [1, 2, 3, 4], "cap {cap}");
+            assert!(
+                walker.held_files() <= cap,
+                "cap {cap}: {}",
+                walker.held_files()
+            );
+        }
+        assert_eq!(walker.held_files(), cap.min(9));
+    }
+}
+
+#[test]
+fn a_live_rewalk_drops_a_killed_child_and_sees_a_new_one() {
+    // `sh` starts a second sleep when its first child is killed (wait returns).
+    let tree = Spawned::shell("sleep 30 & wait; sleep 30 & wait");
+    let sh = tree.pid();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        if let [child] = children_of(sh)[..] {
+            break child;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sh never started its first child"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut walker = ProcessTreeWalker::new(&Roots::host()).unwrap();
+    let mut pids = Vec::new();
+    walker.walk(sh, &mut pids).unwrap();
+    assert_eq!(pids, [sh, first]);
+    assert_eq!(walker.held_files(), 4);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let second = loop {
+        if let [child] = children_of(sh)[..] {
+            if child != first {
+                break child;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sh never started its second child"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    walker.walk(sh, &mut pids).unwrap();
+    assert_eq!(pids, [sh, second]);
+    assert_eq!(walker.held_files(), 4);
+}

@@ -16,7 +16,7 @@ pub mod parse;
 mod reader;
 pub(crate) mod sys;
 
-pub use discover::{PidLister, ProcessTreeWalker};
+pub use discover::{PidLister, ProcessTreeWalker, DEFAULT_MAX_HELD_TREE_FILES};
 pub use reader::ProcessReader;
 
 use std::path::PathBuf;

@@ -6,10 +6,13 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::Mode;
 use nix::unistd::{lseek, Whence};
+
+use crate::source::{Roots, SourceError};
 
 /// Room for about a thousand `/proc` entries per `getdents64` call.
 const DIRENT_BUFFER_BYTES: usize = 32 * 1024;
@@ -102,6 +105,15 @@ impl DirentBuffer {
 /// True for `.` and `..`.
 pub(crate) fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
+}
+
+/// Opens the proc root of `roots`, returning its path (for error messages) and descriptor.
+pub(crate) fn open_proc_root(roots: &Roots) -> Result<(PathBuf, OwnedFd), SourceError> {
+    let proc_root = roots.proc.clone();
+    let proc_dir = File::open(&proc_root)
+        .map(OwnedFd::from)
+        .map_err(|error| SourceError::io(&proc_root, error))?;
+    Ok((proc_root, proc_dir))
 }
 
 /// Opens the directory `name` relative to `dir` (close-on-exec).
