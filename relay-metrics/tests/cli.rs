@@ -207,7 +207,7 @@ fn process_values_agree_with_the_kernel_files() {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     let field = |n: usize| fields[n - 3].parse::<f64>().unwrap();
-    let page_kib = 4.0; // x86-64 page size, checked below against the status file
+    let page_kib = 4.0; // x86-64 page size, checked below against VmRSS of the status file
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let status_kib = |key: &str| {
         status
@@ -221,7 +221,13 @@ fn process_values_agree_with_the_kernel_files() {
             .unwrap()
     };
     assert_eq!(value(&snapshot["process"]["thread_count"]), field(20));
-    assert_eq!(value(&snapshot["memory"]["resident"]), field(24) * page_kib);
+    // The exact resident size: statm and status agree; stat's rss field may lag behind.
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
+    let statm_resident: f64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(
+        value(&snapshot["memory"]["resident"]),
+        statm_resident * page_kib
+    );
     assert_eq!(value(&snapshot["memory"]["resident"]), status_kib("VmRSS:"));
     assert_eq!(
         value(&snapshot["memory"]["virtual_memory"]),

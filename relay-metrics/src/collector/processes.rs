@@ -49,12 +49,16 @@ impl ProcessPassReader {
             private_memory: wanted.memory,
             open_fds: wanted.process,
             io: wanted.disk_io,
+            exact_resident: wanted.memory,
         };
         Ok(Self {
             wanted,
             fields,
-            reader: ProcessReader::new(roots, held_process_cap(config.extensions.max_held_processes))
-                .map_err(source_error)?,
+            reader: ProcessReader::new(
+                roots,
+                held_process_cap(config.extensions.max_held_processes),
+            )
+            .map_err(source_error)?,
             lister: match target {
                 Target::Global => Some(PidLister::new(roots).map_err(source_error)?),
                 _ => None,

@@ -62,7 +62,9 @@ pub struct ProcessSample {
     pub stime_ticks: u64,
     /// stat field 20: number of threads.
     pub num_threads: u64,
-    /// stat field 24 (pages) times the page size.
+    /// Resident size: `statm` resident × page size when [`ProcessFields::exact_resident`] was
+    /// asked and `statm` was readable, else stat field 24 × page size (the kernel's per-CPU
+    /// approximation, which is also what Relay reports).
     pub rss_bytes: u64,
     /// stat field 23: virtual memory size (the same value as `VmSize` in `status`).
     pub vsize_bytes: u64,
@@ -91,6 +93,8 @@ pub struct ProcessFields {
     pub open_fds: bool,
     /// Read `io`.
     pub io: bool,
+    /// Read `statm` for an exact resident size (stat's rss can lag behind on recent kernels).
+    pub exact_resident: bool,
 }
 
 impl ProcessFields {
@@ -101,6 +105,7 @@ impl ProcessFields {
         private_memory: true,
         open_fds: true,
         io: true,
+        exact_resident: true,
     };
 
     /// `stat` only.
@@ -110,6 +115,7 @@ impl ProcessFields {
         private_memory: false,
         open_fds: false,
         io: false,
+        exact_resident: false,
     };
 }
 

@@ -79,6 +79,15 @@ pub fn parse_status_vm_hwm_kib(bytes: &[u8]) -> Option<u64> {
     kib_field(bytes, b"VmHWM")
 }
 
+/// `/proc/<pid>/statm`: the second field, resident pages (exact, unlike stat's rss).
+pub fn parse_statm_resident_pages(bytes: &[u8]) -> Option<u64> {
+    let mut fields = bytes
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
+    let _size = fields.next()?;
+    std::str::from_utf8(fields.next()?).ok()?.parse().ok()
+}
+
 /// Parses `/proc/<pid>/io`; `None` unless all four counters are present and numeric.
 pub fn parse_io(bytes: &[u8]) -> Option<IoCounters> {
     let mut read_bytes = None;
@@ -202,6 +211,17 @@ pub(crate) fn parse_u32(bytes: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statm_gives_the_resident_pages() {
+        assert_eq!(
+            parse_statm_resident_pages(b"650 455 398 4 0 82 0\n"),
+            Some(455)
+        );
+        assert_eq!(parse_statm_resident_pages(b"650\n"), None);
+        assert_eq!(parse_statm_resident_pages(b"650 x 1\n"), None);
+        assert_eq!(parse_statm_resident_pages(b""), None);
+    }
 
     const SLEEP_STAT: &[u8] = include_bytes!("testdata/sleep_stat");
     const SLEEP_STATUS: &[u8] = include_bytes!("testdata/sleep_status");

@@ -25,6 +25,7 @@ enum Kind {
     Io = 2,
     Schedstat = 3,
     SmapsRollup = 4,
+    Statm = 5,
 }
 
 impl Kind {
@@ -35,6 +36,7 @@ impl Kind {
             Self::Io => "io",
             Self::Schedstat => "schedstat",
             Self::SmapsRollup => "smaps_rollup",
+            Self::Statm => "statm",
         }
     }
 }
@@ -44,7 +46,7 @@ impl Kind {
 #[derive(Debug)]
 struct PidFiles {
     dir: OwnedFd,
-    files: [Option<File>; 5],
+    files: [Option<File>; 6],
     fd_dir: Option<OwnedFd>,
 }
 
@@ -52,7 +54,7 @@ impl PidFiles {
     fn open(proc_dir: &OwnedFd, pid: u32) -> io::Result<Self> {
         Ok(Self {
             dir: open_dir_at(proc_dir, PathName::new().number(pid).as_bytes())?,
-            files: [None, None, None, None, None],
+            files: [None, None, None, None, None, None],
             fd_dir: None,
         })
     }
@@ -210,6 +212,15 @@ impl ProcessReader {
             } else {
                 None
             };
+            // stat's rss comes from per-CPU counters that can lag by hundreds of KiB on
+            // recent kernels; statm sums them exactly and costs about as little.
+            let statm_resident_bytes = if fields.exact_resident {
+                optional(files, Kind::Statm, buf, parse::parse_statm_resident_pages)
+                    .map_err(gone)?
+                    .and_then(|pages| pages.checked_mul(page_size_bytes))
+            } else {
+                None
+            };
             let io = if fields.io {
                 optional(files, Kind::Io, buf, parse::parse_io).map_err(gone)?
             } else {
@@ -232,7 +243,7 @@ impl ProcessReader {
                 utime_ticks: stat.utime_ticks,
                 stime_ticks: stat.stime_ticks,
                 num_threads: stat.num_threads,
-                rss_bytes,
+                rss_bytes: statm_resident_bytes.unwrap_or(rss_bytes),
                 vsize_bytes: stat.vsize_bytes,
                 schedstat,
                 peak_resident_kib,
