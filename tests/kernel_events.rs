@@ -217,7 +217,14 @@ fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
     let after = collector.collect();
     let _ = std::fs::remove_file(&go);
 
-    assert_eq!(terminated(&after), Some(1));
+    assert_eq!(
+        terminated(&after),
+        Some(1),
+        "memory: {:?}\nkernel events: {:?}\nunavailable: {:?}",
+        after.memory,
+        after.extensions.kernel_events,
+        after.extensions.unavailable
+    );
     let victims = victim_pids(&after);
     assert_eq!(victims.len(), 1, "{victims:?}");
     assert_ne!(

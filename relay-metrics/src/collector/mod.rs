@@ -283,7 +283,13 @@ impl Collector {
                 .zip(self.forks_at_start)
                 .and_then(|(now, start)| now.checked_sub(start));
         }
-        if let Some(reason) = &sample.kernel_events.reason {
+        // Switched off in the config, the counters are absent by choice: not worth a reason.
+        if let Some(reason) = sample
+            .kernel_events
+            .reason
+            .as_ref()
+            .filter(|_| self.config.extensions.kernel_events)
+        {
             reasons.add("extensions.kernel_events", format_args!("{reason}"));
         }
         sample

@@ -356,9 +356,10 @@ pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) 
     out.memory_pressure = pressure(sample.memory_pressure);
 }
 
-/// Descriptors one held process can use (stat, status, io, schedstat, smaps_rollup, fd/, task/,
-/// children), and descriptors kept free for everything else.
-const DESCRIPTORS_PER_PROCESS: u64 = 8;
+/// Descriptors one held process can use (its directory, stat, status, statm, io, schedstat,
+/// smaps_rollup, fd/, task/ and a children file),
+/// and descriptors kept free for everything else.
+const DESCRIPTORS_PER_PROCESS: u64 = 10;
 const RESERVED_DESCRIPTORS: u64 = 256;
 
 /// How many processes may keep their files open: the configured cap, lowered so that held

@@ -90,7 +90,12 @@ fn sample_of_a_sleeping_child_equals_an_independent_read() {
     assert_eq!(sample.num_threads, field(&fields, 20));
     assert_eq!(sample.start_time_ticks, field(&fields, 22));
     assert_eq!(sample.vsize_bytes, field(&fields, 23));
-    assert_eq!(sample.rss_bytes, field(&fields, 24) * page_size);
+    // ALL asks for the exact resident size: statm's, not stat's lagging rss.
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
+    let resident_pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(sample.rss_bytes, resident_pages * page_size);
+    let stat_only = reader.sample(pid, &ProcessFields::STAT_ONLY).unwrap();
+    assert_eq!(stat_only.rss_bytes, field(&fields, 24) * page_size);
     let p = pid.to_string();
     assert_eq!(
         sample.io,
@@ -302,8 +307,8 @@ fn the_reader_holds_at_most_max_held_pids_and_reads_the_rest_correctly() {
         }
     }
     assert_eq!(reader.held_pids(), 2);
-    // Directory, five files and fd/ for each held pid.
-    assert_eq!(reader.held_descriptors(), 2 * 7);
+    // Directory, six files and fd/ for each held pid.
+    assert_eq!(reader.held_descriptors(), 2 * 8);
     let first = children[0].pid();
     reader.retain(|pid| pid == first);
     assert_eq!(reader.held_pids(), 1);
