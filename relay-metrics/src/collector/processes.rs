@@ -247,16 +247,9 @@ fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters
             read_syscalls: io.read_syscalls,
             write_syscalls: io.write_syscalls,
         }),
-        // /proc/<pid>/schedstat describes the main thread only: it is the process's CPU time
-        // only when that is the only thread.
-        run_time_ns: sample
-            .schedstat
-            .filter(|_| sample.num_threads == 1)
-            .map(|s| s.run_ns),
-        run_queue_wait_ns: sample
-            .schedstat
-            .filter(|_| sample.num_threads == 1)
-            .map(|s| s.wait_ns),
+        // Summed over the process's threads by the reader (see ProcessSample::schedstat).
+        run_time_ns: sample.schedstat.map(|s| s.run_ns),
+        run_queue_wait_ns: sample.schedstat.map(|s| s.wait_ns),
     }
 }
 

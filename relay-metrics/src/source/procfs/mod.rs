@@ -68,7 +68,9 @@ pub struct ProcessSample {
     pub rss_bytes: u64,
     /// stat field 23: virtual memory size (the same value as `VmSize` in `status`).
     pub vsize_bytes: u64,
-    /// `/proc/<pid>/schedstat`.
+    /// Scheduler statistics of the whole process: `/proc/<pid>/schedstat` for a single-threaded
+    /// process, else the sum over its live threads' `task/<tid>/schedstat` (`None` above
+    /// [`reader::MAX_SCHEDSTAT_THREADS`] threads).
     pub schedstat: Option<SchedStat>,
     /// `VmHWM` of `/proc/<pid>/status`, KiB.
     pub peak_resident_kib: Option<u64>,

@@ -13,9 +13,12 @@ use super::parse::{self, Stat};
 use super::sys::{
     is_dot, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
 };
-use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample};
+use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample, SchedStat};
 use crate::source::file::is_gone;
 use crate::source::{Roots, SourceError};
+
+/// Above this many threads, per-thread schedstat is not read (see `thread_schedstat`).
+pub const MAX_SCHEDSTAT_THREADS: u64 = 256;
 
 /// The files of `/proc/<pid>/` the reader may hold, indexing `PidFiles::files`.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +51,10 @@ struct PidFiles {
     dir: OwnedFd,
     files: [Option<File>; 6],
     fd_dir: Option<OwnedFd>,
+    /// `task/`, for per-thread schedstat of multi-threaded processes.
+    task_dir: Option<OwnedFd>,
+    /// Thread ids of the last listing (reused).
+    tids: Vec<u32>,
 }
 
 impl PidFiles {
@@ -56,6 +63,8 @@ impl PidFiles {
             dir: open_dir_at(proc_dir, PathName::new().number(pid).as_bytes())?,
             files: [None, None, None, None, None, None],
             fd_dir: None,
+            task_dir: None,
+            tids: Vec::new(),
         })
     }
 
@@ -93,6 +102,57 @@ impl PidFiles {
         result
     }
 
+    /// CPU time of the whole process at ns precision: the sum of `task/<tid>/schedstat` over its
+    /// live threads (`/proc/<pid>/schedstat` describes the main thread only). Threads that exit
+    /// take their time with them, so the sum can fall; a thread that exits during the listing
+    /// is skipped. `None` above [`MAX_SCHEDSTAT_THREADS`] threads, where the reads would cost
+    /// more than the precision is worth.
+    fn thread_schedstat(
+        &mut self,
+        num_threads: u64,
+        dirents: &mut DirentBuffer,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<SchedStat>> {
+        if num_threads > MAX_SCHEDSTAT_THREADS {
+            return Ok(None);
+        }
+        let dir = match self.task_dir.take() {
+            Some(dir) => dir,
+            None => open_dir_at(&self.dir, b"task")?,
+        };
+        let tids = &mut self.tids;
+        tids.clear();
+        dirents.for_each(dir.as_fd(), |name| {
+            if let Some(tid) = parse::parse_u32(name) {
+                tids.push(tid);
+            }
+        })?;
+        let mut total = SchedStat {
+            run_ns: 0,
+            wait_ns: 0,
+            timeslices: 0,
+        };
+        for &tid in tids.iter() {
+            let name = PathName::new().number(tid).text(b"/schedstat");
+            let thread = match open_file_at(&dir, name.as_bytes()) {
+                Ok(file) => pread_all(&file, buf).map(parse::parse_schedstat),
+                Err(error) => Err(error),
+            };
+            match thread {
+                Ok(Some(stat)) => {
+                    total.run_ns = total.run_ns.saturating_add(stat.run_ns);
+                    total.wait_ns = total.wait_ns.saturating_add(stat.wait_ns);
+                    total.timeslices = total.timeslices.saturating_add(stat.timeslices);
+                }
+                Ok(None) => return Ok(None),
+                Err(error) if is_gone(&error) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        self.task_dir = Some(dir);
+        Ok(Some(total))
+    }
+
     /// After an optional file failed with ENOENT/ESRCH: is the process itself gone? Some files
     /// give ESRCH for a live process (`smaps_rollup` of a kernel thread or a zombie has no mm),
     /// so only `stat`, which every live process has, decides.
@@ -103,6 +163,7 @@ impl PidFiles {
     fn held_descriptor_count(&self) -> usize {
         1 + self.files.iter().filter(|file| file.is_some()).count()
             + usize::from(self.fd_dir.is_some())
+            + usize::from(self.task_dir.is_some())
     }
 }
 
@@ -191,10 +252,18 @@ impl ProcessReader {
                 malformed(proc_root, pid, Kind::Stat, "rss in bytes overflows u64")
             })?;
             let gone = |Gone| ProcessError::Gone { pid };
-            let schedstat = if fields.schedstat {
+            let schedstat = if !fields.schedstat {
+                None
+            } else if stat.num_threads <= 1 {
                 optional(files, Kind::Schedstat, buf, parse::parse_schedstat).map_err(gone)?
             } else {
-                None
+                match files.thread_schedstat(stat.num_threads, dirents, buf) {
+                    Ok(total) => total,
+                    Err(error) if is_gone(&error) && files.is_gone(buf) => {
+                        return Err(ProcessError::Gone { pid })
+                    }
+                    Err(_) => None,
+                }
             };
             let peak_resident_kib = if fields.peak_resident {
                 optional(files, Kind::Status, buf, parse::parse_status_vm_hwm_kib).map_err(gone)?

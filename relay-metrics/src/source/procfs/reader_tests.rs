@@ -582,3 +582,68 @@ fn private_memory_follows_the_process_across_exec() {
         "directory, stat, smaps_rollup"
     );
 }
+
+/// A stopped process with four threads: its schedstat must be the sum over its threads, not
+/// the main thread's alone.
+#[test]
+fn schedstat_of_a_multi_threaded_process_sums_its_threads() {
+    let child = Spawned(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import threading, time\n\
+                 def spin():\n    end = time.time() + 0.2\n    while time.time() < end: pass\n    time.sleep(60)\n\
+                 [threading.Thread(target=spin).start() for _ in range(3)]\n\
+                 time.sleep(60)",
+            ])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.pid();
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while threads() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "python did not start its threads"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let independent: (u64, u64) = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|entry| {
+            let text = std::fs::read_to_string(entry.unwrap().path().join("schedstat")).unwrap();
+            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap());
+            (fields.next().unwrap(), fields.next().unwrap())
+        })
+        .fold((0, 0), |(run, wait), (r, w)| (run + r, wait + w));
+    let main_thread: u64 = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let sample = reader(4).sample(pid, &ProcessFields::ALL).unwrap();
+    let schedstat = sample.schedstat.unwrap();
+    assert_eq!(sample.num_threads, 4);
+    assert_eq!((schedstat.run_ns, schedstat.wait_ns), independent);
+    assert!(
+        schedstat.run_ns > main_thread + 100_000_000,
+        "three threads spinning for 0.2 s (sharing the GIL) ran well beyond the main thread: {} vs {main_thread}",
+        schedstat.run_ns
+    );
+}
