@@ -246,7 +246,10 @@ fn bench(mut collector: Collector, iterations: u64) -> BenchReport {
         let started = Instant::now();
         let snapshot = collector.collect();
         latencies_us.push(started.elapsed().as_secs_f64() * 1e6);
-        processes = snapshot.process_sampling.as_ref().map(|s| s.sampled_processes);
+        processes = snapshot
+            .process_sampling
+            .as_ref()
+            .map(|s| s.sampled_processes);
     }
     let cpu_us = process_cpu_us() - cpu_before;
     latencies_us.sort_by(f64::total_cmp);

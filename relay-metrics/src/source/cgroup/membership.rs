@@ -41,7 +41,11 @@ impl SubtreeWalker {
     /// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
     /// `pids` (sorted, without duplicates), no more and no fewer. Stops at the first process
     /// that is not in `pids`, so a shared cgroup costs one `cgroup.procs` read, not a walk.
-    pub fn owns_exclusively(&mut self, target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
+    pub fn owns_exclusively(
+        &mut self,
+        target: &CgroupTarget,
+        pids: &[u32],
+    ) -> Result<bool, CgroupError> {
         let mut members = std::mem::take(&mut self.members);
         let result = self
             .walk(target, &mut members, |pid| pids.binary_search(&pid).is_ok())
@@ -66,7 +70,11 @@ impl SubtreeWalker {
         let gone = |error: &io::Error| is_gone(error) || error.raw_os_error() == Some(libc::ENODEV);
         let top_fd = match File::open(&top.dir) {
             Ok(file) => OwnedFd::from(file),
-            Err(error) if gone(&error) => return Err(CgroupError::Gone { path: top.dir.clone() }),
+            Err(error) if gone(&error) => {
+                return Err(CgroupError::Gone {
+                    path: top.dir.clone(),
+                })
+            }
             Err(error) => return Err(SourceError::io(&top.dir, error).into()),
         };
         self.pending.clear();
@@ -80,7 +88,9 @@ impl SubtreeWalker {
                 // moved elsewhere in the subtree, which the walk still sees).
                 Err(error) if gone(&error) && !is_top => {}
                 Err(error) if gone(&error) => {
-                    return Err(CgroupError::Gone { path: top.dir.clone() });
+                    return Err(CgroupError::Gone {
+                        path: top.dir.clone(),
+                    });
                 }
                 Err(error) => return Err(SourceError::io(&top.dir, error).into()),
             }
