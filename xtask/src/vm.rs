@@ -155,19 +155,26 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
     let console = String::from_utf8_lossy(&out.stdout);
     let log = work.join("console.log");
     fs::write(&log, console.as_bytes()).with_context(|| format!("writing {}", log.display()))?;
-    // The serial console's own escape sequences are noise; the test lines are what matters.
+    // The serial console's own escape sequences are noise; the test lines are what matters,
+    // and libtest's failure report (from `failures:` to its `test result:`) in full.
+    let mut in_failures = false;
     for line in console.lines() {
         let line = line.trim_end_matches('\r');
-        if line.starts_with("test ")
+        if line == "failures:" {
+            in_failures = true;
+        }
+        if in_failures
+            || line.starts_with("test ")
             || line.starts_with("kernel:")
             || line.starts_with("running ")
             || line.contains("panicked")
             || line.starts_with(EXIT_MARKER)
             || line.starts_with(RUN_EXIT_MARKER)
-            || line.starts_with("---- ")
-            || line.starts_with("    ")
         {
             println!("{line}");
+        }
+        if line.starts_with("test result: ") {
+            in_failures = false;
         }
     }
     let code = console
@@ -336,4 +343,61 @@ fn make_initramfs(work: &Path, tests: &Path, runs: &[TestRun]) -> Result<PathBuf
         .arg(&image)
         .current_dir(&tree))?;
     Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs() -> Vec<TestRun> {
+        let mut runs = plan("source::ebpf");
+        runs[0].expected = vec!["source::ebpf::a".into()];
+        runs[1].expected = vec!["vm_tests::b".into(), "vm_tests::c".into()];
+        runs
+    }
+
+    const PASSING: &str = "running 1 test\r\n\
+        test source::ebpf::a ... ok\r\n\
+        test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 9 filtered out\r\n\
+        VM-TEST-RUN-EXIT=0\r\n\
+        test vm_tests::b ... ok\r\n\
+        test vm_tests::c ... ok\r\n\
+        test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 9 filtered out\r\n\
+        VM-TEST-RUN-EXIT=0\r\n";
+
+    #[test]
+    fn the_default_runs_filter_then_every_vm_test_including_ignored() {
+        let runs = plan("source::ebpf");
+        assert_eq!(runs.len(), 2);
+        assert!(!runs[0].args().contains(&"--include-ignored".to_owned()));
+        assert_eq!(runs[1].filter, "vm_tests");
+        assert!(runs[1].args().contains(&"--include-ignored".to_owned()));
+        let only = plan("vm_tests::oom");
+        assert_eq!(only.len(), 1);
+        assert!(only[0].args().contains(&"--include-ignored".to_owned()));
+    }
+
+    #[test]
+    fn a_clean_console_has_no_problems() {
+        assert_eq!(check_console(PASSING, &runs()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_test_that_did_not_run_is_a_problem() {
+        let console = PASSING.replace("test vm_tests::c ... ok\r\n", "").replace(
+            "2 passed; 0 failed; 0 ignored",
+            "1 passed; 0 failed; 1 ignored",
+        );
+        let problems = check_console(&console, &runs());
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[1].contains("vm_tests::c"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_missing_run_or_a_failed_exit_is_a_problem() {
+        let truncated = &PASSING[..PASSING.find("test vm_tests::b").unwrap_or(0)];
+        assert!(!check_console(truncated, &runs()).is_empty());
+        let failed = PASSING.replacen("VM-TEST-RUN-EXIT=0", "VM-TEST-RUN-EXIT=101", 1);
+        assert_eq!(check_console(&failed, &runs()).len(), 1);
+    }
 }
