@@ -165,7 +165,8 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
         }
         if in_failures
             || line.starts_with("test ")
-            || line.starts_with("kernel:")
+            // The first console line starts with the terminal reset of the serial console.
+            || line.contains("kernel: ")
             || line.starts_with("running ")
             || line.contains("panicked")
             || line.starts_with(EXIT_MARKER)
