@@ -1,6 +1,11 @@
 //! `cargo xtask vm-test`: runs the eBPF host tests on a pure cgroup v2 kernel (Debian's 6.1
 //! cloud kernel) under `qemu-system-x86_64 -accel tcg` (here `/dev/kvm` exists but hangs), with a
 //! busybox initramfs holding the relay-metrics test binary and its shared libraries.
+//!
+//! Besides FILTER's tests it runs `vm_tests` (the cgroup v2 limit-event tests, ignored on the
+//! hybrid host) with `--include-ignored`; a FILTER inside `vm_tests` runs only those. The run
+//! fails unless every test listed on the host for each run printed `ok` in the VM and each run's
+//! `test result:` line counts exactly those tests as passed.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,8 +19,108 @@ use crate::{ensure_apt_packages, output, run};
 const VM_PACKAGES: [&str; 3] = ["qemu-system-x86", "busybox-static", "cpio"];
 /// Printed by the VM's init with the test binary's exit code.
 const EXIT_MARKER: &str = "VM-TEST-EXIT=";
+/// Printed by the VM's init after each test run, with its exit code.
+const RUN_EXIT_MARKER: &str = "VM-TEST-RUN-EXIT=";
 /// Tests left out in the VM: per-event cost under TCG emulation says nothing about real hardware.
 const SKIPPED: [&str; 1] = ["measures_per_event_cost"];
+/// The module of tests that only the VM runs (ignored on the host).
+const VM_ONLY_TESTS: &str = "vm_tests";
+
+/// One invocation of the test binary in the VM.
+struct TestRun {
+    filter: String,
+    include_ignored: bool,
+    /// The tests it must run, as listed by the same binary on the host.
+    expected: Vec<String>,
+}
+
+impl TestRun {
+    fn args(&self) -> Vec<String> {
+        let mut args = vec![self.filter.clone(), "--test-threads=1".to_owned()];
+        if self.include_ignored {
+            args.push("--include-ignored".to_owned());
+        }
+        for test in SKIPPED {
+            args.extend(["--skip".to_owned(), test.to_owned()]);
+        }
+        args
+    }
+}
+
+/// FILTER's tests, then every `vm_tests` test including the ignored ones (a FILTER inside
+/// `vm_tests` selects just those).
+fn plan(filter: &str) -> Vec<TestRun> {
+    let run = |filter: &str, include_ignored| TestRun {
+        filter: filter.to_owned(),
+        include_ignored,
+        expected: Vec::new(),
+    };
+    if filter.starts_with(VM_ONLY_TESTS) {
+        vec![run(filter, true)]
+    } else {
+        vec![run(filter, false), run(VM_ONLY_TESTS, true)]
+    }
+}
+
+/// Lists each run's tests with the test binary on the host (listing runs nothing), so that a
+/// test that never runs in the VM is noticed.
+fn list_expected(tests: &Path, runs: &mut [TestRun]) -> Result<()> {
+    for run in runs {
+        let listing = output(Command::new(tests).args(run.args()).arg("--list"))?;
+        run.expected = listing
+            .lines()
+            .filter_map(|line| line.strip_suffix(": test"))
+            .map(str::to_owned)
+            .collect();
+        if run.expected.is_empty() {
+            bail!("no test matches {:?}", run.filter);
+        }
+    }
+    Ok(())
+}
+
+/// Why the console shows that the runs did not all pass, if it does.
+fn check_console(console: &str, runs: &[TestRun]) -> Vec<String> {
+    let lines: Vec<&str> = console.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let mut problems = Vec::new();
+    let results: Vec<&str> = lines
+        .iter()
+        .filter(|line| line.starts_with("test result: "))
+        .copied()
+        .collect();
+    if results.len() != runs.len() {
+        problems.push(format!(
+            "expected {} `test result:` lines, found {}: {results:?}",
+            runs.len(),
+            results.len()
+        ));
+    }
+    for (run, result) in runs.iter().zip(&results) {
+        let passed = format!(" {} passed; 0 failed; 0 ignored;", run.expected.len());
+        if !result.starts_with("test result: ok.") || !result.contains(&passed) {
+            problems.push(format!(
+                "run {:?}: expected{passed} got {result:?}",
+                run.filter
+            ));
+        }
+        for test in &run.expected {
+            let ok = format!("test {test} ... ok");
+            if !lines.iter().any(|line| *line == ok) {
+                problems.push(format!("{test} did not pass (or did not run)"));
+            }
+        }
+    }
+    for (index, code) in lines
+        .iter()
+        .filter_map(|line| line.strip_prefix(RUN_EXIT_MARKER))
+        .enumerate()
+    {
+        if code != "0" {
+            problems.push(format!("run {index} exited with {code}"));
+        }
+    }
+    problems
+}
 
 pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
     let started = Instant::now();
@@ -24,7 +129,16 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let kernel = kernel_image(&work)?;
     let tests = build_test_binary(root)?;
-    let initramfs = make_initramfs(&work, &tests, filter)?;
+    let mut runs = plan(filter);
+    list_expected(&tests, &mut runs)?;
+    for run in &runs {
+        eprintln!(
+            "xtask: in the VM: {} ({} tests)",
+            run.args().join(" "),
+            run.expected.len()
+        );
+    }
+    let initramfs = make_initramfs(&work, &tests, &runs)?;
     eprintln!("xtask: booting {} under qemu (TCG)", kernel.display());
     let out = Command::new("timeout")
         .arg("1200")
@@ -41,18 +155,27 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
     let console = String::from_utf8_lossy(&out.stdout);
     let log = work.join("console.log");
     fs::write(&log, console.as_bytes()).with_context(|| format!("writing {}", log.display()))?;
-    // The serial console's own escape sequences are noise; the test lines are what matters.
+    // The serial console's own escape sequences are noise; the test lines are what matters,
+    // and libtest's failure report (from `failures:` to its `test result:`) in full.
+    let mut in_failures = false;
     for line in console.lines() {
         let line = line.trim_end_matches('\r');
-        if line.starts_with("test ")
-            || line.starts_with("kernel:")
+        if line == "failures:" {
+            in_failures = true;
+        }
+        if in_failures
+            || line.starts_with("test ")
+            // The first console line starts with the terminal reset of the serial console.
+            || line.contains("kernel: ")
             || line.starts_with("running ")
             || line.contains("panicked")
             || line.starts_with(EXIT_MARKER)
-            || line.starts_with("---- ")
-            || line.starts_with("    ")
+            || line.starts_with(RUN_EXIT_MARKER)
         {
             println!("{line}");
+        }
+        if line.starts_with("test result: ") {
+            in_failures = false;
         }
     }
     let code = console
@@ -64,8 +187,17 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
         started.elapsed().as_secs_f64(),
         log.display()
     );
+    let problems = check_console(&console, &runs);
+    for problem in &problems {
+        eprintln!("xtask: {problem}");
+    }
     match code.as_deref() {
-        Some("0") => Ok(()),
+        Some("0") if problems.is_empty() => Ok(()),
+        Some("0") => bail!(
+            "the VM runs did not all pass ({} problems above); see {}",
+            problems.len(),
+            log.display()
+        ),
         Some(code) => bail!("the tests failed in the VM (exit code {code})"),
         None => bail!(
             "the VM did not report a result (qemu: {}); see {}",
@@ -148,7 +280,7 @@ fn build_test_binary(root: &Path) -> Result<PathBuf> {
         .context("cargo test --no-run reported no relay-metrics test executable")
 }
 
-fn make_initramfs(work: &Path, tests: &Path, filter: &str) -> Result<PathBuf> {
+fn make_initramfs(work: &Path, tests: &Path, runs: &[TestRun]) -> Result<PathBuf> {
     let tree = work.join("initramfs");
     if tree.exists() {
         fs::remove_dir_all(&tree)?;
@@ -168,9 +300,18 @@ fn make_initramfs(work: &Path, tests: &Path, filter: &str) -> Result<PathBuf> {
         }
         fs::copy(source, &target).with_context(|| format!("copying {library}"))?;
     }
-    let skips: String = SKIPPED
+    // Each run's exit code is printed; the last marker is the first failing code (or 0).
+    let commands: String = runs
         .iter()
-        .map(|test| format!(" --skip {test}"))
+        .map(|run| {
+            format!(
+                "/relay-metrics-tests {}\n\
+                 code=$?\n\
+                 echo \"{RUN_EXIT_MARKER}$code\"\n\
+                 [ \"$status\" = 0 ] && status=$code\n",
+                run.args().join(" ")
+            )
+        })
         .collect();
     let init = format!(
         "#!/bin/busybox sh\n\
@@ -181,10 +322,16 @@ fn make_initramfs(work: &Path, tests: &Path, filter: &str) -> Result<PathBuf> {
          mount -t tmpfs tmp /tmp\n\
          mount -t cgroup2 none /sys/fs/cgroup\n\
          mount -t tracefs nodev /sys/kernel/tracing\n\
-         echo \"kernel: $(uname -r); cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)\"\n\
+         echo '+cpu +memory +pids' > /sys/fs/cgroup/cgroup.subtree_control\n\
+         echo \"kernel: $(uname -r); cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers); \
+         enabled for children: $(cat /sys/fs/cgroup/cgroup.subtree_control)\"\n\
+         # Kernel messages (OOM kill reports) would split the test lines on the console.\n\
+         echo 1 > /proc/sys/kernel/printk\n\
          cd /tmp\n\
-         /relay-metrics-tests {filter} --test-threads=1{skips}\n\
-         echo \"{EXIT_MARKER}$?\"\n\
+         status=0\n\
+         {commands}\
+         [ \"$status\" = 0 ] || dmesg | tail -n 40 | sed 's/^/kernel: /'\n\
+         echo \"{EXIT_MARKER}$status\"\n\
          poweroff -f\n"
     );
     let init_path = tree.join("init");
@@ -197,4 +344,61 @@ fn make_initramfs(work: &Path, tests: &Path, filter: &str) -> Result<PathBuf> {
         .arg(&image)
         .current_dir(&tree))?;
     Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs() -> Vec<TestRun> {
+        let mut runs = plan("source::ebpf");
+        runs[0].expected = vec!["source::ebpf::a".into()];
+        runs[1].expected = vec!["vm_tests::b".into(), "vm_tests::c".into()];
+        runs
+    }
+
+    const PASSING: &str = "running 1 test\r\n\
+        test source::ebpf::a ... ok\r\n\
+        test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 9 filtered out\r\n\
+        VM-TEST-RUN-EXIT=0\r\n\
+        test vm_tests::b ... ok\r\n\
+        test vm_tests::c ... ok\r\n\
+        test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 9 filtered out\r\n\
+        VM-TEST-RUN-EXIT=0\r\n";
+
+    #[test]
+    fn the_default_runs_filter_then_every_vm_test_including_ignored() {
+        let runs = plan("source::ebpf");
+        assert_eq!(runs.len(), 2);
+        assert!(!runs[0].args().contains(&"--include-ignored".to_owned()));
+        assert_eq!(runs[1].filter, "vm_tests");
+        assert!(runs[1].args().contains(&"--include-ignored".to_owned()));
+        let only = plan("vm_tests::oom");
+        assert_eq!(only.len(), 1);
+        assert!(only[0].args().contains(&"--include-ignored".to_owned()));
+    }
+
+    #[test]
+    fn a_clean_console_has_no_problems() {
+        assert_eq!(check_console(PASSING, &runs()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_test_that_did_not_run_is_a_problem() {
+        let console = PASSING.replace("test vm_tests::c ... ok\r\n", "").replace(
+            "2 passed; 0 failed; 0 ignored",
+            "1 passed; 0 failed; 1 ignored",
+        );
+        let problems = check_console(&console, &runs());
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[1].contains("vm_tests::c"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_missing_run_or_a_failed_exit_is_a_problem() {
+        let truncated = &PASSING[..PASSING.find("test vm_tests::b").unwrap_or(0)];
+        assert!(!check_console(truncated, &runs()).is_empty());
+        let failed = PASSING.replacen("VM-TEST-RUN-EXIT=0", "VM-TEST-RUN-EXIT=101", 1);
+        assert_eq!(check_console(&failed, &runs()).len(), 1);
+    }
 }
