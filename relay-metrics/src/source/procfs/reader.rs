@@ -132,6 +132,7 @@ impl PidFiles {
             wait_ns: 0,
             timeslices: 0,
         };
+        let mut threads_read = 0u64;
         for &tid in tids.iter() {
             let name = PathName::new().number(tid).text(b"/schedstat");
             let thread = match open_file_at(&dir, name.as_bytes()) {
@@ -143,6 +144,7 @@ impl PidFiles {
                     total.run_ns = total.run_ns.saturating_add(stat.run_ns);
                     total.wait_ns = total.wait_ns.saturating_add(stat.wait_ns);
                     total.timeslices = total.timeslices.saturating_add(stat.timeslices);
+                    threads_read += 1;
                 }
                 Ok(None) => return Ok(None),
                 Err(error) if is_gone(&error) => continue,
@@ -150,7 +152,8 @@ impl PidFiles {
             }
         }
         self.task_dir = Some(dir);
-        Ok(Some(total))
+        // Every thread vanishing while the process lives would make the sum 0: not a value.
+        Ok((threads_read > 0).then_some(total))
     }
 
     /// After an optional file failed with ENOENT/ESRCH: is the process itself gone? Some files
