@@ -8,8 +8,6 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::sampler::FixedRate;
-use relay_metrics::snapshot::SamplerInfo;
 use relay_metrics::Collector;
 
 #[derive(Parser)]
@@ -287,20 +285,15 @@ fn stream(
     mut out: impl Write,
     mut done: impl FnMut() -> bool,
 ) -> Result<()> {
-    let period = Duration::from_millis(interval_ms);
-    let mut ticker = FixedRate::new(Instant::now(), period);
     let mut written = 0u64;
     let mut line = Vec::with_capacity(16 * 1024);
+    let mut snapshots = collector.every(Duration::from_millis(interval_ms));
     while count.is_none_or(|count| written < count) {
-        let tick = ticker.wait();
+        // Checked before collecting, so the snapshot after the command exited is still taken.
         let stop = done();
-        let sampler = SamplerInfo {
-            interval_usec: u64::try_from(period.as_micros()).unwrap_or(u64::MAX),
-            tick_index: tick.index,
-            tick_lateness_usec: u64::try_from(tick.lateness.as_micros()).unwrap_or(u64::MAX),
-            missed_ticks_total: ticker.missed_total(),
+        let Some(snapshot) = snapshots.next() else {
+            break;
         };
-        let snapshot = collector.collect_with_sampler(sampler);
         line.clear();
         serde_json::to_writer(&mut line, &*snapshot)?;
         line.push(b'\n');

@@ -398,6 +398,43 @@ fn run_counts_every_process_the_command_creates_as_root() {
     assert!(created >= 100.0, "lifetime_creation_count {created}");
 }
 
+/// Without privileges the eBPF programs cannot load: the snapshot is produced all the same and
+/// says why the kernel event counters are off.
+#[test]
+fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test drops from root to nobody"
+    );
+    let output = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["snapshot", "--scope", "global"])
+        .output()
+        .expect("setpriv runs");
+    let snapshot = json_of(&output);
+    let events = &snapshot["extensions"]["kernel_events"];
+    assert_eq!(events["active"], false);
+    assert!(
+        events["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not privileged"),
+        "{events}"
+    );
+    assert!(value(&snapshot["process"]["active_count"]) > 0.0);
+    assert!(snapshot["extensions"]["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["field"] == "extensions.kernel_events"));
+}
+
 fn assert_clear_error(args: &[&str], expected: &str) {
     let output = relay_metrics(args);
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -164,6 +164,25 @@ impl Collector {
         self.collect_inner(Some(sampler))
     }
 
+    /// Snapshots at a fixed rate: the first at once, then one per `period` on absolute
+    /// deadlines (no drift). Ticks missed because a collection overran are skipped and counted
+    /// in `extensions.sampler`, never fired in a burst. The iterator never ends.
+    ///
+    /// ```
+    /// # use relay_metrics::{Collector, ResourceMetricsConfig};
+    /// # let mut collector = Collector::new(ResourceMetricsConfig::default())?;
+    /// for snapshot in collector.every(std::time::Duration::from_millis(10)).take(3) {
+    ///     assert!(snapshot.extensions.sampler.is_some());
+    /// }
+    /// # Ok::<(), relay_metrics::CollectorError>(())
+    /// ```
+    pub fn every(&mut self, period: std::time::Duration) -> FixedRateSnapshots<'_> {
+        FixedRateSnapshots {
+            ticker: crate::sampler::FixedRate::new(Instant::now(), period),
+            collector: self,
+        }
+    }
+
     fn collect_inner(&mut self, sampler: Option<SamplerInfo>) -> Arc<ResourceMetricsSnapshot> {
         let started = Instant::now();
         self.sample();
@@ -295,6 +314,28 @@ impl Collector {
         sample
             .unavailable
             .clone_from_slice_or_extend(reasons.as_slice());
+    }
+}
+
+/// The iterator of [`Collector::every`].
+pub struct FixedRateSnapshots<'c> {
+    collector: &'c mut Collector,
+    ticker: crate::sampler::FixedRate,
+}
+
+impl Iterator for FixedRateSnapshots<'_> {
+    type Item = Arc<ResourceMetricsSnapshot>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let tick = self.ticker.wait();
+        let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let sampler = SamplerInfo {
+            interval_usec: micros(self.ticker.period()),
+            tick_index: tick.index,
+            tick_lateness_usec: micros(tick.lateness),
+            missed_ticks_total: self.ticker.missed_total(),
+        };
+        Some(self.collector.collect_with_sampler(sampler))
     }
 }
 
