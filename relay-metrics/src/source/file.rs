@@ -96,10 +96,10 @@ impl HeldFile {
     /// On error the descriptor is dropped so that the next read reopens the path.
     pub fn read<'b>(&mut self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], SourceError> {
         let result = match &self.file {
-            Some(file) => pread_all(file, buf),
+            Some(file) => pread_all(file, buf).map(|_| ()),
             None => match File::open(&self.path) {
                 Ok(file) => {
-                    let result = pread_all(&file, buf);
+                    let result = pread_all(&file, buf).map(|_| ());
                     self.file = Some(file);
                     result
                 }
@@ -123,8 +123,10 @@ pub fn read_once<'b>(path: &Path, buf: &'b mut Vec<u8>) -> Result<&'b [u8], Sour
     Ok(buf.as_slice())
 }
 
-/// `pread` from offset 0 until end of file, growing `buf` only when the content does not fit.
-fn pread_all(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
+/// `pread` from offset 0 until end of file into `buf` (cleared, capacity kept), growing it only
+/// when the content does not fit. procfs and sysfs regenerate a file on every read from
+/// offset 0.
+pub(crate) fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
@@ -135,7 +137,10 @@ fn pread_all(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
         buf.resize(capacity, 0);
         let read = match file.read_at(&mut buf[filled..], filled as u64) {
             Ok(read) => read,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => 0,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                buf.truncate(filled);
+                continue;
+            }
             Err(error) => {
                 buf.truncate(filled);
                 return Err(error);
@@ -143,7 +148,7 @@ fn pread_all(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
         };
         buf.truncate(filled + read);
         if read == 0 || buf.len() < capacity {
-            return Ok(());
+            return Ok(buf.as_slice());
         }
         buf.reserve(capacity);
     }

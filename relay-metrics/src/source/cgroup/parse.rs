@@ -127,21 +127,12 @@ pub fn parse_cpu_list_count(bytes: &[u8]) -> Option<u32> {
 /// Parses a PSI file (`some avg10=.. avg60=.. avg300=.. total=N`, optional `full ...` line).
 /// A line whose `total=` is missing or malformed leaves that value `None`.
 pub fn parse_psi(content: &[u8]) -> PsiTotals {
-    let mut totals = PsiTotals::default();
-    for line in content.split(|&b| b == b'\n') {
-        let slot = if line.starts_with(b"some ") {
-            &mut totals.some_usec
-        } else if line.starts_with(b"full ") {
-            &mut totals.full_usec
-        } else {
-            continue;
-        };
-        *slot = line
-            .split(|&b| b == b' ')
-            .find_map(|field| field.strip_prefix(b"total="))
-            .and_then(parse_u64);
+    // Same format as /proc/pressure/*: one parser for both.
+    let pressure = crate::source::system::parse_pressure(content).unwrap_or_default();
+    PsiTotals {
+        some_usec: pressure.some_total_usec,
+        full_usec: pressure.full_total_usec,
     }
-    totals
 }
 
 #[cfg(test)]

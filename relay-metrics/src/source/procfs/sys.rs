@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use nix::fcntl::{openat, OFlag};
@@ -134,35 +133,7 @@ pub(crate) fn open_file_at(dir: impl AsFd, name: &[u8]) -> io::Result<std::fs::F
         .map_err(io::Error::from)
 }
 
-/// `pread` from offset 0 until end of file into `buf` (cleared, capacity kept), growing it only
-/// when the content does not fit. procfs regenerates a file on every read from offset 0.
-pub(crate) fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
-    buf.clear();
-    if buf.capacity() < 4096 {
-        buf.reserve(4096);
-    }
-    loop {
-        let filled = buf.len();
-        let capacity = buf.capacity();
-        buf.resize(capacity, 0);
-        let read = match file.read_at(&mut buf[filled..], filled as u64) {
-            Ok(read) => read,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
-                buf.truncate(filled);
-                continue;
-            }
-            Err(error) => {
-                buf.truncate(filled);
-                return Err(error);
-            }
-        };
-        buf.truncate(filled + read);
-        if read == 0 || buf.len() < capacity {
-            return Ok(buf.as_slice());
-        }
-        buf.reserve(capacity);
-    }
-}
+pub(crate) use crate::source::file::pread_all;
 
 /// Formats path components like `1234/task/5678/children` into a stack buffer, so that opening a
 /// pid's file needs no heap allocation.
