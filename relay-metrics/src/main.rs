@@ -115,7 +115,13 @@ fn run(cli: Cli) -> Result<i32> {
             interval_ms,
             pretty,
         } => {
-            let mut collector = Collector::new(resolve_config(&target)?)?;
+            let mut config = resolve_config(&target)?;
+            if interval_ms.is_none() {
+                // Kernel event counters start at zero when the collector starts: a lone snapshot
+                // would only report zeros, after ~1 s of attaching programs. The reason says so.
+                config.extensions.kernel_events = false;
+            }
+            let mut collector = Collector::new(config)?;
             if let Some(ms) = interval_ms {
                 collector.collect();
                 std::thread::sleep(Duration::from_millis(ms));

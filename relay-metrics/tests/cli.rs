@@ -414,7 +414,7 @@ fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
             "--inh-caps=-all",
         ])
         .arg(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args(["snapshot", "--scope", "global"])
+        .args(["snapshot", "--scope", "global", "--interval-ms", "100"])
         .output()
         .expect("setpriv runs");
     let snapshot = json_of(&output);

@@ -38,7 +38,7 @@ impl KernelEventFeed {
         let (mut source, off_reason) = if !config.extensions.kernel_events {
             (
                 None,
-                Some(Arc::from("disabled by extensions.kernel_events = false")),
+                Some(Arc::from("off: extensions.kernel_events = false (also set by the CLI for a single snapshot without --interval-ms, which would only count from its own start)")),
             )
         } else {
             let options = EbpfOptions {
