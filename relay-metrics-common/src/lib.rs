@@ -186,8 +186,10 @@ pub struct GlobalStats {
     pub reclaim_total_ns: u64,
     /// `vmscan:mm_vmscan_throttled` events.
     pub throttled_count: u64,
+    /// Processes (not threads) created machine-wide.
+    pub processes_created: u64,
 }
-const _: () = assert!(core::mem::size_of::<GlobalStats>() == 48);
+const _: () = assert!(core::mem::size_of::<GlobalStats>() == 56);
 
 /// Per-thread state of the scheduler programs: when the thread was queued, and its tgid (known
 /// from when it last ran, since a wakeup or switch-in record names only the thread id).

@@ -6,7 +6,8 @@ use aya_ebpf::{
 use relay_metrics_common::NO_FIELD;
 
 use crate::{
-    add, cgroup_stats, ctx, current_tgid, insert_failed, tgid_stats, CLONE_THREAD, CREATED_BY,
+    add, cgroup_stats, ctx, current_tgid, global, insert_failed, tgid_stats, CLONE_THREAD,
+    CREATED_BY,
     SCOPES, TIDS, TRACKED,
 };
 
@@ -22,6 +23,12 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let (Some(child), Some(flags)) = (ctx::u32_at(p, off_pid), ctx::u64_at(p, off_flags)) else {
         return 0;
     };
+    if flags & CLONE_THREAD == 0 {
+        if let Some(g) = global() {
+            // SAFETY: map value pointer from the kernel.
+            add(unsafe { &raw mut (*g).processes_created }, 1);
+        }
+    }
     let parent = current_tgid();
     let Some(stats) = tgid_stats(parent) else {
         return 0;

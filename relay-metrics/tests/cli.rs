@@ -398,6 +398,25 @@ fn run_counts_every_process_the_command_creates_as_root() {
     assert!(created >= 100.0, "lifetime_creation_count {created}");
 }
 
+#[test]
+fn global_scope_counts_processes_created_machine_wide_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event counters need root"
+    );
+    // Starts its 20 processes once the collector has had time to attach.
+    let _spawner = spawn("sleep 1.2; for i in $(seq 20); do /bin/true; done; sleep 30");
+    let snapshot = json_of(&relay_metrics(&[
+        "snapshot",
+        "--scope",
+        "global",
+        "--interval-ms",
+        "2500",
+    ]));
+    let created = value(&snapshot["process"]["lifetime_creation_count"]);
+    assert!(created >= 20.0, "lifetime_creation_count {created}");
+}
+
 /// Without privileges the eBPF programs cannot load: the snapshot is produced all the same and
 /// says why the kernel event counters are off.
 #[test]

@@ -147,8 +147,10 @@ impl KernelEventFeed {
         }
         let counters = &self.counters;
         let per_process = !matches!(target, Target::Global);
+        let global_stats = source.global().ok();
         out.processes_created = match target {
-            Target::Global => None,
+            // The maps are created with the collector: the count starts at its start.
+            Target::Global => global_stats.map(|stats| stats.processes_created),
             // One process: the processes it created.
             Target::Process { tree: false, .. } => Some(counters.processes_created),
             _ => self.scope.map(|_| counters.processes_created),
@@ -168,7 +170,7 @@ impl KernelEventFeed {
         }
         out.reclaim_stall_count = per_process.then_some(counters.reclaim.count);
         out.reclaim_stall_total_ns = per_process.then_some(counters.reclaim.total_ns);
-        out.ring_buffer_drops = source.global().ok().map(|g| g.oom_ringbuf_drops);
+        out.ring_buffer_drops = global_stats.map(|g| g.oom_ringbuf_drops);
 
         if source.drain_oom_victims() > 0 || self.victims_seen != source.oom_victims_drained() {
             self.victims_seen = source.oom_victims_drained();

@@ -79,8 +79,6 @@ pub struct Collector {
     net_counters: Vec<InterfaceCounters>,
     gpu: GpuFeed,
     kernel: KernelEventFeed,
-    /// `/proc/stat` `processes` (forks since boot) at the first global snapshot.
-    forks_at_start: Option<u64>,
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
@@ -135,7 +133,6 @@ impl Collector {
             environment,
             gpu,
             kernel,
-            forks_at_start: None,
             reasons: Reasons::default(),
             baselines: Baselines::default(),
             last: None,
@@ -232,7 +229,7 @@ impl Collector {
         let global = matches!(self.target, Target::Global);
         let fields = SystemFields {
             meminfo: self.config.memory.enabled,
-            stat: global && (self.config.cpu.enabled || self.config.process.enabled),
+            stat: global && self.config.cpu.enabled,
             psi: global && (self.config.cpu.enabled || self.config.memory.enabled),
         };
         self.system.read_into(fields, &mut self.system_sample);
@@ -288,20 +285,6 @@ impl Collector {
 
         self.kernel
             .fill(&self.target, &sample.processes, &mut sample.kernel_events);
-        if global {
-            // Machine-wide creations are exact from the kernel's fork counter.
-            let forks = self
-                .system_sample
-                .stat
-                .as_ref()
-                .and_then(|stat| stat.processes);
-            if self.forks_at_start.is_none() {
-                self.forks_at_start = forks;
-            }
-            sample.kernel_events.processes_created = forks
-                .zip(self.forks_at_start)
-                .and_then(|(now, start)| now.checked_sub(start));
-        }
         // Switched off in the config, the counters are absent by choice: not worth a reason.
         if let Some(reason) = sample
             .kernel_events
