@@ -38,9 +38,10 @@ enum Command {
     Watch {
         #[command(flatten)]
         target: TargetArgs,
-        /// Period between snapshots (fixed rate: deadlines do not drift).
+        /// Period between snapshots (fixed rate: deadlines do not drift). Default: the
+        /// config's `polling.interval_millis` (5000 unless configured).
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
-        interval_ms: u64,
+        interval_ms: Option<u64>,
         /// Stop after this many snapshots.
         #[arg(long, value_name = "N")]
         count: Option<u64>,
@@ -140,7 +141,9 @@ fn run(cli: Cli) -> Result<i32> {
             interval_ms,
             count,
         } => {
-            let collector = Collector::new(resolve_config(&target)?)?;
+            let config = resolve_config(&target)?;
+            let interval_ms = interval_ms.unwrap_or(config.polling.interval_millis);
+            let collector = Collector::new(config)?;
             let stdout = std::io::stdout().lock();
             stream(collector, interval_ms, count, stdout, || false)?;
             Ok(0)
