@@ -155,10 +155,12 @@ pub fn derive_into(
         } else {
             cgroup.map(|c| c.cpu_pressure).unwrap_or_default()
         };
-        let consumption_rate = if scope == MeasurementScope::Global {
-            system_cpu_rate
-        } else {
-            rates.cpu_logical_processors
+        let consumption_rate = match scope {
+            MeasurementScope::Global => system_cpu_rate,
+            // The cgroup's own usage counter (ns) also covers processes that exited during
+            // the interval; the process sum is the fallback where there is none.
+            MeasurementScope::Cgroup => cgroup_usage_rate.or(rates.cpu_logical_processors),
+            _ => rates.cpu_logical_processors,
         };
         let sum = |select: fn(&Sums) -> Sum| sums.as_ref().and_then(|s| select(s).value);
         cpu.user_time = ms(sum(|s| s.user_ms), units.cpu.user_time);

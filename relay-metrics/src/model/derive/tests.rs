@@ -380,3 +380,45 @@ fn snapshot_keys_follow_relays_order() {
         "{timestamp}"
     );
 }
+
+#[test]
+fn cgroup_scope_rate_comes_from_the_cgroup_usage_counter() {
+    let config = ResourceMetricsConfig::default();
+    let origin = Instant::now();
+    let mut baselines = Baselines::default();
+    let with_usage = |instant, usage_ns, utime| {
+        let mut s = sample(
+            MeasurementScope::Cgroup,
+            instant,
+            vec![process(1, utime, 0)],
+        );
+        s.cgroup = Some(CgroupValues {
+            usage_ns: Some(usage_ns),
+            ..Default::default()
+        });
+        s
+    };
+    derive(
+        &config,
+        &with_usage(origin, 0, 100),
+        &mut baselines,
+        Utc::now(),
+    );
+    // The process accounts for 0.5 LP, but the cgroup (which also ran a process that exited
+    // in between) used 0.8 LP: the cgroup's counter is the scope's consumption.
+    let later = origin + Duration::from_secs(1);
+    let v = to_json(&derive(
+        &config,
+        &with_usage(later, 800_000_000, 150),
+        &mut baselines,
+        Utc::now(),
+    ));
+    assert_eq!(
+        v["cpu"]["consumption_rate"],
+        m(json!(0.8), "logical_processors")
+    );
+    assert_eq!(
+        v["extensions"]["precise_cpu"]["cgroup_usage_rate_logical_processors"],
+        json!(0.8)
+    );
+}
