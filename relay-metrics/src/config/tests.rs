@@ -1,4 +1,5 @@
 use super::*;
+use crate::units::{BandwidthUnit, CapacityUnit, CpuUnit, DataUnit, DurationUnit, UtilizationUnit};
 use serde_json::json;
 
 fn error_of(value: serde_json::Value) -> String {

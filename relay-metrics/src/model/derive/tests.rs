@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::model::PressureValues;
+use crate::model::{CgroupValues, PressureValues};
 use crate::model::{
     CpuTicks, FilesystemValues, GpuValues, InterfaceValues, IoValues, ProcessSet, SystemValues,
 };
