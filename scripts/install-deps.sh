@@ -16,3 +16,9 @@ cargo xtask install-toolchain
 if ! command -v python3 >/dev/null; then
     apt-get update -qq && apt-get install -y -qq python3
 fi
+
+# Prometheus (server and promtool) for the agent endpoint tests.
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+fi

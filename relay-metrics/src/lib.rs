@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod config;
 pub mod model;
+pub mod output;
 pub mod sampler;
 pub mod snapshot;
 pub mod source;

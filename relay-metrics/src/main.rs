@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
 #[derive(Parser)]
@@ -45,6 +46,18 @@ enum Command {
         /// Stop after this many snapshots.
         #[arg(long, value_name = "N")]
         count: Option<u64>,
+    },
+    /// Run as an agent: sample at a fixed rate and serve the latest snapshot over HTTP
+    /// (`/metrics` in Prometheus text format, `/snapshot` as JSON, `/healthz`).
+    Serve {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Address to listen on (port 0 picks a free port; the bound address is printed).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+        listen: String,
+        /// Period between snapshots. Default: the config's `polling.interval_millis`.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        interval_ms: Option<u64>,
     },
     /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
     Bench {
@@ -154,6 +167,33 @@ fn run(cli: Cli) -> Result<i32> {
             output,
             command,
         } => run_command(config, interval_ms, output, &command),
+        Command::Serve {
+            target,
+            listen,
+            interval_ms,
+        } => {
+            let config = resolve_config(&target)?;
+            let period =
+                Duration::from_millis(interval_ms.unwrap_or(config.polling.interval_millis));
+            let collector = Collector::new(config)?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(async {
+                let (listener, address) = serve::bind(&listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {listen}"))?;
+                let latest = serve::Latest::default();
+                serve::spawn_sampler(collector, period, latest.clone())
+                    .context("cannot start the sampling thread")?;
+                eprintln!("relay-metrics: serving http://{address}/metrics");
+                serve::serve(listener, latest)
+                    .await
+                    .context("the HTTP server stopped")
+            })?;
+            Ok(0)
+        }
         Command::Bench { target, iterations } => {
             let collector = Collector::new(resolve_config(&target)?)?;
             println!("{}", serde_json::to_string(&bench(collector, iterations))?);

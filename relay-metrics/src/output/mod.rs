@@ -1,0 +1,4 @@
+//! Outputs: encodings of a published snapshot, and the HTTP endpoint that serves them.
+
+pub mod prometheus;
+pub mod serve;

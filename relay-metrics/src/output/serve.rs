@@ -1,0 +1,219 @@
+//! The agent's HTTP endpoint: a sampling thread publishes each snapshot once (JSON and
+//! Prometheus text, encoded once into shared `Bytes`), and every request is answered from the
+//! latest publication without copying it.
+//!
+//! Routes: `GET /metrics` (Prometheus text exposition), `GET /snapshot` (the snapshot's JSON),
+//! `GET /healthz`. Each response closes its connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::prometheus;
+use crate::Collector;
+
+/// One snapshot, encoded once for every output.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    /// The snapshot as JSON.
+    pub json: Bytes,
+    /// The snapshot in Prometheus text format.
+    pub prometheus: Bytes,
+}
+
+/// The latest publication, shared between the sampling thread and the request handlers.
+#[derive(Debug, Clone, Default)]
+pub struct Latest {
+    slot: Arc<Mutex<Option<Arc<Publication>>>>,
+}
+
+impl Latest {
+    /// The latest publication (the lock is held only to clone an `Arc`).
+    pub fn get(&self) -> Option<Arc<Publication>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, publication: Publication) {
+        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(publication));
+    }
+}
+
+/// Samples with `collector` every `period` on a thread of its own, publishing into `latest`.
+pub fn spawn_sampler(
+    mut collector: Collector,
+    period: Duration,
+    latest: Latest,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("relay-metrics-sampler".into())
+        .spawn(move || {
+            let mut text = String::with_capacity(16 * 1024);
+            for snapshot in collector.every(period) {
+                let json = match serde_json::to_vec(&*snapshot) {
+                    Ok(json) => json,
+                    Err(_) => continue,
+                };
+                prometheus::encode(&snapshot, &mut text);
+                latest.set(Publication {
+                    json: Bytes::from(json),
+                    prometheus: Bytes::copy_from_slice(text.as_bytes()),
+                });
+            }
+        })
+}
+
+/// Serves `latest` on `listener` until an accept error (never returns otherwise).
+pub async fn serve(listener: TcpListener, latest: Latest) -> io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let latest = latest.clone();
+        tokio::spawn(async move {
+            // A client that goes away mid-request is its own problem, not the server's.
+            let _ = respond(stream, &latest).await;
+        });
+    }
+}
+
+/// Binds `address` (port 0 picks a free port) and returns the listener and its address.
+pub async fn bind(address: &str) -> io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(address).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Largest request head we read; anything longer is answered 431.
+const MAX_HEAD_BYTES: usize = 8 * 1024;
+
+async fn respond(mut stream: TcpStream, latest: &Latest) -> io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let complete = loop {
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request head timed out"))??;
+        if read == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..read]);
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            break true;
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            break false;
+        }
+    };
+    let (status, content_type, body) = if !complete {
+        (
+            "431 Request Header Fields Too Large",
+            "text/plain",
+            Bytes::from_static(b"request head too large\n"),
+        )
+    } else {
+        route(&head, latest)
+    };
+    let header = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(header.as_bytes()).await?;
+    stream.write_all(&body).await?;
+    stream.shutdown().await
+}
+
+fn route(head: &[u8], latest: &Latest) -> (&'static str, &'static str, Bytes) {
+    let request_line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = request_line.split(|&b| b == b' ');
+    let (method, target) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    if method != b"GET" {
+        return (
+            "405 Method Not Allowed",
+            "text/plain",
+            Bytes::from_static(b"only GET\n"),
+        );
+    }
+    let publication = latest.get();
+    match (path, publication) {
+        (b"/healthz", _) => ("200 OK", "text/plain", Bytes::from_static(b"ok\n")),
+        (b"/metrics" | b"/snapshot", None) => (
+            "503 Service Unavailable",
+            "text/plain",
+            Bytes::from_static(b"no snapshot yet\n"),
+        ),
+        (b"/metrics", Some(publication)) => (
+            "200 OK",
+            prometheus::CONTENT_TYPE,
+            publication.prometheus.clone(),
+        ),
+        (b"/snapshot", Some(publication)) => {
+            ("200 OK", "application/json", publication.json.clone())
+        }
+        _ => (
+            "404 Not Found",
+            "text/plain",
+            Bytes::from_static(b"routes: /metrics /snapshot /healthz\n"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn latest_with(json: &'static [u8], text: &'static [u8]) -> Latest {
+        let latest = Latest::default();
+        latest.set(Publication {
+            json: Bytes::from_static(json),
+            prometheus: Bytes::from_static(text),
+        });
+        latest
+    }
+
+    #[test]
+    fn routes_requests_to_the_latest_publication() {
+        let empty = Latest::default();
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\r\n\r\n", &empty).0,
+            "503 Service Unavailable"
+        );
+        let latest = latest_with(b"{}", b"m 1\n");
+        let (status, kind, body) = route(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &latest);
+        assert_eq!(
+            (status, kind, &body[..]),
+            ("200 OK", prometheus::CONTENT_TYPE, &b"m 1\n"[..])
+        );
+        assert_eq!(
+            &route(b"GET /snapshot?pretty HTTP/1.1\r\n\r\n", &latest).2[..],
+            b"{}"
+        );
+        assert_eq!(route(b"GET /healthz HTTP/1.0\r\n\r\n", &latest).0, "200 OK");
+        assert_eq!(
+            route(b"GET /other HTTP/1.1\r\n\r\n", &latest).0,
+            "404 Not Found"
+        );
+        assert_eq!(
+            route(b"POST /metrics HTTP/1.1\r\n\r\n", &latest).0,
+            "405 Method Not Allowed"
+        );
+        assert_eq!(route(b"", &latest).0, "405 Method Not Allowed");
+    }
+
+    #[test]
+    fn a_publication_is_shared_not_copied() {
+        let latest = latest_with(b"{\"a\":1}", b"m 1\n");
+        let (_, _, first) = route(b"GET /snapshot HTTP/1.1\r\n\r\n", &latest);
+        let (_, _, second) = route(b"GET /snapshot HTTP/1.1\r\n\r\n", &latest);
+        assert_eq!(first.as_ptr(), second.as_ptr());
+    }
+}

@@ -1,0 +1,206 @@
+//! The agent endpoint end to end: `relay-metrics serve` on a free loopback port, read over HTTP,
+//! checked by Prometheus's own tools (`promtool check metrics`) and scraped by a real Prometheus
+//! server, which must then answer a query with the collector's value. Prometheus comes from
+//! Debian's `prometheus` package (scripts/install-deps.sh installs it); without it these tests
+//! fail rather than skip.
+
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when their setup breaks"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Kills and reaps a child when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `relay-metrics serve` on a free port; returns it and its address.
+fn start_agent(extra: &[&str]) -> (Reaped, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval-ms", "200"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the agent starts");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("relay-metrics: serving http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string();
+    (Reaped(child), address)
+}
+
+/// One HTTP GET; returns the status code and the body.
+fn get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .expect("a complete response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// Waits until the agent has published its first snapshot.
+fn wait_ready(address: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(address, "/metrics").0 != 200 {
+        assert!(Instant::now() < deadline, "no snapshot published in time");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn meminfo_total_bytes() -> f64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: f64 = meminfo
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    kib * 1024.0
+}
+
+/// The value of the first series of `name` in an exposition.
+fn sample(exposition: &str, name: &str) -> f64 {
+    exposition
+        .lines()
+        .find(|line| line.starts_with(&format!("{name}{{")))
+        .and_then(|line| line.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("{name} missing"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn serves_valid_prometheus_text_and_the_snapshot_json() {
+    let (_agent, address) = start_agent(&["--scope", "global"]);
+    wait_ready(&address);
+    let (status, metrics) = get(&address, "/metrics");
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&metrics, "relay_metrics_memory_system_total_bytes"),
+        meminfo_total_bytes()
+    );
+    assert!(metrics
+        .contains("relay_metrics_network_received_bytes_total{scope=\"global\",interface=\"lo\"}"));
+    assert!(sample(&metrics, "relay_metrics_processes") > 0.0);
+
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus, installed by scripts/install-deps.sh)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    let (status, json) = get(&address, "/snapshot");
+    assert_eq!(status, 200);
+    let snapshot: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(snapshot["measurement_scope"], "global");
+    assert_eq!(get(&address, "/healthz"), (200, "ok\n".to_string()));
+    assert_eq!(get(&address, "/nope").0, 404);
+}
+
+#[test]
+fn a_prometheus_server_scrapes_the_agent() {
+    let (_agent, address) = start_agent(&["--scope", "global"]);
+    wait_ready(&address);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: relay\n    static_configs:\n      - targets: ['{address}']\n"
+        ),
+    )
+    .unwrap();
+    let web = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let _prometheus = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package prometheus, installed by scripts/install-deps.sh)"),
+    );
+    let query = "/api/v1/query?query=relay_metrics_memory_system_total_bytes";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let value = loop {
+        if let Ok(mut stream) = TcpStream::connect(&web) {
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let _ = write!(
+                stream,
+                "GET {query} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\n\r\n"
+            );
+            let mut response = String::new();
+            let _ = stream.read_to_string(&mut response);
+            if let Some((_, body)) = response.split_once("\r\n\r\n") {
+                // The body may be chunked; the JSON object is between the outer braces.
+                if let (Some(start), Some(end)) = (body.find('{'), body.rfind('}')) {
+                    let answer: Value =
+                        serde_json::from_str(&body[start..=end]).unwrap_or(Value::Null);
+                    if let Some(value) = answer["data"]["result"][0]["value"][1].as_str() {
+                        break value.parse::<f64>().unwrap();
+                    }
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never returned the scraped value"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(value, meminfo_total_bytes());
+}
