@@ -208,6 +208,12 @@ fn live_v1_needs_root_throttling_limits_and_membership() {
     subtree_pids(&target, &mut pids).unwrap();
     assert_eq!(pids, vec![pid]);
     assert!(owns_exclusively(&target, &[pid]).unwrap());
+    // A long-lived walker holds the top directory and its cgroup.procs between walks.
+    let mut walker = SubtreeWalker::new();
+    assert!(walker.owns_exclusively(&target, &[pid]).unwrap());
+    assert!(!walker.owns_exclusively(&target, &[pid, pid + 1]).unwrap());
+    walker.pids(&target, &mut pids).unwrap();
+    assert_eq!(pids, vec![pid]);
     let of_child = resolve_for_pid(&layout, &roots, pid).unwrap();
     assert_eq!(of_child.v1_dir("cpu").unwrap().dir, cpu_dir);
     assert_eq!(of_child.v1_dir("memory").unwrap().path, format!("/{name}"));
@@ -218,4 +224,17 @@ fn live_v1_needs_root_throttling_limits_and_membership() {
     let error = reader.read(&target, CgroupFields::ALL).unwrap_err();
     assert!(error.is_gone(), "{error}");
     assert!(subtree_pids(&target, &mut pids).unwrap_err().is_gone());
+    // Its held descriptors of the removed cgroup read as gone too ...
+    assert!(walker.pids(&target, &mut pids).unwrap_err().is_gone());
+    // ... and a cgroup recreated under the same path is read afresh (empty), not as gone.
+    assert!(walker.pids(&target, &mut pids).unwrap_err().is_gone());
+    fs::create_dir(&memory_dir).unwrap();
+    let recreated = Cleanup {
+        child: None,
+        dirs: vec![memory_dir.clone()],
+    };
+    pids.push(1);
+    walker.pids(&target, &mut pids).unwrap();
+    assert!(pids.is_empty(), "{pids:?}");
+    drop(recreated);
 }

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 use super::target::CgroupTarget;
 use super::CgroupError;
@@ -13,15 +14,38 @@ use crate::source::procfs::sys::{
 
 /// Lists the processes of cgroup subtrees with reused buffers and directory descriptors
 /// opened relative to their parent: after the first walk of a subtree, walking it again
-/// allocates nothing.
+/// allocates nothing. The top directory and its `cgroup.procs` stay open between walks (the
+/// collector checks exclusivity every snapshot); descendants are opened per walk because they
+/// come and go.
 #[derive(Debug, Default)]
 pub struct SubtreeWalker {
+    top: Option<HeldTop>,
     dirents: DirentBuffer,
     buf: Vec<u8>,
     /// Names of the subdirectories found in the directory being listed, NUL-separated.
     names: Vec<u8>,
     pending: Vec<OwnedFd>,
     members: Vec<u32>,
+}
+
+/// The walked subtree's top directory and its `cgroup.procs`, held open.
+#[derive(Debug)]
+struct HeldTop {
+    path: PathBuf,
+    dir: OwnedFd,
+    procs: File,
+}
+
+impl HeldTop {
+    fn open(path: &Path) -> io::Result<Self> {
+        let dir = OwnedFd::from(File::open(path)?);
+        let procs = open_file_at(&dir, b"cgroup.procs")?;
+        Ok(Self {
+            path: path.to_owned(),
+            dir,
+            procs,
+        })
+    }
 }
 
 impl SubtreeWalker {
@@ -68,37 +92,64 @@ impl SubtreeWalker {
             });
         };
         let gone = |error: &io::Error| is_gone(error) || error.raw_os_error() == Some(libc::ENODEV);
-        let top_fd = match File::open(&top.dir) {
-            Ok(file) => OwnedFd::from(file),
-            Err(error) if gone(&error) => {
-                return Err(CgroupError::Gone {
-                    path: top.dir.clone(),
-                })
-            }
-            Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+        let gone_top = || CgroupError::Gone {
+            path: top.dir.clone(),
         };
+        // The held top: a cgroup removed since the last walk reads as gone (ENODEV) through
+        // its old descriptors, and one recreated under the same path is a new directory, so a
+        // gone read reopens once before the cgroup counts as gone.
+        let mut reopened = false;
+        loop {
+            if self.top.as_ref().is_none_or(|held| held.path != top.dir) {
+                self.top = None;
+                reopened = true;
+                match HeldTop::open(&top.dir) {
+                    Ok(held) => self.top = Some(held),
+                    Err(error) if gone(&error) => return Err(gone_top()),
+                    Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+                }
+            }
+            let Some(held) = &self.top else {
+                return Err(gone_top());
+            };
+            match read_procs(&held.procs, &mut self.buf, pids) {
+                Ok(()) => break,
+                Err(error) if gone(&error) && !reopened => {
+                    pids.clear();
+                    self.top = None;
+                }
+                Err(error) if gone(&error) => {
+                    self.top = None;
+                    return Err(gone_top());
+                }
+                Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+            }
+        }
+        // Checked before listing descendants: a shared cgroup costs one `cgroup.procs` read.
+        if !pids.iter().all(|&pid| keep(pid)) {
+            return Ok(false);
+        }
         self.pending.clear();
-        self.pending.push(top_fd);
-        let mut is_top = true;
+        if let Some(held) = self.top.take() {
+            match self.list_children(&held.dir) {
+                Ok(()) => self.top = Some(held),
+                Err(error) if gone(&error) => return Err(gone_top()),
+                Err(error) => return Err(SourceError::io(&top.dir, error).into()),
+            }
+        }
         while let Some(dir) = self.pending.pop() {
             let listed = pids.len();
             match self.walk_one(&dir, pids) {
                 Ok(()) => {}
                 // A descendant removed during the walk took its processes with it (or they
                 // moved elsewhere in the subtree, which the walk still sees).
-                Err(error) if gone(&error) && !is_top => {}
-                Err(error) if gone(&error) => {
-                    return Err(CgroupError::Gone {
-                        path: top.dir.clone(),
-                    });
-                }
+                Err(error) if gone(&error) => {}
                 Err(error) => return Err(SourceError::io(&top.dir, error).into()),
             }
             if !pids[listed..].iter().all(|&pid| keep(pid)) {
                 self.pending.clear();
                 return Ok(false);
             }
-            is_top = false;
         }
         // A process that moved between two descendants during the walk can be listed twice.
         pids.sort_unstable();
@@ -108,22 +159,12 @@ impl SubtreeWalker {
 
     fn walk_one(&mut self, dir: &OwnedFd, pids: &mut Vec<u32>) -> io::Result<()> {
         let procs = open_file_at(dir, b"cgroup.procs")?;
-        let content = pread_all(&procs, &mut self.buf)?;
-        for line in content.split(|&b| b == b'\n') {
-            if line.is_empty() {
-                continue;
-            }
-            let pid = std::str::from_utf8(line)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok())
-                .ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "a cgroup.procs line is not a process id",
-                    )
-                })?;
-            pids.push(pid);
-        }
+        read_procs(&procs, &mut self.buf, pids)?;
+        self.list_children(dir)
+    }
+
+    /// Opens the subdirectories of `dir` onto `pending`.
+    fn list_children(&mut self, dir: &OwnedFd) -> io::Result<()> {
         self.names.clear();
         let names = &mut self.names;
         self.dirents.for_each_typed(dir.as_fd(), |name, kind| {
@@ -145,6 +186,27 @@ impl SubtreeWalker {
         }
         Ok(())
     }
+}
+
+/// Appends the process ids of a `cgroup.procs` file to `pids`.
+fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Result<()> {
+    let content = pread_all(procs, buf)?;
+    for line in content.split(|&b| b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let pid = std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a cgroup.procs line is not a process id",
+                )
+            })?;
+        pids.push(pid);
+    }
+    Ok(())
 }
 
 /// [`SubtreeWalker::pids`] with a one-off walker.

@@ -1,0 +1,387 @@
+//! Replaying one collect's read-type syscalls on descriptors opened once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::trace::{self, Call, DirRef, FdRef, MapSpec, Trace};
+
+enum Op {
+    Pread {
+        fd: i32,
+        count: usize,
+        offset: i64,
+    },
+    Read {
+        fd: i32,
+        count: usize,
+    },
+    Lseek {
+        fd: i32,
+        offset: i64,
+        whence: i32,
+    },
+    Getdents {
+        fd: i32,
+        count: usize,
+    },
+    Statfs {
+        path: CString,
+    },
+    Fstatfs {
+        fd: i32,
+    },
+    Fstatat {
+        dir: i32,
+        path: CString,
+        flags: i32,
+    },
+    Statx {
+        dir: i32,
+        path: CString,
+        flags: i32,
+        mask: u32,
+    },
+    BpfLookup {
+        map: i32,
+        key: Vec<u8>,
+    },
+}
+
+/// The replay: ops with their own descriptors, and a label per op for the breakdown.
+pub struct Plan {
+    ops: Vec<(Op, String)>,
+    buf: Vec<u8>,
+    value: Vec<u8>,
+    rewinds: usize,
+}
+
+/// Per-iteration statistics.
+pub struct Timings {
+    pub median_us: f64,
+    pub p99_us: f64,
+    pub min_us: f64,
+}
+
+fn open(path: &str, flags: i32) -> Result<i32> {
+    let c = CString::new(path)?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        bail!("open {path}: {}", std::io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn bpf(cmd: i32, attr: &mut [u64; 16]) -> i64 {
+    // SAFETY: `attr` is a zeroed 128-byte bpf_attr union owned by the caller; pointers in it
+    // point to live buffers of the sizes the map was created with.
+    unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), 128usize) }
+}
+
+fn create_map(spec: &MapSpec) -> Result<i32> {
+    let mut attr = [0u64; 16];
+    attr[0] = u64::from(spec.map_type) | (u64::from(spec.key_size) << 32);
+    attr[1] = u64::from(spec.value_size) | (u64::from(spec.max_entries) << 32);
+    let fd = bpf(0, &mut attr);
+    if fd < 0 {
+        bail!("BPF_MAP_CREATE: {}", std::io::Error::last_os_error());
+    }
+    Ok(i32::try_from(fd)?)
+}
+
+fn key_bytes(spec: &MapSpec, key: u64) -> Vec<u8> {
+    let mut bytes = key.to_le_bytes().to_vec();
+    bytes.resize(spec.key_size as usize, 0);
+    bytes
+}
+
+impl Plan {
+    /// Opens every file the collect touched and creates look-alike maps.
+    pub fn new(trace: &Trace) -> Result<Self> {
+        let mut fds: HashMap<FdRef, i32> = HashMap::new();
+        let mut fresh: Vec<FdRef> = Vec::new();
+        let mut maps: HashMap<i32, (i32, MapSpec, u64)> = HashMap::new();
+        let mut ops = Vec::new();
+        let mut rewinds = 0;
+        let mut max_count = 4096;
+        let mut max_value = 8;
+        let mut own = |file: &FdRef, fds: &mut HashMap<FdRef, i32>| -> Result<i32> {
+            if let Some(&fd) = fds.get(file) {
+                return Ok(fd);
+            }
+            let fd = open(&file.path, libc::O_RDONLY)?;
+            fds.insert(file.clone(), fd);
+            Ok(fd)
+        };
+        for call in &trace.collect {
+            let label = format!(
+                "{} {}",
+                trace::kind(call),
+                trace::call_path(call).map_or_else(String::new, |p| trace::file_type(&p))
+            );
+            // A descriptor the collector opened during the collect starts at offset 0; ours is
+            // reused across iterations, so rewind it before a position-dependent call.
+            let mut rewind_if_fresh = |file: &FdRef, fd: i32, ops: &mut Vec<(Op, String)>| {
+                if let Some(i) = fresh.iter().position(|f| f == file) {
+                    fresh.swap_remove(i);
+                    ops.push((
+                        Op::Lseek {
+                            fd,
+                            offset: 0,
+                            whence: libc::SEEK_SET,
+                        },
+                        "lseek (rewind for a per-collect open)".to_owned(),
+                    ));
+                    rewinds += 1;
+                }
+            };
+            let op = match call {
+                Call::Pread {
+                    file,
+                    count,
+                    offset,
+                } => {
+                    max_count = max_count.max(*count);
+                    Op::Pread {
+                        fd: own(file, &mut fds)?,
+                        count: *count,
+                        offset: *offset,
+                    }
+                }
+                Call::Read { file, count } => {
+                    max_count = max_count.max(*count);
+                    let fd = own(file, &mut fds)?;
+                    rewind_if_fresh(file, fd, &mut ops);
+                    Op::Read { fd, count: *count }
+                }
+                Call::Getdents { file, count } => {
+                    max_count = max_count.max(*count);
+                    let fd = own(file, &mut fds)?;
+                    rewind_if_fresh(file, fd, &mut ops);
+                    Op::Getdents { fd, count: *count }
+                }
+                Call::Lseek {
+                    file,
+                    offset,
+                    whence,
+                } => {
+                    fresh.retain(|f| f != file);
+                    Op::Lseek {
+                        fd: own(file, &mut fds)?,
+                        offset: *offset,
+                        whence: *whence,
+                    }
+                }
+                Call::Statfs { path } => Op::Statfs {
+                    path: CString::new(path.as_str())?,
+                },
+                Call::Fstatfs { file } => Op::Fstatfs {
+                    fd: own(file, &mut fds)?,
+                },
+                Call::Fstatat { dir, path, flags } => Op::Fstatat {
+                    dir: dir_fd(dir, &mut fds, &mut own)?,
+                    path: CString::new(path.as_str())?,
+                    flags: *flags,
+                },
+                Call::Statx {
+                    dir,
+                    path,
+                    flags,
+                    mask,
+                } => Op::Statx {
+                    dir: dir_fd(dir, &mut fds, &mut own)?,
+                    path: CString::new(path.as_str())?,
+                    flags: *flags,
+                    mask: *mask,
+                },
+                Call::Openat { opened, .. } => {
+                    if let Some(file) = opened {
+                        fresh.push(file.clone());
+                    }
+                    continue;
+                }
+                Call::Close { .. } => continue,
+                Call::BpfLookup { map_fd, hit } => {
+                    let spec = *trace.maps.get(map_fd).with_context(|| {
+                        format!("bpf map fd {map_fd} was not created in the trace")
+                    })?;
+                    let entry = match maps.get_mut(map_fd) {
+                        Some(entry) => entry,
+                        None => {
+                            let fd = create_map(&spec)?;
+                            maps.entry(*map_fd).or_insert((fd, spec, 0))
+                        }
+                    };
+                    let (fd, spec, used) = (entry.0, entry.1, entry.2);
+                    // Per-CPU maps copy one 8-byte-aligned value per possible CPU.
+                    max_value = max_value.max((spec.value_size as usize).div_ceil(8) * 8 * 256);
+                    let key = if *hit || matches!(spec.map_type, 2 | 6) {
+                        entry.2 += 1;
+                        let key = key_bytes(&spec, used % u64::from(spec.max_entries.max(1)));
+                        insert(fd, &key, spec.value_size as usize)?;
+                        key
+                    } else {
+                        key_bytes(&spec, u64::from(u32::MAX - 1))
+                    };
+                    Op::BpfLookup { map: fd, key }
+                }
+            };
+            ops.push((op, label));
+        }
+        Ok(Self {
+            ops,
+            buf: vec![0; max_count],
+            value: vec![0; max_value],
+            rewinds,
+        })
+    }
+
+    /// Replayed calls per iteration.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Rewinds added for descriptors the collector opened per collect.
+    pub fn rewinds(&self) -> usize {
+        self.rewinds
+    }
+
+    fn exec(&mut self, index: usize) {
+        let buf = self.buf.as_mut_ptr().cast::<libc::c_void>();
+        // SAFETY: every pointer passed below points into buffers owned by `self` that are at
+        // least as large as the count given (sized in `new`), or to valid C strings; the
+        // results are ignored on purpose: the cost, not the data, is measured.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let mut sfs: libc::statfs = std::mem::zeroed();
+            let mut stx: libc::statx = std::mem::zeroed();
+            match &self.ops[index].0 {
+                Op::Pread { fd, count, offset } => {
+                    libc::pread(*fd, buf, *count, *offset);
+                }
+                Op::Read { fd, count } => {
+                    libc::read(*fd, buf, *count);
+                }
+                Op::Lseek { fd, offset, whence } => {
+                    libc::lseek(*fd, *offset, *whence);
+                }
+                Op::Getdents { fd, count } => {
+                    libc::syscall(libc::SYS_getdents64, *fd, buf, *count);
+                }
+                Op::Statfs { path } => {
+                    libc::statfs(path.as_ptr(), &mut sfs);
+                }
+                Op::Fstatfs { fd } => {
+                    libc::fstatfs(*fd, &mut sfs);
+                }
+                Op::Fstatat { dir, path, flags } => {
+                    libc::fstatat(*dir, path.as_ptr(), &mut st, *flags);
+                }
+                Op::Statx {
+                    dir,
+                    path,
+                    flags,
+                    mask,
+                } => {
+                    libc::statx(*dir, path.as_ptr(), *flags, *mask, &mut stx);
+                }
+                Op::BpfLookup { map, key } => {
+                    let mut attr = [0u64; 16];
+                    attr[0] = *map as u64;
+                    attr[1] = key.as_ptr() as u64;
+                    attr[2] = self.value.as_mut_ptr() as u64;
+                    bpf(1, &mut attr);
+                }
+            }
+        }
+    }
+
+    /// Runs the whole replay `iterations` times (after a warm-up) and times each iteration.
+    pub fn run(&mut self, iterations: usize) -> Timings {
+        for _ in 0..iterations.min(200) {
+            for i in 0..self.ops.len() {
+                self.exec(i);
+            }
+        }
+        let mut ns = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let started = Instant::now();
+            for i in 0..self.ops.len() {
+                self.exec(i);
+            }
+            ns.push(started.elapsed().as_nanos() as f64);
+        }
+        ns.sort_by(f64::total_cmp);
+        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] / 1e3;
+        Timings {
+            median_us: at(0.5),
+            p99_us: at(0.99),
+            min_us: at(0.0),
+        }
+    }
+
+    /// Mean time per collect of each (kind, file type), timing every call.
+    pub fn breakdown(&mut self, iterations: usize) -> BTreeMap<String, (usize, u128)> {
+        let mut out: BTreeMap<String, (usize, u128)> = BTreeMap::new();
+        for (_, label) in &self.ops {
+            out.entry(label.clone()).or_default().0 += 1;
+        }
+        let iterations = iterations.max(1);
+        for _ in 0..iterations {
+            for i in 0..self.ops.len() {
+                let started = Instant::now();
+                self.exec(i);
+                let ns = started.elapsed().as_nanos();
+                if let Some(entry) = out.get_mut(&self.ops[i].1) {
+                    entry.1 += ns;
+                }
+            }
+        }
+        for entry in out.values_mut() {
+            entry.1 /= iterations as u128;
+        }
+        out
+    }
+}
+
+fn dir_fd(
+    dir: &DirRef,
+    fds: &mut HashMap<FdRef, i32>,
+    own: &mut impl FnMut(&FdRef, &mut HashMap<FdRef, i32>) -> Result<i32>,
+) -> Result<i32> {
+    match dir {
+        DirRef::Cwd => Ok(libc::AT_FDCWD),
+        DirRef::Fd(file) => own(file, fds),
+    }
+}
+
+fn insert(map: i32, key: &[u8], value_size: usize) -> Result<()> {
+    let value = vec![0u8; value_size.div_ceil(8) * 8 * 256];
+    let mut attr = [0u64; 16];
+    attr[0] = map as u64;
+    attr[1] = key.as_ptr() as u64;
+    attr[2] = value.as_ptr() as u64;
+    if bpf(2, &mut attr) < 0 {
+        bail!("BPF_MAP_UPDATE_ELEM: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Median cost of a bare syscall (getppid), ns.
+pub fn bare_syscall_ns() -> u128 {
+    let mut batches: Vec<u128> = (0..50)
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..1000 {
+                // SAFETY: getppid takes no arguments and cannot fail.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+            started.elapsed().as_nanos() / 1000
+        })
+        .collect();
+    batches.sort_unstable();
+    batches[batches.len() / 2]
+}
