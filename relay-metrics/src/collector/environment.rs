@@ -7,6 +7,7 @@
 //! with their raw counters, under `extensions.cgroups`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::config::ResourceMetricsConfig;
 use crate::model::{CgroupValues, PressureValues, ProcessPass};
@@ -30,6 +31,8 @@ pub(super) struct Environment {
     /// Scratch list of the measured pids, for the exclusivity check.
     pids: Vec<u32>,
     walker: cgroup::SubtreeWalker,
+    /// When the cgroup's counters were last read.
+    report_read_at: Option<Instant>,
 }
 
 impl Environment {
@@ -60,6 +63,7 @@ impl Environment {
             missing,
             pids: Vec::new(),
             walker: cgroup::SubtreeWalker::new(),
+            report_read_at: None,
         }
     }
 
@@ -86,26 +90,9 @@ impl Environment {
             reports.clear();
             return;
         };
-        let fields = CgroupFields {
-            cpu: config.cpu.enabled,
-            memory: config.memory.enabled,
-            pids: config.process.enabled,
-            pressure: config.cpu.enabled || config.memory.enabled,
-        };
-        let sample = match self.reader.read(cgroup, fields) {
-            Ok(sample) => sample,
-            Err(error) => {
-                reasons.add("cgroup", format_args!("{error}"));
-                reports.clear();
-                return;
-            }
-        };
-        let role = match target {
-            Target::Cgroup { .. } => CgroupRole::Target,
-            _ => CgroupRole::Containing,
-        };
-        reports.resize_with(1, CgroupReport::default);
-        fill_report(&mut reports[0], role, &self.path, &sample);
+        // Exclusivity first: it decides whether the counters feed Relay's fields (read every
+        // pass) or only the containing-cgroup report (refreshed at most once per
+        // CONTAINING_REFRESH: a dozen files per read, for context that changes slowly).
         let applies = match (target, processes) {
             (Target::Cgroup { .. }, _) => true,
             (Target::Process { .. }, ProcessPass::Sampled(set)) if set.incomplete.is_none() => {
@@ -133,11 +120,46 @@ impl Environment {
             }
             _ => false,
         };
+        let fresh = self
+            .report_read_at
+            .is_some_and(|at| at.elapsed() < CONTAINING_REFRESH);
+        if !applies && fresh && !reports.is_empty() {
+            return;
+        }
+        let fields = CgroupFields {
+            cpu: config.cpu.enabled,
+            memory: config.memory.enabled,
+            pids: config.process.enabled,
+            pressure: config.cpu.enabled || config.memory.enabled,
+        };
+        let sample = match self.reader.read(cgroup, fields) {
+            Ok(sample) => sample,
+            Err(error) => {
+                reasons.add("cgroup", format_args!("{error}"));
+                reports.clear();
+                return;
+            }
+        };
+        self.report_read_at = Some(Instant::now());
+        let role = match target {
+            Target::Cgroup { .. } => CgroupRole::Target,
+            _ => CgroupRole::Containing,
+        };
+        reports.resize_with(1, CgroupReport::default);
+        fill_report(&mut reports[0], role, &self.path, &sample);
         if applies {
             *values = Some(cgroup_values(&sample));
         }
     }
+
+    /// Age of the cgroup report, when it was not read in this pass.
+    pub(super) fn report_age_ms(&self) -> Option<u64> {
+        self.report_read_at.map(super::age_ms)
+    }
 }
+
+/// How long the containing cgroup's report may be reused when it does not feed Relay's fields.
+const CONTAINING_REFRESH: Duration = Duration::from_secs(1);
 
 fn cgroup_values(sample: &CgroupSample) -> CgroupValues {
     let pressure = |totals: cgroup::PsiTotals| PressureValues {

@@ -246,6 +246,7 @@ impl Collector {
             &mut sample.cgroup,
             &mut sample.cgroup_reports,
         );
+        sample.cgroup_reports_age_ms = self.environment.report_age_ms();
 
         sample.filesystems.clear();
         if self.config.disk.enabled {
@@ -368,6 +369,7 @@ fn empty_sample(scope: MeasurementScope) -> Sample {
         gpu: Default::default(),
         kernel_events: Default::default(),
         private_memory_age_ms: None,
+        cgroup_reports_age_ms: None,
         unavailable: Vec::new(),
     }
 }

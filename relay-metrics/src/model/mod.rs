@@ -47,6 +47,8 @@ pub struct Sample {
     pub kernel_events: KernelEvents,
     /// Age of the private-memory values, when they come from an earlier read.
     pub private_memory_age_ms: Option<u64>,
+    /// Age of the cgroup reports.
+    pub cgroup_reports_age_ms: Option<u64>,
     /// Reasons for missing values found while sampling.
     pub unavailable: Vec<Unavailable>,
 }

@@ -212,6 +212,9 @@ pub struct SampleAges {
     pub private_memory_ms: Option<u64>,
     /// Age of the GPU values (NVML runs on its own thread), ms.
     pub gpu_ms: Option<u64>,
+    /// Age of `extensions.cgroups` (a containing cgroup that does not feed Relay's fields is
+    /// re-read at most once a second), ms.
+    pub cgroups_ms: Option<u64>,
 }
 
 /// Why some values are `null`.
