@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-/tmp/relay-metrics-perf}
 RUNS=${RUNS:-5}
-B=$PWD/target/release/relay-metrics
+B=${B:-$PWD/target/release/relay-metrics}
 F=$PWD/target/release/relay-metrics-floor
 mkdir -p "$OUT"
 CG=relay-metrics-perf-$$
@@ -36,10 +36,11 @@ wait_quiet() {
 }
 
 # A shell with two sleeping children, in its own process group.
-spawn_tree() { setsid sh -c 'sleep 100000 & sleep 100000 & wait' & local p=$!; sleep 0.3; PIDS+=("$p"); echo "$p"; }
+# (Not in $(...): the subshell would wait for the sleeps and lose PIDS.)
+spawn_tree() { setsid sh -c 'sleep 100000 & sleep 100000 & wait' >/dev/null 2>&1 & SPAWNED=$!; PIDS+=("$SPAWNED"); sleep 0.3; }
 
-TREE=$(spawn_tree)
-CGTREE=$(spawn_tree)
+spawn_tree; TREE=$SPAWNED
+spawn_tree; CGTREE=$SPAWNED
 for c in cpu cpuacct memory pids; do
     mkdir /sys/fs/cgroup/$c/$CG
     for p in $CGTREE $(pgrep -P "$CGTREE"); do echo "$p" > /sys/fs/cgroup/$c/$CG/cgroup.procs; done
@@ -49,23 +50,29 @@ echo '{"disk": {"filesystem_paths": ["/", "/tmp"]}}' > "$OUT/pm0.json"
 
 scenario() { # name iterations args...
     local name=$1 iterations=$2; shift 2
-    : > "$OUT/$name.bench"; : > "$OUT/$name.floor"
+    FLOOR_ITERATIONS=$((iterations * 2))
+    : > "$OUT/$name.bench"; : > "$OUT/$name.floor"; : > "$OUT/$name.log"
     for r in $(seq "$RUNS"); do
         echo "$name run $r $(wait_quiet) load=$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/$name.log"
         "$B" bench --iterations "$iterations" "$@" >> "$OUT/$name.bench"
-        "$F" --keep-trace "$OUT/$name.strace" -- "$B" "$@" > "$OUT/$name.floor.$r" 2>&1
+        "$F" --iterations "$FLOOR_ITERATIONS" --keep-trace "$OUT/$name.strace" -- "$B" "$@" > "$OUT/$name.floor.$r" 2>&1
         grep '^FLOOR' "$OUT/$name.floor.$r" >> "$OUT/$name.floor"
     done
 }
-scenario tree_pm1s 2000 --pid "$TREE" --config "$OUT/pm1s.json"
-scenario tree_pm0 1000 --pid "$TREE" --config "$OUT/pm0.json"
-scenario cgroup 2000 --scope cgroup --cgroup "/$CG" --config "$OUT/pm1s.json"
-scenario global 300 --scope global --config "$OUT/pm1s.json"
+SCENARIOS=${SCENARIOS:-tree_pm1s tree_pm0 cgroup global watch}
+want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+want tree_pm1s && scenario tree_pm1s 2000 --pid "$TREE" --config "$OUT/pm1s.json"
+want tree_pm0 && scenario tree_pm0 1000 --pid "$TREE" --config "$OUT/pm0.json"
+want cgroup && scenario cgroup 2000 --scope cgroup --cgroup "/$CG" --config "$OUT/pm1s.json"
+want global && scenario global 300 --scope global --config "$OUT/pm1s.json"
 
-# watch at 1 kHz for 10 s on the 3-process tree.
+# watch at 1 kHz for 10 s on the 3-process tree (after a 2 s warm-up), and the floor paced the
+# same way (one replay per ms, sleeping in between).
+want watch || exit 0
+: > "$OUT/watch.jsonl"; : > "$OUT/paced.floor"
 for r in $(seq 3); do
-    echo "watch run $r $(wait_quiet)" >> "$OUT/watch.log"
-    /usr/bin/time -v "$B" watch --interval-ms 1 --count 10000 --pid "$TREE" --config "$OUT/pm1s.json" \
-        > "$OUT/watch.$r.ndjson" 2> "$OUT/watch.$r.time"
+    echo "watch run $r $(wait_quiet) load=$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/watch.log"
+    python3 tools/floor/watch_measure.py "$B" --pid "$TREE" --config "$OUT/pm1s.json" >> "$OUT/watch.jsonl"
+    "$F" --trace "$OUT/tree_pm1s.strace" --iterations 10000 --paced-us 1000 >> "$OUT/paced.floor"
 done
 echo "done: $OUT"

@@ -9,7 +9,9 @@
 //! with the collector's map types and sizes (its keys are not visible in the trace): hits on
 //! present keys, misses on absent ones, as the collector's lookups returned.
 //!
-//! Usage: `floor [--iterations N] [--trace FILE] [--keep-trace FILE] -- RELAY_METRICS_BIN ARGS...`
+//! Usage: `floor [--iterations N] [--paced-us US] [--trace FILE] [--keep-trace FILE] -- RELAY_METRICS_BIN ARGS...`
+//! (`--paced-us`: one replay per period with a sleep in between, as `watch` runs, and the CPU
+//! share of one core that costs).
 //! where ARGS are the `bench` target flags (`--pid`, `--config`, `--scope` ...).
 
 mod replay;
@@ -26,6 +28,7 @@ const COLLECTS: usize = 3;
 
 fn main() -> Result<()> {
     let mut iterations = 5000usize;
+    let mut paced_us: Option<u64> = None;
     let mut trace_file: Option<String> = None;
     let mut keep: Option<String> = None;
     let mut args = std::env::args().skip(1);
@@ -34,6 +37,7 @@ fn main() -> Result<()> {
         match arg.as_str() {
             "--iterations" => iterations = args.next().context("--iterations N")?.parse()?,
             "--trace" => trace_file = Some(args.next().context("--trace FILE")?),
+            "--paced-us" => paced_us = Some(args.next().context("--paced-us US")?.parse()?),
             "--keep-trace" => keep = Some(args.next().context("--keep-trace FILE")?),
             "--" => command.extend(args.by_ref()),
             other => bail!("unknown argument {other}"),
@@ -46,6 +50,15 @@ fn main() -> Result<()> {
     let trace = trace::parse(&text, COLLECTS)?;
     report_calls(&trace);
     let mut plan = replay::Plan::new(&trace)?;
+    if let Some(period_us) = paced_us {
+        // As `watch` runs it: one replay per period, sleeping in between (cold caches).
+        let (timings, cpu_percent) = plan.run_paced(iterations, period_us);
+        println!(
+            "PACED period_us={period_us} median_us={:.1} p99_us={:.1} cpu_percent_of_one_core={cpu_percent:.1}",
+            timings.median_us, timings.p99_us
+        );
+        return Ok(());
+    }
     let bare = replay::bare_syscall_ns();
     let timings = plan.run(iterations);
     let breakdown = plan.breakdown(iterations.min(2000));
@@ -59,9 +72,10 @@ fn main() -> Result<()> {
         );
     }
     println!(
-        "\nbare syscall (getppid): {:.3} µs; replay setup rewinds: {}",
+        "\nbare syscall (getppid): {:.3} µs; rewinds added: {}; calls on exited processes skipped: {}",
         bare as f64 / 1e3,
-        plan.rewinds()
+        plan.rewinds(),
+        plan.skipped()
     );
     println!(
         "FLOOR median_us={:.1} p99_us={:.1} min_us={:.1} iterations={} replayed_calls={}",

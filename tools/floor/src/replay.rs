@@ -56,6 +56,7 @@ pub struct Plan {
     buf: Vec<u8>,
     value: Vec<u8>,
     rewinds: usize,
+    skipped: usize,
 }
 
 /// Per-iteration statistics.
@@ -116,7 +117,21 @@ impl Plan {
             fds.insert(file.clone(), fd);
             Ok(fd)
         };
+        let mut skipped = 0;
         for call in &trace.collect {
+            // A process that exited since the trace (strace itself, in global scope) has no
+            // files left to replay: skip its calls and say how many.
+            if let Some(path) = trace::call_path(call) {
+                let pid_dir: String = path.split('/').take(3).collect::<Vec<_>>().join("/");
+                if path.starts_with("/proc/")
+                    && pid_dir.len() > 6
+                    && pid_dir[6..].bytes().all(|b| b.is_ascii_digit())
+                    && !std::path::Path::new(&pid_dir).exists()
+                {
+                    skipped += 1;
+                    continue;
+                }
+            }
             let label = format!(
                 "{} {}",
                 trace::kind(call),
@@ -236,7 +251,13 @@ impl Plan {
             buf: vec![0; max_count],
             value: vec![0; max_value],
             rewinds,
+            skipped,
         })
+    }
+
+    /// Calls on processes that exited since the trace, not replayed.
+    pub fn skipped(&self) -> usize {
+        self.skipped
     }
 
     /// Replayed calls per iteration.
@@ -321,6 +342,53 @@ impl Plan {
             p99_us: at(0.99),
             min_us: at(0.0),
         }
+    }
+
+    /// One replay every `period_us` (absolute deadlines, sleeping in between, timer slack 1 %
+    /// of the period as `watch` sets it): per-replay timings and the process's CPU share.
+    pub fn run_paced(&mut self, iterations: usize, period_us: u64) -> (Timings, f64) {
+        let period = std::time::Duration::from_micros(period_us);
+        // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_TIMERSLACK,
+                (period_us * 10).clamp(1000, 50_000),
+                0,
+                0,
+                0,
+            )
+        };
+        let cpu = || {
+            // SAFETY: getrusage writes into the zeroed struct it is given.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+            let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+            us(usage.ru_utime) + us(usage.ru_stime)
+        };
+        let (cpu0, start) = (cpu(), Instant::now());
+        let mut ns = Vec::with_capacity(iterations);
+        for i in 0..iterations {
+            let deadline = start + period * u32::try_from(i).unwrap_or(u32::MAX);
+            if let Some(sleep) = deadline.checked_duration_since(Instant::now()) {
+                std::thread::sleep(sleep);
+            }
+            let started = Instant::now();
+            for op in 0..self.ops.len() {
+                self.exec(op);
+            }
+            ns.push(started.elapsed().as_nanos() as f64);
+        }
+        let cpu_percent = 100.0 * (cpu() - cpu0) / (start.elapsed().as_secs_f64() * 1e6);
+        ns.sort_by(f64::total_cmp);
+        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] / 1e3;
+        (
+            Timings {
+                median_us: at(0.5),
+                p99_us: at(0.99),
+                min_us: at(0.0),
+            },
+            cpu_percent,
+        )
     }
 
     /// Mean time per collect of each (kind, file type), timing every call.

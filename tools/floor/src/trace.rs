@@ -315,11 +315,17 @@ fn split_line(line: &str) -> Option<(&str, &str, &str)> {
     let rest = rest
         .split_once(' ')
         .filter(|(pid, _)| pid.bytes().all(|b| b.is_ascii_digit()))
-        .map_or(rest, |(_, r)| r);
+        .map_or(rest, |(_, r)| r)
+        .trim_start();
     let open = rest.find('(')?;
     let name = &rest[..open];
-    let close = rest.rfind(") = ").filter(|&close| close > open)?;
-    Some((name, &rest[open + 1..close], &rest[close + 4..]))
+    // strace pads the result column: `lseek(4</proc>, 0, SEEK_SET)      = 0`.
+    let equals = rest.rfind(" = ")?;
+    let close = rest[..equals].trim_end().strip_suffix(')')?.len();
+    if close <= open {
+        return None;
+    }
+    Some((name, &rest[open + 1..close], &rest[equals + 3..]))
 }
 
 fn leading_int(text: &str) -> Option<i64> {
@@ -538,6 +544,15 @@ mod tests {
         let (n, a, r) =
             split_line("123 pread64(3</proc/77/stat>, \"\"..., 4096, 0) = 310").expect("line");
         assert_eq!((n, r), ("pread64", "310"));
+        // strace pads short pids.
+        assert_eq!(
+            split_line("5308  getrusage(RUSAGE_SELF, {}) = 0").map(|l| l.0),
+            Some("getrusage")
+        );
+        assert_eq!(
+            split_line("5753  lseek(4</proc>, 0, SEEK_SET)      = 0"),
+            Some(("lseek", "4</proc>, 0, SEEK_SET", "0"))
+        );
         assert_eq!(
             parse_call(n, a, r).expect("call"),
             Some(Call::Pread {
