@@ -165,6 +165,13 @@ impl SubtreeWalker {
 
     /// Opens the subdirectories of `dir` onto `pending`.
     fn list_children(&mut self, dir: &OwnedFd) -> io::Result<()> {
+        // A directory's link count is 2 + its subdirectories on cgroupfs (kernfs), ext4 and
+        // tmpfs: 2 means a leaf cgroup, and listing its few dozen control files (the costliest
+        // call of a walk) can be skipped. Any other count (including file systems that report
+        // 1 for directories) is listed.
+        if nix::sys::stat::fstat(dir.as_fd()).is_ok_and(|stat| stat.st_nlink == 2) {
+            return Ok(());
+        }
         self.names.clear();
         let names = &mut self.names;
         self.dirents.for_each_typed(dir.as_fd(), |name, kind| {
