@@ -12,6 +12,8 @@ pub struct Stat {
     pub state: u8,
     /// Field 4: parent pid.
     pub ppid: u32,
+    /// Field 9: kernel flags of the task (`PF_*`).
+    pub flags: u64,
     /// Field 14: user-mode CPU time in clock ticks.
     pub utime_ticks: u64,
     /// Field 15: kernel-mode CPU time in clock ticks.
@@ -25,6 +27,9 @@ pub struct Stat {
     /// Field 24: resident set size in pages.
     pub rss_pages: u64,
 }
+
+/// `PF_KTHREAD`: the task is a kernel thread (no memory map, no file descriptors).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Parses `/proc/<pid>/stat`.
 ///
@@ -46,8 +51,11 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         _ => return None,
     };
     let ppid = parse_u32(fields.next()?)?;
-    // Skip fields 5..=13 (9 fields) to reach field 14.
-    let mut fields = fields.skip(9);
+    // Skip fields 5..=8 (pgrp, session, tty_nr, tpgid) to reach field 9.
+    let mut fields = fields.skip(4);
+    let flags = parse_u64(fields.next()?)?;
+    // Skip fields 10..=13 (minflt, cminflt, majflt, cmajflt) to reach field 14.
+    let mut fields = fields.skip(4);
     let utime_ticks = parse_u64(fields.next()?)?;
     let stime_ticks = parse_u64(fields.next()?)?;
     // Fields 16..=19 (cutime, cstime, priority, nice) are skipped; priority and nice may be negative.
@@ -64,6 +72,7 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         pid,
         state,
         ppid,
+        flags,
         utime_ticks,
         stime_ticks,
         num_threads,
@@ -244,6 +253,7 @@ mod tests {
                 pid: 8458,
                 state: b'S',
                 ppid: 8455,
+                flags: 4_194_304,
                 utime_ticks: 0,
                 stime_ticks: 0,
                 num_threads: 1,
@@ -273,6 +283,8 @@ mod tests {
         assert_eq!((kthread.pid, kthread.ppid, kthread.state), (2, 0, b'S'));
         assert_eq!((kthread.vsize_bytes, kthread.rss_pages), (0, 0));
         assert_eq!(kthread.start_time_ticks, 25);
+        assert_ne!(kthread.flags & PF_KTHREAD, 0, "flags {:#x}", kthread.flags);
+        assert_eq!(parse_stat(SLEEP_STAT).unwrap().flags & PF_KTHREAD, 0);
         let zombie = parse_stat(ZOMBIE_STAT).unwrap();
         assert_eq!((zombie.state, zombie.start_time_ticks), (b'Z', 38264));
     }
@@ -288,6 +300,7 @@ mod tests {
                 pid: 42,
                 state: b'R',
                 ppid: 7,
+                flags: 12,
                 utime_ticks: 1400,
                 stime_ticks: 1500,
                 num_threads: 2000,

@@ -298,7 +298,13 @@ impl ProcessReader {
             } else {
                 None
             };
-            let open_fd_count = if fields.open_fds {
+            let open_fd_count = if !fields.open_fds {
+                None
+            } else if stat.flags & parse::PF_KTHREAD != 0 {
+                // Kernel threads have no file table: 0 without listing `fd/` (its size reads 0
+                // and would be confirmed by a listing, three syscalls, for each of them).
+                Some(0)
+            } else {
                 match files.count_fds(dirents, fd_size_is_count) {
                     Ok(count) => Some(count),
                     Err(error) if is_gone(&error) && files.is_gone(buf) => {
@@ -306,8 +312,6 @@ impl ProcessReader {
                     }
                     Err(_) => None,
                 }
-            } else {
-                None
             };
             Ok(ProcessSample {
                 pid,
