@@ -143,6 +143,9 @@ fn an_oom_kill_in_a_v1_cgroup_is_one_terminated_event_with_the_victim_as_root() 
     let mut scoped = config(ScopeSetting::Cgroup);
     scoped.cgroup_path = Some(format!("/{}", cgroup.name));
     let mut collector = Collector::new(scoped).unwrap();
+    // The whole machine sees the kill too.
+    let mut machine = Collector::new(config(ScopeSetting::Global)).unwrap();
+    assert!(machine.collect().extensions.kernel_events.active);
     let before = collector.collect();
     assert!(
         before.extensions.kernel_events.active,
@@ -173,6 +176,14 @@ fn an_oom_kill_in_a_v1_cgroup_is_one_terminated_event_with_the_victim_as_root() 
     let after = collector.collect();
 
     assert_eq!(cgroup.oom_kills(), 1, "the kernel counted one OOM kill");
+    let everywhere = machine.collect();
+    // Other tests may OOM-kill in their own cgroups at the same time: at least this one.
+    assert!(
+        terminated(&everywhere).is_some_and(|kills| kills >= 1),
+        "{:?}",
+        everywhere.memory
+    );
+    assert!(victim_pids(&everywhere).contains(&victim));
     assert_eq!(terminated(&after), Some(1));
     assert_eq!(victim_pids(&after), [victim]);
     let recorded = &after.extensions.kernel_events.recent_oom_victims[0];

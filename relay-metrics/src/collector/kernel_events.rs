@@ -132,7 +132,7 @@ impl KernelEventFeed {
             None => return,
         };
         // Global scope: summing every process's counters would cost a lookup per process
-        // per snapshot; the machine-wide creation count comes from /proc/stat instead.
+        // per snapshot; machine-wide counts come from the programs' global map instead.
         let pids: &[u32] = match target {
             Target::Global => &[],
             _ => &self.current_pids,
@@ -156,7 +156,10 @@ impl KernelEventFeed {
             _ => self.scope.map(|_| counters.processes_created),
         };
         out.processes_exited = self.scope.map(|_| counters.processes_exited);
-        out.oom_kills = self.scope.map(|_| counters.oom_kills);
+        out.oom_kills = match target {
+            Target::Global => global_stats.map(|stats| stats.oom_kills),
+            _ => self.scope.map(|_| counters.oom_kills),
+        };
         out.involuntary_switches = per_process.then_some(counters.involuntary_switches);
         out.run_queue_delay_count = per_process.then_some(counters.runq_delay.count);
         out.run_queue_delay_total_ns = per_process.then_some(counters.runq_delay.total_ns);
