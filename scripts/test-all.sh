@@ -21,7 +21,12 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== tests (host: hybrid cgroups, live eBPF, fixture trees, fake NVML)"
-cargo test --workspace --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$log"
+# cargo prints one result line per test binary, the last often a crate with no doc-tests
+# ("0 passed"): close with the total, so the run's last line says what ran.
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "%d passed, %d failed\n", passed, failed }' "$log"
 
 # The pure cgroup v2 VM tests (`cargo xtask vm-test`) are not run here yet: in 1 of 5 runs the
 # VM's OOM test hung until qemu's 20-minute timeout (see README, "Not done yet").
