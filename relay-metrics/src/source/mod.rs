@@ -11,6 +11,8 @@ pub mod net;
 pub mod procfs;
 pub mod roots;
 pub mod system;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use file::{HeldFile, SourceError};
 pub use roots::Roots;

@@ -3,7 +3,7 @@
 use super::*;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CAPTURED: &[u8] = include_bytes!("testdata/net_dev");
 const HEADER_LINES: &str = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n";
@@ -292,21 +292,6 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
     );
 }
 
-fn median_micros(mut read: impl FnMut(), calls: usize) -> f64 {
-    for _ in 0..100 {
-        read();
-    }
-    let mut times: Vec<Duration> = (0..calls)
-        .map(|_| {
-            let start = Instant::now();
-            read();
-            start.elapsed()
-        })
-        .collect();
-    times.sort_unstable();
-    times[calls / 2].as_secs_f64() * 1e6
-}
-
 /// Cost measure, not a check: `cargo test -p relay-metrics --release net_reader_cost -- --ignored --nocapture`.
 /// Also measures Relay's alternative (six held sysfs files per interface) for the choice above.
 #[test]
@@ -314,7 +299,8 @@ fn median_micros(mut read: impl FnMut(), calls: usize) -> f64 {
 fn net_reader_cost() {
     let mut reader = NetReader::new(&Roots::host());
     let mut out = Vec::new();
-    let median = median_micros(|| reader.read(&mut out).unwrap(), 10_000);
+    let median =
+        crate::source::test_support::median_micros(|| reader.read(&mut out).unwrap(), 10_000);
     println!(
         "NetReader::read: median {median:.2} µs over 10000 calls ({} interfaces)",
         out.len()
@@ -341,7 +327,7 @@ fn net_reader_cost() {
         })
         .collect();
     let mut buf = Vec::new();
-    let median = median_micros(
+    let median = crate::source::test_support::median_micros(
         || {
             for file in &mut files {
                 file.read(&mut buf).unwrap();

@@ -4,7 +4,7 @@ use super::*;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn fixture(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Roots) {
     let dir = tempfile::tempdir().unwrap();
@@ -193,28 +193,16 @@ fn live_cpu_rate_of_a_busy_thread_is_one_logical_processor() {
     );
 }
 
-fn median_read_micros(mut read: impl FnMut(), calls: usize) -> f64 {
-    for _ in 0..100 {
-        read();
-    }
-    let mut times: Vec<Duration> = (0..calls)
-        .map(|_| {
-            let start = Instant::now();
-            read();
-            start.elapsed()
-        })
-        .collect();
-    times.sort_unstable();
-    times[calls / 2].as_secs_f64() * 1e6
-}
-
 /// Cost measure, not a check: `cargo test -p relay-metrics --release system_reader_cost -- --ignored --nocapture`.
 #[test]
 #[ignore = "measurement; run in release mode"]
 fn system_reader_cost() {
     let mut reader = SystemReader::new(&Roots::host());
     let mut sample = SystemSample::default();
-    let median = median_read_micros(|| reader.read_into(SystemFields::ALL, &mut sample), 10_000);
+    let median = crate::source::test_support::median_micros(
+        || reader.read_into(SystemFields::ALL, &mut sample),
+        10_000,
+    );
     assert!(sample.errors.is_empty());
     println!("SystemReader::read_into(ALL): median {median:.2} µs over 10000 calls");
     for (name, what) in [
@@ -240,7 +228,10 @@ fn system_reader_cost() {
             },
         ),
     ] {
-        let median = median_read_micros(|| reader.read_into(what, &mut sample), 10_000);
+        let median = crate::source::test_support::median_micros(
+            || reader.read_into(what, &mut sample),
+            10_000,
+        );
         println!("SystemReader::read_into({name}): median {median:.2} µs");
     }
 }
