@@ -28,5 +28,5 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 # ("0 passed"): close with the total, so the run's last line says what ran.
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "%d passed, %d failed\n", passed, failed }' "$log"
 
-# The pure cgroup v2 VM tests (`cargo xtask vm-test`) are not run here yet: in 1 of 5 runs the
+# The pure cgroup v2 VM tests (`cargo xtask vm-test`) are not run here yet: in 1 of 11 runs the
 # VM's OOM test hung until qemu's 20-minute timeout (see README, "Not done yet").
