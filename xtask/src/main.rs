@@ -7,8 +7,9 @@
 //!   toolchain versions in [`STAMP`].
 //! - `check-ebpf-fresh`: rebuilds into a scratch directory and fails if the result differs from
 //!   the committed object (byte for byte when the toolchain is the one in [`STAMP`]).
-//! - `vm-test [FILTER]`: runs relay-metrics' tests matching FILTER (default `source::ebpf`) on a
-//!   pure cgroup v2 kernel in a qemu VM (see `vm.rs`).
+//! - `vm-test [FILTER] [--repeat N]`: runs relay-metrics' tests matching FILTER (default
+//!   `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in one boot
+//!   (to hunt intermittent failures).
 
 use std::env;
 use std::ffi::OsString;
@@ -33,19 +34,20 @@ const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const APT_PACKAGES: [&str; 3] = ["rustc-web", "libstd-rust-web-dev-bpf", "llvm-22-dev"];
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
+const USAGE: &str = "cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | \
+                     vm-test [FILTER] [--repeat N]>";
+
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("install-toolchain") => install_toolchain(),
         Some("build-ebpf") => build_ebpf(),
         Some("check-ebpf-fresh") => check_ebpf_fresh(),
-        Some("vm-test") => workspace_root().and_then(|root| {
-            vm::vm_test(&root, args.get(1).map_or("source::ebpf", String::as_str))
-        }),
+        Some("vm-test") => vm_test_args(&args[1..])
+            .and_then(|(filter, repeat)| Ok((workspace_root()?, filter, repeat)))
+            .and_then(|(root, filter, repeat)| vm::vm_test(&root, &filter, repeat)),
         _ => {
-            eprintln!(
-                "usage: cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | vm-test [FILTER]>"
-            );
+            eprintln!("usage: {USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -56,6 +58,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `[FILTER] [--repeat N]` of `vm-test`.
+fn vm_test_args(args: &[String]) -> Result<(String, u32)> {
+    let mut filter = None;
+    let mut repeat = 1;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--repeat" {
+            let value = args.next().context("--repeat needs a count")?;
+            repeat =
+                value.parse().ok().filter(|&n| n > 0).with_context(|| {
+                    format!("--repeat {value:?}: expected a count of at least 1")
+                })?;
+        } else if filter.is_none() && !arg.starts_with('-') {
+            filter = Some(arg.clone());
+        } else {
+            bail!("unexpected argument {arg:?}; usage: {USAGE}");
+        }
+    }
+    Ok((filter.unwrap_or_else(|| "source::ebpf".to_owned()), repeat))
 }
 
 fn workspace_root() -> Result<PathBuf> {
@@ -258,4 +281,36 @@ fn check_ebpf_fresh() -> Result<()> {
     })();
     let _ = fs::remove_dir_all(&scratch);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<(String, u32)> {
+        vm_test_args(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn vm_test_takes_a_filter_and_a_repeat_count_in_any_order() {
+        assert_eq!(parse(&[]).unwrap(), ("source::ebpf".to_owned(), 1));
+        assert_eq!(parse(&["vm_tests"]).unwrap(), ("vm_tests".to_owned(), 1));
+        assert_eq!(
+            parse(&["--repeat", "3", "vm_tests"]).unwrap(),
+            ("vm_tests".to_owned(), 3)
+        );
+    }
+
+    #[test]
+    fn vm_test_rejects_bad_repeat_counts_and_extra_arguments() {
+        for bad in [
+            &["--repeat"][..],
+            &["--repeat", "0"],
+            &["--repeat", "x"],
+            &["a", "b"],
+            &["--fast"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -21,12 +21,15 @@ const VM_PACKAGES: [&str; 3] = ["qemu-system-x86", "busybox-static", "cpio"];
 const EXIT_MARKER: &str = "VM-TEST-EXIT=";
 /// Printed by the VM's init after each test run, with its exit code.
 const RUN_EXIT_MARKER: &str = "VM-TEST-RUN-EXIT=";
+/// Starts the lines of a VM test's watchdog report (relay-metrics/src/vm_tests/watchdog.rs).
+const WATCHDOG_PREFIX: &str = "watchdog: ";
 /// Tests left out in the VM: per-event cost under TCG emulation says nothing about real hardware.
 const SKIPPED: [&str; 1] = ["measures_per_event_cost"];
 /// The module of tests that only the VM runs (ignored on the host).
 const VM_ONLY_TESTS: &str = "vm_tests";
 
 /// One invocation of the test binary in the VM.
+#[derive(Clone)]
 struct TestRun {
     filter: String,
     include_ignored: bool,
@@ -122,26 +125,34 @@ fn check_console(console: &str, runs: &[TestRun]) -> Vec<String> {
     problems
 }
 
-pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
+pub fn vm_test(root: &Path, filter: &str, repeat: u32) -> Result<()> {
     let started = Instant::now();
     ensure_apt_packages(&VM_PACKAGES)?;
     let work = root.join("target").join("vm-test");
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let kernel = kernel_image(&work)?;
     let tests = build_test_binary(root)?;
-    let mut runs = plan(filter);
-    list_expected(&tests, &mut runs)?;
-    for run in &runs {
+    let mut once = plan(filter);
+    list_expected(&tests, &mut once)?;
+    let runs: Vec<TestRun> = (0..repeat).flat_map(|_| once.iter().cloned()).collect();
+    for run in &once {
         eprintln!(
-            "xtask: in the VM: {} ({} tests)",
+            "xtask: in the VM{}: {} ({} tests)",
+            if repeat > 1 {
+                format!(", {repeat} times")
+            } else {
+                String::new()
+            },
             run.args().join(" "),
             run.expected.len()
         );
     }
     let initramfs = make_initramfs(&work, &tests, &runs)?;
     eprintln!("xtask: booting {} under qemu (TCG)", kernel.display());
+    // One pass takes about a minute under TCG; the margin is for a slow machine.
+    let timeout_secs = 1200 + 300 * (u64::from(repeat) - 1);
     let out = Command::new("timeout")
-        .arg("1200")
+        .arg(timeout_secs.to_string())
         .arg("qemu-system-x86_64")
         .args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1024"])
         .args(["-nographic", "-no-reboot"])
@@ -169,6 +180,7 @@ pub fn vm_test(root: &Path, filter: &str) -> Result<()> {
             || line.contains("kernel: ")
             || line.starts_with("running ")
             || line.contains("panicked")
+            || line.starts_with(WATCHDOG_PREFIX)
             || line.starts_with(EXIT_MARKER)
             || line.starts_with(RUN_EXIT_MARKER)
         {

@@ -17,11 +17,16 @@ use crate::snapshot::{ResourceLimitEventKind, ResourceLimitResource};
 use crate::source::Roots;
 use crate::units::{Measurement, MeasurementValue};
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
+use watchdog::Watchdog;
+
+mod watchdog;
 
 const VM_ONLY: &str = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it";
 const CHILD_MODE: &str = "RELAY_METRICS_VM_TEST_CHILD";
 /// Forks the `fork` child attempts under its pids limit.
 const FORK_ATTEMPTS: u32 = 8;
+/// Each test takes a few seconds under TCG; past this its watchdog reports what hangs.
+const TEST_LIMIT: Duration = Duration::from_secs(180);
 
 /// Not a test of its own: the body of the children the tests spawn (a no-op without the
 /// variable, so it passes wherever it runs).
@@ -179,6 +184,11 @@ impl TestCgroup {
         cgroup
     }
 
+    /// A [`Watchdog`] for the test `test`, reporting this cgroup's files if it fires.
+    fn watchdog(&self, test: &'static str) -> Watchdog {
+        Watchdog::arm(test, TEST_LIMIT, self.path.clone())
+    }
+
     fn write(&self, file: &str, value: &str) {
         std::fs::write(self.path.join(file), value)
             .unwrap_or_else(|error| panic!("writing {value:?} to {file}: {error}"));
@@ -294,6 +304,7 @@ fn assert_cgroup_scope(snapshot: &Arc<ResourceMetricsSnapshot>, cgroup: &TestCgr
 #[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
 fn an_oom_kill_in_a_v2_memory_cgroup_is_one_terminated_event_with_its_victim() {
     let cgroup = TestCgroup::create("oom", "memory");
+    let _watchdog = cgroup.watchdog("oom");
     cgroup.write("memory.max", &(32u64 << 20).to_string());
     if cgroup.path.join("memory.swap.max").exists() {
         cgroup.write("memory.swap.max", "0");
@@ -379,6 +390,7 @@ fn an_oom_kill_in_a_v2_memory_cgroup_is_one_terminated_event_with_its_victim() {
 #[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
 fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling() {
     let cgroup = TestCgroup::create("cpu", "cpu");
+    let _watchdog = cgroup.watchdog("cpu");
     cgroup.write("cpu.max", "20000 100000");
     let mut child = spawn_child("spin", &cgroup);
     let mut collector = cgroup.collector();
@@ -389,8 +401,19 @@ fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling() {
     }
     child.kill().expect("killing the busy loop");
     child.wait().expect("waiting for the busy loop");
+    // The dying task's last switch-out, after it woke us, can still throttle the group once
+    // (seen: a snapshot with 18, cpu.stat with 19 right after). Once cpu.stat stands still for
+    // more than two 100 ms periods nothing runs in the cgroup any more.
+    let mut stat = cgroup.read("cpu.stat");
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let again = cgroup.read("cpu.stat");
+        if again == stat {
+            break;
+        }
+        stat = again;
+    }
 
-    // Nothing runs in the cgroup any more: its counters stand still.
     let snapshot = collector.collect();
     let nr_throttled = cgroup.keyed("cpu.stat", "nr_throttled");
     let throttled_usec = cgroup.keyed("cpu.stat", "throttled_usec");
@@ -430,6 +453,7 @@ fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling() {
 #[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
 fn forks_beyond_pids_max_are_reported_as_process_maximum_events() {
     let cgroup = TestCgroup::create("pids", "pids");
+    let _watchdog = cgroup.watchdog("pids");
     cgroup.write("pids.max", "3");
     let mut child = spawn_child("fork", &cgroup);
     let mut collector = cgroup.collector();
