@@ -6,9 +6,8 @@ use aya_ebpf::{
 use relay_metrics_common::NO_FIELD;
 
 use crate::{
-    add, cgroup_stats, ctx, current_tgid, global, insert_failed, tgid_stats, CLONE_THREAD,
-    CREATED_BY,
-    SCOPES, TIDS, TRACKED,
+    add, cgroup_stats, ctx, current_tgid, global, insert_failed, sched, tgid_stats, CLONE_THREAD,
+    CREATED_BY, SCOPES, TRACKED,
 };
 
 /// `task:task_newtask`: fires in the parent with the new task's pid and clone flags, which tell
@@ -30,6 +29,14 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         }
     }
     let parent = current_tgid();
+    sched::new_thread(
+        child,
+        if flags & CLONE_THREAD != 0 {
+            parent
+        } else {
+            child
+        },
+    );
     let Some(stats) = tgid_stats(parent) else {
         return 0;
     };
@@ -66,7 +73,7 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
-    let _ = TIDS.remove(&tid);
+    sched::thread_exited(tid);
     let off_dead = cfg!(exit_group_dead);
     let group_dead = if off_dead == NO_FIELD {
         tid == tgid

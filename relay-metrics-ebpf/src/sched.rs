@@ -1,37 +1,68 @@
 //! Run-queue delay and involuntary switches.
+//!
+//! Each thread's [`TidState`] holds when it was queued, whether by an involuntary switch, and its
+//! tgid. The tgid is set by `task_newtask` for threads created after loading and otherwise at the
+//! thread's first switch-out (the only scheduler event where it is `current`); it is then kept
+//! rather than re-read on every switch, since a thread id belongs to another tgid only after
+//! `sched_process_exit` cleared the state and `task_newtask` gave the id to a new thread.
+//!
+//! Costs (README, "Kernel events"): a map-helper lookup is ~50 ns on our machines and the clock
+//! read ~70 ns, so states below `TID_SLOT_COUNT` live in an array the verifier inlines, and the
+//! clock is read only when a wait starts or ends.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext, EbpfContext,
 };
 use relay_metrics_common::{TidState, NO_FIELD, RUNQ_HIST_BUCKETS};
 
-use crate::{add, ctx, current_tgid, insert_failed, tgid_stats, CONFIG, CREATED_BY, TIDS};
+use crate::{add, ctx, current_tgid, insert_failed, tgid_stats, CONFIG, TIDS, TID_SLOTS};
 
+/// The state of thread `tid`; `None` only for an id beyond the array that has no hash entry.
 #[inline(always)]
-fn mark_queued(tid: u32, tgid: u32, now_ns: u64, preempted: u32) {
-    if let Some(state) = TIDS.get_ptr_mut(&tid) {
-        // SAFETY: map value pointer from the kernel; a thread is queued by one CPU at a time.
-        unsafe {
-            (*state).queued_ns = now_ns;
-            (*state).preempted = preempted;
-            if tgid != 0 {
-                (*state).tgid = tgid;
-            }
-        }
-        return;
+fn tid_state(tid: u32) -> Option<*mut TidState> {
+    if let Some(state) = TID_SLOTS.get_ptr_mut(tid) {
+        return Some(state);
     }
-    let state = TidState {
-        queued_ns: now_ns,
-        tgid,
-        preempted,
-    };
-    if TIDS.insert(&tid, &state, 0).is_err() {
+    TIDS.get_ptr_mut(&tid)
+}
+
+/// Stores `state` for a thread whose id has no slot and no hash entry yet.
+#[inline(always)]
+fn insert_tid_state(tid: u32, state: &TidState) {
+    if TIDS.insert(&tid, state, 0).is_err() {
         insert_failed();
     }
 }
 
+/// Gives thread id `tid` to a new thread of `tgid` (from `task_newtask`): whatever a previous
+/// thread with this id left is reset.
 #[inline(always)]
-fn on_wakeup(ctx: &TracePointContext, off: u16, new_task: bool) -> u32 {
+pub(crate) fn new_thread(tid: u32, tgid: u32) {
+    let state = TidState {
+        queued_ns: 0,
+        tgid,
+        preempted: 0,
+    };
+    match tid_state(tid) {
+        // SAFETY: map value pointer from the kernel; the new thread has not run or been queued.
+        Some(slot) => unsafe { *slot = state },
+        None => insert_tid_state(tid, &state),
+    }
+}
+
+/// Forgets an exiting thread.
+#[inline(always)]
+pub(crate) fn thread_exited(tid: u32) {
+    if let Some(slot) = TID_SLOTS.get_ptr_mut(tid) {
+        // SAFETY: map value pointer from the kernel; the thread is exiting on this CPU.
+        unsafe { *slot = TidState::default() };
+    } else {
+        let _ = TIDS.remove(&tid);
+    }
+}
+
+#[inline(always)]
+fn on_wakeup(ctx: &TracePointContext, off: u16) -> u32 {
     if off == NO_FIELD {
         return 0;
     }
@@ -41,31 +72,38 @@ fn on_wakeup(ctx: &TracePointContext, off: u16, new_task: bool) -> u32 {
     if tid == 0 {
         return 0;
     }
-    // A new task has not run yet, so its tgid is not known from a switch: it is its own tgid
-    // when it is a new process, else (a thread) its creator's, which is running now.
-    let tgid = if !new_task {
-        0
-    // SAFETY: plain lookup, the value is not used.
-    } else if unsafe { CREATED_BY.get(&tid) }.is_some() {
-        tid
-    } else {
-        current_tgid()
-    };
     // SAFETY: helper without arguments.
-    mark_queued(tid, tgid, unsafe { bpf_ktime_get_ns() }, 0);
+    let now_ns = unsafe { bpf_ktime_get_ns() };
+    match tid_state(tid) {
+        // SAFETY: map value pointer from the kernel; a thread is queued by one CPU at a time.
+        Some(state) => unsafe {
+            (*state).queued_ns = now_ns;
+            (*state).preempted = 0;
+        },
+        // A thread that existed before loading: its tgid is learnt at its first switch-out.
+        None => insert_tid_state(
+            tid,
+            &TidState {
+                queued_ns: now_ns,
+                tgid: 0,
+                preempted: 0,
+            },
+        ),
+    }
     0
 }
 
 /// `sched:sched_wakeup`: the thread is queued from now on.
 #[tracepoint]
 pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
-    on_wakeup(&ctx, cfg!(wakeup_pid), false)
+    on_wakeup(&ctx, cfg!(wakeup_pid))
 }
 
-/// `sched:sched_wakeup_new`: a new task is queued for the first time.
+/// `sched:sched_wakeup_new`: a new task is queued for the first time (its tgid was set by
+/// `task_newtask`).
 #[tracepoint]
 pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
-    on_wakeup(&ctx, cfg!(wakeup_new_pid), true)
+    on_wakeup(&ctx, cfg!(wakeup_new_pid))
 }
 
 /// `sched:sched_switch`: the next thread's queueing ends (its run-queue delay is recorded, and
@@ -89,8 +127,8 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     ) else {
         return 0;
     };
-    // The clock read is a large part of the cost (~70 ns in our VMs): read it once, and only
-    // when a wait starts or ends here (not for a thread going to sleep and the idle task).
+    // Read once, and only when a wait starts or ends here (not for a thread going to sleep and
+    // the idle task).
     let mut now_cache = 0u64;
     let mut now_ns = || {
         if now_cache == 0 {
@@ -100,19 +138,41 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         now_cache
     };
     if prev != 0 {
-        let tgid = current_tgid();
         // SAFETY: CONFIG is a valid static.
         let sleep_mask = unsafe { core::ptr::read_volatile(&CONFIG.sleep_state_mask) };
-        if state & sleep_mask == 0 {
-            mark_queued(prev, tgid, now_ns(), 1);
-        } else {
-            mark_queued(prev, tgid, 0, 0);
+        let runnable = state & sleep_mask == 0;
+        match tid_state(prev) {
+            // SAFETY: map value pointer from the kernel; `prev` is switched out by this CPU.
+            Some(s) => unsafe {
+                if (*s).tgid == 0 {
+                    (*s).tgid = current_tgid();
+                }
+                if runnable {
+                    (*s).queued_ns = now_ns();
+                    (*s).preempted = 1;
+                } else if (*s).queued_ns != 0 {
+                    // Woken while still running: that wait never started.
+                    (*s).queued_ns = 0;
+                    (*s).preempted = 0;
+                }
+            },
+            None => {
+                let queued_ns = if runnable { now_ns() } else { 0 };
+                insert_tid_state(
+                    prev,
+                    &TidState {
+                        queued_ns,
+                        tgid: current_tgid(),
+                        preempted: runnable as u32,
+                    },
+                );
+            }
         }
     }
     if next == 0 {
         return 0;
     }
-    let Some(state) = TIDS.get_ptr_mut(&next) else {
+    let Some(state) = tid_state(next) else {
         return 0;
     };
     // SAFETY: map value pointer from the kernel; only this CPU switches `next` in.
@@ -126,8 +186,11 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         (*state).queued_ns = 0;
         (*state).preempted = 0;
     }
+    if tgid == 0 {
+        return 0;
+    }
     let now_ns = now_ns();
-    if tgid == 0 || now_ns < queued_ns {
+    if now_ns < queued_ns {
         return 0;
     }
     let delay_ns = now_ns - queued_ns;
