@@ -201,21 +201,23 @@ fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
     let cgroup = MemoryCgroup::create("tree-oom", 32 << 20);
     let go = std::env::temp_dir().join(format!("relay-metrics-tree-oom-go-{}", std::process::id()));
     let _ = std::fs::remove_file(&go);
-    // The parent joins the cgroup, waits for the collector, runs the allocating child (which is
-    // killed), and lives on.
+    // The parent waits for the collector, then runs the allocating child, which moves itself into
+    // the memory cgroup before it execs python (and is killed there), and lives on. The parent
+    // stays outside the cgroup: in it, a second OOM kill could pick the parent itself when it
+    // forks its `sleep` while the cgroup is still full (seen: python3, then sh 4 ms later).
     let script = format!(
-        "echo $$ > {}/cgroup.procs && while [ ! -e {go} ]; do sleep 0.02; done; {ALLOCATE_256_MIB}; sleep 30",
-        cgroup.dir.display(),
+        r#"while [ ! -e {go} ]; do sleep 0.02; done; sh -c 'echo $$ > "$MEMCG_PROCS" && eval "exec $ALLOCATE"'; sleep 30"#,
         go = go.display()
     );
-    let parent = Reaped(Command::new("sh").args(["-c", &script]).spawn().unwrap());
+    let parent = Reaped(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("MEMCG_PROCS", cgroup.dir.join("cgroup.procs"))
+            .env("ALLOCATE", ALLOCATE_256_MIB)
+            .spawn()
+            .unwrap(),
+    );
     let parent_pid = parent.0.id();
-    wait_for("the parent to join the cgroup", || {
-        std::fs::read_to_string(cgroup.dir.join("cgroup.procs"))
-            .unwrap()
-            .lines()
-            .any(|l| l == parent_pid.to_string())
-    });
 
     let mut tree = config(ScopeSetting::ProcessTree);
     tree.root_pid = Some(parent_pid);
@@ -225,7 +227,14 @@ fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
 
     std::fs::write(&go, b"go").unwrap();
     wait_for("the OOM kill", || cgroup.oom_kills() == 1);
-    let after = collector.collect();
+    // The kernel counts the kill in memory.oom_control just before it marks the victim (the
+    // tracepoint), so the event can reach the maps a moment after the count.
+    let mut after = collector.collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while terminated(&after) == Some(0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = collector.collect();
+    }
     let _ = std::fs::remove_file(&go);
 
     assert_eq!(
