@@ -200,19 +200,21 @@ impl Writer<'_> {
 
     /// RFC 3339 in UTC with 0, 3, 6 or 9 fraction digits, as chrono's `Serialize` writes it.
     fn timestamp(&mut self, timestamp: &DateTime<Utc>) {
-        let nanos = timestamp.nanosecond();
+        // `DateTime`'s own accessors convert to local time on every call; UTC needs none.
+        let utc = timestamp.naive_utc();
+        let nanos = utc.nanosecond();
         // Years outside 0..=9999 take a sign and leap seconds a 60th second: left to chrono.
-        let year = match u32::try_from(timestamp.year()) {
+        let year = match u32::try_from(utc.year()) {
             Ok(year @ 0..=9999) if nanos < 1_000_000_000 => year,
             _ => return self.serde(timestamp),
         };
         let mut text = *b"\"0000-00-00T00:00:00";
         digits(&mut text[1..5], year);
-        digits(&mut text[6..8], timestamp.month());
-        digits(&mut text[9..11], timestamp.day());
-        digits(&mut text[12..14], timestamp.hour());
-        digits(&mut text[15..17], timestamp.minute());
-        digits(&mut text[18..20], timestamp.second());
+        digits(&mut text[6..8], utc.month());
+        digits(&mut text[9..11], utc.day());
+        digits(&mut text[12..14], utc.hour());
+        digits(&mut text[15..17], utc.minute());
+        digits(&mut text[18..20], utc.second());
         self.raw(&text);
         let (fraction, width) = if nanos == 0 {
             (0, 0)
