@@ -141,12 +141,18 @@ fn run(cli: Cli) -> Result<i32> {
                 std::thread::sleep(Duration::from_millis(ms));
             }
             let snapshot = collector.collect();
-            let text = if pretty {
-                serde_json::to_string_pretty(&*snapshot)?
+            let mut text = if pretty {
+                serde_json::to_vec_pretty(&*snapshot)?
             } else {
-                serde_json::to_string(&*snapshot)?
+                let mut text = Vec::with_capacity(16 * 1024);
+                snapshot.write_json(&mut text);
+                text
             };
-            println!("{text}");
+            text.push(b'\n');
+            std::io::stdout()
+                .lock()
+                .write_all(&text)
+                .context("cannot write the snapshot")?;
             Ok(0)
         }
         Command::Watch {
@@ -344,7 +350,7 @@ fn stream(
             break;
         };
         line.clear();
-        serde_json::to_writer(&mut line, &*snapshot)?;
+        snapshot.write_json(&mut line);
         line.push(b'\n');
         match out.write_all(&line).and_then(|()| out.flush()) {
             Ok(()) => {}

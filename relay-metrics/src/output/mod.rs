@@ -1,5 +1,6 @@
 //! Outputs: encodings of a published snapshot, and the HTTP endpoint that serves them.
 
+pub mod json;
 mod metrics;
 pub mod prometheus;
 pub mod serve;

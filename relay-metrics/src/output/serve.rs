@@ -56,11 +56,12 @@ pub fn spawn_sampler(
         .name("relay-metrics-sampler".into())
         .spawn(move || {
             let mut text = String::with_capacity(16 * 1024);
+            let mut json_len = 16 * 1024;
             for snapshot in collector.every(period) {
-                let json = match serde_json::to_vec(&*snapshot) {
-                    Ok(json) => json,
-                    Err(_) => continue,
-                };
+                // A fresh buffer per tick: `Bytes` takes it over and clients may still hold it.
+                let mut json = Vec::with_capacity(json_len);
+                snapshot.write_json(&mut json);
+                json_len = json.len() + 1024;
                 prometheus::encode(&snapshot, &mut text);
                 latest.set(Publication {
                     json: Bytes::from(json),

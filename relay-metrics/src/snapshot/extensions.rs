@@ -134,6 +134,16 @@ pub enum CgroupRole {
     Containing,
 }
 
+impl CgroupRole {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Target => "target",
+            Self::Containing => "containing",
+        }
+    }
+}
+
 /// A cgroup hierarchy version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,6 +152,16 @@ pub enum CgroupVersionName {
     V2,
     /// A legacy per-controller hierarchy.
     V1,
+}
+
+impl CgroupVersionName {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V2 => "v2",
+            Self::V1 => "v1",
+        }
+    }
 }
 
 /// PSI `total=` values (µs).

@@ -45,6 +45,14 @@ pub struct ResourceMetricsSnapshot {
     pub extensions: Extensions,
 }
 
+impl ResourceMetricsSnapshot {
+    /// Appends the compact JSON of this snapshot to `out`: the same bytes as
+    /// `serde_json::to_vec(self)`, about three times faster (see [`crate::output::json`]).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        crate::output::json::write_snapshot(self, out);
+    }
+}
+
 /// The operating system a snapshot was taken on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,6 +68,18 @@ pub enum OperatingSystem {
     Unsupported,
 }
 
+impl OperatingSystem {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Linux => "linux",
+            Self::Macos => "macos",
+            Self::Windows => "windows",
+            Self::Unsupported => "unsupported",
+        }
+    }
+}
+
 /// The set of processes a snapshot measures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,6 +93,18 @@ pub enum MeasurementScope {
     ProcessTree,
     /// relay-metrics addition: every process of a cgroup subtree, plus the cgroup's own counters.
     Cgroup,
+}
+
+impl MeasurementScope {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::ApplicationProcess => "application_process",
+            Self::ProcessTree => "process_tree",
+            Self::Cgroup => "cgroup",
+        }
+    }
 }
 
 /// Coverage of the process queries behind process-summed values.
@@ -219,6 +251,19 @@ pub enum AcceleratorVendor {
     Other,
 }
 
+impl AcceleratorVendor {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nvidia => "nvidia",
+            Self::Amd => "amd",
+            Self::Intel => "intel",
+            Self::Apple => "apple",
+            Self::Other => "other",
+        }
+    }
+}
+
 /// Device-wide accelerator measurements.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AcceleratorDeviceMetrics {
@@ -305,6 +350,17 @@ pub enum ResourceLimitResource {
     Processes,
 }
 
+impl ResourceLimitResource {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Memory => "memory",
+            Self::Processes => "processes",
+        }
+    }
+}
+
 /// The kind of limit event.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -320,6 +376,19 @@ pub enum ResourceLimitEventKind {
     OutOfMemory,
     /// A process was terminated (OOM kill; from the eBPF event source).
     Terminated,
+}
+
+impl ResourceLimitEventKind {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Throttled => "throttled",
+            Self::High => "high",
+            Self::Maximum => "maximum",
+            Self::OutOfMemory => "out_of_memory",
+            Self::Terminated => "terminated",
+        }
+    }
 }
 
 /// One cumulative resource-limit event counter.
