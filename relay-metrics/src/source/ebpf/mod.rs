@@ -164,20 +164,14 @@ impl EbpfSource {
             setup::check_privilege(&options.roots)?;
             match loader::load_in_child(&options.roots, loader) {
                 ChildOutcome::Handed(handover) => {
-                    let mut maps = handover.maps;
-                    let take = |name: &str| {
-                        let index = maps.iter().position(|(map, _)| *map == name)?;
-                        Some(maps.swap_remove(index).1)
-                    };
                     let attachment = Attachment::Handed {
                         links: handover.links,
                         programs: handover.programs,
                     };
-                    let loaded_by = LoadedBy::ChildProcess { pid: handover.pid };
                     return Ok(Self::assemble(
-                        take,
+                        handover.maps,
                         attachment,
-                        loaded_by,
+                        LoadedBy::ChildProcess { pid: handover.pid },
                         handover.status,
                         handover.config,
                         options,
@@ -192,16 +186,12 @@ impl EbpfSource {
             status,
             config,
         } = load_programs(&options.roots)?;
-        let mut maps: Vec<(&str, Map)> = MAP_NAMES
+        let maps = MAP_NAMES
             .iter()
             .filter_map(|&name| Some((name, ebpf.take_map(name)?)))
             .collect();
-        let take = |name: &str| {
-            let index = maps.iter().position(|(map, _)| *map == name)?;
-            Some(maps.swap_remove(index).1)
-        };
         Ok(Self::assemble(
-            take,
+            maps,
             Attachment::Object(ebpf),
             loaded_by,
             status,
@@ -211,7 +201,7 @@ impl EbpfSource {
     }
 
     fn assemble(
-        mut take_map: impl FnMut(&str) -> Option<Map>,
+        mut maps: Vec<(&'static str, Map)>,
         attachment: Attachment,
         loaded_by: LoadedBy,
         status: Vec<ProgramStatus>,
@@ -221,6 +211,10 @@ impl EbpfSource {
         let boot_to_unix_ns = setup::clock_ns(nix::time::ClockId::CLOCK_REALTIME)
             - setup::clock_ns(nix::time::ClockId::CLOCK_BOOTTIME);
         let max_recent_oom = options.max_recent_oom_victims;
+        let mut take_map = |name: &str| {
+            let index = maps.iter().position(|(map, _)| *map == name)?;
+            Some(maps.swap_remove(index).1)
+        };
         Self {
             tgids: take_map("TGIDS").and_then(|m| HashMap::try_from(m).ok()),
             cgroups: take_map("CGROUPS").and_then(|m| HashMap::try_from(m).ok()),
