@@ -112,6 +112,10 @@ enum ScopeArg {
 }
 
 fn main() {
+    // First of all: in the eBPF loader child (this binary re-run) this loads the programs, hands
+    // them over and exits. Here it makes kernel events load in that child, so aya's parse of the
+    // kernel BTF (~16 MiB at its peak) never counts in this long-running process.
+    relay_metrics::source::ebpf::init_child_loader();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => std::process::exit(code),

@@ -417,6 +417,74 @@ fn global_scope_counts_processes_created_machine_wide_as_root() {
     assert!(created >= 20.0, "lifetime_creation_count {created}");
 }
 
+/// VmHWM (peak resident set) of a live process, KiB; `None` once it has exited.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..]
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The eBPF programs load in a short-lived child (aya parses the kernel BTF there, ~22 MiB at
+/// its peak): the `watch` process itself stays under 15 MiB with kernel events on. Its VmHWM is
+/// read from /proc until it exits (wait4's maxrss would include the reaped loader child).
+#[test]
+fn watch_with_kernel_events_stays_under_15_mib_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event counters need root"
+    );
+    let target = spawn("sleep 60");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["watch", "--interval-ms", "1", "--count", "1500", "--pid"])
+        .arg(target.0.id().to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let pid = watch.id();
+    let mut stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut text).unwrap();
+        text
+    });
+    let mut peak_kib = None;
+    let mut readings = 0;
+    let status = loop {
+        if let Some(kib) = peak_rss_kib(pid) {
+            peak_kib = Some(kib);
+            readings += 1;
+        }
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "watch exited with {status}");
+    let text = reader.join().unwrap();
+    let lines: Vec<Value> = text
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1500);
+    let events = &lines[1499]["extensions"]["kernel_events"];
+    assert_eq!(events["active"], true, "{events}");
+    assert!(
+        readings >= 10,
+        "only {readings} readings of /proc/{pid}/status"
+    );
+    let peak_kib = peak_kib.unwrap();
+    assert!(
+        peak_kib <= 15 * 1024,
+        "watch peaked at {peak_kib} KiB resident"
+    );
+}
+
 /// Without privileges the eBPF programs cannot load: the snapshot is produced all the same and
 /// says why the kernel event counters are off.
 #[test]

@@ -7,19 +7,26 @@
 //! caller-provided structs, and drains OOM victims from the ring buffer into a bounded list.
 //! Dropping the source detaches every program.
 //!
+//! Where: in this process by default; in a short-lived child process once the program called
+//! [`init_child_loader`] (the `relay-metrics` binary does), which keeps aya's parse of the kernel
+//! BTF out of this process's memory (see `loader.rs`).
+//!
 //! cgroup attribution: the kernel side keys by `bpf_get_current_cgroup_id`, the cgroup v2 id. On
 //! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid
 //! (sum [`EbpfSource::read_counters`] over the cgroup's pids).
 
+mod fds;
 mod format;
+mod loader;
 mod setup;
 #[cfg(test)]
 mod tests;
 mod types;
 
 use std::collections::VecDeque;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 
-use aya::maps::{Array, HashMap, MapData, MapError, RingBuf};
+use aya::maps::{Array, HashMap, Map, MapData, MapError, RingBuf};
 use aya::{Ebpf, EbpfLoader};
 pub use relay_metrics_common::{
     CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES, RUNQ_HIST_BUCKETS,
@@ -30,6 +37,8 @@ use crate::source::file::read_once;
 use crate::source::Roots;
 
 pub use format::{find_field, FormatField};
+pub use loader::{init_child_loader, LoadedBy};
+use loader::{ChildOutcome, LoaderCommand};
 use types::map_error;
 pub use types::{
     EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
@@ -39,10 +48,75 @@ pub use types::{
 /// The eBPF object, committed so that a plain `cargo build` needs no eBPF toolchain.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("relay-metrics.bpf.o");
 
+/// The maps the source reads, by their names in the object.
+const MAP_NAMES: [&str; 7] = [
+    "TGIDS",
+    "CGROUPS",
+    "CREATED_BY",
+    "TRACKED",
+    "SCOPES",
+    "GLOBAL",
+    "OOM_EVENTS",
+];
+
+/// What keeps the programs loaded and attached.
+enum Attachment {
+    /// aya's object in this process: dropping it detaches and unloads.
+    Object(Ebpf),
+    /// Descriptors handed over by a loader child: closing a link detaches its program, closing
+    /// the program's descriptor then unloads it.
+    Handed {
+        #[expect(
+            dead_code,
+            reason = "held only to keep the programs attached until dropped"
+        )]
+        links: Vec<OwnedFd>,
+        programs: Vec<(ProgramSpec, OwnedFd)>,
+    },
+}
+
+/// The programs as loaded by [`load_programs`] (in this process or in the loader child).
+struct Loaded {
+    ebpf: Ebpf,
+    status: Vec<ProgramStatus>,
+    config: Config,
+}
+
+/// The load steps shared by both places: privilege, tracefs, this kernel's record layouts, the
+/// object, then each program attached on its own.
+fn load_programs(roots: &Roots) -> Result<Loaded, EbpfUnavailable> {
+    setup::check_privilege(roots)?;
+    let events = setup::tracefs_events(roots)?;
+    let config = format::config(&setup::read_formats(&events));
+    let mut ebpf = EbpfLoader::new()
+        .override_global("CONFIG", &config, true)
+        .load(OBJECT)
+        .map_err(|error| EbpfUnavailable::Load(Box::new(error)))?;
+    let mut status = Vec::with_capacity(PROGRAMS.len());
+    for spec in PROGRAMS {
+        let state = match setup::attach(&mut ebpf, spec, &config, &events) {
+            Ok(()) => ProgramState::Attached,
+            Err(reason) => ProgramState::Failed(reason),
+        };
+        status.push(ProgramStatus { spec, state });
+    }
+    if !status.iter().any(|s| s.state == ProgramState::Attached) {
+        let failures: Vec<String> = status
+            .iter()
+            .map(|s| format!("{}: {:?}", s.spec.program, s.state))
+            .collect();
+        return Err(EbpfUnavailable::NothingAttached(failures.join("; ")));
+    }
+    Ok(Loaded {
+        ebpf,
+        status,
+        config,
+    })
+}
+
 /// The loaded programs and their maps.
 pub struct EbpfSource {
-    // The maps taken out of `ebpf` are closed with these fields; dropping `ebpf` detaches and
-    // unloads the programs (their links are owned by it).
+    // Fields drop in order: the maps close before the programs are detached and unloaded.
     tgids: Option<HashMap<MapData, u32, TgidStats>>,
     cgroups: Option<HashMap<MapData, u64, CgroupStats>>,
     created_by: Option<HashMap<MapData, u32, u32>>,
@@ -50,7 +124,8 @@ pub struct EbpfSource {
     scopes: Option<Array<MapData, ScopeStats>>,
     global: Option<Array<MapData, GlobalStats>>,
     oom_events: Option<RingBuf<MapData>>,
-    ebpf: Ebpf,
+    attachment: Attachment,
+    loaded_by: LoadedBy,
     status: Vec<ProgramStatus>,
     config: Config,
     free_scopes: u64,
@@ -72,63 +147,84 @@ impl std::fmt::Debug for EbpfSource {
 }
 
 impl EbpfSource {
-    /// Loads the programs with this kernel's tracepoint layouts and attaches each one it can.
+    /// Loads the programs with this kernel's tracepoint layouts and attaches each one it can:
+    /// in a loader child process when this program called [`init_child_loader`], else (or
+    /// when the child cannot hand them over) in this process.
     pub fn load(options: &EbpfOptions) -> Result<Self, EbpfUnavailable> {
-        setup::check_privilege(&options.roots)?;
-        let events = setup::tracefs_events(&options.roots)?;
-        let config = format::config(&setup::read_formats(&events));
-        let mut ebpf = EbpfLoader::new()
-            .override_global("CONFIG", &config, true)
-            .load(OBJECT)
-            .map_err(|error| EbpfUnavailable::Load(Box::new(error)))?;
-        let mut status = Vec::with_capacity(PROGRAMS.len());
-        for spec in PROGRAMS {
-            let state = match setup::attach(&mut ebpf, spec, &config, &events) {
-                Ok(()) => ProgramState::Attached,
-                Err(reason) => ProgramState::Failed(reason),
-            };
-            status.push(ProgramStatus { spec, state });
+        Self::load_via(options, loader::command())
+    }
+
+    fn load_via(
+        options: &EbpfOptions,
+        loader: Option<&LoaderCommand>,
+    ) -> Result<Self, EbpfUnavailable> {
+        let mut loaded_by = LoadedBy::ThisProcess;
+        if let Some(loader) = loader {
+            // Cheap, and it spares an unprivileged process the child.
+            setup::check_privilege(&options.roots)?;
+            match loader::load_in_child(&options.roots, loader) {
+                ChildOutcome::Handed(handover) => {
+                    let attachment = Attachment::Handed {
+                        links: handover.links,
+                        programs: handover.programs,
+                    };
+                    return Ok(Self::assemble(
+                        handover.maps,
+                        attachment,
+                        LoadedBy::ChildProcess { pid: handover.pid },
+                        handover.status,
+                        handover.config,
+                        options,
+                    ));
+                }
+                ChildOutcome::Failed(error) => return Err(error),
+                ChildOutcome::InProcess(why) => loaded_by = LoadedBy::ThisProcessInstead(why),
+            }
         }
-        if !status.iter().any(|s| s.state == ProgramState::Attached) {
-            let failures: Vec<String> = status
-                .iter()
-                .map(|s| format!("{}: {:?}", s.spec.program, s.state))
-                .collect();
-            return Err(EbpfUnavailable::NothingAttached(failures.join("; ")));
-        }
-        let tgids = ebpf
-            .take_map("TGIDS")
-            .and_then(|m| HashMap::try_from(m).ok());
-        let cgroups = ebpf
-            .take_map("CGROUPS")
-            .and_then(|m| HashMap::try_from(m).ok());
-        let created_by = ebpf
-            .take_map("CREATED_BY")
-            .and_then(|m| HashMap::try_from(m).ok());
-        let tracked = ebpf
-            .take_map("TRACKED")
-            .and_then(|m| HashMap::try_from(m).ok());
-        let scopes = ebpf
-            .take_map("SCOPES")
-            .and_then(|m| Array::try_from(m).ok());
-        let global = ebpf
-            .take_map("GLOBAL")
-            .and_then(|m| Array::try_from(m).ok());
-        let oom_events = ebpf
-            .take_map("OOM_EVENTS")
-            .and_then(|m| RingBuf::try_from(m).ok());
+        let Loaded {
+            mut ebpf,
+            status,
+            config,
+        } = load_programs(&options.roots)?;
+        let maps = MAP_NAMES
+            .iter()
+            .filter_map(|&name| Some((name, ebpf.take_map(name)?)))
+            .collect();
+        Ok(Self::assemble(
+            maps,
+            Attachment::Object(ebpf),
+            loaded_by,
+            status,
+            config,
+            options,
+        ))
+    }
+
+    fn assemble(
+        mut maps: Vec<(&'static str, Map)>,
+        attachment: Attachment,
+        loaded_by: LoadedBy,
+        status: Vec<ProgramStatus>,
+        config: Config,
+        options: &EbpfOptions,
+    ) -> Self {
         let boot_to_unix_ns = setup::clock_ns(nix::time::ClockId::CLOCK_REALTIME)
             - setup::clock_ns(nix::time::ClockId::CLOCK_BOOTTIME);
         let max_recent_oom = options.max_recent_oom_victims;
-        Ok(Self {
-            tgids,
-            cgroups,
-            created_by,
-            tracked,
-            scopes,
-            global,
-            oom_events,
-            ebpf,
+        let mut take_map = |name: &str| {
+            let index = maps.iter().position(|(map, _)| *map == name)?;
+            Some(maps.swap_remove(index).1)
+        };
+        Self {
+            tgids: take_map("TGIDS").and_then(|m| HashMap::try_from(m).ok()),
+            cgroups: take_map("CGROUPS").and_then(|m| HashMap::try_from(m).ok()),
+            created_by: take_map("CREATED_BY").and_then(|m| HashMap::try_from(m).ok()),
+            tracked: take_map("TRACKED").and_then(|m| HashMap::try_from(m).ok()),
+            scopes: take_map("SCOPES").and_then(|m| Array::try_from(m).ok()),
+            global: take_map("GLOBAL").and_then(|m| Array::try_from(m).ok()),
+            oom_events: take_map("OOM_EVENTS").and_then(|m| RingBuf::try_from(m).ok()),
+            attachment,
+            loaded_by,
             status,
             config,
             free_scopes: u64::MAX >> (64 - MAX_SCOPES),
@@ -138,7 +234,12 @@ impl EbpfSource {
             boot_to_unix_ns,
             roots: options.roots.clone(),
             comm_buf: Vec::with_capacity(64),
-        })
+        }
+    }
+
+    /// Where the programs were loaded (in a child process, or in this one and why).
+    pub fn loaded_by(&self) -> &LoadedBy {
+        &self.loaded_by
     }
 
     /// Each program's state after loading.
@@ -342,19 +443,43 @@ impl EbpfSource {
 
     /// Run time and count of each attached program (meaningful while BPF stats are enabled).
     pub fn program_run_stats(&self) -> Vec<ProgramRunStats> {
-        PROGRAMS
-            .iter()
-            .filter(|spec| self.is_attached(spec.program))
-            .filter_map(|&spec| {
-                let info = self.ebpf.program(spec.program)?.info().ok()?;
-                Some(ProgramRunStats {
-                    spec,
-                    id: info.id(),
-                    run_time_ns: u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
-                    run_count: info.run_count(),
+        match &self.attachment {
+            Attachment::Object(ebpf) => PROGRAMS
+                .iter()
+                .filter(|spec| self.is_attached(spec.program))
+                .filter_map(|&spec| {
+                    let info = ebpf.program(spec.program)?.info().ok()?;
+                    Some(ProgramRunStats {
+                        spec,
+                        id: info.id(),
+                        run_time_ns: u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX),
+                        run_count: info.run_count(),
+                    })
                 })
-            })
-            .collect()
+                .collect(),
+            // aya cannot describe a program it did not load: its fdinfo has the same figures.
+            Attachment::Handed { programs, .. } => {
+                let mut buf = Vec::with_capacity(512);
+                programs
+                    .iter()
+                    .filter_map(|(spec, fd)| {
+                        let path = self
+                            .roots
+                            .proc
+                            .join("self/fdinfo")
+                            .join(fd.as_raw_fd().to_string());
+                        fds::read_small(&path, &mut buf).ok()?;
+                        let (id, run_time_ns, run_count) = fds::program_stats(&buf)?;
+                        Some(ProgramRunStats {
+                            spec: *spec,
+                            id,
+                            run_time_ns,
+                            run_count,
+                        })
+                    })
+                    .collect()
+            }
+        }
     }
 }
 

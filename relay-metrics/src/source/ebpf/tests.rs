@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(super) static SERIAL: Mutex<()> = Mutex::new(());
 const CHILD_MODE: &str = "RELAY_METRICS_EBPF_TEST_CHILD";
 
 fn load_as_root() -> EbpfSource {

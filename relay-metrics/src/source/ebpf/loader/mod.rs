@@ -1,0 +1,307 @@
+//! Loading in a short-lived child process, so that aya's parse of the kernel BTF never counts in
+//! the long-running process.
+//!
+//! aya 0.14's `EbpfLoader::new()` always parses `/sys/kernel/btf/vmlinux` (~16 MiB resident at
+//! its peak), although our tracepoint programs need no BTF relocation, and no public API skips
+//! it. A program that calls [`init_child_loader`] first thing in `main` has [`EbpfSource::load`]
+//! re-run its own executable (`/proc/self/exe`, shown as `relay-metrics-ebpf-loader`) with a
+//! socket on stdin: the child loads and attaches the programs exactly as the in-process path
+//! does, sends back the descriptors that keep them alive (the maps the source reads, each
+//! program and its BPF link) with `SCM_RIGHTS`, and exits. Re-executing rather than forking keeps
+//! it safe in a multi-threaded process.
+//!
+//! The child's failures come back as the same [`EbpfUnavailable`] values the in-process path
+//! gives. Where that is impossible the parent loads in-process instead (and says so in
+//! [`LoadedBy`]): the child could not be started, the object failed to load (aya's typed error
+//! cannot cross processes, so the parent repeats the load to report it), the child lost
+//! capabilities across `exec`, or a kernel before 5.15 attached a tracepoint without a BPF link
+//! (its perf event cannot be named from outside aya).
+//!
+//! [`EbpfSource::load`]: super::EbpfSource::load
+
+mod child;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use aya::maps::{Map, MapData};
+use relay_metrics_common::Config;
+
+use super::fds;
+use super::types::{EbpfUnavailable, ProgramSpec, ProgramState, ProgramStatus, PROGRAMS};
+use super::MAP_NAMES;
+use crate::source::Roots;
+
+/// Set (to the protocol version) in the loader child's environment.
+const LOADER_ENV: &str = "RELAY_METRICS_EBPF_LOADER";
+const PROC_ENV: &str = "RELAY_METRICS_EBPF_LOADER_PROC";
+const SYS_ENV: &str = "RELAY_METRICS_EBPF_LOADER_SYS";
+const PROTOCOL: &str = "1";
+/// Verifier logs of failed programs can be long; anything past this is not a report.
+const MAX_REPORT_BYTES: usize = 16 << 20;
+
+/// Where the programs of an [`EbpfSource`](super::EbpfSource) were loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadedBy {
+    /// In this process (the library's default: see [`init_child_loader`]).
+    ThisProcess,
+    /// By a loader child process, which has exited since.
+    ChildProcess {
+        /// The child's pid.
+        pid: u32,
+    },
+    /// In this process, because the loader child could not hand the programs over (why).
+    ThisProcessInstead(String),
+}
+
+/// How the loader child is started.
+#[derive(Debug, Clone)]
+pub(super) struct LoaderCommand {
+    program: PathBuf,
+    args: Vec<OsString>,
+    arg0: Option<OsString>,
+}
+
+impl LoaderCommand {
+    /// This executable, re-run: its `main` starts with [`init_child_loader`].
+    fn this_executable() -> Self {
+        Self {
+            program: PathBuf::from("/proc/self/exe"),
+            args: Vec::new(),
+            arg0: Some(OsString::from("relay-metrics-ebpf-loader")),
+        }
+    }
+}
+
+static COMMAND: OnceLock<LoaderCommand> = OnceLock::new();
+
+/// The child loader, when [`init_child_loader`] enabled it.
+pub(super) fn command() -> Option<&'static LoaderCommand> {
+    COMMAND.get()
+}
+
+/// Makes this program load its eBPF programs in a short-lived child process. Call it first thing
+/// in `main`, before parsing arguments.
+///
+/// In the child (this executable re-run by [`EbpfSource::load`](super::EbpfSource::load), marked
+/// by its environment) it loads and attaches the programs, hands them to the parent and exits:
+/// it never returns there. Otherwise it returns at once, and every later `EbpfSource::load` (and
+/// so every `Collector` with kernel events) of this process loads in such a child, so this
+/// process's resident memory never holds aya's parse of the kernel BTF (~16 MiB at its peak).
+/// Programs that do not call it load in-process, as before.
+pub fn init_child_loader() {
+    if std::env::var_os(LOADER_ENV).is_some() {
+        child::serve_parent();
+    }
+    let _ = COMMAND.set(LoaderCommand::this_executable());
+}
+
+/// What the child tells its parent (JSON, with the descriptors alongside; indexes are into them).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum Report {
+    Loaded {
+        /// The [`Config`] given to the programs, as its bytes.
+        config: Vec<u8>,
+        programs: Vec<ProgramReport>,
+        maps: Vec<(String, usize)>,
+    },
+    NotPrivileged {
+        cap_eff: u64,
+    },
+    NoTracefs {
+        errno: Option<i32>,
+    },
+    NothingAttached {
+        failures: String,
+    },
+    /// The parent must load in-process (why).
+    LoadInParent {
+        why: String,
+    },
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ProgramReport {
+    program: String,
+    failed: Option<String>,
+    program_fd: Option<usize>,
+    link_fd: Option<usize>,
+}
+
+fn config_bytes(config: &Config) -> Vec<u8> {
+    // SAFETY: Config is #[repr(C)] with explicit padding and integer fields only: all of its
+    // size_of bytes are initialized.
+    unsafe {
+        std::slice::from_raw_parts(
+            (config as *const Config).cast::<u8>(),
+            std::mem::size_of::<Config>(),
+        )
+    }
+    .to_vec()
+}
+
+fn config_from_bytes(bytes: &[u8]) -> Option<Config> {
+    (bytes.len() == std::mem::size_of::<Config>()).then(|| {
+        // SAFETY: the length is checked, Config has integer fields only (every bit pattern is
+        // valid), and read_unaligned copes with the Vec's alignment.
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Config>()) }
+    })
+}
+
+/// What the parent got from the child.
+pub(super) enum ChildOutcome {
+    /// The programs run; these descriptors keep them.
+    Handed(Handover),
+    /// Loading failed for a reason the in-process path would give too.
+    Failed(EbpfUnavailable),
+    /// The parent should load in-process (why).
+    InProcess(String),
+}
+
+/// The descriptors and states handed over by the child.
+pub(super) struct Handover {
+    pub(super) pid: u32,
+    pub(super) status: Vec<ProgramStatus>,
+    pub(super) config: Config,
+    pub(super) maps: Vec<(&'static str, Map)>,
+    pub(super) links: Vec<OwnedFd>,
+    pub(super) programs: Vec<(ProgramSpec, OwnedFd)>,
+}
+
+/// Runs the loader child for `roots` and takes what it hands over.
+pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutcome {
+    let (ours, theirs) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(error) => return ChildOutcome::InProcess(format!("no socket pair: {error}")),
+    };
+    let mut child_command = Command::new(&command.program);
+    child_command
+        .args(&command.args)
+        .env(LOADER_ENV, PROTOCOL)
+        .env(PROC_ENV, &roots.proc)
+        .env(SYS_ENV, &roots.sys)
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(arg0) = &command.arg0 {
+        child_command.arg0(arg0);
+    }
+    let spawned = child_command.spawn();
+    // Our copy of the child's end must be closed, or its exit would not end the stream.
+    drop(child_command);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            return ChildOutcome::InProcess(format!(
+                "cannot start the loader process {}: {error}",
+                command.program.display()
+            ))
+        }
+    };
+    let received = fds::receive_all(&ours, MAX_REPORT_BYTES);
+    let exit = match child.wait() {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("not waited for: {error}"),
+    };
+    let lost = |what: String| {
+        ChildOutcome::Failed(EbpfUnavailable::NothingAttached(format!(
+            "the eBPF loader process ({exit}) {what}"
+        )))
+    };
+    let (data, descriptors) = match received {
+        Ok(received) => received,
+        Err(error) => return lost(format!("could not hand the programs over: {error}")),
+    };
+    let report: Report = match serde_json::from_slice(&data) {
+        Ok(report) => report,
+        Err(_) if data.is_empty() => return lost("ended before handing the programs over".into()),
+        Err(error) => return lost(format!("sent an unreadable report: {error}")),
+    };
+    match report {
+        Report::Loaded {
+            config,
+            programs,
+            maps,
+        } => match assemble(child.id(), &config, programs, maps, descriptors) {
+            Ok(handover) => ChildOutcome::Handed(handover),
+            Err(what) => lost(what),
+        },
+        Report::NotPrivileged { cap_eff } => ChildOutcome::InProcess(format!(
+            "the loader process lost its capabilities across exec (CapEff {cap_eff:#x})"
+        )),
+        Report::NoTracefs { errno } => ChildOutcome::Failed(EbpfUnavailable::NoTracefs {
+            path: roots.map(Path::new("/sys/kernel/tracing")),
+            source: errno.map_or_else(
+                || io::Error::from(io::ErrorKind::InvalidInput),
+                io::Error::from_raw_os_error,
+            ),
+        }),
+        Report::NothingAttached { failures } => {
+            ChildOutcome::Failed(EbpfUnavailable::NothingAttached(failures))
+        }
+        Report::LoadInParent { why } => ChildOutcome::InProcess(why),
+    }
+}
+
+/// Matches the report's indexes with the descriptors received.
+fn assemble(
+    pid: u32,
+    config: &[u8],
+    programs: Vec<ProgramReport>,
+    maps: Vec<(String, usize)>,
+    descriptors: Vec<OwnedFd>,
+) -> Result<Handover, String> {
+    let mut descriptors: Vec<Option<OwnedFd>> = descriptors.into_iter().map(Some).collect();
+    let mut take = |index: Option<usize>| index.and_then(|i| descriptors.get_mut(i)?.take());
+    let config = config_from_bytes(config).ok_or("sent a malformed configuration")?;
+    let mut handover = Handover {
+        pid,
+        status: Vec::with_capacity(PROGRAMS.len()),
+        config,
+        maps: Vec::with_capacity(maps.len()),
+        links: Vec::new(),
+        programs: Vec::new(),
+    };
+    for (name, index) in maps {
+        let Some(name) = MAP_NAMES.iter().find(|known| **known == name) else {
+            continue;
+        };
+        let fd = take(Some(index)).ok_or("handed over fewer descriptors than it listed")?;
+        let map = MapData::from_fd(fd)
+            .and_then(Map::from_map_data)
+            .map_err(|error| format!("handed over an unusable map {name}: {error}"))?;
+        handover.maps.push((name, map));
+    }
+    let mut reports: HashMap<String, ProgramReport> = programs
+        .into_iter()
+        .map(|report| (report.program.clone(), report))
+        .collect();
+    for spec in PROGRAMS {
+        let state = match reports.remove(spec.program) {
+            None => ProgramState::Failed("not reported by the loader process".to_owned()),
+            Some(ProgramReport {
+                failed: Some(reason),
+                ..
+            }) => ProgramState::Failed(reason),
+            Some(report) => match (take(report.program_fd), take(report.link_fd)) {
+                (Some(program), Some(link)) => {
+                    handover.programs.push((spec, program));
+                    handover.links.push(link);
+                    ProgramState::Attached
+                }
+                _ => return Err("handed over fewer descriptors than it listed".to_owned()),
+            },
+        };
+        handover.status.push(ProgramStatus { spec, state });
+    }
+    Ok(handover)
+}

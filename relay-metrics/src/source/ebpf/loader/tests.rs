@@ -1,0 +1,201 @@
+//! The loader child's path: errors that come back, a child that dies or cannot start, and the
+//! whole handover as root.
+
+use super::*;
+use crate::source::ebpf::{EbpfOptions, EbpfSource};
+
+/// Not a test of its own: the body of the loader children the tests start (a no-op without
+/// the loader's environment).
+#[test]
+fn loader_child() {
+    if std::env::var_os(LOADER_ENV).is_some() {
+        child::serve_parent();
+    }
+}
+
+/// This test binary, re-run as a loader child (see [`loader_child`]).
+pub(in crate::source::ebpf) fn test_loader() -> LoaderCommand {
+    LoaderCommand {
+        program: std::env::current_exe().expect("test binary path"),
+        args: [
+            "--exact",
+            "source::ebpf::loader::tests::loader_child",
+            "--test-threads=1",
+        ]
+        .map(OsString::from)
+        .to_vec(),
+        arg0: None,
+    }
+}
+
+fn fixture(cap_eff: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        format!("Name:\tx\nCapEff:\t{cap_eff}\n"),
+    )
+    .expect("status");
+    dir
+}
+
+#[test]
+fn a_missing_tracefs_comes_back_from_the_child_as_in_process() {
+    // Privileged according to the fixture, which has no sys/kernel/tracing: the child fails
+    // to mount tracefs there.
+    let dir = fixture("000001ffffffffff");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    let in_process = EbpfSource::load_via(&options, None).expect_err("no tracefs");
+    let outcome = load_in_child(&options.roots, &test_loader());
+    let ChildOutcome::Failed(from_child) = outcome else {
+        panic!("the child's error did not come back as an error");
+    };
+    assert!(
+        matches!(from_child, EbpfUnavailable::NoTracefs { .. }),
+        "{from_child}"
+    );
+    assert_eq!(from_child.to_string(), in_process.to_string());
+    assert!(
+        from_child.to_string().contains("sys/kernel/tracing"),
+        "{from_child}"
+    );
+    // Through the public path too.
+    let error = EbpfSource::load_via(&options, Some(&test_loader())).expect_err("must not load");
+    assert_eq!(error.to_string(), in_process.to_string());
+}
+
+#[test]
+fn an_unprivileged_process_starts_no_child() {
+    let dir = fixture("0000000000000000");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    let missing = LoaderCommand {
+        program: dir.path().join("no-such-loader"),
+        args: Vec::new(),
+        arg0: None,
+    };
+    let error = EbpfSource::load_via(&options, Some(&missing)).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NotPrivileged { cap_eff: 0, .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_loader_that_cannot_start_means_loading_in_process() {
+    let dir = fixture("000001ffffffffff");
+    let missing = LoaderCommand {
+        program: dir.path().join("no-such-loader"),
+        args: Vec::new(),
+        arg0: None,
+    };
+    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), &missing) else {
+        panic!("a missing loader must mean loading in-process");
+    };
+    assert!(why.contains("no-such-loader"), "{why}");
+}
+
+#[test]
+fn a_child_that_dies_is_reported() {
+    let dir = fixture("000001ffffffffff");
+    let dies = LoaderCommand {
+        program: PathBuf::from("/bin/sh"),
+        args: ["-c", "kill -KILL $$"].map(OsString::from).to_vec(),
+        arg0: None,
+    };
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &dies) else {
+        panic!("a dead loader must be an error");
+    };
+    let text = error.to_string();
+    assert!(text.contains("signal: 9"), "{text}");
+    assert!(text.contains("before handing"), "{text}");
+}
+
+/// The whole path as root: the child loads and attaches, this process reads and writes the
+/// maps it handed over, the programs outlive the child, and dropping the source detaches and
+/// unloads them.
+#[test]
+fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
+    let _serial = crate::source::ebpf::tests::SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this eBPF test needs root (CAP_BPF, tracefs); run it as root as CI does"
+    );
+    let mut source = EbpfSource::load_via(&EbpfOptions::default(), Some(&test_loader()))
+        .expect("loading through the child");
+    let LoadedBy::ChildProcess { pid } = *source.loaded_by() else {
+        panic!("loaded in-process: {:?}", source.loaded_by());
+    };
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the loader child {pid} is gone"
+    );
+    assert!(source
+        .status()
+        .iter()
+        .all(|s| s.state == ProgramState::Attached));
+    assert!(source.tgids.is_some() && source.cgroups.is_some());
+    assert!(source.created_by.is_some() && source.oom_events.is_some());
+    assert_eq!(source.drain_oom_victims(), 0);
+
+    let mut shell = Command::new("sh")
+        .args([
+            "-c",
+            "read go; for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawning sh");
+    let root = shell.id();
+    let before = source.global().expect("GLOBAL").processes_created;
+    let scope = source.track_tree(&[root]).expect("tracking the tree");
+    drop(shell.stdin.take());
+    assert!(shell.wait().expect("waiting for sh").success());
+    let mut counters = crate::source::ebpf::EbpfCounters::default();
+    source
+        .read_counters(&[root], Some(scope), &mut counters)
+        .expect("reading counters");
+    assert!(counters.processes_created >= 10, "{counters:?}");
+    assert!(counters.processes_exited >= 10, "{counters:?}");
+    let after = source.global().expect("GLOBAL").processes_created;
+    assert!(after >= before + 10, "{before} -> {after}");
+    source.untrack(scope).expect("untrack");
+
+    let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
+    assert_eq!(ids.len(), PROGRAMS.len());
+    let loaded = || -> Vec<u32> {
+        aya::programs::loaded_programs()
+            .filter_map(Result::ok)
+            .map(|info| info.id())
+            .collect()
+    };
+    assert!(ids.iter().all(|id| loaded().contains(id)), "{ids:?}");
+    drop(source);
+    // Freeing may lag the last close by an RCU grace period.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut after = loaded();
+    while ids.iter().any(|id| after.contains(id)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        after = loaded();
+    }
+    assert!(
+        ids.iter().all(|id| !after.contains(id)),
+        "{ids:?} in {after:?}"
+    );
+}
+
+#[test]
+fn the_configuration_survives_its_bytes() {
+    let mut config = Config::unavailable();
+    config.newtask_pid = 8;
+    config.sleep_state_mask = 0x1234_5678_9abc;
+    assert_eq!(config_from_bytes(&config_bytes(&config)), Some(config));
+    assert_eq!(config_from_bytes(&[0; 47]), None);
+}
