@@ -22,3 +22,15 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
+
+# opentelemetry-proto's Python bindings parse the agent's OTLP export strictly in the tests
+# (relay-metrics/tests/serve.rs), from a virtualenv in target/ (pinned versions, from PyPI).
+OTLP_VENV=target/otlp-venv
+if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto' 2>/dev/null; then
+    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+        apt-get update -qq && apt-get install -y -qq python3-venv
+    fi
+    rm -rf "$OTLP_VENV"
+    python3 -m venv "$OTLP_VENV"
+    "$OTLP_VENV/bin/pip" install -q opentelemetry-proto==1.45.2 protobuf==7.36.2
+fi

@@ -2,12 +2,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::output::otlp::{OtlpEndpoint, OtlpResource};
 use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
@@ -48,7 +49,8 @@ enum Command {
         count: Option<u64>,
     },
     /// Run as an agent: sample at a fixed rate and serve the latest snapshot over HTTP
-    /// (`/metrics` in Prometheus text format, `/snapshot` as JSON, `/healthz`).
+    /// (`/metrics` in Prometheus text format, `/snapshot` as JSON, `/healthz`), optionally
+    /// pushing each snapshot to an OpenTelemetry collector (OTLP/HTTP JSON).
     Serve {
         #[command(flatten)]
         target: TargetArgs,
@@ -58,6 +60,10 @@ enum Command {
         /// Period between snapshots. Default: the config's `polling.interval_millis`.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
         interval_ms: Option<u64>,
+        /// Also push every snapshot to this OTLP/HTTP endpoint: `http://host[:port][/path]`
+        /// (port 4318 and path `/v1/metrics` by default; plain HTTP only).
+        #[arg(long, value_name = "URL", value_parser = parse_otlp_endpoint)]
+        otlp_endpoint: Option<OtlpEndpoint>,
     },
     /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
     Bench {
@@ -181,6 +187,7 @@ fn run(cli: Cli) -> Result<i32> {
             target,
             listen,
             interval_ms,
+            otlp_endpoint,
         } => {
             let config = resolve_config(&target)?;
             let period =
@@ -195,9 +202,16 @@ fn run(cli: Cli) -> Result<i32> {
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;
                 let latest = serve::Latest::default();
-                serve::spawn_sampler(collector, period, latest.clone())
+                let resource = otlp_endpoint
+                    .is_some()
+                    .then(|| OtlpResource::new(SystemTime::now()));
+                serve::spawn_sampler(collector, period, latest.clone(), resource)
                     .context("cannot start the sampling thread")?;
                 eprintln!("relay-metrics: serving http://{address}/metrics");
+                if let Some(endpoint) = otlp_endpoint {
+                    eprintln!("relay-metrics: exporting to {endpoint}");
+                    tokio::spawn(serve::export_otlp(endpoint, latest.clone(), period));
+                }
                 serve::serve(listener, latest)
                     .await
                     .context("the HTTP server stopped")
@@ -210,6 +224,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+fn parse_otlp_endpoint(url: &str) -> Result<OtlpEndpoint, String> {
+    OtlpEndpoint::parse(url).map_err(|error| error.to_string())
 }
 
 /// Builds the configuration from the file and the flags.

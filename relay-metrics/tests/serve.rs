@@ -2,7 +2,9 @@
 //! checked by Prometheus's own tools (`promtool check metrics`) and scraped by a real Prometheus
 //! server, which must then answer a query with the collector's value. Prometheus comes from
 //! Debian's `prometheus` package (scripts/install-deps.sh installs it); without it these tests
-//! fail rather than skip.
+//! fail rather than skip. The OTLP export is received by a test listener and parsed strictly
+//! with opentelemetry-proto's own Python bindings (a virtualenv that scripts/install-deps.sh
+//! creates in `target/otlp-venv`).
 
 #![expect(
     clippy::expect_used,
@@ -203,4 +205,128 @@ fn a_prometheus_server_scrapes_the_agent() {
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(value, meminfo_total_bytes());
+}
+
+/// Receives one HTTP request on `listener` (within 20 s), answers 200; returns head and body.
+fn receive_one_request(listener: std::net::TcpListener) -> (String, Vec<u8>) {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut request = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let read = stream.read(&mut chunk).unwrap();
+            assert!(read > 0, "the request ended inside its head");
+            request.extend_from_slice(&chunk[..read]);
+        };
+        let head = String::from_utf8(request[..head_end].to_vec()).unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("Content-Length: "))
+            .expect("a Content-Length header")
+            .parse()
+            .unwrap();
+        while request.len() < head_end + length {
+            let read = stream.read(&mut chunk).unwrap();
+            assert!(read > 0, "the request ended inside its body");
+            request.extend_from_slice(&chunk[..read]);
+        }
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let _ = sender.send((head, request[head_end..].to_vec()));
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the agent exported within 20 s")
+}
+
+/// Parses an OTLP/HTTP JSON body with opentelemetry-proto's bindings (unknown or mistyped
+/// fields are errors); returns the metric names.
+fn parse_with_opentelemetry_proto(body: &[u8]) -> Vec<String> {
+    let python =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/otlp-venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/install-deps.sh (it creates the opentelemetry-proto virtualenv)",
+        python.display()
+    );
+    let script = "import sys\n\
+        from google.protobuf import json_format\n\
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service\n\
+        request = json_format.Parse(sys.stdin.read(), service.ExportMetricsServiceRequest())\n\
+        for resource in request.resource_metrics:\n\
+        \x20   for scope in resource.scope_metrics:\n\
+        \x20       for metric in scope.metrics:\n\
+        \x20           print(metric.name)\n";
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "opentelemetry-proto refused the body: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn exports_snapshots_as_otlp_that_opentelemetry_proto_accepts() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (_agent, _) = start_agent(&["--scope", "global", "--otlp-endpoint", &endpoint]);
+    let (head, body) = receive_one_request(listener);
+    assert!(head.starts_with("POST /v1/metrics HTTP/1.1\r\n"), "{head}");
+    assert!(
+        head.contains("\r\nContent-Type: application/json\r\n"),
+        "{head}"
+    );
+
+    let names = parse_with_opentelemetry_proto(&body);
+    for name in [
+        "relay_metrics_cpu_user_seconds",
+        "relay_metrics_memory_system_total_bytes",
+        "relay_metrics_snapshots",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap();
+    let total = request["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|metric| metric["name"] == "relay_metrics_memory_system_total_bytes")
+        .unwrap();
+    assert_eq!(total["unit"], "By");
+    assert_eq!(
+        total["gauge"]["dataPoints"][0]["asDouble"].as_f64(),
+        Some(meminfo_total_bytes())
+    );
+}
+
+#[test]
+fn an_endpoint_that_is_not_plain_http_is_refused_at_start() {
+    let output = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["serve", "--otlp-endpoint", "https://collector:4318"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("https is not supported"), "{stderr}");
 }

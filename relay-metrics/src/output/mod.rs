@@ -2,5 +2,6 @@
 
 pub mod json;
 mod metrics;
+pub mod otlp;
 pub mod prometheus;
 pub mod serve;
