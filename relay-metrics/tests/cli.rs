@@ -429,19 +429,15 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// The eBPF programs load in a short-lived child (aya parses the kernel BTF there, ~22 MiB at
-/// its peak): the `watch` process itself stays under 15 MiB with kernel events on. Its VmHWM is
-/// read from /proc until it exits (wait4's maxrss would include the reaped loader child).
-#[test]
-fn watch_with_kernel_events_stays_under_15_mib_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "kernel event counters need root"
-    );
+/// Runs `watch` at 1 ms for 1500 ticks on a sleeping process with `env` set; returns its peak
+/// resident KiB, read from /proc until it exits (wait4's maxrss would include the reaped loader
+/// child), and the last snapshot's `extensions.kernel_events`.
+fn watch_peak_rss_kib(env: &[(&str, &str)]) -> (u64, Value) {
     let target = spawn("sleep 60");
     let mut watch = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
         .args(["watch", "--interval-ms", "1", "--count", "1500", "--pid"])
         .arg(target.0.id().to_string())
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .expect("the binary runs");
@@ -472,16 +468,45 @@ fn watch_with_kernel_events_stays_under_15_mib_as_root() {
         .map(|line| serde_json::from_slice(line).unwrap())
         .collect();
     assert_eq!(lines.len(), 1500);
-    let events = &lines[1499]["extensions"]["kernel_events"];
-    assert_eq!(events["active"], true, "{events}");
     assert!(
         readings >= 10,
         "only {readings} readings of /proc/{pid}/status"
     );
-    let peak_kib = peak_kib.unwrap();
+    (
+        peak_kib.unwrap(),
+        lines[1499]["extensions"]["kernel_events"].clone(),
+    )
+}
+
+/// The eBPF programs load in a short-lived child (aya parses the kernel BTF there, ~22 MiB at
+/// its peak): the `watch` process itself stays under 15 MiB with kernel events on.
+#[test]
+fn watch_with_kernel_events_stays_under_15_mib_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event counters need root"
+    );
+    let (peak_kib, events) = watch_peak_rss_kib(&[]);
+    assert_eq!(events["active"], true, "{events}");
     assert!(
         peak_kib <= 15 * 1024,
         "watch peaked at {peak_kib} KiB resident"
+    );
+}
+
+/// `RELAY_METRICS_EBPF_IN_PROCESS=1` keeps the load in the process (for tracing tools): its
+/// peak then holds aya's BTF parse, which the child loader keeps out.
+#[test]
+fn the_in_process_opt_out_loads_in_the_watch_process_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event counters need root"
+    );
+    let (peak_kib, events) = watch_peak_rss_kib(&[("RELAY_METRICS_EBPF_IN_PROCESS", "1")]);
+    assert_eq!(events["active"], true, "{events}");
+    assert!(
+        peak_kib > 15 * 1024,
+        "watch peaked at only {peak_kib} KiB resident: was the load not in-process?"
     );
 }
 

@@ -37,7 +37,7 @@ use crate::source::file::read_once;
 use crate::source::Roots;
 
 pub use format::{find_field, FormatField};
-pub use loader::{init_child_loader, LoadedBy};
+pub use loader::{init_child_loader, LoadedBy, IN_PROCESS_ENV};
 use loader::{ChildOutcome, LoaderCommand};
 use types::map_error;
 pub use types::{

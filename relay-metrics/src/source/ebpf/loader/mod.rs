@@ -46,6 +46,8 @@ const LOADER_ENV: &str = "RELAY_METRICS_EBPF_LOADER";
 const PROC_ENV: &str = "RELAY_METRICS_EBPF_LOADER_PROC";
 const SYS_ENV: &str = "RELAY_METRICS_EBPF_LOADER_SYS";
 const PROTOCOL: &str = "1";
+/// Set to `1`, [`init_child_loader`] leaves loading in this process.
+pub const IN_PROCESS_ENV: &str = "RELAY_METRICS_EBPF_IN_PROCESS";
 /// Verifier logs of failed programs can be long; anything past this is not a report.
 const MAX_REPORT_BYTES: usize = 16 << 20;
 
@@ -97,10 +99,15 @@ pub(super) fn command() -> Option<&'static LoaderCommand> {
 /// it never returns there. Otherwise it returns at once, and every later `EbpfSource::load` (and
 /// so every `Collector` with kernel events) of this process loads in such a child, so this
 /// process's resident memory never holds aya's parse of the kernel BTF (~16 MiB at its peak).
-/// Programs that do not call it load in-process, as before.
+/// Programs that do not call it load in-process, as before, and so does this one when
+/// [`IN_PROCESS_ENV`] is set to `1` (for tools that must see the map creations, such as the floor
+/// tool's trace, and for debugging).
 pub fn init_child_loader() {
     if std::env::var_os(LOADER_ENV).is_some() {
         child::serve_parent();
+    }
+    if std::env::var_os(IN_PROCESS_ENV).is_some_and(|value| value == "1") {
+        return;
     }
     let _ = COMMAND.set(LoaderCommand::this_executable());
 }
