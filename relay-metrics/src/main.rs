@@ -207,9 +207,9 @@ fn run(cli: Cli) -> Result<i32> {
                     .then(|| OtlpResource::new(SystemTime::now()));
                 serve::spawn_sampler(collector, period, latest.clone(), resource)
                     .context("cannot start the sampling thread")?;
-                eprintln!("relay-metrics: serving http://{address}/metrics");
+                serve::log(format_args!("serving http://{address}/metrics"));
                 if let Some(endpoint) = otlp_endpoint {
-                    eprintln!("relay-metrics: exporting to {endpoint}");
+                    serve::log(format_args!("exporting to {endpoint}"));
                     tokio::spawn(serve::export_otlp(endpoint, latest.clone(), period));
                 }
                 serve::serve(listener, latest)

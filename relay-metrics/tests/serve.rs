@@ -38,10 +38,15 @@ fn start_agent(extra: &[&str]) -> (Reaped, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the agent starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    stderr.read_line(&mut line).unwrap();
+    // Keep draining stderr (on the test's own stderr), so the agent's later lines are seen.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            eprintln!("agent: {line}");
+        }
+    });
     let address = line
         .trim()
         .strip_prefix("relay-metrics: serving http://")
@@ -329,4 +334,37 @@ fn an_endpoint_that_is_not_plain_http_is_refused_at_start() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("https is not supported"), "{stderr}");
+}
+
+#[test]
+fn an_agent_whose_stderr_is_closed_keeps_serving_and_exporting() {
+    let free_port = || {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let (address, nobody_listens) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
+        .args(["serve", "--listen", &address, "--interval-ms", "100"])
+        .args(["--otlp-endpoint", &format!("http://{nobody_listens}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before the agent writes its first line: every later line meets a broken pipe.
+    drop(child.stderr.take());
+    let mut agent = Reaped(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&address).is_err() {
+        assert!(
+            agent.0.try_wait().unwrap().is_none(),
+            "the agent exited at start"
+        );
+        assert!(Instant::now() < deadline, "the agent never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_ready(&address);
+    // Several exports fail meanwhile (refused), and their report goes to the closed stderr.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
+    assert_eq!(get(&address, "/healthz").0, 200);
 }

@@ -109,16 +109,23 @@ pub async fn export_otlp(endpoint: OtlpEndpoint, latest: Latest, period: Duratio
         match otlp::export(&endpoint, body).await {
             Ok(()) if failing => {
                 failing = false;
-                eprintln!("relay-metrics: OTLP export to {endpoint} works again");
+                log(format_args!("OTLP export to {endpoint} works again"));
             }
             Ok(()) => {}
             Err(error) if !failing => {
                 failing = true;
-                eprintln!("relay-metrics: OTLP export to {endpoint} failed: {error}");
+                log(format_args!("OTLP export to {endpoint} failed: {error}"));
             }
             Err(_) => {}
         }
     }
+}
+
+/// One line on stderr. An agent whose stderr was closed keeps running: the line is dropped
+/// (`eprintln!` would panic on the broken pipe).
+pub fn log(message: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "relay-metrics: {message}");
 }
 
 /// Serves `latest` on `listener` until an accept error (never returns otherwise).

@@ -123,6 +123,12 @@ fn loads_and_attaches_every_program_as_root() {
     // The scheduler is always busy: within a moment this process's threads have been counted.
     std::thread::sleep(Duration::from_millis(50));
     assert!(source.global().is_ok());
+    // Dropping the source detaches and unloads every program.
+    assert_drop_unloads_every_program(source);
+}
+
+/// Drops `source` and checks that each of its programs, loaded before, is gone from the kernel.
+pub(super) fn assert_drop_unloads_every_program(source: EbpfSource) {
     let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
     assert_eq!(ids.len(), PROGRAMS.len());
     let loaded = || -> Vec<u32> {
@@ -131,8 +137,7 @@ fn loads_and_attaches_every_program_as_root() {
             .map(|info| info.id())
             .collect()
     };
-    assert!(ids.iter().all(|id| loaded().contains(id)));
-    // Dropping the source detaches and unloads every program.
+    assert!(ids.iter().all(|id| loaded().contains(id)), "{ids:?}");
     drop(source);
     // Freeing may lag the last close by an RCU grace period.
     let deadline = Instant::now() + Duration::from_secs(2);

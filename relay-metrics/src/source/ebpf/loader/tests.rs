@@ -168,27 +168,7 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
     assert!(after >= before + 10, "{before} -> {after}");
     source.untrack(scope).expect("untrack");
 
-    let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
-    assert_eq!(ids.len(), PROGRAMS.len());
-    let loaded = || -> Vec<u32> {
-        aya::programs::loaded_programs()
-            .filter_map(Result::ok)
-            .map(|info| info.id())
-            .collect()
-    };
-    assert!(ids.iter().all(|id| loaded().contains(id)), "{ids:?}");
-    drop(source);
-    // Freeing may lag the last close by an RCU grace period.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let mut after = loaded();
-    while ids.iter().any(|id| after.contains(id)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        after = loaded();
-    }
-    assert!(
-        ids.iter().all(|id| !after.contains(id)),
-        "{ids:?} in {after:?}"
-    );
+    crate::source::ebpf::tests::assert_drop_unloads_every_program(source);
 }
 
 #[test]
