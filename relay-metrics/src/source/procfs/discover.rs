@@ -7,6 +7,9 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::sys::stat::fstat;
+use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC};
+
 use super::parse::{parse_children, parse_u32};
 use super::sys::{open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName};
 use crate::source::file::is_gone;
@@ -67,7 +70,8 @@ pub const DEFAULT_MAX_HELD_TREE_FILES: usize = 4096;
 ///
 /// Between walks the walker keeps each process's `task/` directory and each thread's `children`
 /// file open (up to a cap on descriptors; beyond it they are opened and closed per walk), so
-/// re-walking a stable tree costs a `getdents64` per process and a `pread` per thread. Handles of
+/// re-walking a stable tree costs an `fstat` per single-threaded process (else a rewind and
+/// `getdents64` of `task/`) and a `pread` per thread. Handles of
 /// processes that left the tree are closed at the end of each walk. A held `task/` directory of
 /// a process that exited reports ENOENT and is reopened, so a reused pid is listed afresh. A
 /// `children` file is bound to its thread; a dead thread lists no children. (A thread id reused
@@ -84,6 +88,8 @@ pub struct ProcessTreeWalker {
     held: HashMap<u32, HeldTask>,
     held_files: usize,
     max_held_files: usize,
+    /// The proc root is procfs (not a fixture tree): `task/` link counts count threads.
+    on_procfs: bool,
 }
 
 /// The open `task/` directory of one process and the `children` files of its threads, sorted by
@@ -110,9 +116,12 @@ impl ProcessTreeWalker {
     /// Like [`ProcessTreeWalker::new`] with a cap on held descriptors (0: hold nothing).
     pub fn with_max_held_files(roots: &Roots, max_held_files: usize) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
+        let on_procfs =
+            fstatfs(&proc_dir).is_ok_and(|statfs| statfs.filesystem_type() == PROC_SUPER_MAGIC);
         Ok(Self {
             proc_root,
             proc_dir,
+            on_procfs,
             dirents: DirentBuffer::default(),
             buf: Vec::with_capacity(4096),
             tids: Vec::new(),
@@ -232,7 +241,8 @@ impl ProcessTreeWalker {
     fn task_with_threads(&mut self, pid: u32) -> Result<Option<HeldTask>, SourceError> {
         if let Some(task) = self.held.remove(&pid) {
             self.held_files -= task.files();
-            if list_threads(&task.dir, &mut self.dirents, &mut self.tids)
+            if self
+                .list_tids(&task.dir, pid)
                 .map_err(|error| SourceError::io(task_path(&self.proc_root, pid, None), error))?
             {
                 return Ok(Some(task));
@@ -249,12 +259,30 @@ impl ProcessTreeWalker {
                 ))
             }
         };
-        let listed = list_threads(&dir, &mut self.dirents, &mut self.tids)
+        let listed = self
+            .list_tids(&dir, pid)
             .map_err(|error| SourceError::io(task_path(&self.proc_root, pid, None), error))?;
         Ok(listed.then_some(HeldTask {
             dir,
             threads: Vec::new(),
         }))
+    }
+
+    /// Lists the thread ids of `pid`'s open `task/` directory into `self.tids`, sorted;
+    /// `Ok(false)` if the process is gone.
+    ///
+    /// On procfs the directory's link count is 2 + the process's thread count (`nr_threads`,
+    /// which counts a zombie leader too), and the leader, whose id is the pid, is listed as long
+    /// as the process exists: a link count of 3 means the leader alone. So most processes need
+    /// one `fstat` instead of a rewind and two `getdents64`. A dead process reports 2 and is
+    /// listed (which says it is gone).
+    fn list_tids(&mut self, dir: &OwnedFd, pid: u32) -> io::Result<bool> {
+        if self.on_procfs && fstat(dir.as_fd()).is_ok_and(|stat| stat.st_nlink == 3) {
+            self.tids.clear();
+            self.tids.push(pid);
+            return Ok(true);
+        }
+        list_threads(dir, &mut self.dirents, &mut self.tids)
     }
 
     /// Holds `task` for the next walk if the cap allows; otherwise its descriptors close here.

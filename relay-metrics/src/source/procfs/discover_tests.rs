@@ -1,5 +1,6 @@
 use super::*;
 use crate::source::procfs::reader::tests::Spawned;
+use std::os::unix::fs::MetadataExt as _;
 use std::time::{Duration, Instant};
 
 fn children_of(pid: u32) -> Vec<u32> {
@@ -269,4 +270,60 @@ fn a_live_rewalk_drops_a_killed_child_and_sees_a_new_one() {
     walker.walk(sh, &mut pids).unwrap();
     assert_eq!(pids, [sh, second]);
     assert_eq!(walker.held_files(), 4);
+}
+
+#[test]
+fn a_process_that_starts_a_thread_is_listed_thread_by_thread_again() {
+    // Single-threaded at the first walk (the walker takes its link count for "the leader
+    // alone"); then a second thread forks `sleep`, which hangs below that thread.
+    let python = Spawned(
+        std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import subprocess, sys, threading\n\
+                 sys.stdin.readline()\n\
+                 t = threading.Thread(target=lambda: subprocess.run(['sleep', '30']))\n\
+                 t.start(); t.join()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = python.pid();
+    let mut walker = ProcessTreeWalker::new(&Roots::host()).unwrap();
+    let mut pids = Vec::new();
+    walker.walk(pid, &mut pids).unwrap();
+    assert_eq!(pids, [pid]);
+    let task = format!("/proc/{pid}/task");
+    assert_eq!(std::fs::metadata(&task).unwrap().nlink(), 3, "one thread");
+
+    use std::io::Write as _;
+    let mut stdin = python.0.stdin.as_ref().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let sleep = loop {
+        let below_thread: Vec<u32> = std::fs::read_dir(&task)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|tid| *tid != pid.to_string())
+            .flat_map(|tid| {
+                std::fs::read_to_string(format!("{task}/{tid}/children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(|child| child.parse().unwrap())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        if let [sleep] = below_thread[..] {
+            break sleep;
+        }
+        assert!(Instant::now() < deadline, "the thread never forked sleep");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    walker.walk(pid, &mut pids).unwrap();
+    assert_eq!(pids, [pid, sleep]);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sleep as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
