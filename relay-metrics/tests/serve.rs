@@ -368,3 +368,56 @@ fn an_agent_whose_stderr_is_closed_keeps_serving_and_exporting() {
     assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
     assert_eq!(get(&address, "/healthz").0, 200);
 }
+
+#[test]
+fn an_agent_out_of_descriptors_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"extensions": {"kernel_events": false}}"#).unwrap();
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    // A few descriptors above what the agent needs for itself: most connections cannot be
+    // accepted until others close.
+    let script = format!(
+        "ulimit -n 40 && exec {} serve --listen {address} --interval-ms 200 --config {} \
+         --scope application_process --pid {}",
+        env!("CARGO_BIN_EXE_relay-metrics"),
+        config.display(),
+        std::process::id()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut agent = Reaped(child);
+    let serving = received.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(serving.contains("serving"), "{serving}");
+    wait_ready(&address);
+
+    let idle: Vec<TcpStream> = (0..60)
+        .map(|_| TcpStream::connect(&address).unwrap())
+        .collect();
+    let refused = received
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the agent reports that it cannot accept");
+    assert!(
+        refused.contains("cannot accept a connection") && refused.contains("Too many open files"),
+        "{refused}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
+    drop(idle);
+    wait_ready(&address);
+    assert_eq!(get(&address, "/healthz").0, 200);
+}

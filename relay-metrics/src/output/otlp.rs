@@ -350,24 +350,45 @@ async fn post(endpoint: &OtlpEndpoint, body: &[u8]) -> Result<(), ExportError> {
     stream.write_all(body).await?;
     let mut response = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    // The status line is enough; the collector closes the connection after its answer.
-    while response.len() < MAX_RESPONSE_BYTES && !response.windows(2).any(|w| w == b"\r\n") {
+    // The final status line is enough; the collector closes the connection after its answer.
+    loop {
+        if let Some(outcome) = final_status(&response) {
+            return outcome;
+        }
         let read = stream.read(&mut chunk).await?;
-        if read == 0 {
-            break;
+        if read == 0 || response.len() >= MAX_RESPONSE_BYTES {
+            return Err(ExportError::Rejected(format!(
+                "no HTTP status line in {:?}",
+                String::from_utf8_lossy(&response[..response.len().min(200)])
+            )));
         }
         response.extend_from_slice(&chunk[..read]);
     }
-    let status_line = response
-        .split(|&b| b == b'\r')
-        .next()
-        .map(String::from_utf8_lossy)
-        .unwrap_or_default();
-    let status = status_line.split(' ').nth(1).unwrap_or_default();
-    if status.len() == 3 && status.starts_with('2') {
-        Ok(())
-    } else {
-        Err(ExportError::Rejected(status_line.into_owned()))
+}
+
+/// The outcome of the final (non-1xx) status line of `response`, `None` while it is incomplete.
+/// Interim 1xx answers and their headers are skipped; lines may end in CRLF or a bare LF.
+fn final_status(response: &[u8]) -> Option<Result<(), ExportError>> {
+    let mut lines = response.split_inclusive(|&b| b == b'\n');
+    loop {
+        let line = lines.next().filter(|line| line.ends_with(b"\n"))?;
+        let line = String::from_utf8_lossy(line).trim_end().to_owned();
+        let code = line
+            .strip_prefix("HTTP/1.")
+            .and_then(|rest| rest.split(' ').nth(1))
+            .filter(|code| code.len() == 3)
+            .and_then(|code| code.parse::<u16>().ok());
+        match code {
+            Some(100..=199) => loop {
+                // Skip the interim answer's headers, up to its blank line.
+                let header = lines.next().filter(|line| line.ends_with(b"\n"))?;
+                if header.trim_ascii().is_empty() {
+                    break;
+                }
+            },
+            Some(200..=299) => return Some(Ok(())),
+            _ => return Some(Err(ExportError::Rejected(line))),
+        }
     }
 }
 

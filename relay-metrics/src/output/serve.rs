@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use super::otlp::{self, OtlpEndpoint, OtlpResource};
 use super::prometheus;
@@ -129,13 +130,34 @@ pub fn log(message: std::fmt::Arguments<'_>) {
 }
 
 /// Serves `latest` on `listener` until an accept error (never returns otherwise).
+///
+/// At most [`MAX_CONNECTIONS`] requests are handled at once (more wait in the listen backlog),
+/// and a failed `accept` (out of descriptors, a connection reset before it was taken) is
+/// reported once and retried after a pause: the agent outlives a burst of clients.
 pub async fn serve(listener: TcpListener, latest: Latest) -> io::Result<()> {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut failing = false;
     loop {
-        let (stream, _) = listener.accept().await?;
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return Ok(());
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                if !failing {
+                    log(format_args!("cannot accept a connection: {error}"));
+                }
+                failing = true;
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        failing = false;
         let latest = latest.clone();
         tokio::spawn(async move {
             // A client that goes away mid-request is its own problem, not the server's.
             let _ = respond(stream, &latest).await;
+            drop(slot);
         });
     }
 }
@@ -149,12 +171,21 @@ pub async fn bind(address: &str) -> io::Result<(TcpListener, SocketAddr)> {
 
 /// Largest request head we read; anything longer is answered 431.
 const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// Time a client has to send its whole request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests handled at once (each holds a descriptor).
+pub const MAX_CONNECTIONS: usize = 64;
+/// Pause before accepting again after `accept` failed.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 async fn respond(mut stream: TcpStream, latest: &Latest) -> io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
+    // One deadline for the whole head: a client trickling a byte at a time holds its slot
+    // no longer than a silent one.
+    let deadline = tokio::time::Instant::now() + HEAD_TIMEOUT;
     let complete = loop {
-        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+        let read = tokio::time::timeout_at(deadline, stream.read(&mut chunk))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request head timed out"))??;
         if read == 0 {

@@ -222,3 +222,32 @@ async fn an_export_needs_a_2xx_answer() {
     let refused = export(&endpoint, b"{}").await.unwrap_err();
     assert!(matches!(refused, ExportError::Io(_)), "{refused}");
 }
+
+#[test]
+fn only_a_final_2xx_http_status_is_success() {
+    let outcome = |response: &[u8]| final_status(response).map(|r| r.map_err(|e| e.to_string()));
+    assert_eq!(outcome(b"HTTP/1.1 200 OK\r\n"), Some(Ok(())));
+    assert_eq!(outcome(b"HTTP/1.0 204 No Content\n\n"), Some(Ok(())));
+    assert_eq!(
+        outcome(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"),
+        Some(Ok(()))
+    );
+    assert_eq!(
+        outcome(b"HTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\nHTTP/1.1 503 Busy\r\n"),
+        Some(Err(
+            "the collector answered \"HTTP/1.1 503 Busy\"".to_owned()
+        ))
+    );
+    // Incomplete: more is needed.
+    assert_eq!(outcome(b""), None);
+    assert_eq!(outcome(b"HTTP/1.1 200 O"), None);
+    assert_eq!(outcome(b"HTTP/1.1 100 Continue\r\n"), None);
+    // Not HTTP, or no valid status code.
+    for bad in [
+        &b"SSH-2.0 2xx\r\n"[..],
+        b"HTTP/1.1 2000 OK\r\n",
+        b"HTTP/1.1 abc\r\n",
+    ] {
+        assert!(matches!(outcome(bad), Some(Err(_))), "{bad:?}");
+    }
+}

@@ -4,6 +4,7 @@
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::Instant;
 
 /// The kernel accepts at most this many descriptors in one `SCM_RIGHTS` message (`SCM_MAX_FD`).
 pub(super) const MAX_FDS: usize = 253;
@@ -66,17 +67,27 @@ pub(super) fn send(socket: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Resul
     rest.write_all(&data[sent..])
 }
 
-/// Reads until the peer closes its end, at most `max_bytes`, and takes every descriptor that
-/// came along (close-on-exec, owned).
+/// Reads until the peer closes its end, at most `max_bytes` and until `deadline` (then
+/// `TimedOut`), and takes every descriptor that came along (close-on-exec, owned).
 pub(super) fn receive_all(
     socket: &UnixStream,
     max_bytes: usize,
+    deadline: Instant,
 ) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut data = Vec::new();
     let mut fds = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     let mut control = control_words(MAX_FDS);
     loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no complete handover in time",
+            ));
+        }
+        // SO_RCVTIMEO: recvmsg below fails with EAGAIN once it passes.
+        socket.set_read_timeout(Some(remaining))?;
         let mut iov = libc::iovec {
             iov_base: chunk.as_mut_ptr().cast(),
             iov_len: chunk.len(),
@@ -92,10 +103,10 @@ pub(super) fn receive_all(
             unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if received < 0 {
             let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
+            match error.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => continue,
+                _ => return Err(error),
             }
-            return Err(error);
         }
         take_descriptors(&msg, &mut fds);
         if msg.msg_flags & libc::MSG_CTRUNC != 0 {
@@ -192,6 +203,25 @@ mod unit_tests {
         assert_eq!(link_program_id(b"\xff\xfe"), None);
     }
 
+    fn soon() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(10)
+    }
+
+    #[test]
+    fn a_silent_peer_times_out_at_the_deadline() {
+        let (_left, right) = UnixStream::pair().expect("socketpair");
+        let started = Instant::now();
+        let deadline = started + std::time::Duration::from_millis(200);
+        let error = receive_all(&right, 1000, deadline).expect_err("nothing comes");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        let waited = started.elapsed();
+        assert!(
+            waited >= std::time::Duration::from_millis(200),
+            "{waited:?}"
+        );
+        assert!(waited < std::time::Duration::from_secs(5), "{waited:?}");
+    }
+
     #[test]
     fn descriptors_and_data_cross_a_socket() {
         let (left, right) = UnixStream::pair().expect("socketpair");
@@ -203,7 +233,7 @@ mod unit_tests {
             drop(left);
             data
         });
-        let (received, fds) = receive_all(&right, 1 << 20).expect("receive");
+        let (received, fds) = receive_all(&right, 1 << 20, soon()).expect("receive");
         let data = sender.join().expect("sender");
         assert_eq!(received, data);
         assert_eq!(fds.len(), 2);
@@ -222,7 +252,7 @@ mod unit_tests {
         let sender = std::thread::spawn(move || {
             let _ = send(&left, &[1u8; 4096], &[]);
         });
-        let error = receive_all(&right, 1000).expect_err("over the limit");
+        let error = receive_all(&right, 1000, soon()).expect_err("over the limit");
         assert!(error.to_string().contains("1000"), "{error}");
         drop(right);
         sender.join().expect("sender");

@@ -32,6 +32,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use aya::maps::{Map, MapData};
 use relay_metrics_common::Config;
@@ -65,12 +66,17 @@ pub enum LoadedBy {
     ThisProcessInstead(String),
 }
 
+/// How long a loader child may take to hand the programs over (it takes 30–80 ms here): past
+/// it the child is killed and the kernel events are off with the reason.
+const LOADER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How the loader child is started.
 #[derive(Debug, Clone)]
 pub(super) struct LoaderCommand {
     program: PathBuf,
     args: Vec<OsString>,
     arg0: Option<OsString>,
+    timeout: Duration,
 }
 
 impl LoaderCommand {
@@ -80,6 +86,7 @@ impl LoaderCommand {
             program: PathBuf::from("/proc/self/exe"),
             args: Vec::new(),
             arg0: Some(OsString::from("relay-metrics-ebpf-loader")),
+            timeout: LOADER_TIMEOUT,
         }
     }
 }
@@ -214,8 +221,15 @@ pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutc
             ))
         }
     };
-    let received = fds::receive_all(&ours, MAX_REPORT_BYTES);
-    let exit = match child.wait() {
+    let received = fds::receive_all(&ours, MAX_REPORT_BYTES, Instant::now() + command.timeout);
+    // A child still writing (an oversized report) or stuck must not keep us waiting: close our
+    // end, so its writes fail, and kill it before reaping it.
+    drop(ours);
+    if received.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait();
+    let exit = match &status {
         Ok(status) => status.to_string(),
         Err(error) => format!("not waited for: {error}"),
     };
@@ -230,6 +244,15 @@ pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutc
     };
     let report: Report = match serde_json::from_slice(&data) {
         Ok(report) => report,
+        // Exited by itself without a word: not our loader (e.g. /proc/self/exe is a wrapper
+        // such as ld.so or valgrind). Killed by a signal: a real failure (say the OOM killer
+        // in a tight container), which loading in-process would only repeat in this process.
+        Err(_) if data.is_empty() && matches!(&status, Ok(status) if status.code().is_some()) => {
+            return ChildOutcome::InProcess(format!(
+                "the loader process ({exit}) sent no report; {} may not be this program",
+                command.program.display()
+            ))
+        }
         Err(_) if data.is_empty() => return lost("ended before handing the programs over".into()),
         Err(error) => return lost(format!("sent an unreadable report: {error}")),
     };

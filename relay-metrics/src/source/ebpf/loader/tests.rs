@@ -25,6 +25,17 @@ pub(in crate::source::ebpf) fn test_loader() -> LoaderCommand {
         .map(OsString::from)
         .to_vec(),
         arg0: None,
+        timeout: LOADER_TIMEOUT,
+    }
+}
+
+/// `sh -c SCRIPT` as a loader, with the socket on its stdin.
+fn shell_loader(script: &str, timeout: Duration) -> LoaderCommand {
+    LoaderCommand {
+        program: PathBuf::from("/bin/sh"),
+        args: ["-c", script].map(OsString::from).to_vec(),
+        arg0: None,
+        timeout,
     }
 }
 
@@ -78,6 +89,7 @@ fn an_unprivileged_process_starts_no_child() {
         program: dir.path().join("no-such-loader"),
         args: Vec::new(),
         arg0: None,
+        timeout: LOADER_TIMEOUT,
     };
     let error = EbpfSource::load_via(&options, Some(&missing)).expect_err("must not load");
     assert!(
@@ -93,6 +105,7 @@ fn a_loader_that_cannot_start_means_loading_in_process() {
         program: dir.path().join("no-such-loader"),
         args: Vec::new(),
         arg0: None,
+        timeout: LOADER_TIMEOUT,
     };
     let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), &missing) else {
         panic!("a missing loader must mean loading in-process");
@@ -107,6 +120,7 @@ fn a_child_that_dies_is_reported() {
         program: PathBuf::from("/bin/sh"),
         args: ["-c", "kill -KILL $$"].map(OsString::from).to_vec(),
         arg0: None,
+        timeout: LOADER_TIMEOUT,
     };
     let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &dies) else {
         panic!("a dead loader must be an error");
@@ -114,6 +128,54 @@ fn a_child_that_dies_is_reported() {
     let text = error.to_string();
     assert!(text.contains("signal: 9"), "{text}");
     assert!(text.contains("before handing"), "{text}");
+}
+
+#[test]
+fn a_child_that_hands_nothing_over_in_time_is_killed() {
+    let dir = fixture("000001ffffffffff");
+    let started = Instant::now();
+    let silent = shell_loader("exec sleep 30", Duration::from_millis(300));
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &silent) else {
+        panic!("a silent loader must be an error");
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited for the child"
+    );
+    let text = error.to_string();
+    assert!(text.contains("signal: 9"), "killed: {text}");
+    assert!(text.contains("in time"), "{text}");
+}
+
+#[test]
+fn a_child_that_sends_too_much_is_cut_off_not_waited_for() {
+    let dir = fixture("000001ffffffffff");
+    // Far more than the report limit; the child would block on a full socket for ever.
+    let flood = shell_loader("head -c 40000000 /dev/zero >&0", LOADER_TIMEOUT);
+    let started = Instant::now();
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &flood) else {
+        panic!("a flooding loader must be an error");
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited for the child"
+    );
+    assert!(
+        error.to_string().contains("bytes from the loader"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_loader_that_is_not_this_program_means_loading_in_process() {
+    let dir = fixture("000001ffffffffff");
+    // What a wrapper (ld.so, valgrind) behind /proc/self/exe does with the loader's arguments.
+    let wrapper = shell_loader("echo 'missing program name' >&2; exit 1", LOADER_TIMEOUT);
+    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), &wrapper) else {
+        panic!("a loader that is not ours must mean loading in-process");
+    };
+    assert!(why.contains("exit status: 1"), "{why}");
+    assert!(why.contains("no report"), "{why}");
 }
 
 /// The whole path as root: the child loads and attaches, this process reads and writes the
