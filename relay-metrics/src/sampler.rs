@@ -89,13 +89,23 @@ impl FixedRate {
         let (sleep, mut tick) = self.plan(Instant::now());
         if !sleep.is_zero() {
             let slack_ns = u64::try_from(self.timer_slack().as_nanos()).unwrap_or(50_000);
-            let _ = nix::sys::prctl::set_timerslack(slack_ns);
+            // The slack is per thread: one prctl per thread and value, not one per tick.
+            SLACK_SET_NS.with(|set| {
+                if set.get() != slack_ns && nix::sys::prctl::set_timerslack(slack_ns).is_ok() {
+                    set.set(slack_ns);
+                }
+            });
             std::thread::sleep(sleep);
             let deadline = self.deadline(tick.index);
             tick.lateness = Instant::now().saturating_duration_since(deadline);
         }
         tick
     }
+}
+
+thread_local! {
+    /// The timer slack this thread last set through [`FixedRate::wait`] (0: none).
+    static SLACK_SET_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 #[cfg(test)]
