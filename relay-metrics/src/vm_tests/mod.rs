@@ -6,7 +6,7 @@
 //! API and checks it against the cgroup's own event files read right after.
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -105,33 +105,7 @@ fn spawn_child(mode: &str, cgroup: &TestCgroup) -> Child {
         .env(CHILD_MODE, mode)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    let procs = std::ffi::CString::new(
-        cgroup
-            .path
-            .join("cgroup.procs")
-            .as_os_str()
-            .as_encoded_bytes(),
-    )
-    .expect("path");
-    // SAFETY: the closure only calls async-signal-safe functions (open, write, close) on data
-    // prepared before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // "0" moves the writing process itself.
-            let written = libc::write(fd, c"0".as_ptr().cast(), 1);
-            let error = std::io::Error::last_os_error();
-            libc::close(fd);
-            if written != 1 {
-                return Err(error);
-            }
-            Ok(())
-        });
-    }
-    command.spawn().expect("spawning the child")
+    crate::source::ebpf::tests::spawn_in_cgroup(command, &cgroup.path.join("cgroup.procs"))
 }
 
 fn go(child: &mut Child) {

@@ -20,7 +20,7 @@ mod format;
 mod loader;
 mod setup;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod types;
 
 use std::collections::VecDeque;

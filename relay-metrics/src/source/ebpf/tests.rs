@@ -269,7 +269,9 @@ impl Drop for TestMemcg {
     }
 }
 
-fn spawn_in_cgroup(mut command: Command, procs_file: &Path) -> Child {
+/// Spawns `command` moved into the cgroup of `procs_file` (its `cgroup.procs`) before it execs,
+/// so everything it allocates or forks is charged there.
+pub(crate) fn spawn_in_cgroup(mut command: Command, procs_file: &Path) -> Child {
     let procs = std::ffi::CString::new(procs_file.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: the closure only calls async-signal-safe functions (open, write, close) on data
     // prepared before the fork.
@@ -281,9 +283,10 @@ fn spawn_in_cgroup(mut command: Command, procs_file: &Path) -> Child {
             }
             // "0" moves the writing process itself, before it execs and allocates.
             let written = libc::write(fd, c"0".as_ptr().cast(), 1);
+            let error = std::io::Error::last_os_error();
             libc::close(fd);
             if written != 1 {
-                return Err(std::io::Error::last_os_error());
+                return Err(error);
             }
             Ok(())
         });
