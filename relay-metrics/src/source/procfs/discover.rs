@@ -8,10 +8,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::stat::fstat;
-use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC};
 
 use super::parse::{parse_children, parse_u32};
-use super::sys::{open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName};
+use super::sys::{
+    is_procfs, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
+};
 use crate::source::file::is_gone;
 use crate::source::{Roots, SourceError};
 
@@ -116,8 +117,7 @@ impl ProcessTreeWalker {
     /// Like [`ProcessTreeWalker::new`] with a cap on held descriptors (0: hold nothing).
     pub fn with_max_held_files(roots: &Roots, max_held_files: usize) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
-        let on_procfs =
-            fstatfs(&proc_dir).is_ok_and(|statfs| statfs.filesystem_type() == PROC_SUPER_MAGIC);
+        let on_procfs = is_procfs(&proc_dir);
         Ok(Self {
             proc_root,
             proc_dir,

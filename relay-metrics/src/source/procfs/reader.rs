@@ -7,11 +7,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::stat::fstat;
-use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC};
 
 use super::parse::{self, Stat};
 use super::sys::{
-    is_dot, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
+    is_dot, is_procfs, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
 };
 use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample, SchedStat};
 use crate::source::file::is_gone;
@@ -222,8 +221,7 @@ impl ProcessReader {
                 io::Error::other("the page size is unknown"),
             )
         })?;
-        let fd_size_is_count =
-            fstatfs(&proc_dir).is_ok_and(|statfs| statfs.filesystem_type() == PROC_SUPER_MAGIC);
+        let fd_size_is_count = is_procfs(&proc_dir);
         Ok(Self {
             proc_root,
             proc_dir,

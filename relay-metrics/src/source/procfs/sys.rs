@@ -115,6 +115,13 @@ pub(crate) fn open_proc_root(roots: &Roots) -> Result<(PathBuf, OwnedFd), Source
     Ok((proc_root, proc_dir))
 }
 
+/// Whether `dir` is on procfs (a live proc root) rather than a fixture tree: only procfs gives
+/// directory sizes and link counts their procfs meanings (open descriptors, threads).
+pub(crate) fn is_procfs(dir: &OwnedFd) -> bool {
+    nix::sys::statfs::fstatfs(dir)
+        .is_ok_and(|statfs| statfs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
 /// Opens the directory `name` relative to `dir` (close-on-exec).
 pub(crate) fn open_dir_at(dir: impl AsFd, name: &[u8]) -> io::Result<OwnedFd> {
     openat(
