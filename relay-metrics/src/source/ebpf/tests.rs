@@ -63,13 +63,7 @@ fn child_helper() {
 
 #[test]
 fn an_unprivileged_process_is_told_why() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
-    std::fs::write(
-        dir.path().join("proc/self/status"),
-        "Name:\tx\nCapEff:\t0000000000000000\n",
-    )
-    .expect("status");
+    let dir = super::loader::tests::fixture("0000000000000000");
     let options = EbpfOptions {
         roots: Roots::fixture(dir.path()),
         ..EbpfOptions::default()
@@ -84,13 +78,7 @@ fn an_unprivileged_process_is_told_why() {
 
 #[test]
 fn a_missing_tracefs_is_reported_with_its_path() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
-    std::fs::write(
-        dir.path().join("proc/self/status"),
-        "CapEff:\t000001ffffffffff\n",
-    )
-    .expect("status");
+    let dir = super::loader::tests::fixture("000001ffffffffff");
     let options = EbpfOptions {
         roots: Roots::fixture(dir.path()),
         ..EbpfOptions::default()

@@ -21,7 +21,7 @@
 
 mod child;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use std::collections::HashMap;
 use std::ffi::OsString;

@@ -39,7 +39,8 @@ fn shell_loader(script: &str, timeout: Duration) -> LoaderCommand {
     }
 }
 
-fn fixture(cap_eff: &str) -> tempfile::TempDir {
+/// A fixture root whose `proc/self/status` shows the effective capabilities `cap_eff` (hex).
+pub(in crate::source::ebpf) fn fixture(cap_eff: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
     std::fs::write(
