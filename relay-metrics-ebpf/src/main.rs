@@ -36,6 +36,9 @@ const CLONE_THREAD: u64 = 0x0001_0000;
 /// CPUs); hosts where systemd raised `pid_max` to 4194304 use [`TIDS`] for the ids above.
 const TID_SLOT_COUNT: u32 = 65536;
 const BPF_NOEXIST: u64 = 1;
+/// `BPF_F_MMAPABLE`: userspace maps the array and reads its counters with plain loads, where a
+/// lookup costs a `bpf()` syscall (~1 µs here) per read.
+const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 #[map]
 static TGIDS: LruHashMap<u32, TgidStats> = LruHashMap::with_max_entries(16384, 0);
@@ -49,7 +52,7 @@ static CREATED_BY: LruHashMap<u32, u32> = LruHashMap::with_max_entries(65536, 0)
 #[map]
 static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 #[map]
-static SCOPES: Array<ScopeStats> = Array::with_max_entries(MAX_SCOPES, 0);
+static SCOPES: Array<ScopeStats> = Array::with_max_entries(MAX_SCOPES, BPF_F_MMAPABLE);
 /// Per-thread scheduler state of threads whose id is below [`TID_SLOT_COUNT`], indexed by thread
 /// id: the verifier inlines an array lookup to a bounds check and an add, where a hash lookup
 /// costs ~50 ns here (see the README's overhead table). 16 bytes a slot, 1 MiB in all; a slot is
@@ -62,7 +65,7 @@ static TIDS: LruHashMap<u32, TidState> = LruHashMap::with_max_entries(65536, 0);
 #[map]
 static RECLAIM_TS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
 #[map]
-static GLOBAL: Array<GlobalStats> = Array::with_max_entries(1, 0);
+static GLOBAL: Array<GlobalStats> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 #[map]
 static OOM_EVENTS: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
 

@@ -18,6 +18,7 @@
 mod fds;
 mod format;
 mod loader;
+mod mapped;
 mod setup;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -26,7 +27,7 @@ mod types;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 
-use aya::maps::{Array, HashMap, Map, MapData, MapError, RingBuf};
+use aya::maps::{Array, HashMap, IterableMap as _, Map, MapData, MapError, RingBuf};
 use aya::{Ebpf, EbpfLoader};
 pub use relay_metrics_common::{
     CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES, RUNQ_HIST_BUCKETS,
@@ -39,6 +40,7 @@ use crate::source::Roots;
 pub use format::{find_field, FormatField};
 pub use loader::{init_child_loader, LoadedBy, IN_PROCESS_ENV};
 use loader::{ChildOutcome, LoaderCommand};
+use mapped::MappedArray;
 use types::map_error;
 pub use types::{
     EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
@@ -123,6 +125,10 @@ pub struct EbpfSource {
     tracked: Option<HashMap<MapData, u32, u32>>,
     scopes: Option<Array<MapData, ScopeStats>>,
     global: Option<Array<MapData, GlobalStats>>,
+    /// `SCOPES` and `GLOBAL` mapped into memory, read on every tick without a syscall; `None`
+    /// (falling back to lookups) when the kernel refused the mapping.
+    scopes_view: Option<MappedArray<ScopeStats>>,
+    global_view: Option<MappedArray<GlobalStats>>,
     oom_events: Option<RingBuf<MapData>>,
     attachment: Attachment,
     loaded_by: LoadedBy,
@@ -215,13 +221,19 @@ impl EbpfSource {
             let index = maps.iter().position(|(map, _)| *map == name)?;
             Some(maps.swap_remove(index).1)
         };
+        let scopes: Option<Array<MapData, ScopeStats>> =
+            take_map("SCOPES").and_then(|m| Array::try_from(m).ok());
+        let global: Option<Array<MapData, GlobalStats>> =
+            take_map("GLOBAL").and_then(|m| Array::try_from(m).ok());
         Self {
             tgids: take_map("TGIDS").and_then(|m| HashMap::try_from(m).ok()),
             cgroups: take_map("CGROUPS").and_then(|m| HashMap::try_from(m).ok()),
             created_by: take_map("CREATED_BY").and_then(|m| HashMap::try_from(m).ok()),
             tracked: take_map("TRACKED").and_then(|m| HashMap::try_from(m).ok()),
-            scopes: take_map("SCOPES").and_then(|m| Array::try_from(m).ok()),
-            global: take_map("GLOBAL").and_then(|m| Array::try_from(m).ok()),
+            scopes_view: scopes.as_ref().and_then(|a| MappedArray::new(a.map()).ok()),
+            global_view: global.as_ref().and_then(|a| MappedArray::new(a.map()).ok()),
+            scopes,
+            global,
             oom_events: take_map("OOM_EVENTS").and_then(|m| RingBuf::try_from(m).ok()),
             attachment,
             loaded_by,
@@ -286,8 +298,17 @@ impl EbpfSource {
         lookup(map.get(&tgid, 0), "CREATED_BY")
     }
 
+    /// True when the scope and machine-wide counters are read from memory-mapped maps (no
+    /// syscall per read).
+    pub fn counters_mapped(&self) -> bool {
+        self.scopes_view.is_some() && self.global_view.is_some()
+    }
+
     /// Machine-wide counters.
     pub fn global(&self) -> Result<GlobalStats, EbpfReadError> {
+        if let Some(view) = &self.global_view {
+            return view.get(0).map_err(map_error("GLOBAL"));
+        }
         let map = self
             .global
             .as_ref()
@@ -361,6 +382,14 @@ impl EbpfSource {
 
     /// The kernel's counters of a scope.
     pub fn scope(&self, scope: ScopeId) -> Result<ScopeStats, EbpfReadError> {
+        match &self.scopes_view {
+            Some(view) => view.get(scope.0).map_err(map_error("SCOPES")),
+            None => self.scope_by_lookup(scope),
+        }
+    }
+
+    /// [`EbpfSource::scope`] through a `bpf()` lookup (the fallback when the map is not mapped).
+    fn scope_by_lookup(&self, scope: ScopeId) -> Result<ScopeStats, EbpfReadError> {
         let map = self
             .scopes
             .as_ref()

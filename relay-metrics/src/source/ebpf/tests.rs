@@ -165,6 +165,13 @@ fn counts_a_hundred_creations_in_a_process_tree_as_root() {
         .expect("reading counters");
     assert!(counters.processes_created >= 100, "{counters:?}");
     assert!(counters.processes_exited >= 100, "{counters:?}");
+    // The scope is read from the mapped array, and the mapping shows what a lookup returns.
+    assert!(source.counters_mapped());
+    assert_eq!(
+        source.scope(scope).expect("mapped read"),
+        source.scope_by_lookup(scope).expect("lookup")
+    );
+    assert!(source.global().expect("mapped read").processes_created >= 100);
     let shell_stats = source.tgid(root).expect("lookup").expect("sh has counters");
     assert!(shell_stats.processes_created >= 100, "{shell_stats:?}");
     // The created-by map links the shell to this test process.

@@ -207,6 +207,8 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
         .all(|s| s.state == ProgramState::Attached));
     assert!(source.tgids.is_some() && source.cgroups.is_some());
     assert!(source.created_by.is_some() && source.oom_events.is_some());
+    // The handed-over map descriptors can be mapped like the ones of an in-process load.
+    assert!(source.counters_mapped());
     assert_eq!(source.drain_oom_victims(), 0);
 
     let mut shell = Command::new("sh")
