@@ -259,3 +259,114 @@ fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
     );
     drop(parent);
 }
+
+/// Kills a child's whole process group, then reaps the child, when dropped.
+struct ProcessGroup(Reaped);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 .0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The tree's visible processes in a snapshot.
+fn visible(snapshot: &ResourceMetricsSnapshot) -> u64 {
+    snapshot
+        .process_sampling
+        .as_ref()
+        .unwrap()
+        .visible_processes
+}
+
+/// The tree is walked again exactly when the kernel counts a creation or an exit in it: a
+/// steady tree reuses its walk, a new child and an exit (with its child reparented out of the
+/// tree) are seen by the very next collect.
+#[test]
+fn a_tracked_tree_is_walked_again_only_after_a_creation_or_exit_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test loads eBPF programs: run as root"
+    );
+    use std::os::unix::process::CommandExt as _;
+    // In its own process group, killed whole at the end: the reparented grandchild included.
+    let mut shell = Command::new("sh")
+        .args(["-c", "while read -r line; do eval \"$line\"; done"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut commands = shell.stdin.take().unwrap();
+    let shell = ProcessGroup(Reaped(shell));
+    let sh = shell.0 .0.id();
+    let children =
+        || std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap_or_default();
+    let mut run = |line: &str| {
+        use std::io::Write as _;
+        writeln!(commands, "{line}").unwrap();
+    };
+
+    let mut tree = config(ScopeSetting::ProcessTree);
+    tree.root_pid = Some(sh);
+    let mut collector = Collector::new(tree).unwrap();
+    assert!(
+        collector.collect().extensions.kernel_events.active,
+        "kernel events must be on for this test"
+    );
+    // The first collects walk (and put the members under kernel tracking), then the walk is
+    // reused while nothing happens.
+    for _ in 0..3 {
+        assert_eq!(visible(&collector.collect()), 1);
+    }
+    let steady = collector.process_listings();
+    for _ in 0..5 {
+        assert_eq!(visible(&collector.collect()), 1);
+    }
+    assert_eq!(
+        collector.process_listings(),
+        steady,
+        "a steady tree is not walked"
+    );
+
+    run("sleep 1000 &");
+    wait_for("the sleep child", || !children().trim().is_empty());
+    assert_eq!(
+        visible(&collector.collect()),
+        2,
+        "the next collect sees the child"
+    );
+
+    // A middle process with a child of its own: when the middle exits, its child goes to
+    // init and so leaves the tree.
+    run("sh -c 'sleep 1001 & exec sleep 1002' &");
+    wait_for("the grandchild", || {
+        visible(&collector.collect()) == 4 && children().split_whitespace().count() == 2
+    });
+    let middle = children()
+        .split_whitespace()
+        .map(|p| p.parse::<i32>().unwrap())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c == "sleep\x001002\x00")
+        })
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(middle),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    run(&format!("wait {middle}"));
+    wait_for("the middle to be reaped", || {
+        !std::path::Path::new(&format!("/proc/{middle}")).exists()
+    });
+    let after = collector.collect();
+    assert_eq!(
+        visible(&after),
+        2,
+        "sh and the first sleep; the reparented grandchild is out: {:?}",
+        after.process_sampling
+    );
+    drop(shell);
+}

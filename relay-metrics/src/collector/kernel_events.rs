@@ -13,6 +13,7 @@ use crate::snapshot::{KernelEvents, OomVictim};
 use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfSource, ScopeId};
 use crate::source::Roots;
 
+use super::processes::TreeEpoch;
 use super::Target;
 
 /// Recent OOM victims kept per snapshot.
@@ -31,6 +32,8 @@ pub(super) struct KernelEventFeed {
     new_members: Vec<u32>,
     victims: Vec<OomVictim>,
     victims_seen: u64,
+    /// Processes put under kernel tracking by userspace so far (part of the tree epoch).
+    members_added: u64,
 }
 
 impl KernelEventFeed {
@@ -93,7 +96,34 @@ impl KernelEventFeed {
             new_members: Vec::new(),
             victims: Vec::new(),
             victims_seen: 0,
+            members_added: 0,
         }
+    }
+
+    /// The tracked tree's epoch (see [`TreeEpoch`]), when the kernel counts every change of its
+    /// membership: the scope is tracked without error and both the creation and the exit
+    /// program run with the fields they need. Reads mapped memory: no syscall.
+    pub(super) fn tree_epoch(&self) -> Option<TreeEpoch> {
+        let (Some(source), Some(scope)) = (&self.source, self.scope) else {
+            return None;
+        };
+        let config = source.config();
+        let counts_changes = self.off_reason.is_none()
+            && source.is_attached("task_newtask")
+            && source.is_attached("sched_process_exit")
+            && config.newtask_pid != relay_metrics_common::NO_FIELD
+            && config.newtask_clone_flags != relay_metrics_common::NO_FIELD;
+        if !counts_changes {
+            return None;
+        }
+        let stats = source.scope(scope).ok()?;
+        let global = source.global().ok()?;
+        Some(TreeEpoch {
+            processes_created: stats.processes_created,
+            processes_exited: stats.processes_exited,
+            members_added: self.members_added,
+            insert_failures: global.map_insert_failures,
+        })
     }
 
     /// Fills `out` with the counters of the processes of this pass.
@@ -221,7 +251,10 @@ impl KernelEventFeed {
         }
         let Some(scope) = self.scope else {
             match source.track_tree(&self.current_pids) {
-                Ok(scope) => self.scope = Some(scope),
+                Ok(scope) => {
+                    self.scope = Some(scope);
+                    self.members_added += self.current_pids.len() as u64;
+                }
                 Err(error) => {
                     self.off_reason = Some(Arc::from(format!(
                         "cannot track the scope in the kernel: {error}"
@@ -238,6 +271,7 @@ impl KernelEventFeed {
                 .filter(|pid| previous.binary_search(pid).is_err()),
         );
         if !self.new_members.is_empty() {
+            self.members_added += self.new_members.len() as u64;
             if let Err(error) = source.add_to_scope(scope, &self.new_members) {
                 self.off_reason = Some(Arc::from(format!(
                     "cannot track new processes in the kernel: {error}"

@@ -22,6 +22,8 @@ mod environment;
 mod gpu;
 mod kernel_events;
 mod processes;
+#[cfg(test)]
+mod processes_tests;
 mod reasons;
 mod target;
 
@@ -150,6 +152,13 @@ impl Collector {
         &self.target
     }
 
+    /// How many collects listed the target's processes. A process tree tracked by the eBPF
+    /// programs is walked again only after the kernel counted a creation or exit in it (or a
+    /// member vanished or changed parent); the other collects reuse the previous walk.
+    pub fn process_listings(&self) -> u64 {
+        self.processes.listings()
+    }
+
     /// Takes one snapshot. Never fails: whatever cannot be read becomes `null`, with a reason
     /// in `extensions.unavailable`.
     pub fn collect(&mut self) -> Arc<ResourceMetricsSnapshot> {
@@ -220,7 +229,9 @@ impl Collector {
         reasons.begin();
         let previous = std::mem::take(&mut sample.processes);
         self.processes.recycle(previous);
-        sample.processes = self.processes.read(&self.target, reasons);
+        // Before the walk: a change counted after this read makes the next pass walk again.
+        let tree_epoch = self.kernel.tree_epoch();
+        sample.processes = self.processes.read(&self.target, tree_epoch, reasons);
         sample.instant = Instant::now();
         sample.boottime_ns = boottime_ns();
         sample.clock_ticks_per_second = self.processes.clock_ticks_per_second();

@@ -19,6 +19,36 @@ use crate::source::Roots;
 use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};
 
+/// The kernel's counts of the events that change a tracked process tree's membership:
+/// processes the tree created and that exited (`SCOPES`), members userspace added to the
+/// kernel's tracking, and failed map insertions (a child the kernel could not track). While
+/// they stand still, the last walk of the tree still lists it: a child is linked to its parent
+/// before `task_newtask` counts it, and a member's exit is counted before its children are
+/// reparented, which the reused list then catches by their parent pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TreeEpoch {
+    pub(super) processes_created: u64,
+    pub(super) processes_exited: u64,
+    pub(super) members_added: u64,
+    pub(super) insert_failures: u64,
+}
+
+/// How sampling the listed pids ended.
+enum Sampled {
+    Done(PassOutcome),
+    /// A member's parent is not listed: the list is out of date.
+    Reparented,
+    RootUnavailable(String),
+}
+
+#[derive(Default)]
+struct PassOutcome {
+    failures: u64,
+    first_failure: Option<procfs::ProcessError>,
+    /// A listed process (not the root) is gone.
+    member_gone: bool,
+}
+
 /// Reads the processes of a target, holding their files open between passes.
 pub(super) struct ProcessPassReader {
     wanted: Wanted,
@@ -28,6 +58,10 @@ pub(super) struct ProcessPassReader {
     walker: Option<ProcessTreeWalker>,
     cgroup_walker: cgroup::SubtreeWalker,
     pids: Vec<u32>,
+    /// The tree epoch before the walk that listed `pids`, while that list can be reused.
+    walked_at: Option<TreeEpoch>,
+    /// Listings of the target's processes so far (walks, for a tree).
+    listings: u64,
     /// The process list of the previous pass, handed back for reuse.
     spare: Vec<ProcessCounters>,
     ticks_per_second: u64,
@@ -70,6 +104,8 @@ impl ProcessPassReader {
                 _ => None,
             },
             pids: Vec::new(),
+            walked_at: None,
+            listings: 0,
             spare: Vec::new(),
             cgroup_walker: cgroup::SubtreeWalker::new(),
             // Relay's fallback is none: without the tick rate CPU times are unknown, so they
@@ -79,6 +115,11 @@ impl ProcessPassReader {
                 config.extensions.private_memory_interval_millis,
             )),
         })
+    }
+
+    /// How many passes listed the target's processes (the others reused the previous list).
+    pub(super) fn listings(&self) -> u64 {
+        self.listings
     }
 
     pub(super) fn clock_ticks_per_second(&self) -> u64 {
@@ -97,36 +138,70 @@ impl ProcessPassReader {
         }
     }
 
-    /// One pass over the target's processes.
-    pub(super) fn read(&mut self, target: &Target, reasons: &mut Reasons) -> ProcessPass {
+    /// One pass over the target's processes. `tree_epoch` is the kernel's count of changes to
+    /// a tracked process tree, read just before this pass (see [`TreeEpoch`]).
+    pub(super) fn read(
+        &mut self,
+        target: &Target,
+        tree_epoch: Option<TreeEpoch>,
+        reasons: &mut Reasons,
+    ) -> ProcessPass {
         if !self.wanted.needs_processes() {
             return ProcessPass::NotRequested;
         }
-        let strict = matches!(target, Target::Process { .. });
-        if let Err(reason) = self.list(target) {
-            if let Target::Process { pid, .. } = target {
-                if !self.root_alive(*pid, target) {
-                    return ProcessPass::RootUnavailable(format!("process {pid} exited"));
+        let is_tree = matches!(target, Target::Process { tree: true, .. });
+        let mut reuse_walk = is_tree && tree_epoch.is_some() && self.walked_at == tree_epoch;
+        let mut processes = std::mem::take(&mut self.spare);
+        loop {
+            if !reuse_walk {
+                self.walked_at = None;
+                if let Err(reason) = self.list(target) {
+                    if let Target::Process { pid, .. } = target {
+                        if !self.root_alive(*pid, target) {
+                            return ProcessPass::RootUnavailable(format!("process {pid} exited"));
+                        }
+                    }
+                    reasons.add("process_sampling", format_args!("{reason}"));
+                    return ProcessPass::ListFailed(reason);
+                }
+                self.pids.sort_unstable();
+                self.pids.dedup();
+                let pids = &self.pids;
+                self.reader.retain(|pid| pids.binary_search(&pid).is_ok());
+                if is_tree {
+                    self.walked_at = tree_epoch;
                 }
             }
-            reasons.add("process_sampling", format_args!("{reason}"));
-            return ProcessPass::ListFailed(reason);
+            processes.clear();
+            match self.sample_listed(target, reuse_walk, &mut processes) {
+                Sampled::Done(outcome) => {
+                    if outcome.member_gone {
+                        // A reaped member: the next pass lists the tree afresh.
+                        self.walked_at = None;
+                    }
+                    return self.finish(target, processes, outcome, reasons);
+                }
+                // The reused list is out of date: list the tree now and sample again.
+                Sampled::Reparented => reuse_walk = false,
+                Sampled::RootUnavailable(reason) => return ProcessPass::RootUnavailable(reason),
+            }
         }
-        self.pids.sort_unstable();
-        self.pids.dedup();
-        let pids = &self.pids;
-        self.reader.retain(|pid| pids.binary_search(&pid).is_ok());
-        self.private.begin_pass();
+    }
 
-        let mut processes = std::mem::take(&mut self.spare);
-        processes.clear();
-        let mut set = ProcessSet {
-            visible: self.pids.len() as u64,
-            incomplete: None,
-            processes,
+    /// Samples every listed pid into `processes`. With `check_parents` (the list is a reused
+    /// walk), a member whose parent is not listed means the tree changed since the walk.
+    fn sample_listed(
+        &mut self,
+        target: &Target,
+        check_parents: bool,
+        processes: &mut Vec<ProcessCounters>,
+    ) -> Sampled {
+        let root = match target {
+            Target::Process { pid, .. } => Some(*pid),
+            _ => None,
         };
-        let mut failures = 0u64;
-        let mut first_failure: Option<procfs::ProcessError> = None;
+        self.private.begin_pass();
+        let mut outcome = PassOutcome::default();
         for &pid in &self.pids {
             let mut fields = self.fields;
             fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
@@ -144,29 +219,32 @@ impl ProcessPassReader {
             let sample = match result {
                 Ok(sample) => sample,
                 Err(error) => {
-                    if let Target::Process { pid: root, .. } = target {
-                        if pid == *root {
-                            return ProcessPass::RootUnavailable(error.to_string());
-                        }
+                    if Some(pid) == root {
+                        return Sampled::RootUnavailable(error.to_string());
                     }
-                    if !error.is_gone() {
-                        failures += 1;
-                        first_failure.get_or_insert(error);
+                    if error.is_gone() {
+                        outcome.member_gone = true;
+                    } else {
+                        outcome.failures += 1;
+                        outcome.first_failure.get_or_insert(error);
                     }
                     continue;
                 }
             };
             if let Target::Process {
-                pid: root,
-                start_time_ticks,
-                ..
+                start_time_ticks, ..
             } = target
             {
-                if pid == *root && sample.start_time_ticks != *start_time_ticks {
-                    return ProcessPass::RootUnavailable(format!(
+                if Some(pid) == root && sample.start_time_ticks != *start_time_ticks {
+                    return Sampled::RootUnavailable(format!(
                         "process {pid} was replaced by another process with the same pid"
                     ));
                 }
+            }
+            // Reparented (its parent exited) or adopted by a process outside the list.
+            if check_parents && Some(pid) != root && self.pids.binary_search(&sample.ppid).is_err()
+            {
+                return Sampled::Reparented;
             }
             let private_kib = if !self.fields.private_memory {
                 None
@@ -175,22 +253,41 @@ impl ProcessPassReader {
             } else {
                 self.private.cached(pid)
             };
-            set.processes.push(counters(&sample, private_kib));
+            processes.push(counters(&sample, private_kib));
         }
         self.private.end_pass();
-        if let Some(error) = first_failure {
-            if strict {
+        Sampled::Done(outcome)
+    }
+
+    fn finish(
+        &mut self,
+        target: &Target,
+        processes: Vec<ProcessCounters>,
+        outcome: PassOutcome,
+        reasons: &mut Reasons,
+    ) -> ProcessPass {
+        let mut set = ProcessSet {
+            visible: self.pids.len() as u64,
+            incomplete: None,
+            processes,
+        };
+        if let Some(error) = outcome.first_failure {
+            if matches!(target, Target::Process { .. }) {
                 set.incomplete = Some(error.to_string());
             }
             reasons.add(
                 "process_sampling",
-                format_args!("{failures} process(es) could not be read, e.g. {error}"),
+                format_args!(
+                    "{} process(es) could not be read, e.g. {error}",
+                    outcome.failures
+                ),
             );
         }
         ProcessPass::Sampled(set)
     }
 
     fn list(&mut self, target: &Target) -> Result<(), String> {
+        self.listings += 1;
         self.pids.clear();
         match target {
             Target::Global => match &mut self.lister {

@@ -56,6 +56,9 @@ pub struct ProcessSample {
     pub pid: u32,
     /// stat field 22: start time after boot in clock ticks; (pid, start time) identifies a process.
     pub start_time_ticks: u64,
+    /// stat field 4: the parent's pid (0 for a process whose parent is outside its pid
+    /// namespace).
+    pub ppid: u32,
     /// stat field 14: user CPU time in clock ticks.
     pub utime_ticks: u64,
     /// stat field 15: system CPU time in clock ticks.

@@ -313,6 +313,7 @@ impl ProcessReader {
             };
             Ok(ProcessSample {
                 pid,
+                ppid: stat.ppid,
                 start_time_ticks: stat.start_time_ticks,
                 utime_ticks: stat.utime_ticks,
                 stime_ticks: stat.stime_ticks,

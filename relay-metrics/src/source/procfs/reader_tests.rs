@@ -361,6 +361,7 @@ fn reads_a_fixture_tree_through_held_descriptors() {
     let sample = reader.sample(8458, &ProcessFields::ALL).unwrap();
     let expected = ProcessSample {
         pid: 8458,
+        ppid: 8455,
         start_time_ticks: 37904,
         utime_ticks: 0,
         stime_ticks: 0,

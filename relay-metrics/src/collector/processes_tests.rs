@@ -1,0 +1,141 @@
+//! The reuse of a process-tree walk across passes, on fixture trees: which changes make the
+//! next pass (or the same one) list the tree again.
+
+use std::path::Path;
+
+use super::processes::{ProcessPassReader, TreeEpoch};
+use super::reasons::Reasons;
+use super::Target;
+use crate::config::ResourceMetricsConfig;
+use crate::model::{ProcessPass, Wanted};
+use crate::snapshot::MeasurementScope;
+use crate::source::Roots;
+
+const ROOT: u32 = 100;
+const ROOT_START_TICKS: u64 = 37904;
+
+/// Writes `/proc/<pid>/stat` (parent `ppid`) and its main thread's `children` file.
+fn write_process(proc: &Path, pid: u32, ppid: u32, children: &[u32]) {
+    let task = proc.join(format!("{pid}/task/{pid}"));
+    std::fs::create_dir_all(&task).unwrap();
+    let stat = format!(
+        "{pid} (sh) S {ppid} 8453 3470 0 -1 4194304 98 0 0 0 7 3 0 0 20 0 1 0 {ROOT_START_TICKS} 2990080 424 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+    );
+    std::fs::write(proc.join(format!("{pid}/stat")), stat).unwrap();
+    let listed: String = children.iter().map(|c| format!("{c} ")).collect();
+    std::fs::write(task.join("children"), listed).unwrap();
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    reader: ProcessPassReader,
+    target: Target,
+    reasons: Reasons,
+}
+
+impl Fixture {
+    /// A root with children 101 and 102; 102 has a child 103.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc");
+        write_process(&proc, ROOT, 1, &[101, 102]);
+        write_process(&proc, 101, ROOT, &[]);
+        write_process(&proc, 102, ROOT, &[103]);
+        write_process(&proc, 103, 102, &[]);
+        let config = ResourceMetricsConfig::from_text(
+            r#"{"memory": {"enabled": false}, "disk": {"enabled": false}, "gpu": {"enabled": false}, "network": {"enabled": false}, "process": {"enabled": false}, "extensions": {"max_held_processes": 0}}"#,
+        )
+        .unwrap();
+        let target = Target::Process {
+            pid: ROOT,
+            start_time_ticks: ROOT_START_TICKS,
+            tree: true,
+        };
+        let wanted = Wanted::from_config(&config, MeasurementScope::ProcessTree);
+        let reader =
+            ProcessPassReader::new(&Roots::fixture(dir.path()), &config, &target, wanted).unwrap();
+        Self {
+            dir,
+            reader,
+            target,
+            reasons: Reasons::default(),
+        }
+    }
+
+    fn proc(&self) -> std::path::PathBuf {
+        self.dir.path().join("proc")
+    }
+
+    fn pids(&mut self, epoch: Option<TreeEpoch>) -> Vec<u32> {
+        self.reasons.begin();
+        match self.reader.read(&self.target, epoch, &mut self.reasons) {
+            ProcessPass::Sampled(set) => {
+                assert!(set.incomplete.is_none(), "{:?}", set.incomplete);
+                let mut pids: Vec<u32> = set.processes.iter().map(|p| p.pid).collect();
+                pids.sort_unstable();
+                self.reader.recycle(ProcessPass::Sampled(set));
+                pids
+            }
+            other => panic!("pass not sampled: {other:?}"),
+        }
+    }
+}
+
+fn epoch(processes_created: u64) -> Option<TreeEpoch> {
+    Some(TreeEpoch {
+        processes_created,
+        processes_exited: 0,
+        members_added: 0,
+        insert_failures: 0,
+    })
+}
+
+#[test]
+fn an_unchanged_epoch_reuses_the_walk_and_a_new_one_walks_again() {
+    let mut fixture = Fixture::new();
+    assert_eq!(fixture.pids(epoch(5)), [100, 101, 102, 103]);
+    // A child the kernel has not counted is not looked for: the walk is reused.
+    write_process(&fixture.proc(), 104, 101, &[]);
+    write_process(&fixture.proc(), 101, ROOT, &[104]);
+    assert_eq!(fixture.pids(epoch(5)), [100, 101, 102, 103]);
+    // Its creation counted, the next pass lists the tree again.
+    assert_eq!(fixture.pids(epoch(6)), [100, 101, 102, 103, 104]);
+}
+
+#[test]
+fn without_an_epoch_every_pass_walks() {
+    let mut fixture = Fixture::new();
+    assert_eq!(fixture.pids(None), [100, 101, 102, 103]);
+    write_process(&fixture.proc(), 104, 101, &[]);
+    write_process(&fixture.proc(), 101, ROOT, &[104]);
+    assert_eq!(fixture.pids(None), [100, 101, 102, 103, 104]);
+}
+
+#[test]
+fn a_reparented_member_makes_the_same_pass_walk_again() {
+    let mut fixture = Fixture::new();
+    assert_eq!(fixture.pids(epoch(5)), [100, 101, 102, 103]);
+    // 102 exited (counted in an earlier pass) and its child 103 went to init: with the epoch
+    // unchanged, 103's parent pid alone shows that the list is stale.
+    write_process(&fixture.proc(), ROOT, 1, &[101, 102]);
+    write_process(&fixture.proc(), 102, ROOT, &[]);
+    write_process(&fixture.proc(), 103, 1, &[]);
+    assert_eq!(fixture.pids(epoch(5)), [100, 101, 102]);
+}
+
+#[test]
+fn a_vanished_member_makes_the_next_pass_walk_again() {
+    // Nothing is held (max_held_processes = 0): the reader reopens each file, so a removed
+    // directory reads as gone, as a reaped process's held files do on procfs.
+    let mut fixture = Fixture::new();
+    assert_eq!(fixture.pids(epoch(5)), [100, 101, 102, 103]);
+    write_process(&fixture.proc(), ROOT, 1, &[102]);
+    std::fs::remove_dir_all(fixture.proc().join("101")).unwrap();
+    // This pass drops the vanished member as a fresh walk would...
+    let pids = fixture.pids(epoch(5));
+    assert!(!pids.contains(&101), "{pids:?}");
+    // ...and the next one walks: a child that appeared meanwhile is found with the same epoch.
+    write_process(&fixture.proc(), 104, 102, &[]);
+    write_process(&fixture.proc(), 102, ROOT, &[103, 104]);
+    assert_eq!(fixture.pids(epoch(5)), [100, 102, 103, 104]);
+}
