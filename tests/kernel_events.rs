@@ -370,3 +370,66 @@ fn a_tracked_tree_is_walked_again_only_after_a_creation_or_exit_as_root() {
     );
     drop(shell);
 }
+
+/// The memory limit a snapshot reports, in KiB (`null` unless the tree owns its cgroup).
+fn memory_limit_kib(snapshot: &ResourceMetricsSnapshot) -> Option<u64> {
+    let memory = snapshot.memory.as_ref().unwrap();
+    memory.limit.as_ref().map(|m| m.value.as_f64() as u64)
+}
+
+/// The exclusivity verdict follows processes moved in and out of the tree's cgroup at the very
+/// next collect, although it is reused while the kernel counts no creation, exit or move.
+#[test]
+fn a_process_moved_into_the_trees_cgroup_ends_its_exclusivity_at_once_as_root() {
+    use std::os::unix::process::CommandExt as _;
+    let cgroup = MemoryCgroup::create("exclusive", 256 << 20);
+    let procs = cgroup.dir.join("cgroup.procs");
+    let shell = ProcessGroup(Reaped(
+        Command::new("sh")
+            .args(["-c", "while read -r line; do eval \"$line\"; done"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    ));
+    let sh = shell.0 .0.id();
+    std::fs::write(&procs, sh.to_string()).unwrap();
+
+    let mut tree = config(ScopeSetting::ProcessTree);
+    tree.root_pid = Some(sh);
+    let mut collector = Collector::new(tree).unwrap();
+    assert!(collector.collect().extensions.kernel_events.active);
+    for _ in 0..5 {
+        assert_eq!(memory_limit_kib(&collector.collect()), Some(256 << 10));
+    }
+
+    let foreign = Reaped(
+        Command::new("sleep")
+            .arg("1000")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::fs::write(&procs, foreign.0.id().to_string()).unwrap();
+    let shared = collector.collect();
+    assert_eq!(memory_limit_kib(&shared), None);
+    assert!(
+        shared
+            .extensions
+            .unavailable
+            .iter()
+            .any(|u| u.field == "cgroup" && u.reason.contains("exclusively")),
+        "{:?}",
+        shared.extensions.unavailable
+    );
+
+    std::fs::write(
+        "/sys/fs/cgroup/memory/cgroup.procs",
+        foreign.0.id().to_string(),
+    )
+    .unwrap();
+    assert_eq!(memory_limit_kib(&collector.collect()), Some(256 << 10));
+    drop(foreign);
+    drop(shell);
+}

@@ -188,8 +188,12 @@ pub struct GlobalStats {
     pub throttled_count: u64,
     /// Processes (not threads) created machine-wide.
     pub processes_created: u64,
+    /// Processes (last thread) that exited machine-wide.
+    pub processes_exited: u64,
+    /// Tasks moved between cgroups (`cgroup:cgroup_attach_task`), on any hierarchy.
+    pub cgroup_migrations: u64,
 }
-const _: () = assert!(core::mem::size_of::<GlobalStats>() == 56);
+const _: () = assert!(core::mem::size_of::<GlobalStats>() == 72);
 
 /// Per-thread state of the scheduler programs: when the thread was queued, and its tgid (known
 /// from when it last ran, since a wakeup or switch-in record names only the thread id).

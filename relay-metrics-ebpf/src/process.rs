@@ -86,6 +86,10 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if !group_dead {
         return 0;
     }
+    if let Some(g) = global() {
+        // SAFETY: map value pointer from the kernel.
+        add(unsafe { &raw mut (*g).processes_exited }, 1);
+    }
     if let Some(cg) = cgroup_stats() {
         // SAFETY: map value pointer from the kernel.
         add(unsafe { &raw mut (*cg).processes_exited }, 1);
@@ -97,6 +101,17 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
             // SAFETY: map value pointer from the kernel.
             add(unsafe { &raw mut (*s).processes_exited }, 1);
         }
+    }
+    0
+}
+
+/// `cgroup:cgroup_attach_task`: a task moved to another cgroup (after the move). With creations
+/// and exits, it tells userspace when a cgroup's membership may have changed.
+#[tracepoint]
+pub fn cgroup_attach_task(_ctx: TracePointContext) -> u32 {
+    if let Some(g) = global() {
+        // SAFETY: map value pointer from the kernel.
+        add(unsafe { &raw mut (*g).cgroup_migrations }, 1);
     }
     0
 }

@@ -20,6 +20,95 @@ use crate::source::Roots;
 use super::reasons::Reasons;
 use super::Target;
 
+/// Machine-wide counts of the events that change a cgroup's membership: process creations
+/// (a child joins its parent's cgroup before `task_newtask` counts it), exits, and moves
+/// between cgroups (counted after the move). While they stand still, an exclusivity verdict
+/// stays true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CgroupEpoch {
+    pub(super) processes_created: u64,
+    pub(super) processes_exited: u64,
+    pub(super) cgroup_migrations: u64,
+}
+
+/// An exclusivity check's result and what it was based on.
+struct ExclusivityVerdict {
+    epoch: CgroupEpoch,
+    /// The measured pids, sorted.
+    pids: Vec<u32>,
+    exclusive: bool,
+    checked_at: Instant,
+}
+
+/// The exclusivity check of process scopes, with its last verdict.
+struct ExclusivityCheck {
+    walker: cgroup::SubtreeWalker,
+    verdict: Option<ExclusivityVerdict>,
+    recheck_after: Duration,
+}
+
+impl ExclusivityCheck {
+    fn new() -> Self {
+        Self {
+            walker: cgroup::SubtreeWalker::new(),
+            verdict: None,
+            recheck_after: EXCLUSIVITY_RECHECK,
+        }
+    }
+
+    /// Whether `pids` (sorted) own `cgroup` exclusively: the last verdict while nothing can have
+    /// changed the membership (same epoch and pids, checked less than a second ago), else a
+    /// check of the cgroup's process lists.
+    fn owns_exclusively(
+        &mut self,
+        cgroup: &CgroupTarget,
+        pids: &[u32],
+        epoch: Option<CgroupEpoch>,
+    ) -> Result<bool, cgroup::CgroupError> {
+        if let (Some(verdict), Some(epoch)) = (&self.verdict, epoch) {
+            if verdict.epoch == epoch
+                && verdict.pids == pids
+                && verdict.checked_at.elapsed() < self.recheck_after
+            {
+                return Ok(verdict.exclusive);
+            }
+        }
+        let checked_at = Instant::now();
+        let exclusive = match self.walker.owns_exclusively(cgroup, pids) {
+            Ok(exclusive) => exclusive,
+            Err(error) => {
+                self.verdict = None;
+                return Err(error);
+            }
+        };
+        match (epoch, &mut self.verdict) {
+            (None, verdict) => *verdict = None,
+            (Some(epoch), Some(verdict)) => {
+                verdict.epoch = epoch;
+                verdict.pids.clear();
+                verdict.pids.extend_from_slice(pids);
+                verdict.exclusive = exclusive;
+                verdict.checked_at = checked_at;
+            }
+            (Some(epoch), verdict) => {
+                *verdict = Some(ExclusivityVerdict {
+                    epoch,
+                    pids: pids.to_vec(),
+                    exclusive,
+                    checked_at,
+                })
+            }
+        }
+        Ok(exclusive)
+    }
+}
+
+/// How long an exclusivity verdict may be reused while the epoch stands still. An exit is
+/// counted just before the process leaves `cgroup.procs`, so a check in that window can see a
+/// foreign process that is already gone; this bounds how long that (conservative: "not
+/// exclusive") verdict lasts.
+const EXCLUSIVITY_RECHECK: Duration = Duration::from_secs(1);
+
 pub(super) struct Environment {
     /// The cgroup whose counters are read: the target, or the root process's cgroups.
     cgroup: Option<CgroupTarget>,
@@ -30,7 +119,7 @@ pub(super) struct Environment {
     missing: Option<String>,
     /// Scratch list of the measured pids, for the exclusivity check.
     pids: Vec<u32>,
-    walker: cgroup::SubtreeWalker,
+    exclusivity: ExclusivityCheck,
     /// When the cgroup's counters were last read.
     report_read_at: Option<Instant>,
 }
@@ -62,18 +151,24 @@ impl Environment {
             reader: CgroupReader::new(),
             missing,
             pids: Vec::new(),
-            walker: cgroup::SubtreeWalker::new(),
+            exclusivity: ExclusivityCheck::new(),
             report_read_at: None,
         }
     }
 
     /// Reads the cgroup counters into `values` (the values behind Relay's fields, when they
-    /// apply) and `reports` (for `extensions.cgroups`).
+    /// apply) and `reports` (for `extensions.cgroups`). `epoch`, read before this call, lets
+    /// an unchanged membership skip the exclusivity check.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one pass's inputs and its two outputs, all distinct"
+    )]
     pub(super) fn read(
         &mut self,
         config: &ResourceMetricsConfig,
         target: &Target,
         processes: &ProcessPass,
+        epoch: Option<CgroupEpoch>,
         reasons: &mut Reasons,
         values: &mut Option<CgroupValues>,
         reports: &mut Vec<CgroupReport>,
@@ -100,7 +195,7 @@ impl Environment {
                 self.pids.extend(set.processes.iter().map(|p| p.pid));
                 self.pids.sort_unstable();
                 self.pids.dedup();
-                match self.walker.owns_exclusively(cgroup, &self.pids) {
+                match self.exclusivity.owns_exclusively(cgroup, &self.pids, epoch) {
                     Ok(true) => true,
                     Ok(false) => {
                         reasons.add(
@@ -224,4 +319,120 @@ fn fill_report(
             io_full_usec: sample.pressure.io.full_usec,
         }),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_tree(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+
+    /// The v2 fixture's `/relay-test` (pids 4242 and 4243 in a child), in a writable copy.
+    fn fixture() -> (tempfile::TempDir, CgroupTarget) {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        // The cgroup file system and the mount table are all the check reads.
+        for part in ["sys", "proc/self"] {
+            copy_tree(
+                &fixtures.join("cgroup-v2").join(part),
+                &dir.path().join(part),
+            );
+        }
+        let layout = cgroup::discover(&Roots::fixture(dir.path())).unwrap();
+        let target = cgroup::resolve(&layout, "/relay-test").unwrap();
+        (dir, target)
+    }
+
+    const MEASURED: [u32; 2] = [4242, 4243];
+
+    fn epoch(processes_created: u64) -> Option<CgroupEpoch> {
+        Some(CgroupEpoch {
+            processes_created,
+            processes_exited: 0,
+            cgroup_migrations: 0,
+        })
+    }
+
+    /// A foreign process joins the cgroup without the epoch moving.
+    fn add_foreign_process(dir: &Path) {
+        let procs = dir.join("sys/fs/cgroup/relay-test/cgroup.procs");
+        std::fs::write(procs, "4242\n77\n").unwrap();
+    }
+
+    #[test]
+    fn a_verdict_is_reused_while_the_epoch_and_the_pids_stand_still() {
+        let (dir, target) = fixture();
+        let mut check = ExclusivityCheck::new();
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+        add_foreign_process(dir.path());
+        // Nothing was counted, so nothing is read: the verdict stands.
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+        // A counted change: checked again.
+        assert!(!check
+            .owns_exclusively(&target, &MEASURED, epoch(2))
+            .unwrap());
+    }
+
+    #[test]
+    fn other_measured_pids_or_no_epoch_are_checked_again() {
+        let (dir, target) = fixture();
+        let mut check = ExclusivityCheck::new();
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+        // A third measured process that is not in the cgroup: not exclusive any more.
+        assert!(!check
+            .owns_exclusively(&target, &[4242, 4243, 5000], epoch(1))
+            .unwrap());
+        let mut without = ExclusivityCheck::new();
+        assert!(without.owns_exclusively(&target, &MEASURED, None).unwrap());
+        add_foreign_process(dir.path());
+        assert!(!without.owns_exclusively(&target, &MEASURED, None).unwrap());
+    }
+
+    #[test]
+    fn a_verdict_older_than_the_recheck_interval_is_checked_again() {
+        let (dir, target) = fixture();
+        let mut check = ExclusivityCheck::new();
+        check.recheck_after = Duration::ZERO;
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+        add_foreign_process(dir.path());
+        assert!(!check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+    }
+
+    #[test]
+    fn a_failed_check_is_not_remembered() {
+        let (dir, target) = fixture();
+        let mut check = ExclusivityCheck::new();
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(1))
+            .unwrap());
+        std::fs::remove_dir_all(dir.path().join("sys/fs/cgroup/relay-test")).unwrap();
+        // The held directory still reads on a fixture; a changed epoch checks, and the
+        // removed cgroup's error is returned rather than the old verdict.
+        assert!(check
+            .owns_exclusively(&target, &MEASURED, epoch(2))
+            .is_err());
+        assert!(check.verdict.is_none());
+    }
 }

@@ -13,6 +13,7 @@ use crate::snapshot::{KernelEvents, OomVictim};
 use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfSource, ScopeId};
 use crate::source::Roots;
 
+use super::environment::CgroupEpoch;
 use super::processes::TreeEpoch;
 use super::Target;
 
@@ -107,13 +108,7 @@ impl KernelEventFeed {
         let (Some(source), Some(scope)) = (&self.source, self.scope) else {
             return None;
         };
-        let config = source.config();
-        let counts_changes = self.off_reason.is_none()
-            && source.is_attached("task_newtask")
-            && source.is_attached("sched_process_exit")
-            && config.newtask_pid != relay_metrics_common::NO_FIELD
-            && config.newtask_clone_flags != relay_metrics_common::NO_FIELD;
-        if !counts_changes {
+        if self.off_reason.is_some() || !counts_creations_and_exits(source) {
             return None;
         }
         let stats = source.scope(scope).ok()?;
@@ -123,6 +118,21 @@ impl KernelEventFeed {
             processes_exited: stats.processes_exited,
             members_added: self.members_added,
             insert_failures: global.map_insert_failures,
+        })
+    }
+
+    /// The machine-wide counts of the events that change any cgroup's membership (see
+    /// [`CgroupEpoch`]), when the programs that count them all run. Reads mapped memory.
+    pub(super) fn cgroup_epoch(&self) -> Option<CgroupEpoch> {
+        let source = self.source.as_ref()?;
+        if !counts_creations_and_exits(source) || !source.is_attached("cgroup_attach_task") {
+            return None;
+        }
+        let global = source.global().ok()?;
+        Some(CgroupEpoch {
+            processes_created: global.processes_created,
+            processes_exited: global.processes_exited,
+            cgroup_migrations: global.cgroup_migrations,
         })
     }
 
@@ -279,4 +289,14 @@ impl KernelEventFeed {
             }
         }
     }
+}
+
+/// True when the creation and exit programs run with the record fields they need, so that
+/// every process creation and exit is counted.
+fn counts_creations_and_exits(source: &EbpfSource) -> bool {
+    let config = source.config();
+    source.is_attached("task_newtask")
+        && source.is_attached("sched_process_exit")
+        && config.newtask_pid != relay_metrics_common::NO_FIELD
+        && config.newtask_clone_flags != relay_metrics_common::NO_FIELD
 }

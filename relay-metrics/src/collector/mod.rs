@@ -249,10 +249,12 @@ impl Collector {
         }
         processes::fill_system_values(&self.system_sample, &mut sample.system);
 
+        let cgroup_epoch = self.kernel.cgroup_epoch();
         self.environment.read(
             &self.config,
             &self.target,
             &sample.processes,
+            cgroup_epoch,
             reasons,
             &mut sample.cgroup,
             &mut sample.cgroup_reports,

@@ -214,6 +214,28 @@ fn live_v1_needs_root_throttling_limits_and_membership() {
     assert!(!walker.owns_exclusively(&target, &[pid, pid + 1]).unwrap());
     walker.pids(&target, &mut pids).unwrap();
     assert_eq!(pids, vec![pid]);
+    // A process moved in and out is seen by the very next walk. (v1 serves a cached pid list
+    // to a descriptor read again within a second, so the held walker must reopen the file.)
+    let extra = Command::new("sleep").arg("30").spawn().unwrap();
+    let extra_pid = extra.id();
+    // Declared after `cleanup`, so dropped (killed) first, leaving the cgroups empty.
+    let _extra = Cleanup {
+        child: Some(extra),
+        dirs: Vec::new(),
+    };
+    write(&memory_dir.join("cgroup.procs"), &extra_pid.to_string());
+    walker.pids(&target, &mut pids).unwrap();
+    let mut expected = vec![pid, extra_pid];
+    expected.sort_unstable();
+    assert_eq!(pids, expected);
+    assert!(!walker.owns_exclusively(&target, &[pid]).unwrap());
+    write(
+        Path::new("/sys/fs/cgroup/memory/cgroup.procs"),
+        &extra_pid.to_string(),
+    );
+    walker.pids(&target, &mut pids).unwrap();
+    assert_eq!(pids, vec![pid]);
+    assert!(walker.owns_exclusively(&target, &[pid]).unwrap());
     let of_child = resolve_for_pid(&layout, &roots, pid).unwrap();
     assert_eq!(of_child.v1_dir("cpu").unwrap().dir, cpu_dir);
     assert_eq!(of_child.v1_dir("memory").unwrap().path, format!("/{name}"));

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::target::CgroupTarget;
-use super::CgroupError;
+use super::{CgroupError, CgroupVersion};
 use crate::source::file::{is_gone, SourceError};
 use crate::source::procfs::sys::{
     is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer, DT_DIR,
@@ -14,9 +14,9 @@ use crate::source::procfs::sys::{
 
 /// Lists the processes of cgroup subtrees with reused buffers and directory descriptors
 /// opened relative to their parent: after the first walk of a subtree, walking it again
-/// allocates nothing. The top directory and its `cgroup.procs` stay open between walks (the
-/// collector checks exclusivity every snapshot); descendants are opened per walk because they
-/// come and go.
+/// allocates nothing. The top directory (and on v2 its `cgroup.procs`) stays open between walks
+/// (the collector checks exclusivity every snapshot); descendants are opened per walk because
+/// they come and go.
 #[derive(Debug, Default)]
 pub struct SubtreeWalker {
     top: Option<HeldTop>,
@@ -28,23 +28,37 @@ pub struct SubtreeWalker {
     members: Vec<u32>,
 }
 
-/// The walked subtree's top directory and its `cgroup.procs`, held open.
+/// The walked subtree's top directory, held open, and on cgroup v2 its `cgroup.procs`.
 #[derive(Debug)]
 struct HeldTop {
     path: PathBuf,
     dir: OwnedFd,
-    procs: File,
+    /// Held on v2 only, which lists the cgroup afresh when read from position 0. v1 builds a
+    /// pid list at the first read after `open` and serves that list to every later read of the
+    /// same descriptor while they come less than a second apart (the kernel's
+    /// `CGROUP_PIDLIST_DESTROY_DELAY`): a held v1 file read every tick never changes.
+    procs: Option<File>,
 }
 
 impl HeldTop {
-    fn open(path: &Path) -> io::Result<Self> {
+    fn open(path: &Path, version: CgroupVersion) -> io::Result<Self> {
         let dir = OwnedFd::from(File::open(path)?);
-        let procs = open_file_at(&dir, b"cgroup.procs")?;
+        let procs = match version {
+            CgroupVersion::V2 => Some(open_file_at(&dir, b"cgroup.procs")?),
+            CgroupVersion::V1 => None,
+        };
         Ok(Self {
             path: path.to_owned(),
             dir,
             procs,
         })
+    }
+
+    fn read_procs(&self, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Result<()> {
+        match &self.procs {
+            Some(procs) => read_procs(procs, buf, pids),
+            None => read_procs(&open_file_at(&self.dir, b"cgroup.procs")?, buf, pids),
+        }
     }
 }
 
@@ -86,7 +100,7 @@ impl SubtreeWalker {
         mut keep: impl FnMut(u32) -> bool,
     ) -> Result<bool, CgroupError> {
         pids.clear();
-        let Some((_, top)) = target.membership_dir() else {
+        let Some((version, top)) = target.membership_dir() else {
             return Err(CgroupError::NotFound {
                 path: target.requested.clone().unwrap_or_default(),
             });
@@ -103,7 +117,7 @@ impl SubtreeWalker {
             if self.top.as_ref().is_none_or(|held| held.path != top.dir) {
                 self.top = None;
                 reopened = true;
-                match HeldTop::open(&top.dir) {
+                match HeldTop::open(&top.dir, version) {
                     Ok(held) => self.top = Some(held),
                     Err(error) if gone(&error) => return Err(gone_top()),
                     Err(error) => return Err(SourceError::io(&top.dir, error).into()),
@@ -112,7 +126,7 @@ impl SubtreeWalker {
             let Some(held) = &self.top else {
                 return Err(gone_top());
             };
-            match read_procs(&held.procs, &mut self.buf, pids) {
+            match held.read_procs(&mut self.buf, pids) {
                 Ok(()) => break,
                 Err(error) if gone(&error) && !reopened => {
                     pids.clear();

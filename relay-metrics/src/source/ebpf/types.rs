@@ -100,7 +100,7 @@ const fn spec(
 }
 
 /// Every program of the object.
-pub const PROGRAMS: [ProgramSpec; 11] = [
+pub const PROGRAMS: [ProgramSpec; 12] = [
     spec("task_newtask", "task", "task_newtask"),
     spec("sched_process_exit", "sched", "sched_process_exit"),
     spec("sched_switch", "sched", "sched_switch"),
@@ -124,6 +124,7 @@ pub const PROGRAMS: [ProgramSpec; 11] = [
         "mm_vmscan_direct_reclaim_end",
     ),
     spec("vmscan_throttled", "vmscan", "mm_vmscan_throttled"),
+    spec("cgroup_attach_task", "cgroup", "cgroup_attach_task"),
 ];
 
 /// Whether a program runs.
