@@ -433,3 +433,62 @@ fn a_process_moved_into_the_trees_cgroup_ends_its_exclusivity_at_once_as_root() 
     drop(foreign);
     drop(shell);
 }
+
+/// A cgroup scope reuses its listing of `cgroup.procs` while the kernel counts no creation,
+/// exit or cgroup move anywhere; a process moved in or out, or one that exits, is seen by the
+/// very next collect.
+#[test]
+fn a_cgroup_scope_lists_its_processes_again_after_a_move_or_an_exit_as_root() {
+    let cgroup = MemoryCgroup::create("listing", 256 << 20);
+    let procs = cgroup.dir.join("cgroup.procs");
+    let sleeper = |seconds: &str| {
+        Reaped(
+            Command::new("sleep")
+                .arg(seconds)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let first = sleeper("1000");
+    std::fs::write(&procs, first.0.id().to_string()).unwrap();
+
+    let mut scoped = config(ScopeSetting::Cgroup);
+    scoped.cgroup_path = Some(format!("/{}", cgroup.name));
+    let mut collector = Collector::new(scoped).unwrap();
+    assert!(
+        collector.collect().extensions.kernel_events.active,
+        "kernel events must be on for this test"
+    );
+    // Other tests fork meanwhile (each fork anywhere lists again), so only ask that most
+    // collects of a quick burst reused the listing.
+    let before = collector.process_listings();
+    for _ in 0..50 {
+        assert_eq!(visible(&collector.collect()), 1);
+    }
+    let listed = collector.process_listings() - before;
+    assert!(listed < 25, "{listed} listings in 50 collects");
+
+    let second = sleeper("1001");
+    std::fs::write(&procs, second.0.id().to_string()).unwrap();
+    assert_eq!(visible(&collector.collect()), 2, "moved in");
+    std::fs::write(
+        "/sys/fs/cgroup/memory/cgroup.procs",
+        second.0.id().to_string(),
+    )
+    .unwrap();
+    assert_eq!(visible(&collector.collect()), 1, "moved out");
+    let third = sleeper("1002");
+    std::fs::write(&procs, third.0.id().to_string()).unwrap();
+    assert_eq!(visible(&collector.collect()), 2, "moved in");
+    drop(third);
+    let after = collector.collect();
+    assert_eq!(
+        visible(&after),
+        1,
+        "the reaped process is gone: {:?}",
+        after.process_sampling
+    );
+    drop(second);
+    drop(first);
+}

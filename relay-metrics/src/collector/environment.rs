@@ -323,37 +323,9 @@ fn fill_report(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_fixtures::cgroup_v2_machine as fixture;
     use super::*;
     use std::path::Path;
-
-    fn copy_tree(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            let target = to.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                copy_tree(&entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), &target).unwrap();
-            }
-        }
-    }
-
-    /// The v2 fixture's `/relay-test` (pids 4242 and 4243 in a child), in a writable copy.
-    fn fixture() -> (tempfile::TempDir, CgroupTarget) {
-        let dir = tempfile::tempdir().unwrap();
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-        // The cgroup file system and the mount table are all the check reads.
-        for part in ["sys", "proc/self"] {
-            copy_tree(
-                &fixtures.join("cgroup-v2").join(part),
-                &dir.path().join(part),
-            );
-        }
-        let layout = cgroup::discover(&Roots::fixture(dir.path())).unwrap();
-        let target = cgroup::resolve(&layout, "/relay-test").unwrap();
-        (dir, target)
-    }
 
     const MEASURED: [u32; 2] = [4242, 4243];
 

@@ -26,6 +26,8 @@ mod processes;
 mod processes_tests;
 mod reasons;
 mod target;
+#[cfg(test)]
+mod test_fixtures;
 
 pub use target::Target;
 
@@ -49,7 +51,7 @@ use crate::source::{fs, Roots};
 use environment::Environment;
 use gpu::GpuFeed;
 use kernel_events::KernelEventFeed;
-use processes::ProcessPassReader;
+use processes::{ListingEpoch, ProcessPassReader};
 use reasons::Reasons;
 
 /// A collector that cannot be created.
@@ -229,9 +231,14 @@ impl Collector {
         reasons.begin();
         let previous = std::mem::take(&mut sample.processes);
         self.processes.recycle(previous);
-        // Before the walk: a change counted after this read makes the next pass walk again.
-        let tree_epoch = self.kernel.tree_epoch();
-        sample.processes = self.processes.read(&self.target, tree_epoch, reasons);
+        // Before the listing: a change counted after this read makes the next pass list again.
+        let cgroup_epoch = self.kernel.cgroup_epoch();
+        let listing_epoch = match self.target {
+            Target::Process { tree: true, .. } => self.kernel.tree_epoch().map(ListingEpoch::Tree),
+            Target::Cgroup { .. } => cgroup_epoch.map(ListingEpoch::Cgroup),
+            _ => None,
+        };
+        sample.processes = self.processes.read(&self.target, listing_epoch, reasons);
         sample.instant = Instant::now();
         sample.boottime_ns = boottime_ns();
         sample.clock_ticks_per_second = self.processes.clock_ticks_per_second();
@@ -249,7 +256,6 @@ impl Collector {
         }
         processes::fill_system_values(&self.system_sample, &mut sample.system);
 
-        let cgroup_epoch = self.kernel.cgroup_epoch();
         self.environment.read(
             &self.config,
             &self.target,

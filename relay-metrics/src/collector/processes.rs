@@ -16,6 +16,7 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
+use super::environment::CgroupEpoch;
 use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};
 
@@ -32,6 +33,20 @@ pub(super) struct TreeEpoch {
     pub(super) members_added: u64,
     pub(super) insert_failures: u64,
 }
+
+/// What a listing of the target's processes depends on, as counted by the kernel: while it
+/// stands still (and the listing is recent), the listing is reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ListingEpoch {
+    Tree(TreeEpoch),
+    Cgroup(CgroupEpoch),
+}
+
+/// The longest a listing is reused. A cgroup member's exit is counted just before it leaves
+/// `cgroup.procs`, so a listing taken in that window keeps the exited process (a zombie until
+/// reaped, so still readable); this bounds how long. A tree needs no bound (its exits are
+/// caught by the parent pids), but the bound costs one walk a second and limits any error.
+const LISTING_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// How sampling the listed pids ended.
 enum Sampled {
@@ -58,8 +73,9 @@ pub(super) struct ProcessPassReader {
     walker: Option<ProcessTreeWalker>,
     cgroup_walker: cgroup::SubtreeWalker,
     pids: Vec<u32>,
-    /// The tree epoch before the walk that listed `pids`, while that list can be reused.
-    walked_at: Option<TreeEpoch>,
+    /// The epoch read before the listing of `pids`, and when that listing began, while it can
+    /// be reused.
+    listed_at: Option<(ListingEpoch, Instant)>,
     /// Listings of the target's processes so far (walks, for a tree).
     listings: u64,
     /// The process list of the previous pass, handed back for reuse.
@@ -104,7 +120,7 @@ impl ProcessPassReader {
                 _ => None,
             },
             pids: Vec::new(),
-            walked_at: None,
+            listed_at: None,
             listings: 0,
             spare: Vec::new(),
             cgroup_walker: cgroup::SubtreeWalker::new(),
@@ -138,23 +154,27 @@ impl ProcessPassReader {
         }
     }
 
-    /// One pass over the target's processes. `tree_epoch` is the kernel's count of changes to
-    /// a tracked process tree, read just before this pass (see [`TreeEpoch`]).
+    /// One pass over the target's processes. `epoch` is the kernel's count of the events that
+    /// change the target's listing, read just before this pass (see [`ListingEpoch`]).
     pub(super) fn read(
         &mut self,
         target: &Target,
-        tree_epoch: Option<TreeEpoch>,
+        epoch: Option<ListingEpoch>,
         reasons: &mut Reasons,
     ) -> ProcessPass {
         if !self.wanted.needs_processes() {
             return ProcessPass::NotRequested;
         }
+        let mut reuse_listing = match (self.listed_at, epoch) {
+            (Some((listed, at)), Some(now)) => listed == now && at.elapsed() < LISTING_MAX_AGE,
+            _ => false,
+        };
         let is_tree = matches!(target, Target::Process { tree: true, .. });
-        let mut reuse_walk = is_tree && tree_epoch.is_some() && self.walked_at == tree_epoch;
         let mut processes = std::mem::take(&mut self.spare);
         loop {
-            if !reuse_walk {
-                self.walked_at = None;
+            if !reuse_listing {
+                let listing_began = Instant::now();
+                self.listed_at = None;
                 if let Err(reason) = self.list(target) {
                     if let Target::Process { pid, .. } = target {
                         if !self.root_alive(*pid, target) {
@@ -168,21 +188,21 @@ impl ProcessPassReader {
                 self.pids.dedup();
                 let pids = &self.pids;
                 self.reader.retain(|pid| pids.binary_search(&pid).is_ok());
-                if is_tree {
-                    self.walked_at = tree_epoch;
-                }
+                self.listed_at = epoch.map(|epoch| (epoch, listing_began));
             }
             processes.clear();
-            match self.sample_listed(target, reuse_walk, &mut processes) {
+            // Only a tree's members have their parents listed.
+            let check_parents = reuse_listing && is_tree;
+            match self.sample_listed(target, check_parents, &mut processes) {
                 Sampled::Done(outcome) => {
                     if outcome.member_gone {
-                        // A reaped member: the next pass lists the tree afresh.
-                        self.walked_at = None;
+                        // A reaped member: the next pass lists the target afresh.
+                        self.listed_at = None;
                     }
                     return self.finish(target, processes, outcome, reasons);
                 }
                 // The reused list is out of date: list the tree now and sample again.
-                Sampled::Reparented => reuse_walk = false,
+                Sampled::Reparented => reuse_listing = false,
                 Sampled::RootUnavailable(reason) => return ProcessPass::RootUnavailable(reason),
             }
         }

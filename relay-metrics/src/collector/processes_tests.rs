@@ -1,14 +1,15 @@
-//! The reuse of a process-tree walk across passes, on fixture trees: which changes make the
-//! next pass (or the same one) list the tree again.
+//! The reuse of a listing (a process-tree walk, a cgroup's process lists) across passes, on
+//! fixture trees: which changes make the next pass (or the same one) list the target again.
 
 use std::path::Path;
 
-use super::processes::{ProcessPassReader, TreeEpoch};
+use super::environment::CgroupEpoch;
+use super::processes::{ListingEpoch, ProcessPassReader, TreeEpoch};
 use super::reasons::Reasons;
+use super::test_fixtures::cgroup_v2_machine;
 use super::Target;
 use crate::config::ResourceMetricsConfig;
 use crate::model::{ProcessPass, Wanted};
-use crate::snapshot::MeasurementScope;
 use crate::source::Roots;
 
 const ROOT: u32 = 100;
@@ -42,16 +43,32 @@ impl Fixture {
         write_process(&proc, 101, ROOT, &[]);
         write_process(&proc, 102, ROOT, &[103]);
         write_process(&proc, 103, 102, &[]);
-        let config = ResourceMetricsConfig::from_text(
-            r#"{"memory": {"enabled": false}, "disk": {"enabled": false}, "gpu": {"enabled": false}, "network": {"enabled": false}, "process": {"enabled": false}, "extensions": {"max_held_processes": 0}}"#,
-        )
-        .unwrap();
         let target = Target::Process {
             pid: ROOT,
             start_time_ticks: ROOT_START_TICKS,
             tree: true,
         };
-        let wanted = Wanted::from_config(&config, MeasurementScope::ProcessTree);
+        Self::with(dir, target)
+    }
+
+    /// The cgroup v2 fixture machine's `/relay-test` (4242, and 4243 in a child cgroup).
+    fn cgroup() -> Self {
+        let (dir, resolved) = cgroup_v2_machine();
+        let target = Target::Cgroup {
+            path: "/relay-test".into(),
+            resolved: Box::new(resolved),
+        };
+        Self::with(dir, target)
+    }
+
+    /// CPU only, nothing held (the reader reopens each file, so a removed directory reads as
+    /// gone, as a reaped process's held files do on procfs).
+    fn with(dir: tempfile::TempDir, target: Target) -> Self {
+        let config = ResourceMetricsConfig::from_text(
+            r#"{"memory": {"enabled": false}, "disk": {"enabled": false}, "gpu": {"enabled": false}, "network": {"enabled": false}, "process": {"enabled": false}, "extensions": {"max_held_processes": 0}}"#,
+        )
+        .unwrap();
+        let wanted = Wanted::from_config(&config, target.scope());
         let reader =
             ProcessPassReader::new(&Roots::fixture(dir.path()), &config, &target, wanted).unwrap();
         Self {
@@ -66,7 +83,7 @@ impl Fixture {
         self.dir.path().join("proc")
     }
 
-    fn pids(&mut self, epoch: Option<TreeEpoch>) -> Vec<u32> {
+    fn pids(&mut self, epoch: Option<ListingEpoch>) -> Vec<u32> {
         self.reasons.begin();
         match self.reader.read(&self.target, epoch, &mut self.reasons) {
             ProcessPass::Sampled(set) => {
@@ -81,13 +98,13 @@ impl Fixture {
     }
 }
 
-fn epoch(processes_created: u64) -> Option<TreeEpoch> {
-    Some(TreeEpoch {
+fn epoch(processes_created: u64) -> Option<ListingEpoch> {
+    Some(ListingEpoch::Tree(TreeEpoch {
         processes_created,
         processes_exited: 0,
         members_added: 0,
         insert_failures: 0,
-    })
+    }))
 }
 
 #[test]
@@ -138,4 +155,65 @@ fn a_vanished_member_makes_the_next_pass_walk_again() {
     write_process(&fixture.proc(), 104, 102, &[]);
     write_process(&fixture.proc(), 102, ROOT, &[103, 104]);
     assert_eq!(fixture.pids(epoch(5)), [100, 102, 103, 104]);
+}
+
+fn cgroup_epoch(cgroup_migrations: u64) -> Option<ListingEpoch> {
+    Some(ListingEpoch::Cgroup(CgroupEpoch {
+        processes_created: 7,
+        processes_exited: 3,
+        cgroup_migrations,
+    }))
+}
+
+impl Fixture {
+    /// Moves `pid` (a new process, parent init) into `/relay-test`, beside 4242.
+    fn move_into_the_cgroup(&self, pid: u32) {
+        write_process(&self.proc(), pid, 1, &[]);
+        let procs = self
+            .dir
+            .path()
+            .join("sys/fs/cgroup/relay-test/cgroup.procs");
+        std::fs::write(procs, format!("4242\n{pid}\n")).unwrap();
+    }
+}
+
+#[test]
+fn an_unchanged_cgroup_epoch_reuses_the_listing_and_a_counted_move_lists_again() {
+    let mut fixture = Fixture::cgroup();
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4243]);
+    fixture.move_into_the_cgroup(4244);
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4243]);
+    assert_eq!(fixture.reader.listings(), 1);
+    assert_eq!(fixture.pids(cgroup_epoch(2)), [4242, 4243, 4244]);
+    assert_eq!(fixture.reader.listings(), 2);
+}
+
+#[test]
+fn a_cgroup_listing_is_reused_for_at_most_a_second() {
+    let mut fixture = Fixture::cgroup();
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4243]);
+    fixture.move_into_the_cgroup(4244);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // Same epoch, but the listing is too old to trust: listed again.
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4243, 4244]);
+}
+
+#[test]
+fn a_vanished_cgroup_member_makes_the_next_pass_list_again() {
+    let mut fixture = Fixture::cgroup();
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4243]);
+    std::fs::remove_dir_all(fixture.proc().join("4243")).unwrap();
+    std::fs::write(
+        fixture
+            .dir
+            .path()
+            .join("sys/fs/cgroup/relay-test/helper/cgroup.procs"),
+        "",
+    )
+    .unwrap();
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242]);
+    // The reused listing held a reaped member, so this pass lists again and finds a process
+    // that came meanwhile with the epoch unchanged.
+    fixture.move_into_the_cgroup(4244);
+    assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4244]);
 }
