@@ -31,11 +31,16 @@ pub(super) struct CgroupEpoch {
     pub(super) cgroup_migrations: u64,
 }
 
-/// An exclusivity check's result and what it was based on.
+/// How long a reading of a cgroup's membership (an exclusivity verdict, a cgroup scope's
+/// process listing) is reused while the [`CgroupEpoch`] stands still. An exit is counted just
+/// before the process leaves `cgroup.procs`, so a reading taken in that window still shows a
+/// process that is gone; this bounds how long such a reading lasts.
+pub(super) const MEMBERSHIP_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// An exclusivity check's result and when it was made.
+#[derive(Clone, Copy)]
 struct ExclusivityVerdict {
     epoch: CgroupEpoch,
-    /// The measured pids, sorted.
-    pids: Vec<u32>,
     exclusive: bool,
     checked_at: Instant,
 }
@@ -44,6 +49,8 @@ struct ExclusivityVerdict {
 struct ExclusivityCheck {
     walker: cgroup::SubtreeWalker,
     verdict: Option<ExclusivityVerdict>,
+    /// The measured pids (sorted) the verdict is about; kept apart to reuse its allocation.
+    verdict_pids: Vec<u32>,
     recheck_after: Duration,
 }
 
@@ -52,7 +59,8 @@ impl ExclusivityCheck {
         Self {
             walker: cgroup::SubtreeWalker::new(),
             verdict: None,
-            recheck_after: EXCLUSIVITY_RECHECK,
+            verdict_pids: Vec::new(),
+            recheck_after: MEMBERSHIP_MAX_AGE,
         }
     }
 
@@ -65,49 +73,27 @@ impl ExclusivityCheck {
         pids: &[u32],
         epoch: Option<CgroupEpoch>,
     ) -> Result<bool, cgroup::CgroupError> {
-        if let (Some(verdict), Some(epoch)) = (&self.verdict, epoch) {
+        if let (Some(verdict), Some(epoch)) = (self.verdict, epoch) {
             if verdict.epoch == epoch
-                && verdict.pids == pids
+                && self.verdict_pids == pids
                 && verdict.checked_at.elapsed() < self.recheck_after
             {
                 return Ok(verdict.exclusive);
             }
         }
         let checked_at = Instant::now();
-        let exclusive = match self.walker.owns_exclusively(cgroup, pids) {
-            Ok(exclusive) => exclusive,
-            Err(error) => {
-                self.verdict = None;
-                return Err(error);
-            }
-        };
-        match (epoch, &mut self.verdict) {
-            (None, verdict) => *verdict = None,
-            (Some(epoch), Some(verdict)) => {
-                verdict.epoch = epoch;
-                verdict.pids.clear();
-                verdict.pids.extend_from_slice(pids);
-                verdict.exclusive = exclusive;
-                verdict.checked_at = checked_at;
-            }
-            (Some(epoch), verdict) => {
-                *verdict = Some(ExclusivityVerdict {
-                    epoch,
-                    pids: pids.to_vec(),
-                    exclusive,
-                    checked_at,
-                })
-            }
-        }
+        self.verdict = None;
+        let exclusive = self.walker.owns_exclusively(cgroup, pids)?;
+        self.verdict = epoch.map(|epoch| ExclusivityVerdict {
+            epoch,
+            exclusive,
+            checked_at,
+        });
+        self.verdict_pids.clear();
+        self.verdict_pids.extend_from_slice(pids);
         Ok(exclusive)
     }
 }
-
-/// How long an exclusivity verdict may be reused while the epoch stands still. An exit is
-/// counted just before the process leaves `cgroup.procs`, so a check in that window can see a
-/// foreign process that is already gone; this bounds how long that (conservative: "not
-/// exclusive") verdict lasts.
-const EXCLUSIVITY_RECHECK: Duration = Duration::from_secs(1);
 
 pub(super) struct Environment {
     /// The cgroup whose counters are read: the target, or the root process's cgroups.

@@ -16,7 +16,7 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
-use super::environment::CgroupEpoch;
+use super::environment::{CgroupEpoch, MEMBERSHIP_MAX_AGE};
 use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};
 
@@ -42,11 +42,11 @@ pub(super) enum ListingEpoch {
     Cgroup(CgroupEpoch),
 }
 
-/// The longest a listing is reused. A cgroup member's exit is counted just before it leaves
-/// `cgroup.procs`, so a listing taken in that window keeps the exited process (a zombie until
-/// reaped, so still readable); this bounds how long. A tree needs no bound (its exits are
-/// caught by the parent pids), but the bound costs one walk a second and limits any error.
-const LISTING_MAX_AGE: Duration = Duration::from_secs(1);
+/// The longest a listing is reused: a cgroup's membership reading (see [`MEMBERSHIP_MAX_AGE`];
+/// the exited process it may keep is a zombie until reaped, so still readable). A tree needs
+/// no bound (its exits are caught by the parent pids), but the bound costs one walk a second
+/// and limits any error.
+const LISTING_MAX_AGE: Duration = MEMBERSHIP_MAX_AGE;
 
 /// How sampling the listed pids ended.
 enum Sampled {
