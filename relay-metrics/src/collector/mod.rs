@@ -25,6 +25,7 @@ mod processes;
 #[cfg(test)]
 mod processes_tests;
 mod reasons;
+mod system_wide;
 mod target;
 #[cfg(test)]
 mod test_fixtures;
@@ -32,27 +33,26 @@ mod test_fixtures;
 pub use target::Target;
 
 use std::borrow::Cow;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::Utc;
 
 use crate::config::{ConfigError, ResourceMetricsConfig};
-use crate::model::{self, Baselines, FilesystemValues, InterfaceValues, Sample};
+use crate::model::{self, Baselines, Sample};
 use crate::snapshot::{
     CollectorInfo, MeasurementScope, ResourceMetricsSnapshot, SamplerInfo, TargetInfo,
 };
 use crate::source::cgroup::CgroupLayout;
-use crate::source::net::{self, InterfaceCounters, NetReader};
 use crate::source::system::{SystemFields, SystemReader, SystemSample};
-use crate::source::{fs, Roots};
+use crate::source::Roots;
 
 use environment::Environment;
 use gpu::GpuFeed;
 use kernel_events::KernelEventFeed;
 use processes::{ListingEpoch, ProcessPassReader};
 use reasons::Reasons;
+use system_wide::SystemWide;
 
 /// A collector that cannot be created.
 #[derive(Debug, thiserror::Error)]
@@ -74,13 +74,11 @@ pub struct Collector {
     config: ResourceMetricsConfig,
     target: Target,
     target_info: TargetInfo,
-    filesystem_paths: Vec<Arc<str>>,
     processes: ProcessPassReader,
     system: SystemReader,
     system_sample: SystemSample,
+    system_wide: SystemWide,
     environment: Environment,
-    net: NetReader,
-    net_counters: Vec<InterfaceCounters>,
     gpu: GpuFeed,
     kernel: KernelEventFeed,
     reasons: Reasons,
@@ -119,16 +117,9 @@ impl Collector {
             },
         };
         Ok(Self {
-            filesystem_paths: config
-                .disk
-                .filesystem_paths
-                .iter()
-                .map(|path| Arc::from(path.as_str()))
-                .collect(),
             system: SystemReader::new(&roots),
             system_sample: SystemSample::default(),
-            net: NetReader::new(&roots),
-            net_counters: Vec::new(),
+            system_wide: SystemWide::new(&config, &roots),
             sample: empty_sample(scope),
             config,
             target,
@@ -244,9 +235,11 @@ impl Collector {
         sample.clock_ticks_per_second = self.processes.clock_ticks_per_second();
         sample.private_memory_age_ms = self.processes.private_memory_age_ms();
 
+        // Machine CPU and pressure feed only the global scope; system memory is machine-wide
+        // (see `system_wide`).
         let global = matches!(self.target, Target::Global);
         let fields = SystemFields {
-            meminfo: self.config.memory.enabled,
+            meminfo: false,
             stat: global && self.config.cpu.enabled,
             psi: global && (self.config.cpu.enabled || self.config.memory.enabled),
         };
@@ -267,37 +260,7 @@ impl Collector {
         );
         sample.cgroup_reports_age_ms = self.environment.report_age_ms();
 
-        sample.filesystems.clear();
-        if self.config.disk.enabled {
-            for path in &self.filesystem_paths {
-                let capacity = fs::filesystem_capacity(Path::new(&**path));
-                if let Some(reason) = &capacity.error {
-                    reasons.add("disk.filesystems", format_args!("{path}: {reason}"));
-                }
-                sample.filesystems.push(FilesystemValues {
-                    path: Arc::clone(path),
-                    total_bytes: capacity.total_bytes,
-                    available_bytes: capacity.available_bytes,
-                    free_bytes: capacity.free_bytes,
-                });
-            }
-        }
-
-        if self.config.network.enabled {
-            match self.net.read(&mut self.net_counters) {
-                Ok(()) => fill_interfaces(
-                    &self.net_counters,
-                    &self.config.network.interfaces,
-                    &mut sample.interfaces,
-                ),
-                Err(error) => {
-                    reasons.add("network", format_args!("{error}"));
-                    sample.interfaces.clear();
-                }
-            }
-        } else {
-            sample.interfaces.clear();
-        }
+        self.system_wide.read(&self.config, reasons, sample);
 
         if self.config.gpu.enabled {
             self.gpu.fill(&sample.processes, reasons, &mut sample.gpu);
@@ -342,36 +305,6 @@ impl Iterator for FixedRateSnapshots<'_> {
     }
 }
 
-/// Copies the selected interfaces into `out`, keeping each name's shared string while the
-/// interface list is unchanged.
-fn fill_interfaces(
-    counters: &[InterfaceCounters],
-    selection: &[String],
-    out: &mut Vec<InterfaceValues>,
-) {
-    let mut kept = 0;
-    for counter in counters
-        .iter()
-        .filter(|c| net::select(selection, c.name.as_str()))
-    {
-        if kept == out.len() {
-            out.push(InterfaceValues::default());
-        }
-        let entry = &mut out[kept];
-        if *entry.name != *counter.name {
-            entry.name = Arc::from(counter.name.as_str());
-        }
-        entry.rx_bytes = counter.rx_bytes;
-        entry.tx_bytes = counter.tx_bytes;
-        entry.rx_packets = counter.rx_packets;
-        entry.tx_packets = counter.tx_packets;
-        entry.rx_errors = counter.rx_errors;
-        entry.tx_errors = counter.tx_errors;
-        kept += 1;
-    }
-    out.truncate(kept);
-}
-
 /// A sample with nothing in it yet, for the first pass to fill.
 fn empty_sample(scope: MeasurementScope) -> Sample {
     Sample {
@@ -383,12 +316,14 @@ fn empty_sample(scope: MeasurementScope) -> Sample {
         system: Default::default(),
         cgroup: None,
         cgroup_reports: Vec::new(),
+        system_wide_instant: Instant::now(),
         filesystems: Vec::new(),
         interfaces: Vec::new(),
         gpu: Default::default(),
         kernel_events: Default::default(),
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
+        system_wide_age_ms: None,
         unavailable: Vec::new(),
     }
 }

@@ -443,14 +443,13 @@ impl PrivateMemoryCache {
     }
 }
 
-/// System values in the model's terms, written in place.
+/// The global scope's machine CPU ticks and pressure in the model's terms, written in place (system
+/// memory comes with the other machine-wide values, see `system_wide`).
 pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) {
     let pressure = |p: Option<crate::source::system::Pressure>| PressureValues {
         some_usec: p.and_then(|p| p.some_total_usec),
         full_usec: p.and_then(|p| p.full_total_usec),
     };
-    out.memory_total_kib = sample.memory.and_then(|m| m.total_kib);
-    out.memory_available_kib = sample.memory.and_then(|m| m.available_kib);
     out.cpu_ticks.clear();
     // A CPU line that cannot be summed empties the list: the rate is then unknown, not wrong.
     for cpu in &sample.per_cpu {

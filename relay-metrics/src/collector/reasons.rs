@@ -43,6 +43,17 @@ impl Reasons {
         self.len += 1;
     }
 
+    /// Records reasons an earlier pass found for values this pass reuses.
+    pub(crate) fn repeat(&mut self, earlier: &[Unavailable]) {
+        for reason in earlier {
+            match self.list.get_mut(self.len) {
+                Some(slot) => slot.clone_from(reason),
+                None => self.list.push(reason.clone()),
+            }
+            self.len += 1;
+        }
+    }
+
     /// The reasons of this pass.
     pub(crate) fn as_slice(&self) -> &[Unavailable] {
         &self.list[..self.len]

@@ -37,6 +37,10 @@ pub struct Sample {
     pub cgroup: Option<CgroupValues>,
     /// Every cgroup involved, for `extensions.cgroups`.
     pub cgroup_reports: Vec<CgroupReport>,
+    /// When the machine-wide values (`system` memory, `filesystems`, `interfaces`) were read:
+    /// earlier than `instant` when they are reused on a slower cadence; interface rates are
+    /// taken between two such reads.
+    pub system_wide_instant: Instant,
     /// Filesystem capacity per configured path, in configuration order.
     pub filesystems: Vec<FilesystemValues>,
     /// Interface counters, sorted by name (already filtered by the interface selection).
@@ -49,6 +53,8 @@ pub struct Sample {
     pub private_memory_age_ms: Option<u64>,
     /// Age of the cgroup reports.
     pub cgroup_reports_age_ms: Option<u64>,
+    /// Age of the machine-wide values; `None` when none is enabled.
+    pub system_wide_age_ms: Option<u64>,
     /// Reasons for missing values found while sampling.
     pub unavailable: Vec<Unavailable>,
 }

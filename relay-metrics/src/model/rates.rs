@@ -25,8 +25,10 @@ pub struct Baselines {
     next_processes: HashMap<ProcessKey, ProcessBaseline>,
     system_cpu: Option<(Instant, Vec<CpuTicks>)>,
     interfaces: Vec<InterfaceBaseline>,
-    /// Scratch list of per-interface rates, reused between passes.
+    /// Per-interface rates of the last reading, reused between passes.
     interface_rates: Vec<RatePair>,
+    /// When the interface counters behind `interface_rates` were read.
+    interfaces_read_at: Option<Instant>,
     cgroup_usage: Option<(Instant, u64)>,
 }
 
@@ -243,12 +245,20 @@ impl Baselines {
         rate
     }
 
-    /// Per-interface (rx, tx) bytes per second, in the order of `interfaces`.
+    /// Per-interface (rx, tx) bytes per second, in the order of `interfaces`, read at
+    /// `instant`. The same reading again (counters reused on a slower cadence) keeps the rates
+    /// it had: against itself they would be unknown.
     pub(crate) fn interface_rates(
         &mut self,
         instant: Instant,
         interfaces: &[InterfaceValues],
     ) -> &[RatePair] {
+        if self.interfaces_read_at == Some(instant)
+            && self.interface_rates.len() == interfaces.len()
+        {
+            return &self.interface_rates;
+        }
+        self.interfaces_read_at = Some(instant);
         let mut out = std::mem::take(&mut self.interface_rates);
         out.clear();
         for interface in interfaces {

@@ -235,6 +235,10 @@ pub struct SampleAges {
     /// Age of `extensions.cgroups` (a containing cgroup that does not feed Relay's fields is
     /// re-read at most once a second), ms.
     pub cgroups_ms: Option<u64>,
+    /// Age of the machine-wide values (system memory, filesystem capacities, network
+    /// interfaces), re-read at most every `extensions.system_wide_interval_millis`, ms; `null`
+    /// when none of them is enabled.
+    pub system_wide_ms: Option<u64>,
 }
 
 /// Why some values are `null`.

@@ -176,7 +176,7 @@ pub(super) fn fill_network(
     sample: &Sample,
     baselines: &mut Baselines,
 ) {
-    let rates = baselines.interface_rates(sample.instant, &sample.interfaces);
+    let rates = baselines.interface_rates(sample.system_wide_instant, &sample.interfaces);
     let units = &config.units.network;
     network.measurement_scope = MeasurementScope::Global;
     let mut index = 0;

@@ -36,6 +36,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
     Sample {
         scope,
         instant,
+        system_wide_instant: instant,
         boottime_ns: 50_000_000_000,
         clock_ticks_per_second: 100,
         processes: ProcessPass::Sampled(ProcessSet {
@@ -82,6 +83,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
         kernel_events: KernelEvents::default(),
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
+        system_wide_age_ms: None,
         unavailable: Vec::new(),
     }
 }

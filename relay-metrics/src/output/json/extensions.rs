@@ -205,10 +205,12 @@ fn write_sample_ages(w: &mut Writer<'_>, ages: &SampleAges) {
         private_memory_ms,
         gpu_ms,
         cgroups_ms,
+        system_wide_ms,
     } = ages;
     w.first("private_memory_ms").opt_u64(*private_memory_ms);
     w.key("gpu_ms").opt_u64(*gpu_ms);
     w.key("cgroups_ms").opt_u64(*cgroups_ms);
+    w.key("system_wide_ms").opt_u64(*system_wide_ms);
     w.close();
 }
 

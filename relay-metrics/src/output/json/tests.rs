@@ -60,7 +60,7 @@ fn matches_serde_on_every_golden_snapshot() {
         value["extensions"]["collector"]["collect_duration_usec"] = json!(87);
         value["extensions"]["collector"]["version"] = json!("0.1.0");
         value["extensions"]["sample_ages"] =
-            json!({"private_memory_ms": 12, "gpu_ms": null, "cgroups_ms": 0});
+            json!({"private_memory_ms": 12, "gpu_ms": null, "cgroups_ms": 0, "system_wide_ms": 3});
         let snapshot: ResourceMetricsSnapshot = serde_json::from_value(value)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         assert_same_bytes(&snapshot, &path.display().to_string());
@@ -517,6 +517,7 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 private_memory_ms: rng.opt(Rng::u64),
                 gpu_ms: rng.opt(Rng::u64),
                 cgroups_ms: rng.opt(Rng::u64),
+                system_wide_ms: rng.opt(Rng::u64),
             },
             sampler: rng.opt(|rng| SamplerInfo {
                 interval_usec: rng.u64(),
