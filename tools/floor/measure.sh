@@ -47,6 +47,7 @@ for c in cpu cpuacct memory pids; do
 done
 echo '{"disk": {"filesystem_paths": ["/", "/tmp"]}, "extensions": {"private_memory_interval_millis": 1000}}' > "$OUT/pm1s.json"
 echo '{"disk": {"filesystem_paths": ["/", "/tmp"]}}' > "$OUT/pm0.json"
+echo '{"disk": {"filesystem_paths": ["/", "/tmp"]}, "extensions": {"private_memory_interval_millis": 1000, "system_wide_interval_millis": 1000}}' > "$OUT/sw1s.json"
 
 scenario() { # name iterations args...
     local name=$1 iterations=$2; shift 2
@@ -59,20 +60,27 @@ scenario() { # name iterations args...
         grep '^FLOOR' "$OUT/$name.floor.$r" >> "$OUT/$name.floor"
     done
 }
-SCENARIOS=${SCENARIOS:-tree_pm1s tree_pm0 cgroup global watch}
+SCENARIOS=${SCENARIOS:-tree_pm1s tree_sw1s tree_pm0 cgroup global watch}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 want tree_pm1s && scenario tree_pm1s 2000 --pid "$TREE" --config "$OUT/pm1s.json"
+want tree_sw1s && scenario tree_sw1s 2000 --pid "$TREE" --config "$OUT/sw1s.json"
 want tree_pm0 && scenario tree_pm0 1000 --pid "$TREE" --config "$OUT/pm0.json"
 want cgroup && scenario cgroup 2000 --scope cgroup --cgroup "/$CG" --config "$OUT/pm1s.json"
 want global && scenario global 300 --scope global --config "$OUT/pm1s.json"
 
 # watch at 1 kHz for 10 s on the 3-process tree (after a 2 s warm-up), and the floor paced the
-# same way (one replay per ms, sleeping in between).
+# same way (one replay per ms, woken by the same sampler), per config whose trace was taken
+# above; then the same loop without reads (`--bare`): what waking up alone costs and how late
+# this machine wakes a process that does nothing else.
 want watch || exit 0
 : > "$OUT/watch.jsonl"; : > "$OUT/paced.floor"
 for r in $(seq 3); do
-    echo "watch run $r $(wait_quiet) load=$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/watch.log"
-    python3 tools/floor/watch_measure.py "$B" --pid "$TREE" --config "$OUT/pm1s.json" >> "$OUT/watch.jsonl"
-    "$F" --trace "$OUT/tree_pm1s.strace" --iterations 10000 --paced-us 1000 >> "$OUT/paced.floor"
+    for config in pm1s sw1s; do
+        [ -s "$OUT/tree_$config.strace" ] || continue
+        echo "watch $config run $r $(wait_quiet) load=$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/watch.log"
+        echo "{\"config\": \"$config\", \"watch\": $(python3 tools/floor/watch_measure.py "$B" --pid "$TREE" --config "$OUT/$config.json")}" >> "$OUT/watch.jsonl"
+        echo "$config $("$F" --trace "$OUT/tree_$config.strace" --iterations 10000 --paced-us 1000 | grep '^PACED')" >> "$OUT/paced.floor"
+    done
+    "$F" --trace "$OUT/tree_pm1s.strace" --iterations 10000 --paced-us 1000 --bare | grep '^BARE' >> "$OUT/paced.floor"
 done
 echo "done: $OUT"

@@ -10,8 +10,9 @@
 //! present keys, misses on absent ones, as the collector's lookups returned.
 //!
 //! Usage: `floor [--iterations N] [--paced-us US] [--trace FILE] [--keep-trace FILE] -- RELAY_METRICS_BIN ARGS...`
-//! (`--paced-us`: one replay per period with a sleep in between, as `watch` runs, and the CPU
-//! share of one core that costs).
+//! (`--paced-us`: one replay per period, woken by the same sampler as `watch`, with the CPU
+//! share of one core that costs, and the wake-ups' lateness and missed ticks; with `--bare`, the
+//! same loop without the reads: the cost of waking up alone).
 //! where ARGS are the `bench` target flags (`--pid`, `--config`, `--scope` ...).
 
 mod replay;
@@ -29,6 +30,7 @@ const COLLECTS: usize = 3;
 fn main() -> Result<()> {
     let mut iterations = 5000usize;
     let mut paced_us: Option<u64> = None;
+    let mut bare = false;
     let mut trace_file: Option<String> = None;
     let mut keep: Option<String> = None;
     let mut args = std::env::args().skip(1);
@@ -38,6 +40,7 @@ fn main() -> Result<()> {
             "--iterations" => iterations = args.next().context("--iterations N")?.parse()?,
             "--trace" => trace_file = Some(args.next().context("--trace FILE")?),
             "--paced-us" => paced_us = Some(args.next().context("--paced-us US")?.parse()?),
+            "--bare" => bare = true,
             "--keep-trace" => keep = Some(args.next().context("--keep-trace FILE")?),
             "--" => command.extend(args.by_ref()),
             other => bail!("unknown argument {other}"),
@@ -52,10 +55,18 @@ fn main() -> Result<()> {
     let mut plan = replay::Plan::new(&trace)?;
     if let Some(period_us) = paced_us {
         // As `watch` runs it: one replay per period, sleeping in between (cold caches).
-        let (timings, cpu_percent) = plan.run_paced(iterations, period_us);
+        let paced = plan.run_paced(iterations, period_us, !bare);
         println!(
-            "PACED period_us={period_us} median_us={:.1} p99_us={:.1} cpu_percent_of_one_core={cpu_percent:.1}",
-            timings.median_us, timings.p99_us
+            "{} period_us={period_us} median_us={:.1} p99_us={:.1} cpu_percent_of_one_core={:.1} \
+             lateness_us_median={:.0} lateness_us_p99={:.0} lateness_us_max={:.0} missed_ticks={}",
+            if bare { "BARE" } else { "PACED" },
+            paced.replay.median_us,
+            paced.replay.p99_us,
+            paced.cpu_percent,
+            paced.lateness.median_us,
+            paced.lateness.p99_us,
+            paced.lateness.max_us,
+            paced.missed_ticks
         );
         return Ok(());
     }

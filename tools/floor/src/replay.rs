@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use relay_metrics::sampler::FixedRate;
 
 use crate::trace::{self, Call, DirRef, FdRef, MapSpec, Trace};
 
@@ -64,6 +65,33 @@ pub struct Timings {
     pub median_us: f64,
     pub p99_us: f64,
     pub min_us: f64,
+    pub max_us: f64,
+}
+
+impl Timings {
+    /// Quantiles of durations in ns (at least one).
+    fn of(mut ns: Vec<f64>) -> Self {
+        ns.sort_by(f64::total_cmp);
+        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] / 1e3;
+        Self {
+            median_us: at(0.5),
+            p99_us: at(0.99),
+            min_us: at(0.0),
+            max_us: at(1.0),
+        }
+    }
+}
+
+/// What [`Plan::run_paced`] measured.
+pub struct Paced {
+    /// Time of each replay.
+    pub replay: Timings,
+    /// How late each wake-up was relative to its deadline.
+    pub lateness: Timings,
+    /// Deadlines skipped because a later one had passed too.
+    pub missed_ticks: u64,
+    /// CPU time over wall time, % of one core.
+    pub cpu_percent: f64,
 }
 
 fn open(path: &str, flags: i32) -> Result<i32> {
@@ -335,29 +363,15 @@ impl Plan {
             }
             ns.push(started.elapsed().as_nanos() as f64);
         }
-        ns.sort_by(f64::total_cmp);
-        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] / 1e3;
-        Timings {
-            median_us: at(0.5),
-            p99_us: at(0.99),
-            min_us: at(0.0),
-        }
+        Timings::of(ns)
     }
 
-    /// One replay every `period_us` (absolute deadlines, sleeping in between, timer slack 1 %
-    /// of the period as `watch` sets it): per-replay timings and the process's CPU share.
-    pub fn run_paced(&mut self, iterations: usize, period_us: u64) -> (Timings, f64) {
-        let period = std::time::Duration::from_micros(period_us);
-        // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
-        unsafe {
-            libc::prctl(
-                libc::PR_SET_TIMERSLACK,
-                (period_us * 10).clamp(1000, 50_000),
-                0,
-                0,
-                0,
-            )
-        };
+    /// One replay every `period_us`, woken by the sampler `watch` uses (absolute deadlines,
+    /// timer slack 1 % of the period, overdue ticks skipped and counted): per-replay timings,
+    /// the wake-ups' lateness and the process's CPU share. The lateness and missed ticks of
+    /// this loop, which does nothing but the reads, show what the machine itself imposes.
+    /// Without `reads`, the loop only wakes up: the sampler's own cost on this machine.
+    pub fn run_paced(&mut self, iterations: usize, period_us: u64, reads: bool) -> Paced {
         let cpu = || {
             // SAFETY: getrusage writes into the zeroed struct it is given.
             let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -366,29 +380,27 @@ impl Plan {
             us(usage.ru_utime) + us(usage.ru_stime)
         };
         let (cpu0, start) = (cpu(), Instant::now());
+        let mut ticker = FixedRate::new(start, std::time::Duration::from_micros(period_us));
         let mut ns = Vec::with_capacity(iterations);
-        for i in 0..iterations {
-            let deadline = start + period * u32::try_from(i).unwrap_or(u32::MAX);
-            if let Some(sleep) = deadline.checked_duration_since(Instant::now()) {
-                std::thread::sleep(sleep);
-            }
+        let mut lateness_ns = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let tick = ticker.wait();
+            lateness_ns.push(tick.lateness.as_nanos() as f64);
             let started = Instant::now();
-            for op in 0..self.ops.len() {
-                self.exec(op);
+            if reads {
+                for op in 0..self.ops.len() {
+                    self.exec(op);
+                }
             }
             ns.push(started.elapsed().as_nanos() as f64);
         }
         let cpu_percent = 100.0 * (cpu() - cpu0) / (start.elapsed().as_secs_f64() * 1e6);
-        ns.sort_by(f64::total_cmp);
-        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] / 1e3;
-        (
-            Timings {
-                median_us: at(0.5),
-                p99_us: at(0.99),
-                min_us: at(0.0),
-            },
+        Paced {
+            replay: Timings::of(ns),
+            lateness: Timings::of(lateness_ns),
+            missed_ticks: ticker.missed_total(),
             cpu_percent,
-        )
+        }
     }
 
     /// Mean time per collect of each (kind, file type), timing every call.
