@@ -492,3 +492,47 @@ fn a_cgroup_scope_lists_its_processes_again_after_a_move_or_an_exit_as_root() {
     drop(second);
     drop(first);
 }
+
+/// The cgroup scope's run-queue delay counts are the kernel's count of its members' waits: they
+/// grow while a process is a member, never go down, and stop growing once it moved out.
+#[test]
+fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
+    let cgroup = MemoryCgroup::create("waits", 256 << 20);
+    let mut scoped = config(ScopeSetting::Cgroup);
+    scoped.cgroup_path = Some(format!("/{}", cgroup.name));
+    let mut collector = Collector::new(scoped).unwrap();
+    let waits = |collector: &mut Collector| {
+        let snapshot = collector.collect();
+        let events = &snapshot.extensions.kernel_events;
+        assert!(events.active, "kernel events must be on: {:?}", events.reason);
+        events.run_queue_delay_count.unwrap()
+    };
+    let empty = waits(&mut collector);
+
+    // Wakes every 10 ms; its `sleep`s are in the cgroup while it is.
+    let ticker = Reaped(
+        Command::new("sh")
+            .args(["-c", "while :; do sleep 0.01; done"])
+            .spawn()
+            .unwrap(),
+    );
+    std::fs::write(cgroup.dir.join("cgroup.procs"), ticker.0.id().to_string()).unwrap();
+    let joined = waits(&mut collector);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let member = waits(&mut collector);
+    assert!(member >= joined + 10, "{empty} -> {joined} -> {member}");
+
+    std::fs::write(
+        "/sys/fs/cgroup/memory/cgroup.procs",
+        ticker.0.id().to_string(),
+    )
+    .unwrap();
+    // This collect sees it gone; a `sleep` it started just before the move ends within 10 ms.
+    let left = waits(&mut collector);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let settled = waits(&mut collector);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let later = waits(&mut collector);
+    assert!(left >= member && settled >= left, "{member} -> {left} -> {settled}");
+    assert_eq!(later, settled, "waits after the move out are not the scope's");
+}

@@ -96,38 +96,33 @@ impl Config {
     }
 }
 
-/// Counters kept per thread group (tgid) in an LRU hash map.
+/// Scheduler and memory-reclaim event counters, kept per thread group ([`TgidStats`]) and per
+/// tracked scope ([`ScopeStats`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TgidStats {
-    /// Processes (not threads) this tgid created.
-    pub processes_created: u64,
-    /// Threads this tgid created.
-    pub threads_created: u64,
-    /// Times a thread of this tgid waited on a run queue before running.
+pub struct EventCounters {
+    /// Times a thread waited on a run queue before running.
     pub runq_count: u64,
-    /// Total ns its threads waited on run queues.
+    /// Total ns the threads waited on run queues.
     pub runq_total_ns: u64,
     /// Log2 histogram of the waits (see [`RUNQ_HIST_BUCKETS`]).
     pub runq_hist: [u64; RUNQ_HIST_BUCKETS],
-    /// Switches away from a runnable thread of this tgid (preemptions and yields).
+    /// Switches away from a runnable thread (preemptions and yields).
     pub involuntary_switches: u64,
-    /// Memory-reclaim stalls (memcg and direct reclaim) its threads went through.
+    /// Memory-reclaim stalls (memcg and direct reclaim) the threads went through.
     pub reclaim_count: u64,
     /// Total ns of those stalls.
     pub reclaim_total_ns: u64,
-    /// Times its threads were throttled by `reclaim_throttle` (`vmscan:mm_vmscan_throttled`).
+    /// Times the threads were throttled by `reclaim_throttle` (`vmscan:mm_vmscan_throttled`).
     pub throttled_count: u64,
     /// Total µs of that throttling.
     pub throttled_total_usec: u64,
 }
-const _: () = assert!(core::mem::size_of::<TgidStats>() == 8 * (4 + RUNQ_HIST_BUCKETS + 5));
+const _: () = assert!(core::mem::size_of::<EventCounters>() == 8 * (RUNQ_HIST_BUCKETS + 7));
 
-impl TgidStats {
+impl EventCounters {
     /// All counters zero.
     pub const ZERO: Self = Self {
-        processes_created: 0,
-        threads_created: 0,
         runq_count: 0,
         runq_total_ns: 0,
         runq_hist: [0; RUNQ_HIST_BUCKETS],
@@ -136,6 +131,43 @@ impl TgidStats {
         reclaim_total_ns: 0,
         throttled_count: 0,
         throttled_total_usec: 0,
+    };
+}
+
+impl Default for EventCounters {
+    fn default() -> Self {
+        Self::ZERO
+    }
+}
+
+/// Counters kept per thread group (tgid) in an LRU hash map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TgidStats {
+    /// Processes (not threads) this tgid created.
+    pub processes_created: u64,
+    /// Threads this tgid created.
+    pub threads_created: u64,
+    /// Its threads' scheduler and reclaim events.
+    pub events: EventCounters,
+    /// The tracked scope the tgid belongs to, plus one (0: none), as last looked up in `TRACKED`:
+    /// a cache, so that counting an event for the scope too costs no hash lookup.
+    pub scope_plus_one: u32,
+    /// The value of `TRACKING_GENERATION` when `scope_plus_one` was looked up; userspace bumps
+    /// it whenever it changes `TRACKED`, which makes every tgid look its scope up again.
+    pub scope_generation: u32,
+}
+const _: () =
+    assert!(core::mem::size_of::<TgidStats>() == 16 + core::mem::size_of::<EventCounters>() + 8);
+
+impl TgidStats {
+    /// All counters zero, scope not looked up yet (userspace's generations start at 1).
+    pub const ZERO: Self = Self {
+        processes_created: 0,
+        threads_created: 0,
+        events: EventCounters::ZERO,
+        scope_plus_one: 0,
+        scope_generation: 0,
     };
 }
 
@@ -167,8 +199,14 @@ pub struct ScopeStats {
     pub processes_exited: u64,
     /// Processes of the tree chosen as OOM victims since it was tracked.
     pub oom_kills: u64,
+    /// Threads created by processes of the tree while they were tracked.
+    pub threads_created: u64,
+    /// Scheduler and reclaim events of the tree's processes while they were tracked: unlike a
+    /// sum over the live processes, these never go down when a process exits.
+    pub events: EventCounters,
 }
-const _: () = assert!(core::mem::size_of::<ScopeStats>() == 24);
+const _: () =
+    assert!(core::mem::size_of::<ScopeStats>() == 32 + core::mem::size_of::<EventCounters>());
 
 /// Machine-wide counters (a single-entry array map).
 #[repr(C)]

@@ -19,14 +19,14 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, RingBuf},
 };
 use relay_metrics_common::{
-    CgroupStats, Config, GlobalStats, ScopeStats, TgidStats, TidState, MAX_SCOPES,
+    CgroupStats, Config, EventCounters, GlobalStats, ScopeStats, TgidStats, TidState, MAX_SCOPES,
 };
 
 /// Field offsets, written by the loader before the programs are verified.
 #[no_mangle]
 static CONFIG: Config = Config::unavailable();
 
-/// Initial value of a new [`TGIDS`] entry; a static so the 328 bytes live in `.rodata`, not on
+/// Initial value of a new [`TGIDS`] entry; a static so the 336 bytes live in `.rodata`, not on
 /// the 512-byte BPF stack.
 #[no_mangle]
 static ZERO_TGID_STATS: TgidStats = TgidStats::ZERO;
@@ -53,6 +53,10 @@ static CREATED_BY: LruHashMap<u32, u32> = LruHashMap::with_max_entries(65536, 0)
 static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
 #[map]
 static SCOPES: Array<ScopeStats> = Array::with_max_entries(MAX_SCOPES, BPF_F_MMAPABLE);
+/// Bumped by userspace after each change it makes to [`TRACKED`]; see
+/// `TgidStats::scope_generation`. Written by userspace only.
+#[map]
+static TRACKING_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
 /// Per-thread scheduler state of threads whose id is below [`TID_SLOT_COUNT`], indexed by thread
 /// id: the verifier inlines an array lookup to a bounds check and an add, where a hash lookup
 /// costs ~50 ns here (see the README's overhead table). 16 bytes a slot, 1 MiB in all; a slot is
@@ -122,6 +126,42 @@ fn tgid_stats(tgid: u32) -> Option<*mut TgidStats> {
         insert_failed();
     }
     stats
+}
+
+/// The counters of the tracked scope `tgid` belongs to, if any. `stats` is its [`TGIDS`] entry,
+/// which caches the scope: it is looked up in [`TRACKED`] again only after userspace changed
+/// that map (a new generation) or when the entry is new. The processes the kernel itself adds to
+/// or removes from `TRACKED` have a new entry (created after the fork) or none (deleted at exit).
+#[inline(always)]
+fn scope_of(tgid: u32, stats: *mut TgidStats) -> Option<*mut ScopeStats> {
+    let generation = TRACKING_GENERATION.get(0).copied().unwrap_or(0);
+    // SAFETY: map value pointer from the kernel; concurrent refreshes write the same values.
+    let scope_plus_one = unsafe {
+        if (*stats).scope_generation != generation {
+            (*stats).scope_plus_one = TRACKED.get(&tgid).map_or(0, |scope| scope + 1);
+            (*stats).scope_generation = generation;
+        }
+        (*stats).scope_plus_one
+    };
+    if scope_plus_one == 0 {
+        return None;
+    }
+    SCOPES.get_ptr_mut(scope_plus_one - 1)
+}
+
+/// Applies `count` to the event counters of `tgid`, and to those of its tracked scope if it is
+/// in one.
+#[inline(always)]
+fn count_events(tgid: u32, count: impl Fn(*mut EventCounters)) {
+    let Some(stats) = tgid_stats(tgid) else {
+        return;
+    };
+    // SAFETY: map value pointer from the kernel.
+    count(unsafe { &raw mut (*stats).events });
+    if let Some(scope) = scope_of(tgid, stats) {
+        // SAFETY: map value pointer from the kernel.
+        count(unsafe { &raw mut (*scope).events });
+    }
 }
 
 #[inline(always)]

@@ -12,7 +12,7 @@ use aya_ebpf::{
 use relay_metrics_common::{OomVictimRecord, COMM_LEN, NO_FIELD};
 
 use crate::{
-    add, cgroup_stats, ctx, current_tgid, global, insert_failed, tgid_stats, OOM_EVENTS,
+    add, cgroup_stats, count_events, ctx, current_tgid, global, insert_failed, OOM_EVENTS,
     RECLAIM_TS, SCOPES, TRACKED,
 };
 
@@ -38,13 +38,13 @@ fn reclaim_end() -> u32 {
     let _ = RECLAIM_TS.remove(&tid);
     // SAFETY: helper without arguments.
     let stall_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(begin_ns);
-    if let Some(stats) = tgid_stats(tgid) {
+    count_events(tgid, |events| {
         // SAFETY: map value pointer from the kernel.
         unsafe {
-            add(&raw mut (*stats).reclaim_count, 1);
-            add(&raw mut (*stats).reclaim_total_ns, stall_ns);
+            add(&raw mut (*events).reclaim_count, 1);
+            add(&raw mut (*events).reclaim_total_ns, stall_ns);
         }
-    }
+    });
     if let Some(g) = global() {
         // SAFETY: map value pointer from the kernel.
         unsafe {
@@ -92,16 +92,16 @@ pub fn vmscan_throttled(ctx: TracePointContext) -> u32 {
     } else {
         ctx::u32_at(ctx.as_ptr() as *const u8, off).unwrap_or(0) as i32
     };
-    if let Some(stats) = tgid_stats(current_tgid()) {
+    count_events(current_tgid(), |events| {
         // SAFETY: map value pointer from the kernel.
         unsafe {
-            add(&raw mut (*stats).throttled_count, 1);
+            add(&raw mut (*events).throttled_count, 1);
             add(
-                &raw mut (*stats).throttled_total_usec,
+                &raw mut (*events).throttled_total_usec,
                 delayed_usec.max(0) as u64,
             );
         }
-    }
+    });
     if let Some(g) = global() {
         // SAFETY: map value pointer from the kernel.
         add(unsafe { &raw mut (*g).throttled_count }, 1);

@@ -6,8 +6,8 @@ use aya_ebpf::{
 use relay_metrics_common::NO_FIELD;
 
 use crate::{
-    add, cgroup_stats, ctx, current_tgid, global, insert_failed, sched, tgid_stats, CLONE_THREAD,
-    CREATED_BY, SCOPES, TRACKED,
+    add, cgroup_stats, ctx, current_tgid, global, insert_failed, scope_of, sched, tgid_stats,
+    CLONE_THREAD, CREATED_BY, SCOPES, TGIDS, TRACKED,
 };
 
 /// `task:task_newtask`: fires in the parent with the new task's pid and clone flags, which tell
@@ -43,6 +43,10 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     if flags & CLONE_THREAD != 0 {
         // SAFETY: map value pointer from the kernel.
         add(unsafe { &raw mut (*stats).threads_created }, 1);
+        if let Some(scope) = scope_of(parent, stats) {
+            // SAFETY: map value pointer from the kernel.
+            add(unsafe { &raw mut (*scope).threads_created }, 1);
+        }
         return 0;
     }
     // SAFETY: map value pointer from the kernel.
@@ -93,6 +97,14 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if let Some(cg) = cgroup_stats() {
         // SAFETY: map value pointer from the kernel.
         add(unsafe { &raw mut (*cg).processes_exited }, 1);
+    }
+    // A process that reuses the id must look its scope up afresh (the counters stay readable).
+    if let Some(stats) = TGIDS.get_ptr_mut(&tgid) {
+        // SAFETY: map value pointer from the kernel; generation 0 never matches userspace's.
+        unsafe {
+            (*stats).scope_plus_one = 0;
+            (*stats).scope_generation = 0;
+        }
     }
     // SAFETY: the value is a plain u32 copied out at once.
     if let Some(scope) = unsafe { TRACKED.get(&tgid) }.copied() {

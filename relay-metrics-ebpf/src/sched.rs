@@ -15,7 +15,7 @@ use aya_ebpf::{
 };
 use relay_metrics_common::{TidState, NO_FIELD, RUNQ_HIST_BUCKETS};
 
-use crate::{add, ctx, current_tgid, insert_failed, tgid_stats, CONFIG, TIDS, TID_SLOTS};
+use crate::{add, count_events, ctx, current_tgid, insert_failed, CONFIG, TIDS, TID_SLOTS};
 
 /// The state of thread `tid`; `None` only for an id beyond the array that has no hash entry.
 #[inline(always)]
@@ -194,9 +194,6 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let delay_ns = now_ns - queued_ns;
-    let Some(stats) = tgid_stats(tgid) else {
-        return 0;
-    };
     let bucket = if delay_ns == 0 {
         0
     } else {
@@ -207,17 +204,19 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     } else {
         bucket
     };
-    // SAFETY: map value pointer from the kernel; `bucket` is below RUNQ_HIST_BUCKETS.
-    unsafe {
-        if preempted != 0 {
-            add(&raw mut (*stats).involuntary_switches, 1);
+    count_events(tgid, |events| {
+        // SAFETY: map value pointer from the kernel; `bucket` is below RUNQ_HIST_BUCKETS.
+        unsafe {
+            if preempted != 0 {
+                add(&raw mut (*events).involuntary_switches, 1);
+            }
+            add(&raw mut (*events).runq_count, 1);
+            add(&raw mut (*events).runq_total_ns, delay_ns);
+            add(
+                (&raw mut (*events).runq_hist as *mut u64).add(bucket & (RUNQ_HIST_BUCKETS - 1)),
+                1,
+            );
         }
-        add(&raw mut (*stats).runq_count, 1);
-        add(&raw mut (*stats).runq_total_ns, delay_ns);
-        add(
-            (&raw mut (*stats).runq_hist as *mut u64).add(bucket & (RUNQ_HIST_BUCKETS - 1)),
-            1,
-        );
-    }
+    });
     0
 }

@@ -1,9 +1,12 @@
 //! Kernel event counters for the measured processes, from the eBPF programs.
 //!
-//! The programs are loaded once per collector. Process trees are tracked in the kernel (every
-//! process a member creates joins the scope), so creations, exits and OOM kills of the scope are
-//! exact even for processes that live between two snapshots. Run-queue delay, preemptions and
-//! reclaim stalls are summed over the processes in scope at snapshot time.
+//! The programs are loaded once per collector. Process trees and cgroups are tracked in the
+//! kernel as scopes (every process a member creates joins the scope; processes that joined or
+//! left between two listings are added or removed), so the scope's creations, exits, OOM kills,
+//! run-queue delay, preemptions and reclaim stalls are counted as they happen, even for processes
+//! that live between two snapshots, and never go down when a member exits. They are read from a
+//! memory-mapped array: no syscall per tick, however many processes the scope has. A single
+//! process is read from its own per-process counters.
 
 use std::sync::Arc;
 
@@ -30,7 +33,8 @@ pub(super) struct KernelEventFeed {
     /// is one of the current ones.
     previous_pids: Vec<u32>,
     current_pids: Vec<u32>,
-    new_members: Vec<u32>,
+    /// Scratch list of the processes that joined or left the scope in this pass.
+    changed_members: Vec<u32>,
     victims: Vec<OomVictim>,
     victims_seen: u64,
     /// Processes put under kernel tracking by userspace so far (part of the tree epoch).
@@ -94,7 +98,7 @@ impl KernelEventFeed {
             counters: EbpfCounters::default(),
             previous_pids: Vec::new(),
             current_pids: Vec::new(),
-            new_members: Vec::new(),
+            changed_members: Vec::new(),
             victims: Vec::new(),
             victims_seen: 0,
             members_added: 0,
@@ -164,8 +168,10 @@ impl KernelEventFeed {
             target,
             Target::Process { tree: true, .. } | Target::Cgroup { .. }
         );
+        // A listing that missed processes must not make them leave.
+        let complete = matches!(processes, ProcessPass::Sampled(set) if set.incomplete.is_none());
         if tracked {
-            self.track_new_members();
+            self.update_members(complete);
         }
         let source = match &mut self.source {
             Some(source) => source,
@@ -173,11 +179,12 @@ impl KernelEventFeed {
         };
         // Global scope: summing every process's counters would cost a lookup per process
         // per snapshot; machine-wide counts come from the programs' global map instead.
-        let pids: &[u32] = match target {
-            Target::Global => &[],
-            _ => &self.current_pids,
+        let read = match (target, self.scope) {
+            (Target::Global, _) => Ok(()),
+            (_, Some(scope)) => source.scope_counters(scope, &mut self.counters),
+            (_, None) => source.tgid_counters(&self.current_pids, &mut self.counters),
         };
-        match source.read_counters(pids, self.scope, &mut self.counters) {
+        match read {
             Ok(()) => {}
             Err(error) => {
                 out.active = false;
@@ -250,9 +257,11 @@ impl KernelEventFeed {
         out.recent_oom_victims.clone_from(&self.victims);
     }
 
-    /// Puts the scope's processes under kernel tracking: the first pass's processes start the
-    /// scope; later newcomers (processes moved into a measured cgroup) are added.
-    fn track_new_members(&mut self) {
+    /// Keeps the kernel's scope in step with the listing: the first pass's processes start the
+    /// scope; later newcomers (processes moved into a measured cgroup) are added, and, after a
+    /// `complete` listing, processes that are no longer listed (moved out, re-parented out of
+    /// the tree) are removed. Exited processes were removed by the kernel already.
+    fn update_members(&mut self, complete: bool) {
         let Some(source) = &mut self.source else {
             return;
         };
@@ -273,18 +282,34 @@ impl KernelEventFeed {
             }
             return;
         };
-        self.new_members.clear();
-        let previous = &self.previous_pids;
-        self.new_members.extend(
-            self.current_pids
+        let (previous, current) = (&self.previous_pids, &self.current_pids);
+        self.changed_members.clear();
+        self.changed_members.extend(
+            current
                 .iter()
                 .filter(|pid| previous.binary_search(pid).is_err()),
         );
-        if !self.new_members.is_empty() {
-            self.members_added += self.new_members.len() as u64;
-            if let Err(error) = source.add_to_scope(scope, &self.new_members) {
+        if !self.changed_members.is_empty() {
+            self.members_added += self.changed_members.len() as u64;
+            if let Err(error) = source.add_to_scope(scope, &self.changed_members) {
                 self.off_reason = Some(Arc::from(format!(
                     "cannot track new processes in the kernel: {error}"
+                )));
+            }
+        }
+        if !complete {
+            return;
+        }
+        self.changed_members.clear();
+        self.changed_members.extend(
+            previous
+                .iter()
+                .filter(|pid| current.binary_search(pid).is_err()),
+        );
+        if !self.changed_members.is_empty() {
+            if let Err(error) = source.remove_from_scope(&self.changed_members) {
+                self.off_reason = Some(Arc::from(format!(
+                    "cannot stop tracking processes that left the scope: {error}"
                 )));
             }
         }

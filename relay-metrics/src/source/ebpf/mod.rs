@@ -3,8 +3,9 @@
 //! [`EbpfSource::load`] loads the committed object (built by `cargo xtask build-ebpf` from
 //! `relay-metrics-ebpf/`) once, with the tracepoint field offsets of the running kernel, and
 //! attaches each program on its own: a program that fails disables only its counters and is named
-//! in [`EbpfSource::status`]. Each tick then reads the kernel maps with per-key lookups into
-//! caller-provided structs, and drains OOM victims from the ring buffer into a bounded list.
+//! in [`EbpfSource::status`]. Each tick then reads the scope and machine-wide counters from
+//! memory-mapped arrays (per-process counters with per-key lookups) into caller-provided structs,
+//! and drains OOM victims from the ring buffer into a bounded list.
 //! Dropping the source detaches every program.
 //!
 //! Where: in this process by default; in a short-lived child process once the program called
@@ -12,8 +13,8 @@
 //! BTF out of this process's memory (see `loader.rs`).
 //!
 //! cgroup attribution: the kernel side keys by `bpf_get_current_cgroup_id`, the cgroup v2 id. On
-//! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid
-//! (sum [`EbpfSource::read_counters`] over the cgroup's pids).
+//! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid:
+//! they track the cgroup's processes as a scope (see [`EbpfSource::track_tree`]).
 
 mod fds;
 mod format;
@@ -51,11 +52,12 @@ pub use types::{
 static OBJECT: &[u8] = aya::include_bytes_aligned!("relay-metrics.bpf.o");
 
 /// The maps the source reads, by their names in the object.
-const MAP_NAMES: [&str; 7] = [
+const MAP_NAMES: [&str; 8] = [
     "TGIDS",
     "CGROUPS",
     "CREATED_BY",
     "TRACKED",
+    "TRACKING_GENERATION",
     "SCOPES",
     "GLOBAL",
     "OOM_EVENTS",
@@ -123,6 +125,10 @@ pub struct EbpfSource {
     cgroups: Option<HashMap<MapData, u64, CgroupStats>>,
     created_by: Option<HashMap<MapData, u32, u32>>,
     tracked: Option<HashMap<MapData, u32, u32>>,
+    /// Bumped after every change to `tracked`, so that the programs look scopes up again.
+    tracking_generation: Option<Array<MapData, u32>>,
+    /// The last generation written.
+    generation: u32,
     scopes: Option<Array<MapData, ScopeStats>>,
     global: Option<Array<MapData, GlobalStats>>,
     /// `SCOPES` and `GLOBAL` mapped into memory, read on every tick without a syscall; `None`
@@ -230,6 +236,9 @@ impl EbpfSource {
             cgroups: take_map("CGROUPS").and_then(|m| HashMap::try_from(m).ok()),
             created_by: take_map("CREATED_BY").and_then(|m| HashMap::try_from(m).ok()),
             tracked: take_map("TRACKED").and_then(|m| HashMap::try_from(m).ok()),
+            tracking_generation: take_map("TRACKING_GENERATION")
+                .and_then(|m| Array::try_from(m).ok()),
+            generation: 0,
             scopes_view: scopes.as_ref().and_then(|a| MappedArray::new(a.map()).ok()),
             global_view: global.as_ref().and_then(|a| MappedArray::new(a.map()).ok()),
             scopes,
@@ -340,7 +349,23 @@ impl EbpfSource {
                 .map_err(map_error("TRACKED"))?;
         }
         self.free_scopes &= !(1u64 << slot);
+        self.tracking_changed()?;
         Ok(ScopeId(slot))
+    }
+
+    /// Tells the programs that `TRACKED` changed: each process looks its scope up again at its
+    /// next event (they cache it in their `TGIDS` entry).
+    fn tracking_changed(&mut self) -> Result<(), EbpfReadError> {
+        let map = self
+            .tracking_generation
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("TRACKING_GENERATION"))?;
+        // New TGIDS entries carry generation 0, so 0 is skipped: it would match them all.
+        let next = self.generation.wrapping_add(1).max(1);
+        map.set(0, next, 0)
+            .map_err(map_error("TRACKING_GENERATION"))?;
+        self.generation = next;
+        Ok(())
     }
 
     /// Adds processes to a tracked scope (e.g. processes that moved into a measured cgroup);
@@ -355,7 +380,24 @@ impl EbpfSource {
                 .insert(tgid, scope.0, 0)
                 .map_err(map_error("TRACKED"))?;
         }
-        Ok(())
+        self.tracking_changed()
+    }
+
+    /// Removes processes from a tracked scope (processes that left a measured cgroup, or a tree
+    /// by being re-parented): their events and creations no longer count in it.
+    pub fn remove_from_scope(&mut self, tgids: &[u32]) -> Result<(), EbpfReadError> {
+        let tracked = self
+            .tracked
+            .as_mut()
+            .ok_or(EbpfReadError::MissingMap("TRACKED"))?;
+        for tgid in tgids {
+            match tracked.remove(tgid) {
+                // An exited process was removed by the kernel.
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(source) => return Err(map_error("TRACKED")(source)),
+            }
+        }
+        self.tracking_changed()
     }
 
     /// Stops counting a scope and forgets its members.
@@ -370,12 +412,7 @@ impl EbpfSource {
             .filter(|&(_, slot)| slot == scope.0)
             .map(|(tgid, _)| tgid)
             .collect();
-        for tgid in members {
-            match tracked.remove(&tgid) {
-                Ok(()) | Err(MapError::KeyNotFound) => {}
-                Err(source) => return Err(map_error("TRACKED")(source)),
-            }
-        }
+        self.remove_from_scope(&members)?;
         self.free_scopes |= 1u64 << scope.0;
         Ok(())
     }
@@ -397,13 +434,22 @@ impl EbpfSource {
         map.get(&scope.0, 0).map_err(map_error("SCOPES"))
     }
 
-    /// Sums the counters of `tgids` (one lookup each) into `out`, which is reset first; with a
-    /// scope, its tree-wide creation, exit and OOM counts replace the per-tgid creation count.
+    /// The counters of a tracked scope into `out`: read from the mapped `SCOPES` array, no
+    /// syscall however many processes the scope has.
+    pub fn scope_counters(
+        &self,
+        scope: ScopeId,
+        out: &mut EbpfCounters,
+    ) -> Result<(), EbpfReadError> {
+        *out = EbpfCounters::of_scope(&self.scope(scope)?);
+        Ok(())
+    }
+
+    /// Sums the counters of `tgids` (one lookup each) into `out`, which is reset first.
     /// Allocation-free: reuse `out` between ticks.
-    pub fn read_counters(
+    pub fn tgid_counters(
         &self,
         tgids: &[u32],
-        scope: Option<ScopeId>,
         out: &mut EbpfCounters,
     ) -> Result<(), EbpfReadError> {
         *out = EbpfCounters::default();
@@ -411,12 +457,6 @@ impl EbpfSource {
             if let Some(stats) = self.tgid(tgid)? {
                 out.add_tgid(&stats);
             }
-        }
-        if let Some(scope) = scope {
-            let stats = self.scope(scope)?;
-            out.processes_created = stats.processes_created;
-            out.processes_exited = stats.processes_exited;
-            out.oom_kills = stats.oom_kills;
         }
         Ok(())
     }

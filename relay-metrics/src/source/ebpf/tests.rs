@@ -161,7 +161,7 @@ fn counts_a_hundred_creations_in_a_process_tree_as_root() {
 
     let mut counters = EbpfCounters::default();
     source
-        .read_counters(&[root], Some(scope), &mut counters)
+        .scope_counters(scope, &mut counters)
         .expect("reading counters");
     assert!(counters.processes_created >= 100, "{counters:?}");
     assert!(counters.processes_exited >= 100, "{counters:?}");
@@ -348,8 +348,8 @@ fn reports_an_oom_kill_in_an_own_memory_cgroup_as_root() {
     assert_eq!(scope_stats.oom_kills, 1, "{scope_stats:?}");
     // Under its limit the child reclaimed memory before the kill.
     let child_stats = source.tgid(pid).expect("lookup").expect("child counters");
-    assert!(child_stats.reclaim_count >= 1, "{child_stats:?}");
-    assert!(child_stats.reclaim_total_ns > 0, "{child_stats:?}");
+    assert!(child_stats.events.reclaim_count >= 1, "{child_stats:?}");
+    assert!(child_stats.events.reclaim_total_ns > 0, "{child_stats:?}");
 
     let events = memcg.oom_events();
     assert!(events.lines().any(|line| line == "oom_kill 1"), "{events}");
@@ -390,8 +390,8 @@ fn spin_sleep_runq_mean_ns(source: &EbpfSource) -> (u64, TgidStats) {
         .expect("lookup")
         .expect("child has counters");
     // About one wait per sleep; a wakeup racing with the sleep itself is not a wait.
-    assert!(stats.runq_count >= 250, "{stats:?}");
-    (stats.runq_total_ns / stats.runq_count, stats)
+    assert!(stats.events.runq_count >= 250, "{stats:?}");
+    (stats.events.runq_total_ns / stats.events.runq_count, stats)
 }
 
 #[test]
@@ -407,7 +407,7 @@ fn run_queue_delay_grows_under_cpu_competition_as_root() {
         let _ = hog.wait();
     }
     // Waits of a millisecond or more (buckets from 2^20 ns).
-    let long_waits = |stats: &TgidStats| stats.runq_hist[20..].iter().sum::<u64>();
+    let long_waits = |stats: &TgidStats| stats.events.runq_hist[20..].iter().sum::<u64>();
     let (idle_long, busy_long) = (long_waits(&idle), long_waits(&busy));
     eprintln!(
         "run-queue delay mean on CPU 0: alone {idle_ns} ns ({idle_long} waits >= 1 ms), \
@@ -417,8 +417,8 @@ fn run_queue_delay_grows_under_cpu_competition_as_root() {
         busy_ns > 2 * idle_ns,
         "idle {idle_ns} ns {idle:?}\nbusy {busy_ns} ns {busy:?}"
     );
-    let histogram_total: u64 = busy.runq_hist.iter().sum();
-    assert_eq!(histogram_total, busy.runq_count);
+    let histogram_total: u64 = busy.events.runq_hist.iter().sum();
+    assert_eq!(histogram_total, busy.events.runq_count);
 }
 
 /// Two threads ping-ponging one byte over a pair of pipes: two context switches per round trip.
@@ -476,4 +476,60 @@ fn measures_per_event_cost_under_context_switch_load_as_root() {
         switch_cost_ns < 2_000,
         "sched_switch costs {switch_cost_ns} ns/event"
     );
+}
+
+/// A scope counts the events of its members (and of the processes they create) as they happen:
+/// the counts stay after the members exit, and stop growing for a process removed from it.
+#[test]
+fn a_scope_counts_its_members_events_until_they_leave_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut source = load_as_root();
+    let mut shell = Command::new("sh")
+        .args([
+            "-c",
+            "read go; i=0; while [ $i -lt 100 ]; do sleep 0.001; i=$((i+1)); done",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawning sh");
+    let scope = source.track_tree(&[shell.id()]).expect("tracking the tree");
+    drop(shell.stdin.take());
+    assert!(shell.wait().expect("waiting for sh").success());
+    let mut exited = EbpfCounters::default();
+    source.scope_counters(scope, &mut exited).expect("reading");
+    // Each of the 100 `sleep`s, and the shell after each, waits on a run queue when it wakes.
+    assert!(exited.runq_delay.count >= 100, "{exited:?}");
+    assert_eq!(
+        exited.runq_delay.hist.iter().sum::<u64>(),
+        exited.runq_delay.count
+    );
+    assert!(exited.processes_exited >= 100, "{exited:?}");
+    source.untrack(scope).expect("untracking");
+
+    let mut ticker = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .expect("spawning sh");
+    let scope = source.track_tree(&[ticker.id()]).expect("tracking");
+    let counted = |source: &EbpfSource| {
+        let mut counters = EbpfCounters::default();
+        source
+            .scope_counters(scope, &mut counters)
+            .expect("reading");
+        counters.runq_delay.count
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(counted(&source) > 10, "the member's waits are counted");
+    source
+        .remove_from_scope(&[ticker.id()])
+        .expect("removing the member");
+    // Lets an event that raced with the removal land.
+    std::thread::sleep(Duration::from_millis(50));
+    let after_removal = counted(&source);
+    std::thread::sleep(Duration::from_millis(300));
+    let later = counted(&source);
+    let _ = ticker.kill();
+    let _ = ticker.wait();
+    assert_eq!(later, after_removal, "a removed process no longer counts");
+    source.untrack(scope).expect("untracking");
 }

@@ -4,7 +4,9 @@ use std::io;
 use std::path::PathBuf;
 
 use aya::maps::MapError;
-use relay_metrics_common::{OomVictimRecord, TgidStats, COMM_LEN, MAX_SCOPES, RUNQ_HIST_BUCKETS};
+use relay_metrics_common::{
+    EventCounters, OomVictimRecord, ScopeStats, TgidStats, COMM_LEN, MAX_SCOPES, RUNQ_HIST_BUCKETS,
+};
 
 use crate::source::Roots;
 
@@ -178,7 +180,9 @@ pub struct ReclaimStalls {
     pub total_ns: u64,
 }
 
-/// Kernel-event counters of a set of processes, summed by [`EbpfSource::read_counters`].
+/// Kernel-event counters of a tracked scope (counted by the kernel while each process was a
+/// member, so they never go down) or of a set of processes (summed over their per-tgid
+/// counters): see [`EbpfSource::read_counters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EbpfCounters {
     /// Processes created: by the scope's whole tree since it was tracked when a scope is given
@@ -186,21 +190,22 @@ pub struct EbpfCounters {
     pub processes_created: u64,
     /// Processes of the scope's tree that exited since it was tracked (0 without a scope).
     pub processes_exited: u64,
-    /// Threads created by the listed processes.
+    /// Threads created by the processes.
     pub threads_created: u64,
-    /// Run-queue delay of the listed processes' threads.
+    /// Run-queue delay of the processes' threads.
     pub runq_delay: RunqDelay,
-    /// Switches away from a still-runnable thread (preemption, yield) of the listed processes.
+    /// Switches away from a still-runnable thread (preemption, yield) of the processes.
     pub involuntary_switches: u64,
-    /// Reclaim stalls of the listed processes.
+    /// Reclaim stalls of the processes.
     pub reclaim: ReclaimStalls,
-    /// `reclaim_throttle` sleeps of the listed processes.
+    /// `reclaim_throttle` sleeps of the processes.
     pub throttled_count: u64,
     /// µs of those sleeps.
     pub throttled_usec: u64,
     /// OOM victims in the scope's tree since it was tracked (0 without a scope).
     pub oom_kills: u64,
-    /// How many of the listed processes had counters (the others did nothing counted yet).
+    /// How many of the listed processes had counters (the others did nothing counted yet); 0
+    /// for a scope.
     pub tgids_found: u32,
 }
 
@@ -208,17 +213,34 @@ impl EbpfCounters {
     pub(super) fn add_tgid(&mut self, stats: &TgidStats) {
         self.processes_created += stats.processes_created;
         self.threads_created += stats.threads_created;
-        self.runq_delay.count += stats.runq_count;
-        self.runq_delay.total_ns += stats.runq_total_ns;
-        for (sum, bucket) in self.runq_delay.hist.iter_mut().zip(stats.runq_hist) {
+        self.add_events(&stats.events);
+        self.tgids_found += 1;
+    }
+
+    /// The counters of a tracked scope, counted by the kernel while its processes were members.
+    pub(super) fn of_scope(stats: &ScopeStats) -> Self {
+        let mut counters = Self {
+            processes_created: stats.processes_created,
+            processes_exited: stats.processes_exited,
+            threads_created: stats.threads_created,
+            oom_kills: stats.oom_kills,
+            ..Self::default()
+        };
+        counters.add_events(&stats.events);
+        counters
+    }
+
+    fn add_events(&mut self, events: &EventCounters) {
+        self.runq_delay.count += events.runq_count;
+        self.runq_delay.total_ns += events.runq_total_ns;
+        for (sum, bucket) in self.runq_delay.hist.iter_mut().zip(events.runq_hist) {
             *sum += bucket;
         }
-        self.involuntary_switches += stats.involuntary_switches;
-        self.reclaim.count += stats.reclaim_count;
-        self.reclaim.total_ns += stats.reclaim_total_ns;
-        self.throttled_count += stats.throttled_count;
-        self.throttled_usec += stats.throttled_total_usec;
-        self.tgids_found += 1;
+        self.involuntary_switches += events.involuntary_switches;
+        self.reclaim.count += events.reclaim_count;
+        self.reclaim.total_ns += events.reclaim_total_ns;
+        self.throttled_count += events.throttled_count;
+        self.throttled_usec += events.throttled_total_usec;
     }
 }
 

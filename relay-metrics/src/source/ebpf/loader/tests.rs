@@ -226,7 +226,7 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
     assert!(shell.wait().expect("waiting for sh").success());
     let mut counters = crate::source::ebpf::EbpfCounters::default();
     source
-        .read_counters(&[root], Some(scope), &mut counters)
+        .scope_counters(scope, &mut counters)
         .expect("reading counters");
     assert!(counters.processes_created >= 10, "{counters:?}");
     assert!(counters.processes_exited >= 10, "{counters:?}");
