@@ -504,7 +504,11 @@ fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
     let waits = |collector: &mut Collector| {
         let snapshot = collector.collect();
         let events = &snapshot.extensions.kernel_events;
-        assert!(events.active, "kernel events must be on: {:?}", events.reason);
+        assert!(
+            events.active,
+            "kernel events must be on: {:?}",
+            events.reason
+        );
         events.run_queue_delay_count.unwrap()
     };
     let empty = waits(&mut collector);
@@ -533,6 +537,12 @@ fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
     let settled = waits(&mut collector);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let later = waits(&mut collector);
-    assert!(left >= member && settled >= left, "{member} -> {left} -> {settled}");
-    assert_eq!(later, settled, "waits after the move out are not the scope's");
+    assert!(
+        left >= member && settled >= left,
+        "{member} -> {left} -> {settled}"
+    );
+    assert_eq!(
+        later, settled,
+        "waits after the move out are not the scope's"
+    );
 }
