@@ -283,12 +283,7 @@ impl KernelEventFeed {
             return;
         };
         let (previous, current) = (&self.previous_pids, &self.current_pids);
-        self.changed_members.clear();
-        self.changed_members.extend(
-            current
-                .iter()
-                .filter(|pid| previous.binary_search(pid).is_err()),
-        );
+        missing_from(current, previous, &mut self.changed_members);
         if !self.changed_members.is_empty() {
             self.members_added += self.changed_members.len() as u64;
             if let Err(error) = source.add_to_scope(scope, &self.changed_members) {
@@ -300,12 +295,7 @@ impl KernelEventFeed {
         if !complete {
             return;
         }
-        self.changed_members.clear();
-        self.changed_members.extend(
-            previous
-                .iter()
-                .filter(|pid| current.binary_search(pid).is_err()),
-        );
+        missing_from(previous, current, &mut self.changed_members);
         if !self.changed_members.is_empty() {
             if let Err(error) = source.remove_from_scope(&self.changed_members) {
                 self.off_reason = Some(Arc::from(format!(
@@ -314,6 +304,12 @@ impl KernelEventFeed {
             }
         }
     }
+}
+
+/// Replaces `out` with the pids of `pids` that are not in `sorted`.
+fn missing_from(pids: &[u32], sorted: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    out.extend(pids.iter().filter(|pid| sorted.binary_search(pid).is_err()));
 }
 
 /// True when the creation and exit programs run with the record fields they need, so that
