@@ -33,8 +33,7 @@ pub(super) struct KernelEventFeed {
     /// is one of the current ones.
     previous_pids: Vec<u32>,
     current_pids: Vec<u32>,
-    /// Scratch list of the processes that joined or left the scope in this pass.
-    changed_members: Vec<u32>,
+    members: ScopeMembers,
     victims: Vec<OomVictim>,
     victims_seen: u64,
     /// Processes put under kernel tracking by userspace so far (part of the tree epoch).
@@ -72,6 +71,7 @@ impl KernelEventFeed {
             }
         };
         let mut off_reason = off_reason;
+        let mut members = ScopeMembers::default();
         // A tree is tracked from its root right away, so processes it creates before the first
         // snapshot are counted too.
         let scope = match (&mut source, target) {
@@ -81,7 +81,10 @@ impl KernelEventFeed {
                     pid, tree: true, ..
                 },
             ) => match source.track_tree(&[*pid]) {
-                Ok(scope) => Some(scope),
+                Ok(scope) => {
+                    members.started(&[*pid]);
+                    Some(scope)
+                }
                 Err(error) => {
                     off_reason = Some(Arc::from(format!(
                         "cannot track the process tree in the kernel: {error}"
@@ -98,7 +101,7 @@ impl KernelEventFeed {
             counters: EbpfCounters::default(),
             previous_pids: Vec::new(),
             current_pids: Vec::new(),
-            changed_members: Vec::new(),
+            members,
             victims: Vec::new(),
             victims_seen: 0,
             members_added: 0,
@@ -272,6 +275,7 @@ impl KernelEventFeed {
             match source.track_tree(&self.current_pids) {
                 Ok(scope) => {
                     self.scope = Some(scope);
+                    self.members.started(&self.current_pids);
                     self.members_added += self.current_pids.len() as u64;
                 }
                 Err(error) => {
@@ -282,26 +286,60 @@ impl KernelEventFeed {
             }
             return;
         };
-        let (previous, current) = (&self.previous_pids, &self.current_pids);
-        missing_from(current, previous, &mut self.changed_members);
-        if !self.changed_members.is_empty() {
-            self.members_added += self.changed_members.len() as u64;
-            if let Err(error) = source.add_to_scope(scope, &self.changed_members) {
+        self.members.reconcile(&self.current_pids, complete);
+        let members = &self.members;
+        if !members.joiners.is_empty() {
+            self.members_added += members.joiners.len() as u64;
+            if let Err(error) = source.add_to_scope(scope, &members.joiners) {
                 self.off_reason = Some(Arc::from(format!(
                     "cannot track new processes in the kernel: {error}"
                 )));
             }
         }
-        if !complete {
-            return;
-        }
-        missing_from(previous, current, &mut self.changed_members);
-        if !self.changed_members.is_empty() {
-            if let Err(error) = source.remove_from_scope(&self.changed_members) {
+        if !members.leavers.is_empty() {
+            if let Err(error) = source.remove_from_scope(&members.leavers) {
                 self.off_reason = Some(Arc::from(format!(
                     "cannot stop tracking processes that left the scope: {error}"
                 )));
             }
+        }
+    }
+}
+
+/// The processes userspace put into the kernel's scope and has not taken out, kept apart from
+/// the previous pass's pids: after a pass whose listing was incomplete (a failed `cgroup.procs`
+/// read, an unreadable root), a process that left during it is still removed after the next
+/// complete listing. A failed add or remove is not retried (its reason is reported), so a full
+/// map cannot cost a failing syscall per tick.
+#[derive(Default)]
+struct ScopeMembers {
+    /// Sorted.
+    pids: Vec<u32>,
+    /// Listed in this pass but not members before it.
+    joiners: Vec<u32>,
+    /// Members before this pass that a complete listing no longer shows.
+    leavers: Vec<u32>,
+}
+
+impl ScopeMembers {
+    fn started(&mut self, pids: &[u32]) {
+        self.pids.clear();
+        self.pids.extend_from_slice(pids);
+        self.pids.sort_unstable();
+    }
+
+    /// Computes this pass's joiners and leavers from its sorted `listed` pids, and takes them
+    /// into the membership. An incomplete listing only adds: it cannot show who left.
+    fn reconcile(&mut self, listed: &[u32], complete: bool) {
+        missing_from(listed, &self.pids, &mut self.joiners);
+        self.leavers.clear();
+        if complete {
+            missing_from(&self.pids, listed, &mut self.leavers);
+            self.pids.clear();
+            self.pids.extend_from_slice(listed);
+        } else if !self.joiners.is_empty() {
+            self.pids.extend_from_slice(&self.joiners);
+            self.pids.sort_unstable();
         }
     }
 }
@@ -320,4 +358,42 @@ fn counts_creations_and_exits(source: &EbpfSource) -> bool {
         && source.is_attached("sched_process_exit")
         && config.newtask_pid != relay_metrics_common::NO_FIELD
         && config.newtask_clone_flags != relay_metrics_common::NO_FIELD
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScopeMembers;
+
+    const NONE: Vec<u32> = Vec::new();
+
+    fn reconciled(members: &mut ScopeMembers, listed: &[u32], complete: bool) -> [Vec<u32>; 2] {
+        members.reconcile(listed, complete);
+        [members.joiners.clone(), members.leavers.clone()]
+    }
+
+    #[test]
+    fn a_complete_listing_adds_the_newcomers_and_removes_the_unlisted() {
+        let mut members = ScopeMembers::default();
+        members.started(&[10, 3]);
+        assert_eq!(reconciled(&mut members, &[3, 7, 10], true), [vec![7], NONE]);
+        assert_eq!(
+            reconciled(&mut members, &[7, 12], true),
+            [vec![12], vec![3, 10]]
+        );
+        assert_eq!(members.pids, [7, 12]);
+        assert_eq!(reconciled(&mut members, &[7, 12], true), [NONE, NONE]);
+    }
+
+    #[test]
+    fn a_process_that_leaves_during_an_incomplete_listing_is_removed_after_the_next_complete_one() {
+        let mut members = ScopeMembers::default();
+        members.started(&[1, 2, 3]);
+        // Process 2 left and 4 joined, but the listing missed processes: it can only add.
+        assert_eq!(reconciled(&mut members, &[1, 4], false), [vec![4], NONE]);
+        assert_eq!(members.pids, [1, 2, 3, 4]);
+        // The next complete listing no longer shows 2 (compared with the previous pass's
+        // pids, [1, 4], it would look like 2 was never there).
+        assert_eq!(reconciled(&mut members, &[1, 3, 4], true), [NONE, vec![2]]);
+        assert_eq!(members.pids, [1, 3, 4]);
+    }
 }
