@@ -21,6 +21,7 @@
 )]
 
 mod cases;
+mod copy_tree;
 mod rates;
 mod shape;
 mod support;

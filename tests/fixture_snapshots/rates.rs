@@ -6,25 +6,9 @@ use std::time::{Duration, Instant};
 use relay_metrics::{Collector, ResourceMetricsConfig};
 use serde_json::{json, Value};
 
+use crate::copy_tree::copy_tree;
 use crate::shape::assert_shape;
 use crate::support::*;
-
-/// Copies a fixture tree (directories, files, symlinks as symlinks) into `to`.
-pub(crate) fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let kind = entry.file_type().unwrap();
-        let target = to.join(entry.file_name());
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// Rewrites a counter file in place (same inode: the collector holds it open and re-reads it).
 pub(crate) fn edit(path: &Path, from: &str, to: &str) {
