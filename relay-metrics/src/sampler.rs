@@ -4,6 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::sys::time::TimeSpec;
+use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
+
 /// What happened at one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tick {
@@ -19,6 +23,11 @@ pub struct Tick {
 #[derive(Debug, Clone)]
 pub struct FixedRate {
     start: Instant,
+    /// `start` on `CLOCK_MONOTONIC` (the clock of `Instant` on Linux), so that `wait` can sleep
+    /// until an absolute deadline: a relative sleep computed from a clock reading would add
+    /// any preemption between the reading and the sleep to the tick's lateness. `None` if the
+    /// clock could not be read (then `wait` sleeps relative).
+    start_monotonic: Option<Duration>,
     period: Duration,
     next_index: u64,
     missed_total: u64,
@@ -29,6 +38,7 @@ impl FixedRate {
     pub fn new(start: Instant, period: Duration) -> Self {
         Self {
             start,
+            start_monotonic: monotonic_time_of(start),
             period: period.max(Duration::from_micros(1)),
             next_index: 0,
             missed_total: 0,
@@ -45,9 +55,13 @@ impl FixedRate {
         self.missed_total
     }
 
-    fn deadline(&self, index: u64) -> Instant {
+    fn offset(&self, index: u64) -> Duration {
         let nanos = self.period.as_nanos().saturating_mul(u128::from(index));
-        self.start + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    fn deadline(&self, index: u64) -> Instant {
+        self.start + self.offset(index)
     }
 
     /// Decides the next tick as seen at `now`: how long to sleep first, and the tick.
@@ -95,11 +109,46 @@ impl FixedRate {
                     set.set(slack_ns);
                 }
             });
-            std::thread::sleep(sleep);
+            self.sleep_until(tick.index, sleep);
             let deadline = self.deadline(tick.index);
             tick.lateness = Instant::now().saturating_duration_since(deadline);
         }
         tick
+    }
+
+    /// Sleeps until tick `index` is due: `clock_nanosleep` to the absolute deadline (retried
+    /// after a signal with the same deadline), else `relative` from now.
+    fn sleep_until(&self, index: u64, relative: Duration) {
+        let Some(start) = self.start_monotonic else {
+            std::thread::sleep(relative);
+            return;
+        };
+        let deadline = TimeSpec::from_duration(start.saturating_add(self.offset(index)));
+        loop {
+            match clock_nanosleep(
+                ClockId::CLOCK_MONOTONIC,
+                ClockNanosleepFlags::TIMER_ABSTIME,
+                &deadline,
+            ) {
+                Ok(_) => return,
+                Err(Errno::EINTR) => continue,
+                Err(_) => {
+                    std::thread::sleep(relative);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `instant` as a time on `CLOCK_MONOTONIC`, from one reading of each clock (they agree to
+/// within the nanoseconds between the two readings).
+fn monotonic_time_of(instant: Instant) -> Option<Duration> {
+    let monotonic_now = Duration::from(clock_gettime(ClockId::CLOCK_MONOTONIC).ok()?);
+    let now = Instant::now();
+    match now.checked_duration_since(instant) {
+        Some(ago) => monotonic_now.checked_sub(ago),
+        None => monotonic_now.checked_add(instant.duration_since(now)),
     }
 }
 
@@ -149,12 +198,37 @@ mod tests {
         ticker.wait();
         let tick = ticker.wait();
         assert_eq!(tick.index, 1);
-        assert!(Instant::now() >= start + 5 * MS);
+        // Woken at the absolute deadline: not before it, and not a clock conversion away
+        // from it (the bound is loose for a loaded machine).
+        let woken = Instant::now();
+        assert!(woken >= start + 5 * MS);
+        assert!(
+            woken < start + 500 * MS,
+            "woken {:?} after start",
+            woken - start
+        );
         assert_eq!(ticker.timer_slack(), Duration::from_micros(50));
         let mut fast = FixedRate::new(Instant::now(), MS);
         fast.wait();
         fast.wait();
         assert_eq!(nix::sys::prctl::get_timerslack().unwrap(), 10_000);
+    }
+
+    #[test]
+    fn instants_convert_to_the_monotonic_clock_in_the_past_and_the_future() {
+        let now = Instant::now();
+        for (instant, offset_ms) in [(now - 10 * MS, -10i64), (now + 10 * MS, 10)] {
+            let converted = monotonic_time_of(instant).unwrap();
+            let monotonic_now = Duration::from(clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap());
+            let expected_ms = i128::from(offset_ms);
+            let actual_ns = converted.as_nanos() as i128 - monotonic_now.as_nanos() as i128;
+            // Off by no more than the time spent between the readings (at most 50 ms here).
+            let error_ns = actual_ns - expected_ms * 1_000_000;
+            assert!(
+                (-50_000_000..=0).contains(&error_ns),
+                "{offset_ms} ms: {error_ns} ns"
+            );
+        }
     }
 
     #[test]
