@@ -36,38 +36,33 @@ pub const PF_KTHREAD: u64 = 0x0020_0000;
 /// `comm` (field 2) may contain spaces, parentheses and even `") ("`, so the fields after it are
 /// found from the *last* `)` of the line: the kernel prints nothing after comm that contains one.
 pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
-    let open = bytes.iter().position(|&b| b == b'(')?;
-    let close = bytes.iter().rposition(|&b| b == b')')?;
+    let open = memchr::memchr(b'(', bytes)?;
+    let close = memchr::memrchr(b')', bytes)?;
     if close < open {
         return None;
     }
     let pid = parse_u32(trim(&bytes[..open]))?;
-    // Field 3 is index 0 of the fields after comm, so field n is index n - 3.
-    let mut fields = bytes[close + 1..]
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|field| !field.is_empty());
-    let state = match fields.next()? {
+    // Field 3 is the first field after comm; `field(n)` moves on to field n.
+    let mut fields = Fields {
+        rest: &bytes[close + 1..],
+        number: 2,
+    };
+    let state = match fields.field(3)? {
         [state] => *state,
         _ => return None,
     };
-    let ppid = parse_u32(fields.next()?)?;
-    // Skip fields 5..=8 (pgrp, session, tty_nr, tpgid) to reach field 9.
-    let mut fields = fields.skip(4);
-    let flags = parse_u64(fields.next()?)?;
-    // Skip fields 10..=13 (minflt, cminflt, majflt, cmajflt) to reach field 14.
-    let mut fields = fields.skip(4);
-    let utime_ticks = parse_u64(fields.next()?)?;
-    let stime_ticks = parse_u64(fields.next()?)?;
+    let ppid = parse_u32(fields.field(4)?)?;
+    let flags = parse_u64(fields.field(9)?)?;
+    let utime_ticks = parse_u64(fields.field(14)?)?;
+    let stime_ticks = parse_u64(fields.field(15)?)?;
     // Fields 16..=19 (cutime, cstime, priority, nice) are skipped; priority and nice may be negative.
-    let mut fields = fields.skip(4);
-    let num_threads = parse_u64(fields.next()?)?;
-    let _itrealvalue = fields.next()?;
-    let start_time_ticks = parse_u64(fields.next()?)?;
-    let vsize_bytes = parse_u64(fields.next()?)?;
-    let rss_pages = parse_u64(fields.next()?)?;
+    let num_threads = parse_u64(fields.field(20)?)?;
+    let start_time_ticks = parse_u64(fields.field(22)?)?;
+    let vsize_bytes = parse_u64(fields.field(23)?)?;
+    let rss_pages = parse_u64(fields.field(24)?)?;
     // Every kernel prints many fields after rss; requiring the next one rejects a line cut
     // inside rss, which would otherwise parse as a smaller number.
-    let _rsslim = fields.next()?;
+    let _rsslim = fields.field(25)?;
     Some(Stat {
         pid,
         state,
@@ -80,6 +75,36 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         vsize_bytes,
         rss_pages,
     })
+}
+
+/// The whitespace-separated fields of a stat line after comm, numbered as in proc(5), read
+/// once from left to right (a field is only looked at if it is asked for or before one that is).
+struct Fields<'a> {
+    rest: &'a [u8],
+    /// The number of the field that ends where `rest` starts.
+    number: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// Field `number` (after the ones already passed), or `None` if the line ends before it.
+    fn field(&mut self, number: usize) -> Option<&'a [u8]> {
+        loop {
+            let start = self.rest.iter().position(|b| !b.is_ascii_whitespace())?;
+            let rest = &self.rest[start..];
+            let end = rest
+                .iter()
+                .position(|b| b.is_ascii_whitespace())
+                .unwrap_or(rest.len());
+            self.rest = &rest[end..];
+            self.number += 1;
+            if self.number == number {
+                return Some(&rest[..end]);
+            }
+            if self.number > number {
+                return None;
+            }
+        }
+    }
 }
 
 /// Parses `VmHWM` (peak resident set, KiB) out of `/proc/<pid>/status`. Kernel threads and
