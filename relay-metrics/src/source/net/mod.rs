@@ -74,14 +74,15 @@ pub fn parse_net_dev(content: &[u8], out: &mut Vec<InterfaceCounters>) -> Option
             continue;
         };
         count += 1;
-        let name = String::from_utf8_lossy(name);
-        if slot.name != name {
+        // Compared as bytes first: the lossy conversion is only needed for a changed name.
+        if slot.name.as_bytes() != name {
             slot.name.clear();
-            slot.name.push_str(&name);
+            slot.name.push_str(&String::from_utf8_lossy(name));
         }
         // Receive: bytes packets errs drop fifo frame compressed multicast;
         // transmit: bytes packets errs drop fifo colls carrier compressed.
-        let mut columns = [None; 16];
+        // Columns after transmit errors (10) are not used, so they are not even scanned.
+        let mut columns = [None; 11];
         for (column, field) in columns.iter_mut().zip(fields(&line[colon + 1..])) {
             *column = parse_u64(field);
         }
