@@ -111,7 +111,14 @@ impl FixedRate {
             });
             self.sleep_until(tick.index, sleep);
             let deadline = self.deadline(tick.index);
-            tick.lateness = Instant::now().saturating_duration_since(deadline);
+            let mut now = Instant::now();
+            // Never early, even if `Instant` stopped being CLOCK_MONOTONIC (std documents the
+            // clock as an implementation detail): finish the sleep on its own clock.
+            if now < deadline {
+                std::thread::sleep(deadline - now);
+                now = Instant::now();
+            }
+            tick.lateness = now.saturating_duration_since(deadline);
         }
         tick
     }
