@@ -140,24 +140,30 @@ pub(super) fn assert_drop_unloads_every_program(source: EbpfSource) {
     );
 }
 
+/// `sh -c SCRIPT`, held at a `read` of its stdin until [`release_and_wait`], so that a test can
+/// track it before it creates anything.
+pub(crate) fn held_shell(script: &str) -> Child {
+    Command::new("sh")
+        .args(["-c", &format!("read go; {script}")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawning sh")
+}
+
+/// Lets a [`held_shell`] run (its `read` ends at the closed stdin) and waits for its success.
+pub(crate) fn release_and_wait(shell: &mut Child) {
+    drop(shell.stdin.take());
+    assert!(shell.wait().expect("waiting for sh").success());
+}
+
 #[test]
 fn counts_a_hundred_creations_in_a_process_tree_as_root() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut source = load_as_root();
-    let mut shell = Command::new("sh")
-        .args([
-            "-c",
-            "read go; i=0; while [ $i -lt 100 ]; do /bin/true; i=$((i+1)); done",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawning sh");
+    let mut shell = held_shell("i=0; while [ $i -lt 100 ]; do /bin/true; i=$((i+1)); done");
     let root = shell.id();
     let scope = source.track_tree(&[root]).expect("tracking the tree");
-    let mut stdin = shell.stdin.take().expect("stdin");
-    writeln!(stdin, "go").expect("starting the loop");
-    drop(stdin);
-    assert!(shell.wait().expect("waiting for sh").success());
+    release_and_wait(&mut shell);
 
     let mut counters = EbpfCounters::default();
     source
@@ -484,17 +490,9 @@ fn measures_per_event_cost_under_context_switch_load_as_root() {
 fn a_scope_counts_its_members_events_until_they_leave_as_root() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut source = load_as_root();
-    let mut shell = Command::new("sh")
-        .args([
-            "-c",
-            "read go; i=0; while [ $i -lt 100 ]; do sleep 0.001; i=$((i+1)); done",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawning sh");
+    let mut shell = held_shell("i=0; while [ $i -lt 100 ]; do sleep 0.001; i=$((i+1)); done");
     let scope = source.track_tree(&[shell.id()]).expect("tracking the tree");
-    drop(shell.stdin.take());
-    assert!(shell.wait().expect("waiting for sh").success());
+    release_and_wait(&mut shell);
     let mut exited = EbpfCounters::default();
     source.scope_counters(scope, &mut exited).expect("reading");
     // Each of the 100 `sleep`s, and the shell after each, waits on a run queue when it wakes.

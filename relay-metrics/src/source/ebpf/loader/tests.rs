@@ -2,6 +2,7 @@
 //! whole handover as root.
 
 use super::*;
+use crate::source::ebpf::tests::{held_shell, release_and_wait};
 use crate::source::ebpf::{EbpfOptions, EbpfSource};
 
 /// Not a test of its own: the body of the loader children the tests start (a no-op without
@@ -211,19 +212,11 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
     assert!(source.counters_mapped());
     assert_eq!(source.drain_oom_victims(), 0);
 
-    let mut shell = Command::new("sh")
-        .args([
-            "-c",
-            "read go; for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawning sh");
+    let mut shell = held_shell("for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done");
     let root = shell.id();
     let before = source.global().expect("GLOBAL").processes_created;
     let scope = source.track_tree(&[root]).expect("tracking the tree");
-    drop(shell.stdin.take());
-    assert!(shell.wait().expect("waiting for sh").success());
+    release_and_wait(&mut shell);
     let mut counters = crate::source::ebpf::EbpfCounters::default();
     source
         .scope_counters(scope, &mut counters)
