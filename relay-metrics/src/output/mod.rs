@@ -4,4 +4,5 @@ pub mod json;
 mod metrics;
 pub mod otlp;
 pub mod prometheus;
+pub mod relay_names;
 pub mod serve;
