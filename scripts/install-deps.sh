@@ -23,14 +23,21 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
 
-# opentelemetry-proto's Python bindings parse the agent's OTLP export strictly in the tests
-# (relay-metrics/tests/serve.rs), from a virtualenv in target/ (pinned versions, from PyPI).
+# The OTLP tests' receivers (relay-metrics/tests/otlp_receiver.py) decode with PyPI's
+# opentelemetry-proto (its generated gRPC service served by grpcio), and the deploy tests validate
+# the Kubernetes manifest with kubernetes-validate (offline schemas): one virtualenv in target/,
+# pinned versions, from PyPI. The TLS tests make their certificates with openssl.
+if ! command -v openssl >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq openssl
+fi
 OTLP_VENV=target/otlp-venv
-if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto' 2>/dev/null; then
+OTLP_PACKAGES=(opentelemetry-proto==1.45.2 protobuf==7.36.2 grpcio==1.85.3 kubernetes-validate==1.37.0)
+if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto, grpc, kubernetes_validate' 2>/dev/null; then
     if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
         apt-get update -qq && apt-get install -y -qq python3-venv
     fi
+    # Recreated whole: a virtualenv copied from another checkout still points at that one.
     rm -rf "$OTLP_VENV"
     python3 -m venv "$OTLP_VENV"
-    "$OTLP_VENV/bin/pip" install -q opentelemetry-proto==1.45.2 protobuf==7.36.2
+    "$OTLP_VENV/bin/pip" install -q "${OTLP_PACKAGES[@]}"
 fi

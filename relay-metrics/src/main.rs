@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::output::otlp::{OtlpEndpoint, OtlpResource};
+use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
 use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
@@ -50,7 +50,7 @@ enum Command {
     },
     /// Run as an agent: sample at a fixed rate and serve the latest snapshot over HTTP
     /// (`/metrics` in Prometheus text format, `/snapshot` as JSON, `/healthz`), optionally
-    /// pushing each snapshot to an OpenTelemetry collector (OTLP/HTTP JSON).
+    /// pushing each snapshot to an OpenTelemetry collector (OTLP over HTTP or gRPC).
     Serve {
         #[command(flatten)]
         target: TargetArgs,
@@ -60,10 +60,8 @@ enum Command {
         /// Period between snapshots. Default: the config's `polling.interval_millis`.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
         interval_ms: Option<u64>,
-        /// Also push every snapshot to this OTLP/HTTP endpoint: `http://host[:port][/path]`
-        /// (port 4318 and path `/v1/metrics` by default; plain HTTP only).
-        #[arg(long, value_name = "URL", value_parser = parse_otlp_endpoint)]
-        otlp_endpoint: Option<OtlpEndpoint>,
+        #[command(flatten)]
+        otlp: OtlpFlags,
     },
     /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
     Bench {
@@ -187,8 +185,9 @@ fn run(cli: Cli) -> Result<i32> {
             target,
             listen,
             interval_ms,
-            otlp_endpoint,
+            otlp,
         } => {
+            let otlp = OtlpSettings::resolve(&otlp, &|name| std::env::var(name).ok())?;
             let config = resolve_config(&target)?;
             let period =
                 Duration::from_millis(interval_ms.unwrap_or(config.polling.interval_millis));
@@ -202,15 +201,17 @@ fn run(cli: Cli) -> Result<i32> {
                     .await
                     .with_context(|| format!("cannot listen on {listen}"))?;
                 let latest = serve::Latest::default();
-                let resource = otlp_endpoint
-                    .is_some()
-                    .then(|| OtlpResource::new(SystemTime::now()));
-                serve::spawn_sampler(collector, period, latest.clone(), resource)
+                let exporter = match &otlp {
+                    Some(settings) => Some(otlp::start(settings, SystemTime::now())?),
+                    None => None,
+                };
+                let (publisher, exporter) = exporter.unzip();
+                serve::spawn_sampler(collector, period, latest.clone(), publisher)
                     .context("cannot start the sampling thread")?;
                 serve::log(format_args!("serving http://{address}/metrics"));
-                if let Some(endpoint) = otlp_endpoint {
-                    serve::log(format_args!("exporting to {endpoint}"));
-                    tokio::spawn(serve::export_otlp(endpoint, latest.clone(), period));
+                if let (Some(exporter), Some(settings)) = (exporter, &otlp) {
+                    serve::log(format_args!("exporting to {}", settings.endpoint));
+                    tokio::spawn(exporter.run(std::future::pending()));
                 }
                 serve::serve(listener, latest)
                     .await
@@ -224,10 +225,6 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
-}
-
-fn parse_otlp_endpoint(url: &str) -> Result<OtlpEndpoint, String> {
-    OtlpEndpoint::parse(url).map_err(|error| error.to_string())
 }
 
 /// Builds the configuration from the file and the flags.

@@ -1,7 +1,6 @@
-//! The agent's HTTP endpoint: a sampling thread publishes each snapshot once (JSON, Prometheus
-//! text and, when exporting, the OTLP request body, encoded once into shared `Bytes`), and every
-//! request is answered from the latest publication without copying it. The OTLP exporter pushes
-//! each new publication to a collector.
+//! The agent's HTTP endpoint: a sampling thread publishes each snapshot once (JSON and
+//! Prometheus text, encoded once into shared `Bytes`; when exporting, the OTLP request too), and
+//! every request is answered from the latest publication without copying it.
 //!
 //! Routes: `GET /metrics` (Prometheus text exposition), `GET /snapshot` (the snapshot's JSON),
 //! `GET /healthz`. Each response closes its connection.
@@ -16,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use super::otlp::{self, OtlpEndpoint, OtlpResource};
+use super::otlp::OtlpPublisher;
 use super::prometheus;
 use crate::Collector;
 
@@ -27,8 +26,6 @@ pub struct Publication {
     pub json: Bytes,
     /// The snapshot in Prometheus text format.
     pub prometheus: Bytes,
-    /// The snapshot as an OTLP/HTTP JSON request body, when exporting.
-    pub otlp: Option<Bytes>,
     /// The collector's snapshot sequence number.
     pub sequence: u64,
 }
@@ -54,72 +51,34 @@ impl Latest {
 }
 
 /// Samples with `collector` every `period` on a thread of its own, publishing into `latest`
-/// (with the OTLP body of `otlp`'s resource when given).
+/// (and to the OTLP exporter when given).
 pub fn spawn_sampler(
     mut collector: Collector,
     period: Duration,
     latest: Latest,
-    otlp: Option<OtlpResource>,
+    otlp: Option<OtlpPublisher>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("relay-metrics-sampler".into())
         .spawn(move || {
             let mut text = String::with_capacity(16 * 1024);
             let mut json_len = 16 * 1024;
-            let mut otlp_body = Vec::new();
             for snapshot in collector.every(period) {
                 // A fresh buffer per tick: `Bytes` takes it over and clients may still hold it.
                 let mut json = Vec::with_capacity(json_len);
                 snapshot.write_json(&mut json);
                 json_len = json.len() + 1024;
                 prometheus::encode(&snapshot, &mut text);
-                let otlp = otlp.as_ref().map(|resource| {
-                    otlp::encode(&snapshot, resource, &mut otlp_body);
-                    Bytes::copy_from_slice(&otlp_body)
-                });
+                if let Some(otlp) = &otlp {
+                    otlp.publish(&snapshot);
+                }
                 latest.set(Publication {
                     json: Bytes::from(json),
                     prometheus: Bytes::copy_from_slice(text.as_bytes()),
-                    otlp,
                     sequence: snapshot.extensions.collector.sequence,
                 });
             }
         })
-}
-
-/// Pushes each new publication of `latest` to `endpoint`, checking every `period`. A failed
-/// export is not retried (the next snapshot supersedes it); failures and the recovery after
-/// them are reported on stderr once each, not per attempt.
-pub async fn export_otlp(endpoint: OtlpEndpoint, latest: Latest, period: Duration) {
-    let mut ticks = tokio::time::interval(period);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut sent = None;
-    let mut failing = false;
-    loop {
-        ticks.tick().await;
-        let Some(publication) = latest.get() else {
-            continue;
-        };
-        let Some(body) = publication.otlp.as_ref() else {
-            continue;
-        };
-        if sent == Some(publication.sequence) {
-            continue;
-        }
-        sent = Some(publication.sequence);
-        match otlp::export(&endpoint, body).await {
-            Ok(()) if failing => {
-                failing = false;
-                log(format_args!("OTLP export to {endpoint} works again"));
-            }
-            Ok(()) => {}
-            Err(error) if !failing => {
-                failing = true;
-                log(format_args!("OTLP export to {endpoint} failed: {error}"));
-            }
-            Err(_) => {}
-        }
-    }
 }
 
 /// One line on stderr. An agent whose stderr was closed keeps running: the line is dropped
@@ -265,7 +224,6 @@ mod tests {
         latest.set(Publication {
             json: Bytes::from_static(json),
             prometheus: Bytes::from_static(text),
-            otlp: None,
             sequence: 1,
         });
         latest

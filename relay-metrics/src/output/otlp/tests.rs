@@ -2,9 +2,13 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::encode::otlp_name_and_unit;
 use super::*;
+use crate::output::metrics::{Family, Kind};
 use crate::output::prometheus;
-use crate::{Collector, ResourceMetricsConfig};
+use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
 fn machine_snapshot() -> std::sync::Arc<ResourceMetricsSnapshot> {
     let config: ResourceMetricsConfig = serde_json::from_value(serde_json::json!({
@@ -53,9 +57,7 @@ fn prometheus_families(snapshot: &ResourceMetricsSnapshot) -> BTreeMap<String, (
 fn exports_the_same_families_and_series_as_the_prometheus_text() {
     let snapshot = machine_snapshot();
     let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let mut body = Vec::new();
-    encode(&snapshot, &OtlpResource::new(start), &mut body);
-    let request: Value = serde_json::from_slice(&body).unwrap();
+    let request = serde_json::to_value(request(&snapshot, &OtlpResource::new(start, &[]))).unwrap();
 
     let resource = &request["resourceMetrics"][0];
     let resource_attributes = attributes(&resource["resource"]["attributes"]);
@@ -84,7 +86,12 @@ fn exports_the_same_families_and_series_as_the_prometheus_text() {
         };
         for point in points {
             assert_eq!(point["timeUnixNano"], time.as_str(), "{name}");
-            let expected_start = (kind == "counter").then_some("1700000000000000000");
+            // A gauge's start is 0, "not set".
+            let expected_start = if kind == "counter" {
+                Some("1700000000000000000")
+            } else {
+                Some("0")
+            };
             assert_eq!(
                 point["startTimeUnixNano"].as_str(),
                 expected_start,
@@ -140,114 +147,18 @@ fn units_follow_the_base_unit_suffix() {
 }
 
 #[test]
-fn endpoints_default_to_port_4318_and_the_metrics_path() {
-    let parse = |url| OtlpEndpoint::parse(url).map(|e| e.to_string());
-    assert_eq!(
-        parse("http://collector").unwrap(),
-        "http://collector:4318/v1/metrics"
+fn resource_variables_replace_the_defaults() {
+    let resource = OtlpResource::new(
+        UNIX_EPOCH,
+        &[
+            ("service.name".into(), "node-agent".into()),
+            ("k8s.node.name".into(), "n1".into()),
+        ],
     );
-    assert_eq!(
-        parse("http://127.0.0.1:9000/").unwrap(),
-        "http://127.0.0.1:9000/v1/metrics"
-    );
-    assert_eq!(
-        parse("http://h:1/custom/path").unwrap(),
-        "http://h:1/custom/path"
-    );
-    assert_eq!(
-        parse("http://[::1]").unwrap(),
-        "http://[::1]:4318/v1/metrics"
-    );
-    assert_eq!(
-        parse("http://[::1]:5000").unwrap(),
-        "http://[::1]:5000/v1/metrics"
-    );
-}
-
-#[test]
-fn endpoints_that_are_not_plain_http_are_refused_with_the_reason() {
-    for (url, reason) in [
-        ("https://collector:4318", "https is not supported"),
-        ("collector:4318", "expected http://"),
-        ("http://", "expected a host"),
-        ("http://user@host", "expected a host"),
-        ("http://host:port", "the port is not a number"),
-        ("http://host:70000", "the port is not a number"),
-        ("http://:80", "the port is not a number"),
-    ] {
-        let error = OtlpEndpoint::parse(url).unwrap_err().to_string();
-        assert!(error.contains(reason), "{url}: {error}");
-    }
-}
-
-#[tokio::test]
-async fn an_export_needs_a_2xx_answer() {
-    use tokio::net::TcpListener;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint =
-        OtlpEndpoint::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
-    let server = tokio::spawn(async move {
-        let mut requests = Vec::new();
-        for status in ["200 OK", "400 Bad Request"] {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut chunk = [0u8; 4096];
-            // Head and the 2-byte body.
-            while !request.ends_with(b"\r\n\r\n{}") {
-                let read = stream.read(&mut chunk).await.unwrap();
-                assert!(read > 0, "{}", String::from_utf8_lossy(&request));
-                request.extend_from_slice(&chunk[..read]);
-            }
-            let answer = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
-            stream.write_all(answer.as_bytes()).await.unwrap();
-            requests.push(String::from_utf8(request).unwrap());
-        }
-        requests
-    });
-    export(&endpoint, b"{}").await.unwrap();
-    let error = export(&endpoint, b"{}").await.unwrap_err();
-    assert!(
-        matches!(&error, ExportError::Rejected(line) if line == "HTTP/1.1 400 Bad Request"),
-        "{error}"
-    );
-    let requests = server.await.unwrap();
-    assert!(
-        requests[0].starts_with("POST /v1/metrics HTTP/1.1\r\n"),
-        "{}",
-        requests[0]
-    );
-    assert!(requests[0].contains("\r\nContent-Type: application/json\r\n"));
-    assert!(requests[0].contains("\r\nContent-Length: 2\r\n"));
-    // Nothing listens any more.
-    let refused = export(&endpoint, b"{}").await.unwrap_err();
-    assert!(matches!(refused, ExportError::Io(_)), "{refused}");
-}
-
-#[test]
-fn only_a_final_2xx_http_status_is_success() {
-    let outcome = |response: &[u8]| final_status(response).map(|r| r.map_err(|e| e.to_string()));
-    assert_eq!(outcome(b"HTTP/1.1 200 OK\r\n"), Some(Ok(())));
-    assert_eq!(outcome(b"HTTP/1.0 204 No Content\n\n"), Some(Ok(())));
-    assert_eq!(
-        outcome(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"),
-        Some(Ok(()))
-    );
-    assert_eq!(
-        outcome(b"HTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\nHTTP/1.1 503 Busy\r\n"),
-        Some(Err(
-            "the collector answered \"HTTP/1.1 503 Busy\"".to_owned()
-        ))
-    );
-    // Incomplete: more is needed.
-    assert_eq!(outcome(b""), None);
-    assert_eq!(outcome(b"HTTP/1.1 200 O"), None);
-    assert_eq!(outcome(b"HTTP/1.1 100 Continue\r\n"), None);
-    // Not HTTP, or no valid status code.
-    for bad in [
-        &b"SSH-2.0 2xx\r\n"[..],
-        b"HTTP/1.1 2000 OK\r\n",
-        b"HTTP/1.1 abc\r\n",
-    ] {
-        assert!(matches!(outcome(bad), Some(Err(_))), "{bad:?}");
-    }
+    let snapshot = machine_snapshot();
+    let request = serde_json::to_value(request(&snapshot, &resource)).unwrap();
+    let attributes = attributes(&request["resourceMetrics"][0]["resource"]["attributes"]);
+    assert_eq!(attributes["service.name"], "node-agent");
+    assert_eq!(attributes["k8s.node.name"], "n1");
+    assert_eq!(attributes["service.version"], env!("CARGO_PKG_VERSION"));
 }

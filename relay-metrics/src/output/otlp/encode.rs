@@ -1,0 +1,178 @@
+//! A snapshot as opentelemetry-proto's `ExportMetricsServiceRequest`, and its HTTP bodies.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{
+    metric, number_data_point, AggregationTemporality, Gauge, Metric, NumberDataPoint,
+    ResourceMetrics, ScopeMetrics, Sum,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+use super::super::metrics::{self, Family, Kind, Sink};
+use crate::snapshot::ResourceMetricsSnapshot;
+
+/// What every export of this process says about where its metrics come from.
+#[derive(Debug, Clone)]
+pub struct OtlpResource {
+    attributes: Vec<KeyValue>,
+    start_unix_nano: u64,
+}
+
+impl OtlpResource {
+    /// This host's resource (`service.name` `relay-metrics`, `service.version`, `host.name`),
+    /// with `extra` attributes (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`) replacing
+    /// same-named ones, and cumulative sums starting at `start`.
+    pub fn new(start: SystemTime, extra: &[(String, String)]) -> Self {
+        // The UTS namespace's name, as gethostname(2) returns it.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
+        let mut pairs: Vec<(&str, &str)> = vec![
+            ("service.name", "relay-metrics"),
+            ("service.version", env!("CARGO_PKG_VERSION")),
+        ];
+        if !host.is_empty() {
+            pairs.push(("host.name", host));
+        }
+        for (key, value) in extra {
+            pairs.retain(|(existing, _)| existing != key);
+            pairs.push((key, value));
+        }
+        Self {
+            attributes: pairs
+                .into_iter()
+                .map(|(k, v)| string_attribute(k, v))
+                .collect(),
+            start_unix_nano: unix_nanos(start),
+        }
+    }
+}
+
+fn string_attribute(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+/// The request that exports `snapshot`.
+pub fn request(
+    snapshot: &ResourceMetricsSnapshot,
+    resource: &OtlpResource,
+) -> ExportMetricsServiceRequest {
+    let time_unix_nano = snapshot
+        .timestamp
+        .timestamp_nanos_opt()
+        .map_or(0, |nanos| u64::try_from(nanos).unwrap_or(0));
+    let mut sink = Points {
+        metrics: Vec::new(),
+        scope: metrics::scope_name(snapshot.measurement_scope),
+        time_unix_nano,
+        start_time_unix_nano: resource.start_unix_nano,
+    };
+    metrics::walk(snapshot, &mut sink);
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: resource.attributes.clone(),
+                ..Resource::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                scope: Some(InstrumentationScope {
+                    name: "relay-metrics".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    ..InstrumentationScope::default()
+                }),
+                metrics: sink.metrics,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    }
+}
+
+/// The OTLP metric (name, unit) of a family: the Prometheus name without `_total`, and the UCUM
+/// unit its base-unit suffix names.
+pub(super) fn otlp_name_and_unit(family: &Family) -> (&'static str, &'static str) {
+    let name = family.name.strip_suffix("_total").unwrap_or(family.name);
+    let unit = if name.ends_with("_bytes_per_second") {
+        "By/s"
+    } else if name.ends_with("_seconds") {
+        "s"
+    } else if name.ends_with("_bytes") {
+        "By"
+    } else if name.ends_with("_cores") {
+        "{cpu}"
+    } else {
+        "1"
+    };
+    (name, unit)
+}
+
+/// Collects the families as OTLP metrics.
+struct Points {
+    metrics: Vec<Metric>,
+    scope: &'static str,
+    time_unix_nano: u64,
+    start_time_unix_nano: u64,
+}
+
+impl Sink for Points {
+    fn begin(&mut self, family: &Family) {
+        let (name, unit) = otlp_name_and_unit(family);
+        let data = match family.kind {
+            Kind::Gauge => metric::Data::Gauge(Gauge::default()),
+            Kind::Counter => metric::Data::Sum(Sum {
+                data_points: Vec::new(),
+                aggregation_temporality: AggregationTemporality::Cumulative.into(),
+                is_monotonic: true,
+            }),
+        };
+        self.metrics.push(Metric {
+            name: name.into(),
+            description: family.help.into(),
+            unit: unit.into(),
+            data: Some(data),
+            ..Metric::default()
+        });
+    }
+
+    fn point(&mut self, _family: &Family, labels: &[(&str, &str)], value: f64) {
+        let Some(Metric {
+            data: Some(data), ..
+        }) = self.metrics.last_mut()
+        else {
+            return;
+        };
+        let mut attributes = Vec::with_capacity(labels.len() + 1);
+        attributes.push(string_attribute("scope", self.scope));
+        attributes.extend(
+            labels
+                .iter()
+                .map(|(key, value)| string_attribute(key, value)),
+        );
+        let (data_points, start) = match data {
+            metric::Data::Sum(sum) => (&mut sum.data_points, self.start_time_unix_nano),
+            metric::Data::Gauge(gauge) => (&mut gauge.data_points, 0),
+            // Only gauges and sums are begun above.
+            _ => return,
+        };
+        data_points.push(NumberDataPoint {
+            attributes,
+            start_time_unix_nano: start,
+            time_unix_nano: self.time_unix_nano,
+            value: Some(number_data_point::Value::AsDouble(value)),
+            ..NumberDataPoint::default()
+        });
+    }
+}
+
+fn unix_nanos(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    })
+}

@@ -1,0 +1,282 @@
+//! The export loop: the sampling thread publishes each snapshot's encoded request; one task
+//! sends the newest. A retryable failure is tried again after a backoff (or the collector's
+//! `Retry-After`), but only the newest snapshot is ever pending: a snapshot published meanwhile
+//! replaces the one being retried, so a slow collector never builds a queue.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use prost::Message as _;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::encode::{self, OtlpResource};
+use super::settings::{Compression, OtlpSettings, Protocol};
+use super::transport::{Failure, Payload, Retry, Transport, TransportError};
+use crate::snapshot::ResourceMetricsSnapshot;
+
+/// First retry delay; doubled per consecutive failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest backoff between retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest `Retry-After` honoured (a longer one is cut to this).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// The number of failed export requests since the agent started (every failed attempt counts,
+/// retries included).
+#[derive(Debug, Clone, Default)]
+pub struct ExportFailures(Arc<AtomicU64>);
+
+impl ExportFailures {
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add_one(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Encodes snapshots for the exporter: owned by the sampling thread.
+pub struct OtlpPublisher {
+    resource: OtlpResource,
+    protocol: Protocol,
+    compression: Compression,
+    sender: watch::Sender<Option<Arc<Payload>>>,
+    failures: ExportFailures,
+}
+
+impl std::fmt::Debug for OtlpPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpPublisher")
+            .field("protocol", &self.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OtlpPublisher {
+    /// Encodes `snapshot` once (and compresses it, over HTTP) and hands it to the exporter,
+    /// replacing any snapshot it has not sent yet.
+    pub fn publish(&self, snapshot: &ResourceMetricsSnapshot) {
+        let request = encode::request(snapshot, &self.resource);
+        let payload = match self.protocol {
+            Protocol::Grpc => Payload::Grpc(request),
+            Protocol::HttpProtobuf => Payload::Http(self.compress(request.encode_to_vec())),
+            Protocol::HttpJson => {
+                // Strings, finite numbers and opentelemetry-proto's own serializers: writing
+                // into a Vec cannot fail.
+                let body = serde_json::to_vec(&request).unwrap_or_default();
+                Payload::Http(self.compress(body))
+            }
+        };
+        self.sender.send_replace(Some(Arc::new(payload)));
+    }
+
+    fn compress(&self, body: Vec<u8>) -> Bytes {
+        if self.compression == Compression::None {
+            return Bytes::from(body);
+        }
+        let mut encoder = GzEncoder::new(
+            Vec::with_capacity(body.len() / 4),
+            flate2::Compression::fast(),
+        );
+        // Writing into a Vec cannot fail.
+        let _ = encoder.write_all(&body);
+        Bytes::from(encoder.finish().unwrap_or_default())
+    }
+
+    /// The exporter's failure count.
+    pub fn failures(&self) -> ExportFailures {
+        self.failures.clone()
+    }
+}
+
+/// Sends what the [`OtlpPublisher`] publishes: run it with [`OtlpExporter::run`] on tokio.
+pub struct OtlpExporter {
+    transport: Transport,
+    receiver: watch::Receiver<Option<Arc<Payload>>>,
+    failures: ExportFailures,
+    endpoint: String,
+}
+
+/// Builds the publisher (for the sampling thread) and the exporter (a tokio task) of
+/// `settings`; cumulative sums start at `start`. Certificates and keys are loaded here, so a
+/// bad file is an error at start. Must be called within a tokio runtime (gRPC's channel).
+pub fn start(
+    settings: &OtlpSettings,
+    start: SystemTime,
+) -> Result<(OtlpPublisher, OtlpExporter), TransportError> {
+    let transport = Transport::new(settings)?;
+    let (sender, receiver) = watch::channel(None);
+    let failures = ExportFailures::default();
+    Ok((
+        OtlpPublisher {
+            resource: OtlpResource::new(start, &settings.resource_attributes),
+            protocol: settings.protocol,
+            compression: settings.compression,
+            sender,
+            failures: failures.clone(),
+        },
+        OtlpExporter {
+            transport,
+            receiver,
+            failures,
+            endpoint: settings.endpoint.to_string(),
+        },
+    ))
+}
+
+impl OtlpExporter {
+    /// The exporter's failure count.
+    pub fn failures(&self) -> ExportFailures {
+        self.failures.clone()
+    }
+
+    /// Exports each newly published snapshot until `stop` completes or the publisher is
+    /// dropped; then the newest snapshot not yet exported gets one last attempt (bounded by
+    /// the export timeout). The first failure and the recovery after failures are logged once
+    /// each, not per attempt.
+    pub async fn run(mut self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut pending: Option<Arc<Payload>> = None;
+        let mut not_before = Instant::now();
+        let mut consecutive_failures = 0u32;
+        let mut logged_failure = false;
+        loop {
+            let wait_until = pending.is_some().then_some(not_before);
+            tokio::select! {
+                changed = self.receiver.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    // Newer replaces older, also one being retried.
+                    pending = self.receiver.borrow_and_update().clone();
+                    continue;
+                }
+                () = &mut stop => break,
+                () = sleep_until(wait_until) => {}
+            }
+            let Some(payload) = pending.take() else {
+                continue;
+            };
+            match self.transport.send(&payload).await {
+                Ok(()) => {
+                    consecutive_failures = 0;
+                    if logged_failure {
+                        logged_failure = false;
+                        log(format_args!("OTLP export to {} works again", self.endpoint));
+                    }
+                }
+                Err(failure) => {
+                    self.failures.add_one();
+                    consecutive_failures = consecutive_failures.saturating_add(1);
+                    if !logged_failure {
+                        logged_failure = true;
+                        log(format_args!(
+                            "OTLP export to {} failed: {}",
+                            self.endpoint, failure.reason
+                        ));
+                    }
+                    if let Some(delay) = retry_delay(&failure, consecutive_failures) {
+                        not_before = Instant::now() + delay;
+                        pending = Some(payload);
+                    }
+                }
+            }
+        }
+        self.flush(pending).await;
+    }
+
+    /// The last attempt at shutdown: the newest snapshot if it was not exported.
+    async fn flush(&mut self, pending: Option<Arc<Payload>>) {
+        let newest = match self.receiver.has_changed() {
+            Ok(true) => self.receiver.borrow_and_update().clone(),
+            _ => pending,
+        };
+        if let Some(payload) = newest {
+            if let Err(failure) = self.transport.send(&payload).await {
+                self.failures.add_one();
+                log(format_args!(
+                    "OTLP export to {} failed at shutdown: {}",
+                    self.endpoint, failure.reason
+                ));
+            }
+        }
+    }
+}
+
+/// When to try again after the `attempt`-th consecutive failure; `None`: not retryable.
+fn retry_delay(failure: &Failure, attempt: u32) -> Option<Duration> {
+    let backoff = FIRST_BACKOFF
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF);
+    match failure.retry {
+        Retry::No => None,
+        Retry::Backoff => Some(jitter(backoff)),
+        // The collector's word, but never sooner than our own backoff.
+        Retry::After(delay) => Some(delay.min(MAX_RETRY_AFTER).max(backoff)),
+    }
+}
+
+/// `delay` minus up to a fifth, so agents restarted together do not retry in step.
+fn jitter(delay: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let fifth = delay / 5;
+    delay - fifth.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One line on stderr; dropped if stderr is closed (`eprintln!` would panic).
+fn log(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "relay-metrics: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(retry: Retry) -> Failure {
+        Failure {
+            reason: String::new(),
+            retry,
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_retry_after_is_honoured_within_bounds() {
+        let backoff = |attempt| retry_delay(&failure(Retry::Backoff), attempt).unwrap();
+        for (attempt, full) in [(1, 500), (2, 1000), (3, 2000), (7, 30_000), (40, 30_000)] {
+            let full = Duration::from_millis(full);
+            let delay = backoff(attempt);
+            assert!(
+                delay <= full && delay >= full - full / 5,
+                "{attempt}: {delay:?}"
+            );
+        }
+        let after = |seconds, attempt| {
+            retry_delay(
+                &failure(Retry::After(Duration::from_secs(seconds))),
+                attempt,
+            )
+            .unwrap()
+        };
+        assert_eq!(after(3, 1), Duration::from_secs(3));
+        assert_eq!(after(0, 2), Duration::from_secs(1));
+        assert_eq!(after(86_400, 1), MAX_RETRY_AFTER);
+        assert_eq!(retry_delay(&failure(Retry::No), 1), None);
+    }
+}
