@@ -202,6 +202,24 @@ pub struct ExtensionsConfig {
     /// At most this many processes keep their /proc files open between snapshots; beyond it,
     /// files are opened per read (slower, still correct).
     pub max_held_processes: usize,
+    /// The names the agent's metrics (Prometheus and OTLP) are exported under.
+    pub metric_names: MetricNames,
+}
+
+/// The naming of exported metrics.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum MetricNames {
+    /// `relay_metrics_*` families in base units (seconds, bytes, …), counters ending in
+    /// `_total`.
+    #[default]
+    RelayMetrics,
+    /// NeMo Relay's mark measurements: `nemo.relay.resource.*` gauges in the configured units
+    /// (dots become underscores in Prometheus).
+    Relay,
 }
 
 impl Default for ExtensionsConfig {
@@ -211,6 +229,7 @@ impl Default for ExtensionsConfig {
             system_wide_interval_millis: 0,
             kernel_events: true,
             max_held_processes: 4096,
+            metric_names: MetricNames::RelayMetrics,
         }
     }
 }

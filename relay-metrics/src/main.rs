@@ -187,8 +187,15 @@ fn run(cli: Cli) -> Result<i32> {
             interval_ms,
             otlp,
         } => {
-            let otlp = OtlpSettings::resolve(&otlp, &|name| std::env::var(name).ok())?;
-            let config = resolve_config(&target)?;
+            let flags = otlp;
+            let mut otlp = OtlpSettings::resolve(&flags, &|name| std::env::var(name).ok())?;
+            let mut config = resolve_config(&target)?;
+            if let Some(names) = flags.metric_names {
+                config.extensions.metric_names = names;
+            }
+            if let Some(settings) = &mut otlp {
+                settings.metric_names = config.extensions.metric_names;
+            }
             let period =
                 Duration::from_millis(interval_ms.unwrap_or(config.polling.interval_millis));
             let collector = Collector::new(config)?;

@@ -33,6 +33,17 @@ macro_rules! unit_family {
             }
         }
 
+        impl $name {
+            /// This family's unit of that name, if `unit` is one of this family.
+            pub fn from_measurement_unit(unit: MeasurementUnit) -> Option<Self> {
+                match unit {
+                    $( MeasurementUnit::$variant => Some(Self::$variant), )+
+                    #[allow(unreachable_patterns, reason = "not every family leaves units out")]
+                    _ => None,
+                }
+            }
+        }
+
         impl From<$name> for MeasurementUnit {
             fn from(unit: $name) -> Self {
                 match unit {

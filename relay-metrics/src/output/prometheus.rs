@@ -3,16 +3,26 @@
 
 use std::fmt::Write;
 
-use super::metrics::{self, Family, Kind, Sink};
+use super::metrics::{self, Family, Kind, Label, Number, Sink, Unit};
+use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
 
 /// Prometheus's content type for this format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Writes the exposition: a HELP and TYPE header per family, then one line per series.
+/// Writes the exposition: HELP and TYPE (and, for Relay's names, UNIT) per family, then one
+/// line per series.
 struct Text<'o> {
     out: &'o mut String,
-    scope: &'static str,
+}
+
+impl Text<'_> {
+    /// A metric or label name; Relay's dots become underscores (the only other character
+    /// in its names is `_`).
+    fn name(&mut self, name: &str) {
+        self.out
+            .extend(name.chars().map(|c| if c == '.' { '_' } else { c }));
+    }
 }
 
 impl Sink for Text<'_> {
@@ -21,18 +31,44 @@ impl Sink for Text<'_> {
             Kind::Gauge => "gauge",
             Kind::Counter => "counter",
         };
-        let _ = writeln!(self.out, "# HELP {} {}", family.name, family.help);
-        let _ = writeln!(self.out, "# TYPE {} {}", family.name, kind);
+        self.out.push_str("# HELP ");
+        self.name(family.name);
+        let _ = write!(self.out, " {}", family.help);
+        // Relay's names carry no unit suffix: the unit is said here instead.
+        if let Unit::Configured(unit) = family.unit {
+            let _ = write!(self.out, " ({})", unit.as_str());
+        }
+        self.out.push_str("\n# TYPE ");
+        self.name(family.name);
+        let _ = writeln!(self.out, " {kind}");
+        if let (MetricNames::Relay, Unit::Configured(unit)) = (family.names, family.unit) {
+            self.out.push_str("# UNIT ");
+            self.name(family.name);
+            let _ = writeln!(self.out, " {}", unit.as_str());
+        }
     }
 
-    fn point(&mut self, family: &Family, labels: &[(&str, &str)], value: f64) {
-        let _ = write!(self.out, "{}{{scope=\"{}\"", family.name, self.scope);
-        for (key, label_value) in labels {
-            let _ = write!(self.out, ",{key}=\"");
-            escape_label(self.out, label_value);
+    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+        self.name(family.name);
+        for (index, (key, label_value)) in labels.iter().enumerate() {
+            self.out.push(if index == 0 { '{' } else { ',' });
+            self.name(key);
+            self.out.push_str("=\"");
+            match label_value {
+                Label::Str(text) => escape_label(self.out, text),
+                Label::Int(number) => {
+                    let _ = write!(self.out, "{number}");
+                }
+            }
             self.out.push('"');
         }
-        let _ = writeln!(self.out, "}} {value}");
+        if !labels.is_empty() {
+            self.out.push('}');
+        }
+        let _ = match value {
+            Number::F64(number) => writeln!(self.out, " {number}"),
+            Number::U64(number) => writeln!(self.out, " {number}"),
+        };
     }
 }
 
@@ -48,11 +84,10 @@ fn escape_label(out: &mut String, value: &str) {
     }
 }
 
-/// Writes the exposition of `snapshot` into `out` (cleared first).
-pub fn encode(snapshot: &ResourceMetricsSnapshot, out: &mut String) {
+/// Writes the exposition of `snapshot` in `names`' naming into `out` (cleared first).
+pub fn encode(snapshot: &ResourceMetricsSnapshot, names: MetricNames, out: &mut String) {
     out.clear();
-    let scope = metrics::scope_name(snapshot.measurement_scope);
-    metrics::walk(snapshot, &mut Text { out, scope });
+    metrics::walk(snapshot, names, &mut Text { out });
 }
 
 #[cfg(test)]
@@ -62,23 +97,29 @@ mod tests {
     #[test]
     fn a_family_is_announced_once_and_label_values_are_escaped() {
         let mut out = String::new();
-        let mut text = Text {
-            out: &mut out,
-            scope: "global",
-        };
+        let mut text = Text { out: &mut out };
         let family = Family {
             name: "m_bytes",
             kind: Kind::Gauge,
             help: "help",
+            unit: Unit::Bytes,
+            names: MetricNames::RelayMetrics,
         };
         text.begin(&family);
-        text.point(&family, &[("path", "/a \"b\"\\c\n")], 1.0);
-        text.point(&family, &[], 2.5);
+        let scope = ("scope", Label::Str("global"));
+        text.point(
+            &family,
+            &[scope, ("path", Label::Str("/a \"b\"\\c\n"))],
+            Number::F64(1.0),
+        );
+        text.point(&family, &[scope], Number::F64(2.5));
+        text.point(&family, &[], Number::U64(3));
         assert_eq!(
             out,
             "# HELP m_bytes help\n# TYPE m_bytes gauge\n\
              m_bytes{scope=\"global\",path=\"/a \\\"b\\\"\\\\c\\n\"} 1\n\
-             m_bytes{scope=\"global\"} 2.5\n"
+             m_bytes{scope=\"global\"} 2.5\n\
+             m_bytes 3\n"
         );
     }
 }

@@ -61,6 +61,7 @@ pub fn spawn_sampler(
     std::thread::Builder::new()
         .name("relay-metrics-sampler".into())
         .spawn(move || {
+            let names = collector.config().extensions.metric_names;
             let mut text = String::with_capacity(16 * 1024);
             let mut json_len = 16 * 1024;
             for snapshot in collector.every(period) {
@@ -68,7 +69,7 @@ pub fn spawn_sampler(
                 let mut json = Vec::with_capacity(json_len);
                 snapshot.write_json(&mut json);
                 json_len = json.len() + 1024;
-                prometheus::encode(&snapshot, &mut text);
+                prometheus::encode(&snapshot, names, &mut text);
                 if let Some(otlp) = &otlp {
                     otlp.publish(&snapshot);
                 }

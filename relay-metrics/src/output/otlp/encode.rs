@@ -10,7 +10,8 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::super::metrics::{self, Family, Kind, Sink};
+use super::super::metrics::{self, Family, Kind, Label, Number, Sink};
+use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
 
 /// What every export of this process says about where its metrics come from.
@@ -59,10 +60,11 @@ fn string_attribute(key: &str, value: &str) -> KeyValue {
     }
 }
 
-/// The request that exports `snapshot`.
+/// The request that exports `snapshot` in `names`' naming.
 pub fn request(
     snapshot: &ResourceMetricsSnapshot,
     resource: &OtlpResource,
+    names: MetricNames,
 ) -> ExportMetricsServiceRequest {
     let time_unix_nano = snapshot
         .timestamp
@@ -70,11 +72,10 @@ pub fn request(
         .map_or(0, |nanos| u64::try_from(nanos).unwrap_or(0));
     let mut sink = Points {
         metrics: Vec::new(),
-        scope: metrics::scope_name(snapshot.measurement_scope),
         time_unix_nano,
         start_time_unix_nano: resource.start_unix_nano,
     };
-    metrics::walk(snapshot, &mut sink);
+    metrics::walk(snapshot, names, &mut sink);
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
             resource: Some(Resource {
@@ -95,35 +96,24 @@ pub fn request(
     }
 }
 
-/// The OTLP metric (name, unit) of a family: the Prometheus name without `_total`, and the UCUM
-/// unit its base-unit suffix names.
-pub(super) fn otlp_name_and_unit(family: &Family) -> (&'static str, &'static str) {
-    let name = family.name.strip_suffix("_total").unwrap_or(family.name);
-    let unit = if name.ends_with("_bytes_per_second") {
-        "By/s"
-    } else if name.ends_with("_seconds") {
-        "s"
-    } else if name.ends_with("_bytes") {
-        "By"
-    } else if name.ends_with("_cores") {
-        "{cpu}"
-    } else {
-        "1"
-    };
-    (name, unit)
+/// The OTLP name of a family: Relay's names as they are; ours without `_total` (a collector's
+/// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series).
+pub(super) fn otlp_name(family: &Family) -> &'static str {
+    match family.names {
+        MetricNames::Relay => family.name,
+        MetricNames::RelayMetrics => family.name.strip_suffix("_total").unwrap_or(family.name),
+    }
 }
 
 /// Collects the families as OTLP metrics.
 struct Points {
     metrics: Vec<Metric>,
-    scope: &'static str,
     time_unix_nano: u64,
     start_time_unix_nano: u64,
 }
 
 impl Sink for Points {
     fn begin(&mut self, family: &Family) {
-        let (name, unit) = otlp_name_and_unit(family);
         let data = match family.kind {
             Kind::Gauge => metric::Data::Gauge(Gauge::default()),
             Kind::Counter => metric::Data::Sum(Sum {
@@ -133,28 +123,34 @@ impl Sink for Points {
             }),
         };
         self.metrics.push(Metric {
-            name: name.into(),
+            name: otlp_name(family).into(),
             description: family.help.into(),
-            unit: unit.into(),
+            unit: family.unit.otlp().into(),
             data: Some(data),
             ..Metric::default()
         });
     }
 
-    fn point(&mut self, _family: &Family, labels: &[(&str, &str)], value: f64) {
+    fn point(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
         let Some(Metric {
             data: Some(data), ..
         }) = self.metrics.last_mut()
         else {
             return;
         };
-        let mut attributes = Vec::with_capacity(labels.len() + 1);
-        attributes.push(string_attribute("scope", self.scope));
-        attributes.extend(
-            labels
-                .iter()
-                .map(|(key, value)| string_attribute(key, value)),
-        );
+        let attributes = labels
+            .iter()
+            .map(|(key, value)| match value {
+                Label::Str(text) => string_attribute(key, text),
+                Label::Int(number) => KeyValue {
+                    key: (*key).to_owned(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(saturating_i64(*number))),
+                    }),
+                    ..KeyValue::default()
+                },
+            })
+            .collect();
         let (data_points, start) = match data {
             metric::Data::Sum(sum) => (&mut sum.data_points, self.start_time_unix_nano),
             metric::Data::Gauge(gauge) => (&mut gauge.data_points, 0),
@@ -165,10 +161,18 @@ impl Sink for Points {
             attributes,
             start_time_unix_nano: start,
             time_unix_nano: self.time_unix_nano,
-            value: Some(number_data_point::Value::AsDouble(value)),
+            value: Some(match value {
+                Number::F64(number) => number_data_point::Value::AsDouble(number),
+                Number::U64(number) => number_data_point::Value::AsInt(saturating_i64(number)),
+            }),
             ..NumberDataPoint::default()
         });
     }
+}
+
+/// OTLP integers are signed; Relay's never exceed `i64::MAX`, pids and indexes neither.
+fn saturating_i64(number: u64) -> i64 {
+    i64::try_from(number).unwrap_or(i64::MAX)
 }
 
 fn unix_nanos(time: SystemTime) -> u64 {

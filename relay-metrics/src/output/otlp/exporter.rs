@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::encode::{self, OtlpResource};
 use super::settings::{Compression, OtlpSettings, Protocol};
 use super::transport::{Failure, Payload, Retry, Transport, TransportError};
+use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
 
 /// First retry delay; doubled per consecutive failure up to [`MAX_BACKOFF`].
@@ -46,6 +47,7 @@ impl ExportFailures {
 /// Encodes snapshots for the exporter: owned by the sampling thread.
 pub struct OtlpPublisher {
     resource: OtlpResource,
+    names: MetricNames,
     protocol: Protocol,
     compression: Compression,
     sender: watch::Sender<Option<Arc<Payload>>>,
@@ -64,7 +66,7 @@ impl OtlpPublisher {
     /// Encodes `snapshot` once (and compresses it, over HTTP) and hands it to the exporter,
     /// replacing any snapshot it has not sent yet.
     pub fn publish(&self, snapshot: &ResourceMetricsSnapshot) {
-        let request = encode::request(snapshot, &self.resource);
+        let request = encode::request(snapshot, &self.resource, self.names);
         let payload = match self.protocol {
             Protocol::Grpc => Payload::Grpc(request),
             Protocol::HttpProtobuf => Payload::Http(self.compress(request.encode_to_vec())),
@@ -118,6 +120,7 @@ pub fn start(
     Ok((
         OtlpPublisher {
             resource: OtlpResource::new(start, &settings.resource_attributes),
+            names: settings.metric_names,
             protocol: settings.protocol,
             compression: settings.compression,
             sender,

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use hyper::Uri;
 
+use crate::config::MetricNames;
+
 /// The wire protocol of the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -58,9 +60,14 @@ impl Compression {
     }
 }
 
-/// The OTLP flags of `serve`; each one overrides its `OTEL_EXPORTER_OTLP_*` variable.
+/// The export flags of `serve`; each OTLP one overrides its `OTEL_EXPORTER_OTLP_*` variable.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct OtlpFlags {
+    /// Metric names on `/metrics` and in OTLP: `relay_metrics` (`relay_metrics_*` in base
+    /// units) or `relay` (NeMo Relay's `nemo.relay.resource.*` in the configured units).
+    /// Overrides the config's `extensions.metric_names`.
+    #[arg(long, value_enum, value_name = "NAMING")]
+    pub metric_names: Option<MetricNames>,
     /// Push every snapshot to this OTLP endpoint, `http[s]://host[:port][/path]`. For HTTP the
     /// path defaults to `/v1/metrics`; a missing port is 4318 (HTTP) or 4317 (gRPC) over
     /// http, 443 over https. Without it, `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` or
@@ -122,6 +129,9 @@ pub struct OtlpSettings {
     /// Resource attributes from `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME` (the latter
     /// as `service.name`, winning over the former), in order.
     pub resource_attributes: Vec<(String, String)>,
+    /// The metric naming (not an OTLP setting: the agent's config sets it; default
+    /// `relay_metrics`).
+    pub metric_names: MetricNames,
 }
 
 /// A flag or variable that does not make a valid export configuration.
@@ -225,6 +235,7 @@ impl OtlpSettings {
             compression,
             timeout,
             resource_attributes,
+            metric_names: MetricNames::default(),
         }))
     }
 }

@@ -4,9 +4,8 @@ use serde_json::Value;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::encode::otlp_name_and_unit;
 use super::*;
-use crate::output::metrics::{Family, Kind};
+use crate::config::MetricNames;
 use crate::output::prometheus;
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
@@ -39,7 +38,7 @@ fn attributes(value: &Value) -> BTreeMap<String, String> {
 /// Per Prometheus family: its kind and number of series, from the text exposition.
 fn prometheus_families(snapshot: &ResourceMetricsSnapshot) -> BTreeMap<String, (String, usize)> {
     let mut text = String::new();
-    prometheus::encode(snapshot, &mut text);
+    prometheus::encode(snapshot, MetricNames::RelayMetrics, &mut text);
     let mut families = BTreeMap::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -57,7 +56,12 @@ fn prometheus_families(snapshot: &ResourceMetricsSnapshot) -> BTreeMap<String, (
 fn exports_the_same_families_and_series_as_the_prometheus_text() {
     let snapshot = machine_snapshot();
     let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let request = serde_json::to_value(request(&snapshot, &OtlpResource::new(start, &[]))).unwrap();
+    let request = serde_json::to_value(request(
+        &snapshot,
+        &OtlpResource::new(start, &[]),
+        MetricNames::RelayMetrics,
+    ))
+    .unwrap();
 
     let resource = &request["resourceMetrics"][0];
     let resource_attributes = attributes(&resource["resource"]["attributes"]);
@@ -127,26 +131,6 @@ fn exports_the_same_families_and_series_as_the_prometheus_text() {
 }
 
 #[test]
-fn units_follow_the_base_unit_suffix() {
-    let unit = |name: &'static str| {
-        otlp_name_and_unit(&Family {
-            name,
-            kind: Kind::Gauge,
-            help: "",
-        })
-    };
-    assert_eq!(unit("a_read_bytes_total"), ("a_read_bytes", "By"));
-    assert_eq!(
-        unit("a_read_bytes_per_second"),
-        ("a_read_bytes_per_second", "By/s")
-    );
-    assert_eq!(unit("a_user_seconds_total"), ("a_user_seconds", "s"));
-    assert_eq!(unit("a_limit_cores"), ("a_limit_cores", "{cpu}"));
-    assert_eq!(unit("a_utilization_ratio"), ("a_utilization_ratio", "1"));
-    assert_eq!(unit("a_processes"), ("a_processes", "1"));
-}
-
-#[test]
 fn resource_variables_replace_the_defaults() {
     let resource = OtlpResource::new(
         UNIX_EPOCH,
@@ -156,7 +140,8 @@ fn resource_variables_replace_the_defaults() {
         ],
     );
     let snapshot = machine_snapshot();
-    let request = serde_json::to_value(request(&snapshot, &resource)).unwrap();
+    let request =
+        serde_json::to_value(request(&snapshot, &resource, MetricNames::RelayMetrics)).unwrap();
     let attributes = attributes(&request["resourceMetrics"][0]["resource"]["attributes"]);
     assert_eq!(attributes["service.name"], "node-agent");
     assert_eq!(attributes["k8s.node.name"], "n1");

@@ -1,0 +1,335 @@
+//! The metric view of a snapshot, shared by the Prometheus and OTLP encodings, in one of two
+//! namings ([`MetricNames`]):
+//!
+//! - `relay_metrics` (default): the families of [`table`], every value converted to its base
+//!   unit whatever the configured output units (seconds, bytes, bytes per second, cores,
+//!   ratios), with the factors of [`crate::units`]. Names are Prometheus's (cumulative counters
+//!   end in `_total`); every series carries `scope`, per-item series their item (`interface`,
+//!   `path`, `device`, `pid`, `resource`/`event`, `kind`).
+//! - `relay`: NeMo Relay's mark measurements, from [`super::relay_names`] (its one home): Relay's
+//!   names and attributes, gauges in the configured units, Relay's `u64`/`f64` value types.
+//!
+//! A `null` value is simply not exported, as Relay's marks do, and a family without any value
+//! is never announced.
+
+mod table;
+
+use crate::config::MetricNames;
+use crate::snapshot::ResourceMetricsSnapshot;
+use crate::units::{
+    BandwidthUnit, CapacityUnit, CpuUnit, DurationUnit, Measurement, MeasurementUnit, UnitFamily,
+    UtilizationUnit,
+};
+
+use super::relay_names::{self, RelayAttributeValue, RelayValue};
+
+/// Whether a family holds point-in-time values or cumulative counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Gauge,
+    Counter,
+}
+
+/// The unit of a family's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Seconds,
+    Bytes,
+    BytesPerSecond,
+    /// Logical processors.
+    Cores,
+    /// 0–1.
+    Ratio,
+    /// A plain count.
+    Count,
+    /// Relay naming: the unit the snapshot was configured to use.
+    Configured(MeasurementUnit),
+}
+
+impl Unit {
+    /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
+    pub fn otlp(self) -> &'static str {
+        match self {
+            Self::Seconds => "s",
+            Self::Bytes => "By",
+            Self::BytesPerSecond => "By/s",
+            Self::Cores => "{cpu}",
+            Self::Ratio | Self::Count => "1",
+            Self::Configured(unit) => unit.as_str(),
+        }
+    }
+}
+
+/// One metric family.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Family {
+    /// `relay_metrics` naming: the Prometheus name (counters end in `_total`); `relay`
+    /// naming: Relay's dotted name.
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    pub unit: Unit,
+    pub names: MetricNames,
+}
+
+/// A label (attribute) value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Label<'a> {
+    Str(&'a str),
+    Int(u64),
+}
+
+/// A point's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Number {
+    F64(f64),
+    /// Relay's `u64` values (never above `i64::MAX`).
+    U64(u64),
+}
+
+/// Receives the metrics of a snapshot.
+pub(crate) trait Sink {
+    /// Announces `family`, before its first point.
+    fn begin(&mut self, family: &Family);
+    /// One finite value of `family` with all its labels (the scope first, in `relay_metrics`
+    /// naming).
+    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number);
+}
+
+/// One `relay_metrics` family: its series read fields of a snapshot section `T`, each with an
+/// optional fixed label of its own.
+pub(super) struct Def<T: 'static> {
+    name: &'static str,
+    kind: Kind,
+    unit: Unit,
+    help: &'static str,
+    series: &'static [(Option<SeriesLabel>, Getter<T>)],
+}
+
+/// A series' own label, e.g. `("kind", "some")`.
+type SeriesLabel = (&'static str, &'static str);
+type Getter<T> = fn(&T) -> Option<Measurement>;
+
+/// Most labels a `relay_metrics` series has: scope, two item labels, one series label.
+const MAX_LABELS: usize = 4;
+
+/// A measurement in its family's base unit (seconds, bytes, bytes/s, cores, ratio); counts as
+/// they are.
+fn base(measurement: Measurement) -> f64 {
+    fn ratio<U: UnitFamily>(unit: U, base: U) -> f64 {
+        unit.factor() as f64 / base.factor() as f64
+    }
+    let unit = measurement.unit;
+    let factor = if let Some(unit) = DurationUnit::from_measurement_unit(unit) {
+        ratio(unit, DurationUnit::Seconds)
+    } else if let Some(unit) = CapacityUnit::from_measurement_unit(unit) {
+        ratio(unit, CapacityUnit::Bytes)
+    } else if let Some(unit) = BandwidthUnit::from_measurement_unit(unit) {
+        ratio(unit, BandwidthUnit::BytesPerSecond)
+    } else if let Some(unit) = CpuUnit::from_measurement_unit(unit) {
+        ratio(unit, CpuUnit::LogicalProcessors)
+    } else if let Some(unit) = UtilizationUnit::from_measurement_unit(unit) {
+        ratio(unit, UtilizationUnit::Fraction)
+    } else {
+        1.0
+    };
+    measurement.value.as_f64() * factor
+}
+
+/// Hands every metric of `snapshot` to `sink` in `names`' naming, family by family, in a fixed
+/// order.
+pub(crate) fn walk<S: Sink>(snapshot: &ResourceMetricsSnapshot, names: MetricNames, sink: &mut S) {
+    match names {
+        MetricNames::RelayMetrics => walk_relay_metrics(snapshot, sink),
+        MetricNames::Relay => walk_relay(snapshot, sink),
+    }
+}
+
+fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S) {
+    let mut w = Writer {
+        sink,
+        scope: snapshot.measurement_scope.as_str(),
+    };
+    if let Some(cpu) = &snapshot.cpu {
+        w.single(table::CPU, cpu);
+    }
+    if let Some(memory) = &snapshot.memory {
+        w.single(table::MEMORY, memory);
+    }
+    let events = [
+        snapshot.cpu.as_ref().map(|c| &c.limit_events),
+        snapshot.memory.as_ref().map(|m| &m.limit_events),
+        snapshot.process.as_ref().map(|p| &p.limit_events),
+    ];
+    w.section(
+        table::LIMIT_EVENTS,
+        events.into_iter().flatten().flatten(),
+        |event| {
+            [
+                ("resource", Label::Str(event.resource.as_str())),
+                ("event", Label::Str(event.event.as_str())),
+            ]
+        },
+    );
+    if let Some(process) = &snapshot.process {
+        w.single(table::PROCESS, process);
+    }
+    if let Some(disk) = &snapshot.disk {
+        w.single(table::DISK, disk);
+        w.section(table::FILESYSTEM, &disk.filesystems, |fs| {
+            [("path", Label::Str(&fs.path))]
+        });
+    }
+    if let Some(gpu) = &snapshot.gpu {
+        let devices = gpu.device_metrics.as_deref().unwrap_or_default();
+        w.section(table::GPU_DEVICE, devices, |device| {
+            [("device", Label::Str(&device.device_identifier))]
+        });
+        let processes = gpu.process_metrics.as_deref().unwrap_or_default();
+        w.section(table::GPU_PROCESS, processes, |process| {
+            [
+                ("device", Label::Str(&process.device_identifier)),
+                ("pid", Label::Int(u64::from(process.process_id))),
+            ]
+        });
+    }
+    if let Some(network) = &snapshot.network {
+        for def in table::NETWORK {
+            w.family(def, &network.interfaces, |interface| {
+                (
+                    &interface.traffic,
+                    [("interface", Label::Str(&interface.name))],
+                )
+            });
+        }
+    }
+    if let Some(sampling) = &snapshot.process_sampling {
+        w.single(table::SAMPLING, sampling);
+    }
+    w.single(table::COLLECTOR, &snapshot.extensions.collector);
+}
+
+/// Hands the `relay_metrics` families to a sink, with the scope label first.
+struct Writer<'s, S> {
+    sink: &'s mut S,
+    scope: &'static str,
+}
+
+impl<S: Sink> Writer<'_, S> {
+    /// Every family of `defs` over one section without item labels.
+    fn single<T>(&mut self, defs: &[Def<T>], section: &T) {
+        self.section(defs, [section], |_| []);
+    }
+
+    /// Every family of `defs` over `items` (each labelled by `labels`).
+    fn section<'i, T: 'i, const N: usize>(
+        &mut self,
+        defs: &[Def<T>],
+        items: impl IntoIterator<Item = &'i T> + Clone,
+        labels: impl Fn(&'i T) -> [(&'static str, Label<'i>); N],
+    ) {
+        for def in defs {
+            self.family(def, items.clone(), |item| (item, labels(item)));
+        }
+    }
+
+    /// One family over `items`, each giving its section and its labels.
+    fn family<'i, I: 'i, T: 'i, const N: usize>(
+        &mut self,
+        def: &Def<T>,
+        items: impl IntoIterator<Item = &'i I>,
+        section: impl Fn(&'i I) -> (&'i T, [(&'static str, Label<'i>); N]),
+    ) {
+        let family = Family {
+            name: def.name,
+            kind: def.kind,
+            help: def.help,
+            unit: def.unit,
+            names: MetricNames::RelayMetrics,
+        };
+        let mut started = false;
+        for item in items {
+            let (fields, item_labels) = section(item);
+            for (series_label, get) in def.series {
+                let Some(value) = get(fields).map(base).filter(|v| v.is_finite()) else {
+                    continue;
+                };
+                if !started {
+                    started = true;
+                    self.sink.begin(&family);
+                }
+                let mut labels = [("", Label::Int(0)); MAX_LABELS];
+                labels[0] = ("scope", Label::Str(self.scope));
+                let mut count = 1;
+                let series_label = series_label.map(|(key, value)| (key, Label::Str(value)));
+                for label in item_labels.iter().copied().chain(series_label) {
+                    if count < MAX_LABELS {
+                        labels[count] = label;
+                        count += 1;
+                    }
+                }
+                self.sink
+                    .point(&family, &labels[..count], Number::F64(value));
+            }
+        }
+    }
+}
+
+/// Relay's measurements, grouped by name (a family's series must be contiguous in Prometheus
+/// text; Relay interleaves limit events and network sections) in order of first appearance.
+fn walk_relay<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S) {
+    let measurements = relay_names::relay_measurements(snapshot);
+    let mut names: Vec<&'static str> = Vec::with_capacity(64);
+    let mut order: Vec<(usize, usize)> = measurements
+        .iter()
+        .enumerate()
+        .map(|(index, measurement)| {
+            let first = match names.iter().position(|name| *name == measurement.name) {
+                Some(first) => first,
+                None => {
+                    names.push(measurement.name);
+                    names.len() - 1
+                }
+            };
+            (first, index)
+        })
+        .collect();
+    order.sort_unstable();
+    let mut current = None;
+    for (_, index) in order {
+        let measurement = &measurements[index];
+        let family = Family {
+            name: measurement.name,
+            kind: Kind::Gauge,
+            help: measurement.description,
+            unit: Unit::Configured(measurement.unit),
+            names: MetricNames::Relay,
+        };
+        if current != Some(measurement.name) {
+            current = Some(measurement.name);
+            sink.begin(&family);
+        }
+        let mut labels = [("", Label::Int(0)); 8];
+        let mut count = 0;
+        for (key, value) in measurement.attributes() {
+            if count < labels.len() {
+                labels[count] = (
+                    key,
+                    match *value {
+                        RelayAttributeValue::Str(text) => Label::Str(text),
+                        RelayAttributeValue::Int(number) => Label::Int(number),
+                    },
+                );
+                count += 1;
+            }
+        }
+        let value = match measurement.value {
+            RelayValue::U64(number) => Number::U64(number),
+            RelayValue::F64(number) => Number::F64(number),
+        };
+        sink.point(&family, &labels[..count], value);
+    }
+}
+
+#[cfg(test)]
+mod tests;

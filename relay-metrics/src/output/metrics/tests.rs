@@ -1,0 +1,176 @@
+use super::*;
+use crate::units::{CountUnit, CpuUnit, DataUnit, UtilizationUnit};
+use crate::{Collector, ResourceMetricsConfig};
+
+/// Records what a walk hands to its sink.
+#[derive(Default)]
+struct Recorder {
+    begun: Vec<&'static str>,
+    points: Vec<(&'static str, String, Number)>,
+}
+
+impl Sink for Recorder {
+    fn begin(&mut self, family: &Family) {
+        self.begun.push(family.name);
+    }
+    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| match v {
+                Label::Str(text) => format!("{k}={text}"),
+                Label::Int(number) => format!("{k}#{number}"),
+            })
+            .collect();
+        self.points.push((family.name, labels.join(","), value));
+    }
+}
+
+#[test]
+fn values_are_exported_in_base_units_whatever_the_configured_unit() {
+    let ms = Measurement::integer(1500, DurationUnit::Milliseconds, DurationUnit::Milliseconds);
+    assert_eq!(base(ms), 1.5);
+    let minutes = Measurement::integer(2, DurationUnit::Minutes, DurationUnit::Minutes);
+    assert_eq!(base(minutes), 120.0);
+    let millicores = Measurement::decimal(250.0, CpuUnit::Millicores, CpuUnit::Millicores).unwrap();
+    assert_eq!(base(millicores), 0.25);
+    let percent = Measurement::decimal(
+        25.0,
+        UtilizationUnit::Percentage,
+        UtilizationUnit::Percentage,
+    )
+    .unwrap();
+    assert_eq!(base(percent), 0.25);
+    let kib = Measurement::integer(3, CapacityUnit::Kibibytes, CapacityUnit::Kibibytes);
+    assert_eq!(base(kib), 3072.0);
+    // Data units share the capacities' names and factors.
+    let mb = Measurement::integer(2, DataUnit::Megabytes, DataUnit::Megabytes);
+    assert_eq!(base(mb), 2e6);
+    let mbit = Measurement::integer(
+        8,
+        BandwidthUnit::MegabitsPerSecond,
+        BandwidthUnit::MegabitsPerSecond,
+    );
+    assert_eq!(base(mbit), 1e6);
+    assert_eq!(base(Measurement::count(7, CountUnit::Packets)), 7.0);
+}
+
+static EMPTY_DEF: Def<(Option<Measurement>, Option<Measurement>)> = Def {
+    name: "m_bytes",
+    kind: Kind::Counter,
+    unit: Unit::Bytes,
+    help: "help",
+    series: &[
+        (Some(("kind", "a")), |pair| pair.0),
+        (Some(("kind", "b")), |pair| pair.1),
+    ],
+};
+
+#[test]
+fn only_finite_values_are_handed_over_and_empty_families_are_not_announced() {
+    let bytes = |value: f64| Measurement::decimal(value, DataUnit::Bytes, DataUnit::Bytes);
+    let mut recorder = Recorder::default();
+    let mut writer = Writer {
+        sink: &mut recorder,
+        scope: "global",
+    };
+    let none: &[(Option<Measurement>, Option<Measurement>)] = &[(None, None)];
+    writer.section(std::slice::from_ref(&EMPTY_DEF), none, |_| []);
+    assert!(recorder.begun.is_empty());
+    let mut writer = Writer {
+        sink: &mut recorder,
+        scope: "global",
+    };
+    let items = [
+        (
+            bytes(f64::NAN),
+            Some(Measurement::count(2, CountUnit::Events)),
+        ),
+        (bytes(3.0), None),
+    ];
+    writer.section(std::slice::from_ref(&EMPTY_DEF), &items, |item| {
+        [("item", Label::Int(item.1.map_or(9, |_| 1)))]
+    });
+    assert_eq!(recorder.begun, ["m_bytes"]);
+    assert_eq!(
+        recorder.points,
+        [
+            (
+                "m_bytes",
+                "scope=global,item#1,kind=b".to_owned(),
+                Number::F64(2.0)
+            ),
+            (
+                "m_bytes",
+                "scope=global,item#9,kind=a".to_owned(),
+                Number::F64(3.0)
+            ),
+        ]
+    );
+}
+
+fn machine_snapshot(units: &str) -> std::sync::Arc<ResourceMetricsSnapshot> {
+    let config = ResourceMetricsConfig::from_text(&format!(
+        r#"{{"measurement_scope": "global", "disk": {{"filesystem_paths": ["/"]}},
+            "extensions": {{"kernel_events": false}}, "units": {units}}}"#
+    ))
+    .unwrap();
+    let mut collector = Collector::new(config).unwrap();
+    collector.collect();
+    collector.collect()
+}
+
+#[test]
+fn relay_names_are_relays_measurements_grouped_by_name_in_the_configured_units() {
+    let snapshot = machine_snapshot(
+        r#"{"cpu": {"user_time": "seconds"}, "memory": {"system_total": "mebibytes"}}"#,
+    );
+    let mut recorder = Recorder::default();
+    walk(&snapshot, MetricNames::Relay, &mut recorder);
+    let measurements = relay_names::relay_measurements(&snapshot);
+    assert_eq!(recorder.points.len(), measurements.len());
+    // Each name announced once, and all its points follow it.
+    let mut seen = std::collections::BTreeSet::new();
+    for name in &recorder.begun {
+        assert!(seen.insert(*name), "{name} announced twice");
+        assert!(name.starts_with("nemo.relay.resource."), "{name}");
+    }
+    let mut last = "";
+    for (name, _, _) in &recorder.points {
+        if *name != last {
+            assert_eq!(Some(name), recorder.begun.iter().find(|n| *n == name));
+            last = name;
+        }
+    }
+    // Every Relay measurement is there with its attributes and value type.
+    for measurement in &measurements {
+        let value = match measurement.value {
+            RelayValue::U64(n) => Number::U64(n),
+            RelayValue::F64(n) => Number::F64(n),
+        };
+        assert!(
+            recorder
+                .points
+                .iter()
+                .any(|(name, _, v)| *name == measurement.name && *v == value),
+            "{measurement:?}"
+        );
+    }
+    // The configured units, with Relay's value type: seconds are always f64, memory in MiB too.
+    let user = recorder
+        .points
+        .iter()
+        .find(|(name, _, _)| *name == "nemo.relay.resource.cpu.user_time")
+        .unwrap();
+    assert!(matches!(user.2, Number::F64(_)), "{user:?}");
+    assert!(
+        user.1
+            .contains("nemo_relay.resource.measurement_scope=global"),
+        "{user:?}"
+    );
+    let count = recorder
+        .points
+        .iter()
+        .find(|(name, _, _)| *name == "nemo.relay.resource.sample_count")
+        .unwrap();
+    assert_eq!(count.2, Number::U64(1));
+}
