@@ -6,6 +6,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// The largest config file read: a full Relay config is a few KiB, and a bound keeps a wrong
+/// path (a device, a huge log) from being read until memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
 /// Every configuration error message starts with this, as in Relay.
 pub const ERROR_PREFIX: &str = "invalid resource metrics config: ";
 
@@ -248,9 +252,9 @@ impl ResourceMetricsConfig {
 
     /// Reads and validates a configuration file (`.json`, `.toml`, or either by content).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+        let text = read_config_text(path).map_err(|reason| ConfigError::Read {
             path: path.display().to_string(),
-            reason: error.to_string(),
+            reason,
         })?;
         let value = parse_document(&text).map_err(|reason| ConfigError::Syntax {
             path: path.display().to_string(),
@@ -382,6 +386,30 @@ fn extract_component(value: serde_json::Value) -> Result<serde_json::Value, Conf
 mod units;
 
 pub use units::*;
+
+/// Reads a config file: a regular file (after symlinks) of at most [`MAX_CONFIG_BYTES`], as
+/// UTF-8. Opened without blocking, so a FIFO with no writer is refused instead of waited on.
+fn read_config_text(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|error| error.to_string())?;
+    let metadata = file.metadata().map_err(|error| error.to_string())?;
+    if !metadata.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| error.to_string())?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!("larger than {MAX_CONFIG_BYTES} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
+}
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,10 @@ use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
 use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
+// The binary's own modules live under src/cli/ (src/ is the library's).
+#[path = "cli/run.rs"]
+mod run;
+
 #[derive(Parser)]
 #[command(
     name = "relay-metrics",
@@ -30,7 +34,7 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
         /// Take a baseline, wait this long, then report the second sample (fills the rates).
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
         interval_ms: Option<u64>,
         /// Indent the JSON.
         #[arg(long)]
@@ -67,8 +71,9 @@ enum Command {
     Bench {
         #[command(flatten)]
         target: TargetArgs,
-        /// Timed collects (after 10 untimed warm-up collects).
-        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        /// Timed collects (after 10 untimed warm-up collects), at most 10,000,000 (their
+        /// latencies are kept to compute the percentiles: 80 MB at the cap).
+        #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_BENCH_ITERATIONS))]
         iterations: u64,
     },
     /// Run a command and stream snapshots of its process tree until it exits; exits with the
@@ -95,7 +100,8 @@ struct TargetArgs {
     /// A Relay/relay-metrics config file (JSON or TOML; a Relay plugins.toml works too).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Measurement scope (default: from --pid / --cgroup, else the config, else global).
+    /// Measurement scope (default: the config's, else process_tree with --pid, cgroup with
+    /// --cgroup, else global).
     #[arg(long, value_enum)]
     scope: Option<ScopeArg>,
     /// Root process of process_tree / application_process (alone, implies process_tree).
@@ -172,7 +178,7 @@ fn run(cli: Cli) -> Result<i32> {
             let interval_ms = interval_ms.unwrap_or(config.polling.interval_millis);
             let collector = Collector::new(config)?;
             let stdout = std::io::stdout().lock();
-            stream(collector, interval_ms, count, stdout, || false)?;
+            stream(collector, interval_ms, count, stdout)?;
             Ok(0)
         }
         Command::Run {
@@ -180,7 +186,7 @@ fn run(cli: Cli) -> Result<i32> {
             interval_ms,
             output,
             command,
-        } => run_command(config, interval_ms, output, &command),
+        } => run::run_command(config, interval_ms, output, &command),
         Command::Serve {
             target,
             listen,
@@ -228,8 +234,13 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Bench { target, iterations } => {
             let collector = Collector::new(resolve_config(&target)?)?;
-            println!("{}", serde_json::to_string(&bench(collector, iterations))?);
-            Ok(0)
+            let mut line = serde_json::to_vec(&bench(collector, iterations))?;
+            line.push(b'\n');
+            match std::io::stdout().lock().write_all(&line) {
+                // The reader went away (`bench | true`): nothing left to report to.
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+                result => result.map(|()| 0).context("cannot write the report"),
+            }
         }
     }
 }
@@ -240,20 +251,24 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
         Some(path) => ResourceMetricsConfig::from_file(path)?,
         None => ResourceMetricsConfig::default(),
     };
-    let scope = match (args.scope, args.pid, &args.cgroup) {
-        (Some(scope), _, _) => scope,
-        (None, Some(_), None) => ScopeArg::ProcessTree,
-        (None, None, Some(_)) => ScopeArg::Cgroup,
-        (None, Some(_), Some(_)) => {
+    // Precedence: --scope, then a scope written in the config, then the one --pid or --cgroup
+    // implies, then global (Relay's CLI default).
+    let configured = match config.measurement_scope {
+        ScopeSetting::RuntimeDefault => None,
+        ScopeSetting::Global => Some(ScopeArg::Global),
+        ScopeSetting::ApplicationProcess => Some(ScopeArg::ApplicationProcess),
+        ScopeSetting::ProcessTree => Some(ScopeArg::ProcessTree),
+        ScopeSetting::Cgroup => Some(ScopeArg::Cgroup),
+    };
+    let (scope, origin) = match (args.scope, configured, args.pid, &args.cgroup) {
+        (Some(scope), ..) => (scope, "--scope"),
+        (None, Some(scope), ..) => (scope, "the config's measurement_scope"),
+        (None, None, Some(_), None) => (ScopeArg::ProcessTree, "--pid"),
+        (None, None, None, Some(_)) => (ScopeArg::Cgroup, "--cgroup"),
+        (None, None, Some(_), Some(_)) => {
             bail!("--pid and --cgroup select different scopes: give --scope")
         }
-        (None, None, None) => match config.measurement_scope {
-            // The CLI measures the whole system by default, as Relay's CLI does.
-            ScopeSetting::RuntimeDefault | ScopeSetting::Global => ScopeArg::Global,
-            ScopeSetting::ApplicationProcess => ScopeArg::ApplicationProcess,
-            ScopeSetting::ProcessTree => ScopeArg::ProcessTree,
-            ScopeSetting::Cgroup => ScopeArg::Cgroup,
-        },
+        (None, None, None, None) => (ScopeArg::Global, "the default"),
     };
     config.measurement_scope = match scope {
         ScopeArg::Global => ScopeSetting::Global,
@@ -261,15 +276,16 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
         ScopeArg::ProcessTree => ScopeSetting::ProcessTree,
         ScopeArg::Cgroup => ScopeSetting::Cgroup,
     };
+    let name = scope_name(scope);
     match scope {
         ScopeArg::Global if args.pid.is_some() || args.cgroup.is_some() => {
-            bail!("--scope global measures every process: drop --pid / --cgroup")
+            bail!("{origin} {name} measures every process: drop --pid / --cgroup")
         }
         ScopeArg::ApplicationProcess | ScopeArg::ProcessTree if args.cgroup.is_some() => {
-            bail!("--cgroup needs --scope cgroup")
+            bail!("{origin} {name} measures processes: --cgroup needs the cgroup scope")
         }
         ScopeArg::Cgroup if args.pid.is_some() => {
-            bail!("--pid needs --scope process_tree or application_process")
+            bail!("{origin} {name} measures a cgroup: --pid needs process_tree or application_process")
         }
         _ => {}
     }
@@ -282,10 +298,7 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     if matches!(scope, ScopeArg::ApplicationProcess | ScopeArg::ProcessTree)
         && config.root_pid.is_none()
     {
-        bail!(
-            "--scope {} needs --pid (the CLI has no process of its own to measure)",
-            scope_name(scope)
-        );
+        bail!("{origin} {name} needs --pid (the CLI has no process of its own to measure)");
     }
     config.validate()?;
     Ok(config)
@@ -299,6 +312,9 @@ fn scope_name(scope: ScopeArg) -> &'static str {
         ScopeArg::Cgroup => "cgroup",
     }
 }
+
+/// The most collects `bench` times.
+const MAX_BENCH_ITERATIONS: u64 = 10_000_000;
 
 /// What `bench` prints.
 #[derive(serde::Serialize)]
@@ -358,23 +374,24 @@ fn process_cpu_us() -> f64 {
     }
 }
 
-/// Writes one NDJSON line per tick until `count` lines are written or `done()` says stop.
+/// Writes one NDJSON line per tick until `count` lines are written. Ends with an error once the
+/// target process is gone (its snapshots would only be empty).
 fn stream(
     mut collector: Collector,
     interval_ms: u64,
     count: Option<u64>,
     mut out: impl Write,
-    mut done: impl FnMut() -> bool,
 ) -> Result<()> {
     let mut written = 0u64;
     let mut line = Vec::with_capacity(16 * 1024);
     let mut snapshots = collector.every(Duration::from_millis(interval_ms));
     while count.is_none_or(|count| written < count) {
-        // Checked before collecting, so the snapshot after the command exited is still taken.
-        let stop = done();
         let Some(snapshot) = snapshots.next() else {
             break;
         };
+        if let Some(reason) = snapshots.collector().target_gone() {
+            bail!("{reason}: stopping");
+        }
         line.clear();
         snapshot.write_json(&mut line);
         line.push(b'\n');
@@ -385,123 +402,6 @@ fn stream(
             Err(error) => return Err(error).context("cannot write the snapshot stream"),
         }
         written += 1;
-        if stop {
-            break;
-        }
     }
     Ok(())
-}
-
-fn run_command(
-    config: Option<PathBuf>,
-    interval_ms: u64,
-    output: Option<PathBuf>,
-    command: &[String],
-) -> Result<i32> {
-    let mut config = match &config {
-        Some(path) => ResourceMetricsConfig::from_file(path)?,
-        None => ResourceMetricsConfig::default(),
-    };
-    let (program, arguments) = command.split_first().context("no command given")?;
-    if !is_executable(program) {
-        bail!("cannot start {program}: no such executable (checked the path and $PATH)");
-    }
-    let out: Box<dyn Write> = match &output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    // The command starts stopped (a shell that stops itself, then execs it with the same pid),
-    // so the collector attaches before the command creates any process: the kernel event
-    // counters then see every process it creates.
-    let child = std::process::Command::new("/bin/sh")
-        .args(["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", program])
-        .args(arguments)
-        .spawn()
-        .with_context(|| format!("cannot start {program}"))?;
-    let pid = child.id();
-    wait_until_stopped(pid)?;
-    config.measurement_scope = ScopeSetting::ProcessTree;
-    config.root_pid = Some(pid);
-    config.cgroup_path = None;
-    let collector = Collector::new(config);
-    nix::sys::signal::kill(to_pid(pid)?, nix::sys::signal::Signal::SIGCONT)
-        .context("cannot resume the command")?;
-    let collector = match collector {
-        Ok(collector) => collector,
-        Err(error) => {
-            let status = wait_child(pid)?;
-            bail!("cannot measure {program} (exit status {status}): {error}");
-        }
-    };
-    // The child is only waited for with WNOWAIT while streaming: it stays a zombie whose final
-    // counters are still readable, so the last snapshot includes its whole run.
-    stream(collector, interval_ms, None, out, || child_exited(pid))?;
-    wait_child(pid)
-}
-
-/// True when `program` names an executable file, directly or through `$PATH` (as exec would
-/// find it), so a typo is reported by us rather than by the wrapper shell.
-fn is_executable(program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |path: &std::path::Path| {
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        return runnable(std::path::Path::new(program));
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))))
-}
-
-fn to_pid(pid: u32) -> Result<nix::unistd::Pid> {
-    Ok(nix::unistd::Pid::from_raw(
-        i32::try_from(pid).context("pid out of range")?,
-    ))
-}
-
-/// Waits until the freshly started shell has stopped itself (or exited: then `run` goes on and
-/// reports its exit status).
-fn wait_until_stopped(pid: u32) -> Result<()> {
-    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
-    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-    match waitid(Id::Pid(to_pid(pid)?), flags).context("cannot wait for the command to start")? {
-        WaitStatus::Stopped(..) => {
-            // Consume the stop notification so that later waits see only the exit.
-            let _ = nix::sys::wait::waitpid(
-                to_pid(pid)?,
-                Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG),
-            );
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
-/// True once the child has exited (without reaping it).
-fn child_exited(pid: u32) -> bool {
-    use nix::sys::wait::{waitid, Id, WaitPidFlag};
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    let Ok(pid) = i32::try_from(pid) else {
-        return true;
-    };
-    !matches!(
-        waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags),
-        Ok(nix::sys::wait::WaitStatus::StillAlive)
-    )
-}
-
-/// Reaps the child and maps its status to an exit code (128 + signal when killed).
-fn wait_child(pid: u32) -> Result<i32> {
-    use nix::sys::wait::{waitpid, WaitStatus};
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).context("pid out of range")?);
-    loop {
-        match waitpid(pid, None).context("cannot wait for the command")? {
-            WaitStatus::Exited(_, code) => return Ok(code),
-            WaitStatus::Signaled(_, signal, _) => return Ok(128 + signal as i32),
-            _ => continue,
-        }
-    }
 }

@@ -477,6 +477,14 @@ fn global_small() {
     assert_eq!(int(&s, "/disk/write_operations", "operations"), 310);
     assert_system_values(&s);
     assert_eq!(at(&s, "/extensions/cgroups"), &json!([]));
+    // Lifetime counts: /proc/vmstat's OOM kills since boot; no since-boot source for OOM
+    // episodes or for processes without threads.
+    assert_eq!(
+        limit_events(&s, "memory"),
+        events(&[("memory", "terminated", 3)])
+    );
+    is_null(&s, "/memory/out_of_memory_event_count");
+    is_null(&s, "/process/lifetime_creation_count");
 }
 
 /// cpu, disk, network (and gpu) off: those are `null`, the others complete.

@@ -10,10 +10,12 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
+
 use crate::config::ResourceMetricsConfig;
 use crate::model::ProcessPass;
 use crate::snapshot::{KernelEvents, OomVictim};
-use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfSource, ScopeId};
+use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfReadError, EbpfSource, ScopeId};
 use crate::source::Roots;
 
 use super::environment::CgroupEpoch;
@@ -27,17 +29,21 @@ pub(super) struct KernelEventFeed {
     source: Option<EbpfSource>,
     /// Why the event source is off, when it is.
     off_reason: Option<Arc<str>>,
-    scope: Option<ScopeId>,
+    /// When the programs started counting (the maps are created with the collector).
+    loaded_at: DateTime<Utc>,
+    tracking: ScopeTracking,
+    /// The tree has been tracked since the collector started, without a failure since.
+    tracked_throughout: bool,
+    /// Userspace vouched that the root had created nothing before (see
+    /// [`KernelEventFeed::count_from_root_start`]).
+    root_fresh: bool,
     counters: EbpfCounters,
     /// Pids of the previous pass (sorted): an OOM victim is in scope if it was one of them or
     /// is one of the current ones.
     previous_pids: Vec<u32>,
     current_pids: Vec<u32>,
-    members: ScopeMembers,
     victims: Vec<OomVictim>,
     victims_seen: u64,
-    /// Processes put under kernel tracking by userspace so far (part of the tree epoch).
-    members_added: u64,
 }
 
 impl KernelEventFeed {
@@ -70,52 +76,58 @@ impl KernelEventFeed {
                 Err(error) => (None, Some(Arc::from(error.to_string()))),
             }
         };
-        let mut off_reason = off_reason;
-        let mut members = ScopeMembers::default();
+        let loaded_at = Utc::now();
+        let mut tracking = ScopeTracking::default();
         // A tree is tracked from its root right away, so processes it creates before the first
         // snapshot are counted too.
-        let scope = match (&mut source, target) {
-            (
-                Some(source),
-                Target::Process {
-                    pid, tree: true, ..
-                },
-            ) => match source.track_tree(&[*pid]) {
-                Ok(scope) => {
-                    members.started(&[*pid]);
-                    Some(scope)
-                }
-                Err(error) => {
-                    off_reason = Some(Arc::from(format!(
-                        "cannot track the process tree in the kernel: {error}"
-                    )));
-                    None
-                }
+        if let (
+            Some(source),
+            Target::Process {
+                pid, tree: true, ..
             },
-            _ => None,
-        };
+        ) = (&mut source, target)
+        {
+            tracking.update(source, &[*pid], true);
+        }
+        let tracked_throughout = tracking.scope.is_some();
         Self {
             source,
             off_reason,
-            scope,
+            loaded_at,
+            tracking,
+            tracked_throughout,
+            root_fresh: false,
             counters: EbpfCounters::default(),
             previous_pids: Vec::new(),
             current_pids: Vec::new(),
-            members,
             victims: Vec::new(),
             victims_seen: 0,
-            members_added: 0,
         }
+    }
+
+    /// Declares that the tree's root has created no process yet (it was started stopped), so
+    /// that the tree's counts since the collector started are its lifetime counts.
+    pub(super) fn count_from_root_start(&mut self) {
+        self.root_fresh = true;
+    }
+
+    /// True while the kernel's counts of the tree cover its whole life: the root was fresh
+    /// when tracking started, and tracking has never missed a member since.
+    pub(super) fn counts_whole_tree_life(&self) -> bool {
+        self.root_fresh && self.tracked_throughout
     }
 
     /// The tracked tree's epoch (see [`TreeEpoch`]), when the kernel counts every change of its
     /// membership: the scope is tracked without error and both the creation and the exit
     /// program run with the fields they need. Reads mapped memory: no syscall.
     pub(super) fn tree_epoch(&self) -> Option<TreeEpoch> {
-        let (Some(source), Some(scope)) = (&self.source, self.scope) else {
+        let (Some(source), Some(scope)) = (&self.source, self.tracking.scope) else {
             return None;
         };
-        if self.off_reason.is_some() || !counts_creations_and_exits(source) {
+        if self.off_reason.is_some()
+            || self.tracking.reason.is_some()
+            || !counts_creations_and_exits(source)
+        {
             return None;
         }
         let stats = source.scope(scope).ok()?;
@@ -123,7 +135,7 @@ impl KernelEventFeed {
         Some(TreeEpoch {
             processes_created: stats.processes_created,
             processes_exited: stats.processes_exited,
-            members_added: self.members_added,
+            members_added: self.tracking.members_added,
             insert_failures: global.map_insert_failures,
         })
     }
@@ -150,7 +162,6 @@ impl KernelEventFeed {
         processes: &ProcessPass,
         out: &mut KernelEvents,
     ) {
-        out.reason.clone_from(&self.off_reason);
         if self.source.is_none() {
             *out = KernelEvents {
                 active: false,
@@ -176,13 +187,24 @@ impl KernelEventFeed {
         if tracked {
             self.update_members(complete);
         }
+        out.reason.clone_from(match &self.off_reason {
+            Some(_) => &self.off_reason,
+            None => &self.tracking.reason,
+        });
+        // A count that missed events once no longer covers the tree's whole life.
+        self.tracked_throughout &= out.reason.is_none();
+        out.counting_since = Some(match self.tracking.since {
+            Some(since) if tracked => since,
+            _ => self.loaded_at,
+        });
         let source = match &mut self.source {
             Some(source) => source,
             None => return,
         };
         // Global scope: summing every process's counters would cost a lookup per process
         // per snapshot; machine-wide counts come from the programs' global map instead.
-        let read = match (target, self.scope) {
+        let scope = self.tracking.scope;
+        let read = match (target, scope) {
             (Target::Global, _) => Ok(()),
             (_, Some(scope)) => source.scope_counters(scope, &mut self.counters),
             (_, None) => source.tgid_counters(&self.current_pids, &mut self.counters),
@@ -203,12 +225,12 @@ impl KernelEventFeed {
             Target::Global => global_stats.map(|stats| stats.processes_created),
             // One process: the processes it created.
             Target::Process { tree: false, .. } => Some(counters.processes_created),
-            _ => self.scope.map(|_| counters.processes_created),
+            _ => scope.map(|_| counters.processes_created),
         };
-        out.processes_exited = self.scope.map(|_| counters.processes_exited);
+        out.processes_exited = scope.map(|_| counters.processes_exited);
         out.oom_kills = match target {
             Target::Global => global_stats.map(|stats| stats.oom_kills),
-            _ => self.scope.map(|_| counters.oom_kills),
+            _ => scope.map(|_| counters.oom_kills),
         };
         out.involuntary_switches = per_process.then_some(counters.involuntary_switches);
         out.run_queue_delay_count = per_process.then_some(counters.runq_delay.count);
@@ -231,7 +253,7 @@ impl KernelEventFeed {
             // is in scope if this pass or the previous one saw it.
             let in_scope = |victim: &crate::source::ebpf::OomVictim| {
                 matches!(target, Target::Global)
-                    || (victim.scope.is_some() && victim.scope == self.scope)
+                    || (victim.scope.is_some() && victim.scope == scope)
                     || self.previous_pids.binary_search(&victim.pid).is_ok()
                     || self.current_pids.binary_search(&victim.pid).is_ok()
             };
@@ -260,48 +282,118 @@ impl KernelEventFeed {
         out.recent_oom_victims.clone_from(&self.victims);
     }
 
-    /// Keeps the kernel's scope in step with the listing: the first pass's processes start the
-    /// scope; later newcomers (processes moved into a measured cgroup) are added, and, after a
-    /// `complete` listing, processes that are no longer listed (moved out, re-parented out of
-    /// the tree) are removed. Exited processes were removed by the kernel already.
+    /// Keeps the kernel's scope in step with the listing (see [`ScopeTracking::update`]).
     fn update_members(&mut self, complete: bool) {
-        let Some(source) = &mut self.source else {
-            return;
-        };
-        if self.current_pids.is_empty() {
+        if let Some(source) = &mut self.source {
+            self.tracking.update(source, &self.current_pids, complete);
+        }
+    }
+}
+
+/// The kernel side of scope tracking: the eBPF maps, or a fake in tests.
+trait ScopeMaps {
+    fn track(&mut self, members: &[u32]) -> Result<ScopeId, EbpfReadError>;
+    fn add(&mut self, scope: ScopeId, tgids: &[u32]) -> Result<(), EbpfReadError>;
+    fn remove(&mut self, tgids: &[u32]) -> Result<(), EbpfReadError>;
+}
+
+impl ScopeMaps for EbpfSource {
+    fn track(&mut self, members: &[u32]) -> Result<ScopeId, EbpfReadError> {
+        self.track_tree(members)
+    }
+
+    fn add(&mut self, scope: ScopeId, tgids: &[u32]) -> Result<(), EbpfReadError> {
+        self.add_to_scope(scope, tgids)
+    }
+
+    fn remove(&mut self, tgids: &[u32]) -> Result<(), EbpfReadError> {
+        self.remove_from_scope(tgids)
+    }
+}
+
+/// The kernel's scope of a tree or cgroup and what userspace knows of it.
+#[derive(Default)]
+struct ScopeTracking {
+    scope: Option<ScopeId>,
+    members: ScopeMembers,
+    /// Processes put under kernel tracking by userspace so far (part of the tree epoch).
+    members_added: u64,
+    /// Why the kernel's scope does not match the listing, while it does not; cleared once the
+    /// condition is gone.
+    reason: Option<Arc<str>>,
+    /// Listed processes that could not be added to the kernel's scope (not retried, so a full
+    /// map costs no failing syscall per tick); the reason stays while one of them is listed.
+    untracked: Vec<u32>,
+    /// Processes that left the scope but could not be taken out of the kernel's (retried).
+    pending_removals: Vec<u32>,
+    /// When the kernel started counting the scope.
+    since: Option<DateTime<Utc>>,
+}
+
+impl ScopeTracking {
+    /// Keeps the kernel's scope in step with the sorted `listed` pids: the first pass's
+    /// processes start the scope; later newcomers (processes moved into a measured cgroup) are
+    /// added, and, after a `complete` listing, processes that are no longer listed (moved out,
+    /// re-parented out of the tree) are removed. Exited processes were removed by the kernel
+    /// already.
+    fn update(&mut self, maps: &mut impl ScopeMaps, listed: &[u32], complete: bool) {
+        if listed.is_empty() {
             return;
         }
         let Some(scope) = self.scope else {
-            match source.track_tree(&self.current_pids) {
+            match maps.track(listed) {
                 Ok(scope) => {
                     self.scope = Some(scope);
-                    self.members.started(&self.current_pids);
-                    self.members_added += self.current_pids.len() as u64;
+                    self.since = Some(Utc::now());
+                    self.members.started(listed);
+                    self.members_added += listed.len() as u64;
+                    self.reason = None;
                 }
                 Err(error) => {
-                    self.off_reason = Some(Arc::from(format!(
+                    self.reason = Some(Arc::from(format!(
                         "cannot track the scope in the kernel: {error}"
                     )))
                 }
             }
             return;
         };
-        self.members.reconcile(&self.current_pids, complete);
+        self.members.reconcile(listed, complete);
         let members = &self.members;
+        let mut reason = None;
         if !members.joiners.is_empty() {
             self.members_added += members.joiners.len() as u64;
-            if let Err(error) = source.add_to_scope(scope, &members.joiners) {
-                self.off_reason = Some(Arc::from(format!(
-                    "cannot track new processes in the kernel: {error}"
-                )));
+            if let Err(error) = maps.add(scope, &members.joiners) {
+                self.untracked.extend_from_slice(&members.joiners);
+                self.untracked.sort_unstable();
+                self.untracked.dedup();
+                reason = Some(format!("cannot track new processes in the kernel: {error}"));
             }
         }
-        if !members.leavers.is_empty() {
-            if let Err(error) = source.remove_from_scope(&members.leavers) {
-                self.off_reason = Some(Arc::from(format!(
-                    "cannot stop tracking processes that left the scope: {error}"
-                )));
+        // A process that failed to join no longer matters once it is not listed any more.
+        self.untracked
+            .retain(|pid| listed.binary_search(pid).is_ok());
+        if reason.is_none() && !self.untracked.is_empty() {
+            reason = Some(format!(
+                "{} listed processes could not be tracked in the kernel: their events are not counted",
+                self.untracked.len()
+            ));
+        }
+        self.pending_removals.extend_from_slice(&members.leavers);
+        if !self.pending_removals.is_empty() {
+            match maps.remove(&self.pending_removals) {
+                Ok(()) => self.pending_removals.clear(),
+                Err(error) => {
+                    reason.get_or_insert_with(|| {
+                        format!("cannot stop tracking processes that left the scope: {error}")
+                    });
+                }
             }
+        }
+        match (reason, &self.reason) {
+            (None, _) => self.reason = None,
+            // Unchanged: no new allocation per tick while a condition lasts.
+            (Some(reason), Some(previous)) if **previous == *reason => {}
+            (Some(reason), _) => self.reason = Some(Arc::from(reason)),
         }
     }
 }
@@ -362,7 +454,98 @@ fn counts_creations_and_exits(source: &EbpfSource) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::ScopeMembers;
+    use std::collections::BTreeSet;
+
+    use super::{EbpfReadError, ScopeId, ScopeMaps, ScopeMembers, ScopeTracking};
+
+    /// The kernel's TRACKED map, with failures on demand.
+    #[derive(Default)]
+    struct FakeMaps {
+        tracked: BTreeSet<u32>,
+        fail_add: bool,
+        fail_remove: bool,
+        removals: usize,
+    }
+
+    impl ScopeMaps for FakeMaps {
+        fn track(&mut self, members: &[u32]) -> Result<ScopeId, EbpfReadError> {
+            self.tracked.extend(members);
+            Ok(ScopeId::for_tests(0))
+        }
+
+        fn add(&mut self, _: ScopeId, tgids: &[u32]) -> Result<(), EbpfReadError> {
+            if self.fail_add {
+                return Err(EbpfReadError::MissingMap("TRACKED"));
+            }
+            self.tracked.extend(tgids);
+            Ok(())
+        }
+
+        fn remove(&mut self, tgids: &[u32]) -> Result<(), EbpfReadError> {
+            self.removals += 1;
+            if self.fail_remove {
+                return Err(EbpfReadError::MissingMap("TRACKED"));
+            }
+            for tgid in tgids {
+                self.tracked.remove(tgid);
+            }
+            Ok(())
+        }
+    }
+
+    fn reason(tracking: &ScopeTracking) -> String {
+        tracking.reason.as_deref().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn a_failed_removal_is_retried_and_its_reason_clears_once_it_succeeds() {
+        let mut maps = FakeMaps::default();
+        let mut tracking = ScopeTracking::default();
+        tracking.update(&mut maps, &[1, 2, 3], true);
+        assert_eq!(reason(&tracking), "");
+        maps.fail_remove = true;
+        tracking.update(&mut maps, &[1, 3], true);
+        assert!(
+            reason(&tracking).starts_with("cannot stop tracking processes that left the scope"),
+            "{}",
+            reason(&tracking)
+        );
+        // Still failing: the same reason, retried each pass.
+        tracking.update(&mut maps, &[1, 3], true);
+        assert_eq!(maps.removals, 2);
+        assert!(tracking.reason.is_some());
+        maps.fail_remove = false;
+        tracking.update(&mut maps, &[1, 3], true);
+        assert_eq!(tracking.reason, None);
+        assert_eq!(maps.tracked, BTreeSet::from([1, 3]));
+        // Nothing pending any more: no removal call without leavers.
+        tracking.update(&mut maps, &[1, 3], true);
+        assert_eq!(maps.removals, 3);
+    }
+
+    #[test]
+    fn a_process_that_could_not_join_keeps_the_reason_until_it_is_no_longer_listed() {
+        let mut maps = FakeMaps::default();
+        let mut tracking = ScopeTracking::default();
+        tracking.update(&mut maps, &[1], true);
+        maps.fail_add = true;
+        tracking.update(&mut maps, &[1, 5], true);
+        assert!(
+            reason(&tracking).starts_with("cannot track new processes in the kernel"),
+            "{}",
+            reason(&tracking)
+        );
+        maps.fail_add = false;
+        // Not retried (a full map would fail every tick), so it is still not counted.
+        tracking.update(&mut maps, &[1, 5], true);
+        assert!(
+            reason(&tracking).contains("1 listed processes could not be tracked"),
+            "{}",
+            reason(&tracking)
+        );
+        tracking.update(&mut maps, &[1], true);
+        assert_eq!(tracking.reason, None);
+    }
 
     const NONE: Vec<u32> = Vec::new();
 

@@ -21,6 +21,7 @@
 mod environment;
 mod gpu;
 mod kernel_events;
+mod lifetime;
 mod processes;
 #[cfg(test)]
 mod processes_tests;
@@ -50,6 +51,7 @@ use crate::source::Roots;
 use environment::Environment;
 use gpu::GpuFeed;
 use kernel_events::KernelEventFeed;
+use lifetime::OomKillCount;
 use processes::{ListingEpoch, ProcessPassReader};
 use reasons::Reasons;
 use system_wide::SystemWide;
@@ -81,6 +83,7 @@ pub struct Collector {
     environment: Environment,
     gpu: GpuFeed,
     kernel: KernelEventFeed,
+    oom_kill_count: OomKillCount,
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
@@ -120,6 +123,7 @@ impl Collector {
             system: SystemReader::new(&roots),
             system_sample: SystemSample::default(),
             system_wide: SystemWide::new(&config, &roots),
+            oom_kill_count: OomKillCount::new(&roots),
             sample: empty_sample(scope),
             config,
             target,
@@ -150,6 +154,27 @@ impl Collector {
     /// member vanished or changed parent); the other collects reuse the previous walk.
     pub fn process_listings(&self) -> u64 {
         self.processes.listings()
+    }
+
+    /// Declares that the root process has created no process yet: it was started stopped and
+    /// is resumed only after this call (as `relay-metrics run` does). The kernel's counts of
+    /// the tree since this collector started then cover the tree's whole life, and fill
+    /// `process.lifetime_creation_count` and, without the cgroup's own counters, the tree's
+    /// out-of-memory counts; otherwise those are `null` in process scopes (the counts from the
+    /// collector's start stay in `extensions.kernel_events`). Has no effect in other scopes or
+    /// without kernel events.
+    pub fn count_from_root_start(&mut self) {
+        self.kernel.count_from_root_start();
+    }
+
+    /// Why the last snapshot has no target any more: its root process exited or its pid now
+    /// belongs to another process. Such a snapshot is all `null`, and so will every later one
+    /// be: the process is not looked for again.
+    pub fn target_gone(&self) -> Option<&str> {
+        match &self.sample.processes {
+            model::ProcessPass::RootUnavailable(reason) => Some(reason),
+            _ => None,
+        }
     }
 
     /// Takes one snapshot. Never fails: whatever cannot be read becomes `null`, with a reason
@@ -268,6 +293,14 @@ impl Collector {
 
         self.kernel
             .fill(&self.target, &sample.processes, &mut sample.kernel_events);
+        sample.lifetime = lifetime::lifetime_counts(
+            &self.target,
+            self.config.memory.enabled,
+            &sample.kernel_events,
+            self.kernel.counts_whole_tree_life(),
+            &mut self.oom_kill_count,
+            reasons,
+        );
         // Switched off in the config, the counters are absent by choice: not worth a reason.
         if let Some(reason) = sample
             .kernel_events
@@ -287,6 +320,13 @@ impl Collector {
 pub struct FixedRateSnapshots<'c> {
     collector: &'c mut Collector,
     ticker: crate::sampler::FixedRate,
+}
+
+impl FixedRateSnapshots<'_> {
+    /// The collector taking the snapshots (e.g. to ask [`Collector::target_gone`]).
+    pub fn collector(&self) -> &Collector {
+        self.collector
+    }
 }
 
 impl Iterator for FixedRateSnapshots<'_> {
@@ -321,6 +361,7 @@ fn empty_sample(scope: MeasurementScope) -> Sample {
         interfaces: Vec::new(),
         gpu: Default::default(),
         kernel_events: Default::default(),
+        lifetime: Default::default(),
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
         system_wide_age_ms: None,

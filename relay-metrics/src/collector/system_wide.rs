@@ -39,12 +39,7 @@ impl SystemWide {
             interval: Duration::from_millis(config.extensions.system_wide_interval_millis),
             read_at: None,
             reasons: Vec::new(),
-            filesystem_paths: config
-                .disk
-                .filesystem_paths
-                .iter()
-                .map(|path| Arc::from(path.as_str()))
-                .collect(),
+            filesystem_paths: unique_paths(&config.disk.filesystem_paths),
             meminfo: SystemReader::new(roots),
             meminfo_sample: SystemSample::default(),
             net: NetReader::new(roots),
@@ -174,6 +169,18 @@ fn fill_interfaces(
         kept += 1;
     }
     out.truncate(kept);
+}
+
+/// The configured filesystem paths in order, each once: Relay accepts a path listed twice, but
+/// a second entry would only repeat the first (and duplicate its Prometheus and OTLP series).
+fn unique_paths(paths: &[String]) -> Vec<Arc<str>> {
+    let mut unique: Vec<Arc<str>> = Vec::with_capacity(paths.len());
+    for path in paths {
+        if !unique.iter().any(|known| **known == **path) {
+            unique.push(Arc::from(path.as_str()));
+        }
+    }
+    unique
 }
 
 #[cfg(test)]
@@ -313,5 +320,40 @@ mod tests {
             Value::Null
         );
         assert_eq!(v["memory"], Value::Null);
+    }
+
+    #[test]
+    fn a_path_listed_twice_is_reported_and_exported_once() {
+        let (dir, _) = cgroup_v2_machine();
+        let exported = |paths: &str| {
+            let config = ResourceMetricsConfig::from_text(&format!(
+                r#"{{"measurement_scope": "global", "gpu": {{"enabled": false}},
+                    "disk": {{"filesystem_paths": {paths}}},
+                    "extensions": {{"kernel_events": false}}}}"#
+            ))
+            .unwrap();
+            let mut collector = Collector::with_roots(config, Roots::fixture(dir.path())).unwrap();
+            let snapshot = collector.collect();
+            let listed: Vec<String> = snapshot
+                .disk
+                .as_ref()
+                .unwrap()
+                .filesystems
+                .iter()
+                .map(|fs| fs.path.to_string())
+                .collect();
+            let mut text = String::new();
+            crate::output::prometheus::encode(&snapshot, &mut text);
+            let root_series = text
+                .lines()
+                .filter(|line| !line.starts_with('#') && line.contains(r#"path="/""#))
+                .count();
+            (listed, root_series)
+        };
+        let (listed, root_series) = exported(r#"["/", "/tmp", "/", "/tmp", "/"]"#);
+        assert_eq!(listed, ["/", "/tmp"]);
+        let (_, once) = exported(r#"["/"]"#);
+        assert!(once > 0);
+        assert_eq!(root_series, once);
     }
 }

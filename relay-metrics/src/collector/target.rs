@@ -3,7 +3,8 @@
 use crate::config::{validate_cgroup_path, ResourceMetricsConfig, ScopeSetting};
 use crate::snapshot::MeasurementScope;
 use crate::source::cgroup::{self, CgroupLayout, CgroupTarget};
-use crate::source::procfs::{ProcessFields, ProcessReader};
+use crate::source::file::read_once;
+use crate::source::procfs::{parse, ProcessFields, ProcessReader};
 use crate::source::Roots;
 
 use super::CollectorError;
@@ -84,10 +85,41 @@ impl Target {
                 true => CollectorError::Target(format!("process {pid} does not exist")),
                 false => CollectorError::Target(format!("cannot read process {pid}: {error}")),
             })?;
+        check_is_user_process(roots, pid)?;
         Ok(Self::Process {
             pid,
             start_time_ticks: sample.start_time_ticks,
             tree,
         })
     }
+}
+
+/// Refuses a thread id (`/proc/<tid>` opens like a process, so it would be measured as its
+/// whole process under the wrong pid) and a kernel thread (no memory, no files, no children of
+/// its own: every value would be empty). A status or stat file that cannot be read or parsed
+/// (a fixture tree without one) is no evidence against the pid.
+fn check_is_user_process(roots: &Roots, pid: u32) -> Result<(), CollectorError> {
+    let dir = roots.proc.join(pid.to_string());
+    let mut buf = Vec::new();
+    if let Some(tgid) = read_once(&dir.join("status"), &mut buf)
+        .ok()
+        .and_then(parse::parse_status_tgid)
+    {
+        if tgid != pid {
+            return Err(CollectorError::Target(format!(
+                "{pid} is a thread of process {tgid}, not a process: measure process {tgid}"
+            )));
+        }
+    }
+    if let Some(stat) = read_once(&dir.join("stat"), &mut buf)
+        .ok()
+        .and_then(parse::parse_stat)
+    {
+        if stat.flags & parse::PF_KTHREAD != 0 {
+            return Err(CollectorError::Target(format!(
+                "process {pid} is a kernel thread: it has no memory, files or processes of its own to measure"
+            )));
+        }
+    }
+    Ok(())
 }

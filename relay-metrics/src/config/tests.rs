@@ -197,3 +197,41 @@ fn cgroup_scope_needs_a_safe_absolute_path() {
         "{pid}"
     );
 }
+
+fn file_error(path: &Path) -> String {
+    ResourceMetricsConfig::from_file(path)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_fifo_or_device_as_the_config_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("config.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // Without a writer, opening the FIFO for reading would block forever.
+    let error = file_error(&fifo);
+    assert!(error.contains("not a regular file"), "{error}");
+    let error = file_error(Path::new("/dev/zero"));
+    assert!(error.contains("not a regular file"), "{error}");
+    assert!(
+        error.starts_with("cannot read config file /dev/zero"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_config_file_over_the_size_cap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // Valid JSON (spaces around an empty object), one byte over the cap.
+    let mut text = vec![b' '; usize::try_from(MAX_CONFIG_BYTES).unwrap() - 1];
+    text.extend_from_slice(b"{}");
+    std::fs::write(&big, &text).unwrap();
+    let error = file_error(&big);
+    assert!(error.contains("larger than 1048576 bytes"), "{error}");
+    text.truncate(text.len() - 3);
+    text.extend_from_slice(b"{}");
+    std::fs::write(&big, &text).unwrap();
+    ResourceMetricsConfig::from_file(&big).expect("a file at the cap is read");
+}

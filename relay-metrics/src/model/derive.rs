@@ -218,7 +218,7 @@ pub fn derive_into(
         process.descendant_count = count(descendants, CountUnit::Processes);
         process.thread_count = count(sum(|s| s.threads), CountUnit::Threads);
         process.lifetime_creation_count =
-            count(sample.kernel_events.processes_created, CountUnit::Processes);
+            count(sample.lifetime.processes_created, CountUnit::Processes);
         process.open_file_descriptor_count = count(sum(|s| s.open_fds), CountUnit::FileDescriptors);
         process.windows_handle_count = None;
         fill_limit_events(
@@ -329,6 +329,7 @@ fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
     let source = &sample.kernel_events;
     events.active = source.active;
     events.reason.clone_from(&source.reason);
+    events.counting_since = source.counting_since;
     events.processes_created = source.processes_created;
     events.processes_exited = source.processes_exited;
     events.involuntary_switches = source.involuntary_switches;

@@ -49,6 +49,8 @@ pub struct Sample {
     pub gpu: GpuValues,
     /// Kernel event counters for the scope.
     pub kernel_events: KernelEvents,
+    /// Counts over the scope's whole life, the only ones Relay's lifetime fields carry.
+    pub lifetime: LifetimeCounts,
     /// Age of the private-memory values, when they come from an earlier read.
     pub private_memory_age_ms: Option<u64>,
     /// Age of the cgroup reports.
@@ -57,6 +59,21 @@ pub struct Sample {
     pub system_wide_age_ms: Option<u64>,
     /// Reasons for missing values found while sampling.
     pub unavailable: Vec<Unavailable>,
+}
+
+/// Counts over the whole life of the scope: since boot in global scope, since the cgroup's
+/// creation for a cgroup's own counters, since the root process started for a tree counted from
+/// its start (`relay-metrics run`). A count that only runs from the collector's start is not one
+/// (it stays in `extensions.kernel_events`), so its field is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LifetimeCounts {
+    /// Processes created (threads are not processes).
+    pub processes_created: Option<u64>,
+    /// Processes killed by the OOM killer.
+    pub oom_kills: Option<u64>,
+    /// Out-of-memory episodes (each ends in at most one kill; a kill is counted as one where no
+    /// count of episodes exists).
+    pub oom_events: Option<u64>,
 }
 
 /// The outcome of the per-process part of a pass.

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Everything beyond Relay's schema, under the snapshot's `extensions` key.
@@ -188,6 +189,9 @@ pub struct KernelEvents {
     pub active: bool,
     /// Why they are not (or which programs failed), when applicable.
     pub reason: Option<Arc<str>>,
+    /// Since when the counters below count (RFC 3339): when the programs were loaded, or when
+    /// a tracked tree or cgroup started being tracked. `null` when inactive.
+    pub counting_since: Option<DateTime<Utc>>,
     /// Processes created in scope since the collector started.
     pub processes_created: Option<u64>,
     /// Processes of the scope that exited since the collector started.

@@ -7,6 +7,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use super::held::Published;
+
 /// A failed read of a kernel file or syscall, with the path it concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -66,6 +68,8 @@ pub fn is_gone(error: &io::Error) -> bool {
 pub struct HeldFile {
     path: PathBuf,
     file: Option<File>,
+    /// The descriptor in the process-wide count of held ones (see [`crate::source::held`]).
+    published: Published,
 }
 
 impl HeldFile {
@@ -74,6 +78,7 @@ impl HeldFile {
         Self {
             path: path.into(),
             file: None,
+            published: Published::default(),
         }
     }
 
@@ -90,6 +95,7 @@ impl HeldFile {
     /// Drops the descriptor (it is reopened on the next read).
     pub fn close(&mut self) {
         self.file = None;
+        self.published.set(0);
     }
 
     /// Reads the whole file into `buf` (cleared first, capacity kept) and returns the bytes.
@@ -101,6 +107,7 @@ impl HeldFile {
                 Ok(file) => {
                     let result = pread_all(&file, buf).map(|_| ());
                     self.file = Some(file);
+                    self.published.set(1);
                     result
                 }
                 Err(error) => Err(error),
@@ -109,7 +116,7 @@ impl HeldFile {
         match result {
             Ok(()) => Ok(buf.as_slice()),
             Err(error) => {
-                self.file = None;
+                self.close();
                 Err(SourceError::io(&self.path, error))
             }
         }

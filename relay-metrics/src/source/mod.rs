@@ -7,6 +7,7 @@ pub mod ebpf;
 pub mod file;
 pub mod fs;
 pub mod gpu;
+pub(crate) mod held;
 pub mod net;
 pub mod procfs;
 pub mod roots;

@@ -68,7 +68,7 @@ pub(super) fn fill_memory(
     };
     let oom_kills = cgroup
         .and_then(|c| c.memory_oom_kills)
-        .or(sample.kernel_events.oom_kills);
+        .or(sample.lifetime.oom_kills);
     memory.system_used = capacity_kib(used, units.system_used);
     memory.system_total = capacity_kib(total, units.system_total);
     memory.system_available = capacity_kib(available, units.system_available);
@@ -89,11 +89,11 @@ pub(super) fn fill_memory(
     );
     memory.some_pressure_stall_time = stall(pressure.some_usec, units.some_pressure_stall_time);
     memory.full_pressure_stall_time = stall(pressure.full_usec, units.full_pressure_stall_time);
-    // Without cgroup counters (a process tree sharing its cgroup), the OOM kills the eBPF
-    // programs saw in the tree are the tree's out-of-memory events.
+    // Without cgroup counters (a process tree sharing its cgroup), only a lifetime count of
+    // the scope's own (see `LifetimeCounts`) fills the field.
     let oom_events = cgroup
         .and_then(|c| c.memory_oom_events)
-        .or(sample.kernel_events.oom_kills);
+        .or(sample.lifetime.oom_events);
     memory.out_of_memory_event_count = oom_events.map(|v| Measurement::count(v, CountUnit::Events));
     fill_limit_events(
         &mut memory.limit_events,

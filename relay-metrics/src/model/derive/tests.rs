@@ -81,6 +81,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
         ],
         gpu: GpuValues::default(),
         kernel_events: KernelEvents::default(),
+        lifetime: Default::default(),
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
         system_wide_age_ms: None,

@@ -153,6 +153,7 @@ fn write_kernel_events(w: &mut Writer<'_>, events: &KernelEvents) {
     let KernelEvents {
         active,
         reason,
+        counting_since,
         processes_created,
         processes_exited,
         involuntary_switches,
@@ -167,6 +168,8 @@ fn write_kernel_events(w: &mut Writer<'_>, events: &KernelEvents) {
     } = events;
     w.first("active").bool(*active);
     w.key("reason").opt_string(reason.as_deref());
+    w.key("counting_since")
+        .option(counting_since, |w, since| w.timestamp(since));
     w.key("processes_created").opt_u64(*processes_created);
     w.key("processes_exited").opt_u64(*processes_exited);
     w.key("involuntary_switches").opt_u64(*involuntary_switches);

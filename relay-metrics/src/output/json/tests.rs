@@ -496,6 +496,10 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
             kernel_events: KernelEvents {
                 active: rng.chance(),
                 reason: rng.opt(|rng| rng.text().into()),
+                counting_since: rng.opt(|rng| {
+                    DateTime::from_timestamp(i64::from(rng.u32()), rng.u32() % 1_000_000_000)
+                        .unwrap_or_default()
+                }),
                 processes_created: rng.opt(Rng::u64),
                 processes_exited: rng.opt(Rng::u64),
                 involuntary_switches: rng.opt(Rng::u64),

@@ -531,3 +531,19 @@ fn a_scope_counts_its_members_events_until_they_leave_as_root() {
     assert_eq!(later, after_removal, "a removed process no longer counts");
     source.untrack(scope).expect("untracking");
 }
+
+#[test]
+#[ignore = "root: loads eBPF programs"]
+fn removing_a_process_the_kernel_already_forgot_is_not_an_error_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut source = load_as_root();
+    let scope = source
+        .track_tree(&[std::process::id()])
+        .expect("tracking the tree");
+    // The kernel deletes an exited member itself; deleting it again gives ENOENT.
+    let never_tracked = u32::MAX - 1;
+    source
+        .remove_from_scope(&[never_tracked, std::process::id(), std::process::id()])
+        .expect("a member that is already gone is not an error");
+    source.untrack(scope).expect("untracking");
+}

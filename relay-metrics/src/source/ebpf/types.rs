@@ -248,6 +248,14 @@ impl EbpfCounters {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScopeId(pub(super) u32);
 
+#[cfg(test)]
+impl ScopeId {
+    /// A scope id for fakes of the maps.
+    pub(crate) fn for_tests(slot: u32) -> Self {
+        Self(slot)
+    }
+}
+
 /// One OOM kill, as reported by `oom:mark_victim`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OomVictim {

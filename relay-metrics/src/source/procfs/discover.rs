@@ -14,6 +14,7 @@ use super::sys::{
     is_procfs, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
 };
 use crate::source::file::is_gone;
+use crate::source::held::Published;
 use crate::source::{Roots, SourceError};
 
 /// Lists every process of the proc root: its numeric entries, sorted, pid 0 excluded.
@@ -22,16 +23,21 @@ pub struct PidLister {
     proc_root: PathBuf,
     proc_dir: OwnedFd,
     dirents: DirentBuffer,
+    /// The proc root's descriptor in the process-wide count of held ones.
+    _published: Published,
 }
 
 impl PidLister {
     /// Opens (and keeps open) the proc root of `roots`.
     pub fn new(roots: &Roots) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
+        let mut published = Published::default();
+        published.set(1);
         Ok(Self {
             proc_root,
             proc_dir,
             dirents: DirentBuffer::default(),
+            _published: published,
         })
     }
 
@@ -88,6 +94,8 @@ pub struct ProcessTreeWalker {
     seen: HashSet<u32>,
     held: HashMap<u32, HeldTask>,
     held_files: usize,
+    /// The proc root and `held_files` in the process-wide count of held descriptors.
+    published: Published,
     max_held_files: usize,
     /// The proc root is procfs (not a fixture tree): `task/` link counts count threads.
     on_procfs: bool,
@@ -128,6 +136,11 @@ impl ProcessTreeWalker {
             seen: HashSet::new(),
             held: HashMap::new(),
             held_files: 0,
+            published: {
+                let mut published = Published::default();
+                published.set(1);
+                published
+            },
             max_held_files,
         })
     }
@@ -163,6 +176,7 @@ impl ProcessTreeWalker {
             keep
         });
         self.held_files -= released;
+        self.published.set(1 + self.held_files);
         result
     }
 

@@ -113,6 +113,17 @@ pub fn parse_status_vm_hwm_kib(bytes: &[u8]) -> Option<u64> {
     kib_field(bytes, b"VmHWM")
 }
 
+/// Parses `Tgid` (the process a task belongs to) out of `/proc/<pid>/status`: a thread id
+/// opens as `/proc/<tid>` too, and only this tells it apart from a process id.
+pub fn parse_status_tgid(bytes: &[u8]) -> Option<u32> {
+    let value = bytes
+        .split(|&b| b == b'\n')
+        .filter_map(split_key)
+        .find(|(key, _)| *key == b"Tgid")?
+        .1;
+    parse_u32(trim(value))
+}
+
 /// `/proc/<pid>/statm`: the second field, resident pages (exact, unlike stat's rss).
 pub fn parse_statm_resident_pages(bytes: &[u8]) -> Option<u64> {
     let mut fields = bytes
@@ -245,6 +256,19 @@ pub(crate) fn parse_u32(bytes: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_gives_the_thread_group_id() {
+        assert_eq!(
+            parse_status_tgid(
+                b"Name:\tsh\nUmask:\t0022\nState:\tS\nTgid:\t4242\nNgid:\t0\nPid:\t4243\n"
+            ),
+            Some(4242)
+        );
+        assert_eq!(parse_status_tgid(b"Name:\tsh\nPid:\t1\n"), None);
+        assert_eq!(parse_status_tgid(b"Tgid:\t-1\n"), None);
+        assert_eq!(parse_status_tgid(b"Tgid:\n"), None);
+    }
 
     #[test]
     fn statm_gives_the_resident_pages() {

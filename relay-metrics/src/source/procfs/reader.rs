@@ -14,6 +14,7 @@ use super::sys::{
 };
 use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample, SchedStat};
 use crate::source::file::is_gone;
+use crate::source::held::{self, Published};
 use crate::source::{Roots, SourceError};
 
 /// Above this many threads, per-thread schedstat is not read (see `thread_schedstat`).
@@ -207,6 +208,13 @@ pub struct ProcessReader {
     fd_size_is_count: bool,
     max_held_pids: usize,
     held: HashMap<u32, PidFiles>,
+    /// Descriptors held: the proc root's and every held pid's.
+    held_fds: usize,
+    /// `held_fds` in the process-wide count of held descriptors (see [`crate::source::held`]).
+    published: Published,
+    /// This process's pid as the proc root numbers it (`self`), when it has one: its descriptor
+    /// count leaves out the descriptors the readers hold.
+    own_pid: Option<u32>,
     buf: Vec<u8>,
     dirents: DirentBuffer,
 }
@@ -222,6 +230,11 @@ impl ProcessReader {
             )
         })?;
         let fd_size_is_count = is_procfs(&proc_dir);
+        let own_pid = std::fs::read_link(proc_root.join("self"))
+            .ok()
+            .and_then(|target| target.to_str()?.parse().ok());
+        let mut published = Published::default();
+        published.set(1);
         Ok(Self {
             proc_root,
             proc_dir,
@@ -229,6 +242,9 @@ impl ProcessReader {
             fd_size_is_count,
             max_held_pids,
             held: HashMap::with_capacity(max_held_pids.min(4096)),
+            held_fds: 1,
+            published,
+            own_pid,
             buf: Vec::with_capacity(4096),
             dirents: DirentBuffer::default(),
         })
@@ -247,7 +263,8 @@ impl ProcessReader {
     ) -> Result<ProcessSample, ProcessError> {
         let page_size_bytes = self.page_size_bytes;
         let fd_size_is_count = self.fd_size_is_count;
-        self.with_files(pid, |files, buf, dirents, proc_root| {
+        let own = self.own_pid == Some(pid);
+        self.with_files(pid, |files, buf, dirents, proc_root, published_for_pid| {
             let stat = read_stat(files, buf, pid, proc_root)?;
             let rss_bytes = stat.rss_pages.checked_mul(page_size_bytes).ok_or_else(|| {
                 malformed(proc_root, pid, Kind::Stat, "rss in bytes overflows u64")
@@ -304,6 +321,13 @@ impl ProcessReader {
                 Some(0)
             } else {
                 match files.count_fds(dirents, fd_size_is_count) {
+                    // What this pid's files hold beyond their published share is in flight.
+                    Ok(count) if own => Some(held::own_fd_count(
+                        count,
+                        files
+                            .held_descriptor_count()
+                            .saturating_sub(published_for_pid),
+                    )),
                     Ok(count) => Some(count),
                     Err(error) if is_gone(&error) && files.is_gone(buf) => {
                         return Err(ProcessError::Gone { pid })
@@ -331,19 +355,31 @@ impl ProcessReader {
 
     /// The start time (stat field 22, clock ticks) of `pid`: with the pid, its identity.
     pub fn start_time_ticks(&mut self, pid: u32) -> Result<u64, ProcessError> {
-        self.with_files(pid, |files, buf, _, proc_root| {
+        self.with_files(pid, |files, buf, _, proc_root, _| {
             read_stat(files, buf, pid, proc_root).map(|stat| stat.start_time_ticks)
         })
     }
 
     /// Releases the handles of every pid for which `keep` is false.
     pub fn retain(&mut self, keep: impl Fn(u32) -> bool) {
-        self.held.retain(|pid, _| keep(*pid));
+        let mut released = 0;
+        self.held.retain(|pid, files| {
+            let kept = keep(*pid);
+            if !kept {
+                released += files.held_descriptor_count();
+            }
+            kept
+        });
+        self.held_fds -= released;
+        self.published.set(self.held_fds);
     }
 
     /// Releases the handles of `pid`.
     pub fn forget(&mut self, pid: u32) {
-        self.held.remove(&pid);
+        if let Some(files) = self.held.remove(&pid) {
+            self.held_fds -= files.held_descriptor_count();
+            self.published.set(self.held_fds);
+        }
     }
 
     /// Number of pids whose handles are held (at most `max_held_pids`).
@@ -366,6 +402,7 @@ impl ProcessReader {
 
     /// Runs `read` on the handles of `pid`: the held ones, new held ones while under the cap, or
     /// transient ones dropped at the end. A `Gone` result releases the pid's held handles.
+    /// `read` also gets how many of the handles' descriptors are already published as held.
     fn with_files<R>(
         &mut self,
         pid: u32,
@@ -374,24 +411,43 @@ impl ProcessReader {
             &mut Vec<u8>,
             &mut DirentBuffer,
             &Path,
+            usize,
         ) -> Result<R, ProcessError>,
     ) -> Result<R, ProcessError> {
         let mut transient = None;
-        let files = match self.held.get_mut(&pid) {
-            Some(files) => files,
+        let (files, published_for_pid, is_held) = match self.held.get_mut(&pid) {
+            Some(files) => {
+                let count = files.held_descriptor_count();
+                (files, count, true)
+            }
             None => {
                 let files = PidFiles::open(&self.proc_dir, pid)
                     .map_err(|error| classify(&self.proc_root, pid, None, error))?;
                 if self.held.len() < self.max_held_pids {
-                    self.held.entry(pid).or_insert(files)
+                    (self.held.entry(pid).or_insert(files), 0, true)
                 } else {
-                    transient.insert(files)
+                    (transient.insert(files), 0, false)
                 }
             }
         };
-        let result = read(files, &mut self.buf, &mut self.dirents, &self.proc_root);
-        if matches!(result, Err(ProcessError::Gone { .. })) {
+        let result = read(
+            files,
+            &mut self.buf,
+            &mut self.dirents,
+            &self.proc_root,
+            published_for_pid,
+        );
+        let now_held = if !is_held {
+            0
+        } else if matches!(result, Err(ProcessError::Gone { .. })) {
             self.held.remove(&pid);
+            0
+        } else {
+            files.held_descriptor_count()
+        };
+        if now_held != published_for_pid {
+            self.held_fds = self.held_fds + now_held - published_for_pid;
+            self.published.set(self.held_fds);
         }
         result
     }

@@ -1,4 +1,5 @@
-//! System-wide sources: `/proc/meminfo`, `/proc/stat` and `/proc/pressure/{cpu,memory,io}`.
+//! System-wide sources: `/proc/meminfo`, `/proc/stat`, `/proc/pressure/{cpu,memory,io}` and the
+//! parser of `/proc/vmstat`'s OOM-kill count.
 //!
 //! [`SystemReader`] holds each file open and re-reads it with `pread` into one reused buffer, so a
 //! steady-state read allocates nothing (use [`SystemReader::read_into`] with a reused
@@ -9,6 +10,7 @@ mod meminfo;
 pub(crate) mod parse;
 mod pressure;
 mod stat;
+mod vmstat;
 
 #[cfg(test)]
 mod tests;
@@ -16,6 +18,7 @@ mod tests;
 pub use meminfo::{parse_meminfo, MemInfo};
 pub use pressure::{parse_pressure, Pressure};
 pub use stat::{cpu_rate_logical_processors, parse_stat, CpuTimes, StatCounters};
+pub use vmstat::parse_vmstat_oom_kill;
 
 use super::file::{HeldFile, SourceError};
 use super::roots::Roots;

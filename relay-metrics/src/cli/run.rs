@@ -1,0 +1,309 @@
+//! `relay-metrics run`: starts a command in its own process group, streams snapshots of its
+//! process tree at a fixed rate, and ends with one snapshot taken as soon as the command exits.
+//!
+//! Lifecycle rules: SIGINT, SIGTERM and SIGHUP sent to `run` are passed on to the command's
+//! process group; when `run` must stop early (it cannot write its stream), it ends the whole
+//! group (SIGTERM, then SIGKILL after a grace period) instead of leaving the command running
+//! under init; with a terminal, the command's group gets the foreground, as a shell would do.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{killpg, SigSet, Signal};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::sampler::FixedRate;
+use relay_metrics::snapshot::SamplerInfo;
+use relay_metrics::Collector;
+
+/// How long the command's group gets to exit after SIGTERM when `run` aborts.
+const ABORT_GRACE: Duration = Duration::from_secs(1);
+
+/// The signals `run` passes on to the command.
+const FORWARDED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// What the helper threads report to the sampling loop.
+enum Event {
+    /// The command exited (it is not reaped yet: its final counters are still readable).
+    Exited,
+    /// `run` received this signal.
+    Signal(Signal),
+}
+
+/// The command's process group, ended (SIGKILL) and reaped if `run` leaves without reaping it.
+struct CommandGroup {
+    pid: Pid,
+    reaped: bool,
+}
+
+impl CommandGroup {
+    fn signal(&self, signal: Signal) {
+        // ESRCH: nobody left in the group.
+        let _ = killpg(self.pid, signal);
+    }
+
+    /// Ends the group: SIGTERM, up to [`ABORT_GRACE`] for the command to exit, then SIGKILL for
+    /// whatever is left of the group (descendants that outlived it too).
+    fn end(&mut self, events: &Receiver<Event>) {
+        self.signal(Signal::SIGTERM);
+        self.signal(Signal::SIGCONT);
+        let deadline = Instant::now() + ABORT_GRACE;
+        loop {
+            match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Event::Exited) | Err(_) => break,
+                Ok(Event::Signal(_)) => continue,
+            }
+        }
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Reaps the command and maps its status to an exit code (128 + signal when killed).
+    fn reap(&mut self) -> Result<i32> {
+        loop {
+            match waitpid(self.pid, None).context("cannot wait for the command")? {
+                WaitStatus::Exited(_, code) => {
+                    self.reaped = true;
+                    return Ok(code);
+                }
+                WaitStatus::Signaled(_, signal, _) => {
+                    self.reaped = true;
+                    return Ok(128 + signal as i32);
+                }
+                _ => continue,
+            }
+        }
+    }
+}
+
+impl Drop for CommandGroup {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.signal(Signal::SIGKILL);
+            let _ = waitpid(self.pid, None);
+        }
+    }
+}
+
+/// Hands the terminal's foreground to the command's group while it runs (so that it can read
+/// the terminal and gets the terminal's Ctrl-C itself), and takes it back when dropped.
+struct Foreground {
+    ours: Pid,
+}
+
+impl Foreground {
+    fn give_to(group: Pid) -> Option<Self> {
+        let stdin = std::io::stdin();
+        let ours = nix::unistd::getpgrp();
+        if !nix::unistd::isatty(&stdin).unwrap_or(false)
+            || nix::unistd::tcgetpgrp(&stdin).ok()? != ours
+        {
+            return None;
+        }
+        nix::unistd::tcsetpgrp(&stdin, group).ok()?;
+        Some(Self { ours })
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        // SIGTTOU is blocked (see `run_command`), so a background group may take it back.
+        let _ = nix::unistd::tcsetpgrp(std::io::stdin(), self.ours);
+    }
+}
+
+/// Runs `command`, streaming snapshots of its process tree to `output` (stdout if `None`);
+/// returns the command's exit code.
+pub(crate) fn run_command(
+    config: Option<PathBuf>,
+    interval_ms: u64,
+    output: Option<PathBuf>,
+    command: &[String],
+) -> Result<i32> {
+    let mut config = match &config {
+        Some(path) => ResourceMetricsConfig::from_file(path)?,
+        None => ResourceMetricsConfig::default(),
+    };
+    let (program, arguments) = command.split_first().context("no command given")?;
+    if !is_executable(program) {
+        bail!("cannot start {program}: no such executable (checked the path and $PATH)");
+    }
+    let mut out: Box<dyn Write> = match &output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    // The command starts stopped (a shell that stops itself, then execs it with the same pid),
+    // so the collector attaches before the command creates any process: the kernel event
+    // counters then see every process it creates. Its own process group lets `run` signal it
+    // and everything it starts at once.
+    let child = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("/bin/sh")
+            .args(["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", program])
+            .args(arguments)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?
+    };
+    let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
+    let mut group = CommandGroup { pid, reaped: false };
+    // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
+    // leaves it as is) and before any thread starts, so every thread inherits the mask and the
+    // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
+    // the background once the command has the terminal, can take the foreground back. (A
+    // signal in the instant before would end `run` and leave the command stopped in an
+    // orphaned group, which the kernel ends with SIGHUP.)
+    let mut forwarded = SigSet::empty();
+    for signal in FORWARDED {
+        forwarded.add(signal);
+    }
+    let mut blocked = forwarded;
+    blocked.add(Signal::SIGTTOU);
+    blocked
+        .thread_block()
+        .context("cannot block the signals to forward")?;
+    wait_until_stopped(pid)?;
+    config.measurement_scope = ScopeSetting::ProcessTree;
+    config.root_pid = Some(child.id());
+    config.cgroup_path = None;
+    let collector = Collector::new(config).map(|mut collector| {
+        collector.count_from_root_start();
+        collector
+    });
+    let _foreground = Foreground::give_to(pid);
+    killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
+    let mut collector = match collector {
+        Ok(collector) => collector,
+        Err(error) => {
+            let status = group.reap()?;
+            bail!("cannot measure {program} (exit status {status}): {error}");
+        }
+    };
+
+    let (sender, events) = mpsc::channel();
+    let exit_sender = sender.clone();
+    std::thread::Builder::new()
+        .name("run-wait".into())
+        .spawn(move || {
+            // WNOWAIT: the command stays a zombie whose final counters are still readable.
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), flags) {}
+            let _ = exit_sender.send(Event::Exited);
+        })
+        .context("cannot start the thread that waits for the command")?;
+    std::thread::Builder::new()
+        .name("run-signals".into())
+        .spawn(move || {
+            while let Ok(signal) = forwarded.wait() {
+                if sender.send(Event::Signal(signal)).is_err() {
+                    return;
+                }
+            }
+        })
+        .context("cannot start the signal-forwarding thread")?;
+
+    let result = stream_until_exit(&mut collector, interval_ms, &mut out, &group, &events);
+    drop(collector);
+    if let Err(error) = result {
+        group.end(&events);
+        group.reap()?;
+        return Err(error);
+    }
+    group.reap()
+}
+
+/// Streams one snapshot per tick until the command exits, then one final snapshot (taken at
+/// once, outside the tick grid: its `extensions.sampler` is `null`).
+fn stream_until_exit(
+    collector: &mut Collector,
+    interval_ms: u64,
+    out: &mut dyn Write,
+    group: &CommandGroup,
+    events: &Receiver<Event>,
+) -> Result<()> {
+    let mut ticker = FixedRate::new(Instant::now(), Duration::from_millis(interval_ms));
+    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    let mut line = Vec::with_capacity(16 * 1024);
+    loop {
+        let planned_at = Instant::now();
+        let (sleep, tick) = ticker.plan(planned_at);
+        // `None`: a deadline past the end of the clock (a huge interval) never comes.
+        let deadline = planned_at.checked_add(sleep);
+        let mut exited = false;
+        loop {
+            let event = match deadline {
+                Some(deadline) => {
+                    events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                }
+                None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match event {
+                Ok(Event::Signal(signal)) => group.signal(signal),
+                Ok(Event::Exited) => {
+                    exited = true;
+                    break;
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => bail!("lost track of the command"),
+            }
+        }
+        let snapshot = if exited {
+            collector.collect()
+        } else {
+            let late = deadline.map_or(Duration::ZERO, |d| {
+                Instant::now().saturating_duration_since(d)
+            });
+            collector.collect_with_sampler(SamplerInfo {
+                interval_usec: micros(ticker.period()),
+                tick_index: tick.index,
+                tick_lateness_usec: micros(tick.lateness + late),
+                missed_ticks_total: ticker.missed_total(),
+            })
+        };
+        line.clear();
+        snapshot.write_json(&mut line);
+        line.push(b'\n');
+        match out.write_all(&line).and_then(|()| out.flush()) {
+            Ok(()) => {}
+            Err(error) => return Err(error).context("cannot write the snapshot stream"),
+        }
+        if exited {
+            return Ok(());
+        }
+    }
+}
+
+/// True when `program` names an executable file, directly or through `$PATH` (as exec would
+/// find it), so a typo is reported by us rather than by the wrapper shell.
+fn is_executable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return runnable(std::path::Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))))
+}
+
+/// Waits until the freshly started shell has stopped itself (or exited: then `run` goes on and
+/// reports its exit status).
+fn wait_until_stopped(pid: Pid) -> Result<()> {
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(pid), flags).context("cannot wait for the command to start")? {
+        WaitStatus::Stopped(..) => {
+            // Consume the stop notification so that later waits see only the exit.
+            let _ = waitpid(pid, Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}

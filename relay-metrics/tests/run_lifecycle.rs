@@ -1,0 +1,285 @@
+//! `relay-metrics run`'s lifecycle: it ends right after the command with one final snapshot,
+//! passes SIGTERM and SIGINT on, and never leaves the command or its descendants running when it
+//! must stop early.
+
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when the binary or its output is broken"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
+
+/// Kills and reaps a child when dropped, also when an assertion fails.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    stdout
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).expect("each line is JSON"))
+        .collect()
+}
+
+/// Runs `run` with `args`, failing (and killing it) if it takes longer than `limit`.
+fn run_within(args: &[&str], limit: Duration) -> (Output, Duration) {
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output().unwrap()));
+    match receiver.recv_timeout(limit) {
+        Ok(output) => (output, started.elapsed()),
+        Err(_) => {
+            let _ = kill(pid, Signal::SIGKILL);
+            panic!("run {args:?} still running after {limit:?}");
+        }
+    }
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat[stat.rfind(')').unwrap() + 1..]
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Waits up to 5 s for `pid` to be gone.
+fn gone_soon(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn run_exits_right_after_the_command_with_one_final_snapshot() {
+    // The command ends long before the next 3 s tick: run must not wait for it. The command
+    // notes when it ends (ns since the epoch); run's exit is timed from there.
+    let (output, _) = run_within(
+        &[
+            "--interval-ms",
+            "3000",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; date +%s%N >&2; exit 4",
+        ],
+        Duration::from_secs(30),
+    );
+    let exited_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    let command_end_ns: u128 = stderr.trim().parse().unwrap();
+    let after_command = Duration::from_nanos((exited_ns - command_end_ns) as u64);
+    // ~60 ms here (the kernel detaching the eBPF programs); the next tick was 2.7 s away.
+    assert!(
+        after_command < Duration::from_millis(1500),
+        "run exited {after_command:?} after its command"
+    );
+    let lines = json_lines(&output.stdout);
+    // The first tick at the start, then the final snapshot at the exit.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["extensions"]["sampler"]["tick_index"], 0);
+    let last = &lines[1];
+    assert_eq!(
+        last["extensions"]["sampler"],
+        Value::Null,
+        "off the tick grid"
+    );
+    assert!(
+        last["cpu"]["total_time"].is_object(),
+        "the final snapshot still sees the exited command: {last}"
+    );
+
+    // A period past the end of the clock: the final snapshot still comes at the exit.
+    let (output, took) = run_within(
+        &["--interval-ms", "18446744073709551615", "--", "true"],
+        Duration::from_secs(30),
+    );
+    assert!(output.status.success());
+    assert!(took < Duration::from_secs(10), "run took {took:?}");
+    assert_eq!(json_lines(&output.stdout).len(), 2);
+}
+
+/// Starts `run` on a shell script that reports its pid in `dir/ready` once its traps are set.
+fn run_script(dir: &tempfile::TempDir, script: &str) -> (Reaped, i32) {
+    let ready = dir.path().join("ready");
+    let script = format!(
+        "{script}\necho $$ > {}.tmp && mv {0}.tmp {0}\nwait",
+        ready.display()
+    );
+    let run = Reaped(
+        Command::new(BIN)
+            .args(["run", "--interval-ms", "50", "--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break text.trim().parse::<i32>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (run, pid)
+}
+
+fn wait_with_limit(run: &mut Reaped, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "run did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_and_sigint_reach_the_command() {
+    for (signal, code) in [(Signal::SIGTERM, 7), (Signal::SIGINT, 8)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut run, command) =
+            run_script(&dir, "trap 'exit 7' TERM; trap 'exit 8' INT; sleep 30 &");
+        kill(Pid::from_raw(run.0.id() as i32), signal).unwrap();
+        let status = wait_with_limit(&mut run, Duration::from_secs(10));
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "{signal}: run exits with the command's code"
+        );
+        assert!(gone_soon(command), "{signal}: the command is gone");
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_and_its_descendants() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The background sleep ignores SIGTERM: only the group's SIGKILL ends it.
+    let (mut run, command) = run_script(
+        &dir,
+        &format!(
+            "(trap '' TERM; exec sleep 60) & echo $! > {}",
+            pids.display()
+        ),
+    );
+    let descendant: i32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(command) && alive(descendant));
+    // The reader reads one line, then goes away: the next write fails.
+    let mut stdout = BufReader::new(run.0.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    drop(stdout);
+    let status = wait_with_limit(&mut run, Duration::from_secs(10));
+    assert!(!status.success());
+    assert!(gone_soon(command), "the command was left running");
+    assert!(gone_soon(descendant), "its descendant was left running");
+}
+
+#[test]
+fn a_full_output_file_ends_the_command() {
+    // A marker in the command line finds the command among all processes.
+    let marker = format!("31.{}", std::process::id());
+    let (output, _) = run_within(
+        &[
+            "--interval-ms",
+            "50",
+            "--output",
+            "/dev/full",
+            "--",
+            "sleep",
+            &marker,
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("cannot write the snapshot stream"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let survivors: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .windows(marker.len())
+                    .any(|w| w == marker.as_bytes())
+            })
+        })
+        .filter(|pid| alive(*pid))
+        .collect();
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+#[test]
+fn the_command_starts_with_no_signal_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status");
+    let (output, _) = run_within(
+        &[
+            "--interval-ms",
+            "1000",
+            "--",
+            "cp",
+            "/proc/self/status",
+            status.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(output.status.success());
+    let text = std::fs::read_to_string(&status).unwrap();
+    let blocked = text
+        .lines()
+        .find_map(|line| line.strip_prefix("SigBlk:"))
+        .unwrap()
+        .trim();
+    assert_eq!(
+        blocked, "0000000000000000",
+        "the signals run forwards leaked into the command"
+    );
+}
