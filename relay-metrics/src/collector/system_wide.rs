@@ -190,6 +190,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::super::test_fixtures::cgroup_v2_machine;
+    use crate::config::MetricNames;
     use crate::source::Roots;
     use crate::{Collector, ResourceMetricsConfig};
 
@@ -343,17 +344,21 @@ mod tests {
                 .map(|fs| fs.path.to_string())
                 .collect();
             let mut text = String::new();
-            crate::output::prometheus::encode(&snapshot, &mut text);
-            let root_series = text
-                .lines()
-                .filter(|line| !line.starts_with('#') && line.contains(r#"path="/""#))
-                .count();
+            let mut root_series = Vec::new();
+            for names in [MetricNames::RelayMetrics, MetricNames::Relay] {
+                crate::output::prometheus::encode(&snapshot, names, &mut text);
+                root_series.push(
+                    text.lines()
+                        .filter(|line| !line.starts_with('#') && line.contains(r#"="/""#))
+                        .count(),
+                );
+            }
             (listed, root_series)
         };
         let (listed, root_series) = exported(r#"["/", "/tmp", "/", "/tmp", "/"]"#);
         assert_eq!(listed, ["/", "/tmp"]);
         let (_, once) = exported(r#"["/"]"#);
-        assert!(once > 0);
+        assert!(once.iter().all(|series| *series > 0), "{once:?}");
         assert_eq!(root_series, once);
     }
 }
