@@ -41,3 +41,22 @@ if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto, grpc, kubernetes_va
     python3 -m venv "$OTLP_VENV"
     "$OTLP_VENV/bin/pip" install -q "${OTLP_PACKAGES[@]}"
 fi
+
+# The Python package's tests (relay-metrics-python/tests): pytest, mypy, the build backend
+# (maturin, so scripts/test-all.sh can build without pip's isolated build environment) and NeMo
+# Relay 0.10.4 itself, the reference the tests compare against. Pinned, from PyPI.
+PY_VENV=target/python-venv
+PY_PACKAGES=(nemo-relay==0.10.4 pytest==9.2.0 mypy==2.4.1 maturin==1.16.0)
+if ! "$PY_VENV/bin/python" - "${PY_PACKAGES[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
+PY
+then
+    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+        apt-get update -qq && apt-get install -y -qq python3-venv
+    fi
+    rm -rf "$PY_VENV"
+    python3 -m venv "$PY_VENV"
+    "$PY_VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+fi

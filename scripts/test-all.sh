@@ -25,6 +25,16 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
+echo "== Python package: build relay_metrics into the test virtualenv, then pytest against NeMo Relay 0.10.4"
+# pip builds the wheel in place with maturin (the README's `pip install ./relay-metrics-python`);
+# the dev profile reuses the debug build above instead of a ~7 min optimised one.
+PY_VENV=target/python-venv
+PATH="$PWD/$PY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
+    "$PY_VENV/bin/pip" install -q --no-build-isolation --no-deps --force-reinstall ./relay-metrics-python
+"$PY_VENV/bin/python" -m pytest -q -p no:cacheprovider relay-metrics-python/tests 2>&1 | tee -a "$log"
+# pytest's summary ("N passed, M failed") is not cargo's: count it into the closing total.
+sed -n 's/^\([0-9][0-9]*\) passed.*/test result: ok. \1 passed; 0 failed;/p' "$log" | tail -1 >> "$log"
+
 echo "== tests in a pure cgroup v2 VM (qemu, Debian's 6.1 cloud kernel): eBPF and vm_tests"
 cargo xtask vm-test 2>&1 | tee -a "$log"
 
