@@ -61,14 +61,16 @@ def test_collectors_are_independent_series() -> None:
     b.close()
 
 
-def test_to_json_and_to_dict_are_the_clis_json() -> None:
-    with relay_metrics.Collector({**FAST, "disk": {"filesystem_paths": ["/"]}}) as collector:
+def test_to_json_and_to_dict_are_the_clis_json(tmp_path: Path) -> None:
+    config = {**FAST, "disk": {"filesystem_paths": ["/"]}}
+    with relay_metrics.Collector(config) as collector:
         snapshot = collector.collect()
     ours = snapshot.to_dict()
     assert json.loads(snapshot.to_json()) == ours
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
     output = subprocess.run(
-        [str(cli()), "snapshot", "--pid", str(os.getpid()), "--config", "/dev/stdin"],
-        input=json.dumps({**FAST, "disk": {"filesystem_paths": ["/"]}}),
+        [str(cli()), "snapshot", "--pid", str(os.getpid()), "--config", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
