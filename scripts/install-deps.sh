@@ -60,3 +60,18 @@ then
     python3 -m venv "$PY_VENV"
     "$PY_VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi
+
+# The deployment checks (relay-metrics/tests/deploy.rs, tests/capabilities.rs and the image build
+# in scripts/test-all.sh): systemd-analyze, capsh (libcap2-bin), setpriv (util-linux), and podman
+# with runc and mmdebstrap (crun refuses this host's hybrid cgroups).
+deploy_tools=()
+command -v systemd-analyze >/dev/null || deploy_tools+=(systemd)
+command -v capsh >/dev/null || deploy_tools+=(libcap2-bin)
+command -v setpriv >/dev/null || deploy_tools+=(util-linux)
+command -v podman >/dev/null || deploy_tools+=(podman)
+command -v runc >/dev/null || deploy_tools+=(runc)
+command -v mmdebstrap >/dev/null || deploy_tools+=(mmdebstrap)
+if [[ ${#deploy_tools[@]} -gt 0 ]]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${deploy_tools[@]}"
+fi

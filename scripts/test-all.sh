@@ -35,6 +35,16 @@ PATH="$PWD/$PY_VENV/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" \
 # pytest's summary ("N passed, M failed") is not cargo's: count it into the closing total.
 sed -n 's/^\([0-9][0-9]*\) passed.*/test result: ok. \1 passed; 0 failed;/p' "$log" | tail -1 >> "$log"
 
+echo "== container image: podman build from an mmdebstrap base, then run (skipped past 5 min)"
+status=0
+timeout 300 deploy/container/build-image.sh --binary target/debug/relay-metrics || status=$?
+if [[ $status -eq 124 ]]; then
+    echo "SKIPPED: the container image build took over 5 minutes (deploy/container/build-image.sh)"
+elif [[ $status -ne 0 ]]; then
+    echo "the container image build failed ($status)" >&2
+    exit 1
+fi
+
 echo "== tests in a pure cgroup v2 VM (qemu, Debian's 6.1 cloud kernel): eBPF and vm_tests"
 cargo xtask vm-test 2>&1 | tee -a "$log"
 
