@@ -22,6 +22,7 @@
 
 mod cases;
 mod copy_tree;
+mod drm;
 mod rates;
 mod shape;
 mod support;

@@ -177,6 +177,19 @@ pub(crate) fn case(name: &'static str) -> Case {
             })),
             1,
         ),
+        "gpu_drm_clients" => (
+            "drm-clients",
+            config(json!({
+                "measurement_scope": "global",
+                "cpu": {"enabled": false},
+                "memory": {"enabled": false},
+                "process": {"enabled": false},
+                "disk": {"enabled": false},
+                "network": {"enabled": false},
+                "gpu": {"enabled": true},
+            })),
+            1,
+        ),
         other => panic!("unknown case {other}"),
     };
     Case {
@@ -198,6 +211,7 @@ pub(crate) const CASES: &[&str] = &[
     "disabled_categories",
     "units",
     "gpu_missing_nvml",
+    "gpu_drm_clients",
 ];
 
 /// A collected snapshot, masked: as a JSON value for lookups, as text in wire order (for the
@@ -219,6 +233,11 @@ impl std::ops::Deref for Snap {
 impl Snap {
     /// Masks what depends on wall time or on where the checkout lives.
     pub(crate) fn new(snapshot: &ResourceMetricsSnapshot, base: &Path) -> Self {
+        Self::masking(snapshot, base, &[])
+    }
+
+    /// As [`Snap::new`], masking also the values at `more` (JSON pointers).
+    pub(crate) fn masking(snapshot: &ResourceMetricsSnapshot, base: &Path, more: &[&str]) -> Self {
         let text = serde_json::to_string(snapshot).unwrap();
         let mut ordered: Ordered = serde_json::from_str(&text).unwrap();
         for pointer in [
@@ -226,7 +245,10 @@ impl Snap {
             "/extensions/collector/collect_duration_usec",
             "/extensions/collector/version",
             "/extensions/sample_ages",
-        ] {
+        ]
+        .iter()
+        .chain(more)
+        {
             *ordered.get_mut(pointer).unwrap() = Ordered::Leaf(json!("<masked>"));
         }
         ordered.replace_strings(&base.display().to_string(), "<fixture>");

@@ -1,5 +1,6 @@
-//! GPU values for a pass: the latest NVML sample from its own thread (NVML calls take
-//! milliseconds, the sampling path must not wait on them) plus DRM sysfs devices.
+//! GPU values for a pass: the latest sample of the GPU thread (NVML calls take milliseconds and
+//! finding DRM clients means listing every fd of every process: the sampling path must not wait
+//! on either) plus DRM sysfs devices.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,14 +9,15 @@ use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuDeviceValues, GpuProcessValues, GpuValues, ProcessPass};
 use crate::snapshot::AcceleratorVendor;
 use crate::source::gpu::{
-    DrmDeviceSample, DrmSource, DrmVendor, GpuSample, GpuSampler, NvmlOptions, NvmlSource,
+    DrmClientScanner, DrmDeviceSample, DrmFdCheck, DrmSource, DrmVendor, GpuSample, GpuSampler,
+    NvmlOptions, NvmlSource,
 };
 use crate::source::Roots;
 
 use super::reasons::Reasons;
 
-/// How often the NVML thread queries the driver. NVML's own utilisation counters update at
-/// about 6 Hz, so querying faster would only repeat values.
+/// How often the GPU thread queries NVML and scans for DRM clients. NVML's own utilisation
+/// counters update at about 6 Hz, so querying faster would only repeat values.
 const NVML_PERIOD: Duration = Duration::from_millis(500);
 
 /// How long the first collection waits for the first NVML answer (a missing library answers
@@ -41,9 +43,18 @@ impl GpuFeed {
                 process_metrics: gpu.process_metrics,
                 ..NvmlOptions::from_env()
             };
-            match GpuSampler::spawn(NvmlSource::new(options), NVML_PERIOD) {
+            // Fixture trees cannot hold device nodes: their DRM fds are links named /dev/dri/*.
+            let check = if *roots == Roots::host() {
+                DrmFdCheck::DeviceNumber
+            } else {
+                DrmFdCheck::LinkName
+            };
+            let drm_clients = gpu
+                .process_metrics
+                .then(|| DrmClientScanner::new(roots, check, &gpu.devices));
+            match GpuSampler::spawn_with_drm(NvmlSource::new(options), drm_clients, NVML_PERIOD) {
                 Ok(sampler) => (Some(sampler), None),
-                Err(error) => (None, Some(format!("cannot start the NVML thread: {error}"))),
+                Err(error) => (None, Some(format!("cannot start the GPU thread: {error}"))),
             }
         } else {
             (None, None)
@@ -108,6 +119,29 @@ impl GpuFeed {
                     entry.memory_used_bytes = p.memory_used_bytes;
                     entry.utilization_percent = p.sm_utilization_percent;
                 }
+                for p in sample.drm_processes.iter().filter(|p| {
+                    set.processes
+                        .iter()
+                        .any(|q| q.pid == p.pid && q.start_time_ticks == p.start_time_ticks)
+                }) {
+                    let entry = slot(&mut out.processes, &mut records, || GpuProcessValues {
+                        vendor: AcceleratorVendor::Other,
+                        identifier: Arc::from(""),
+                        index: None,
+                        pid: 0,
+                        memory_used_bytes: None,
+                        utilization_percent: None,
+                    });
+                    entry.vendor = accelerator_vendor(p.vendor);
+                    share(&mut entry.identifier, &p.identifier);
+                    entry.index = None;
+                    entry.pid = p.pid;
+                    entry.memory_used_bytes = p.memory_used_bytes;
+                    entry.utilization_percent = p.utilization_percent;
+                }
+            }
+            if let Some(error) = &sample.drm_error {
+                reasons.add("gpu", format_args!("DRM clients: {error}"));
             }
         }
         if let Some(drm) = &mut self.drm {
@@ -120,10 +154,7 @@ impl GpuFeed {
                     memory_used_bytes: None,
                     utilization_percent: None,
                 });
-                entry.vendor = match d.vendor {
-                    DrmVendor::Amd => AcceleratorVendor::Amd,
-                    DrmVendor::Intel => AcceleratorVendor::Intel,
-                };
+                entry.vendor = accelerator_vendor(d.vendor);
                 share(&mut entry.identifier, &d.identifier);
                 entry.index = None;
                 entry.memory_used_bytes = d.memory_used_bytes;
@@ -141,6 +172,14 @@ impl GpuFeed {
             return sampler.wait_for_sample(None, FIRST_SAMPLE_WAIT);
         }
         sampler.latest()
+    }
+}
+
+fn accelerator_vendor(vendor: DrmVendor) -> AcceleratorVendor {
+    match vendor {
+        DrmVendor::Amd => AcceleratorVendor::Amd,
+        DrmVendor::Intel => AcceleratorVendor::Intel,
+        DrmVendor::Other => AcceleratorVendor::Other,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! The card list is read once by [`DrmSource::scan`]; each read then `pread`s the held
 //! `mem_info_vram_used` and `gpu_busy_percent` files of the cards that have them. NVIDIA cards are
-//! left to NVML. Per-process DRM usage (`/proc/<pid>/fdinfo` of DRM file descriptors) is not read.
+//! left to NVML. Per-process DRM usage is `drm_clients`'.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +22,8 @@ pub enum DrmVendor {
     Amd,
     /// PCI vendor 0x8086 (i915, xe).
     Intel,
+    /// Any other DRM driver's clients (`msm`, `panfrost`, `v3d` ...); never a sysfs device.
+    Other,
 }
 
 /// One DRM device.
@@ -156,7 +158,7 @@ fn open_card(device: &Path, buf: &mut Vec<u8>) -> Option<Card> {
         vram_used: held("mem_info_vram_used"),
         busy_percent: match vendor {
             DrmVendor::Amd => held("gpu_busy_percent"),
-            DrmVendor::Intel => None,
+            DrmVendor::Intel | DrmVendor::Other => None,
         },
     })
 }

@@ -1,5 +1,5 @@
 //! GPU sources: NVIDIA devices and processes through NVML, AMD and Intel devices through Linux
-//! DRM sysfs.
+//! DRM sysfs, and the processes using AMD, Intel and other DRM devices through `fdinfo`.
 //!
 //! NVML calls cost milliseconds each, so [`NvmlSource`] is meant to run on its own thread inside
 //! a [`GpuSampler`], which hands the latest [`GpuSample`] (with its age) to the sampling path
@@ -9,14 +9,20 @@
 //! the driver lacks makes only its own field `None`.
 //!
 //! [`DrmSource`] reads `/sys/class/drm/card<N>/device` through [`crate::source::Roots`]; it is
-//! cheap (a few held sysfs files) and runs on the sampling path. Per-process DRM usage from
-//! `/proc/<pid>/fdinfo` (Relay's DRM fdinfo records) is not implemented here.
+//! cheap (a few held sysfs files) and runs on the sampling path. [`DrmClientScanner`] lists every
+//! fd of every process to find DRM clients, which is not cheap: it runs on the GPU thread next to
+//! NVML.
 
 mod drm;
+mod drm_clients;
+pub mod fdinfo;
 mod nvml;
 mod sampler;
 
 pub use drm::{DrmDeviceSample, DrmSource, DrmVendor};
+pub use drm_clients::{
+    drm_device_minor, DrmClientScanner, DrmFdCheck, DrmProcessSample, DRM_MAJOR,
+};
 pub use nvml::{
     NvmlOptions, NvmlSample, NvmlSource, DEFAULT_NVML_LIBRARY, NVML_LIBRARY_ENV,
     NVML_RETRY_INTERVAL,

@@ -1,4 +1,5 @@
-//! Runs NVML on its own thread so that the sampling path never waits on the driver.
+//! Runs NVML, and the scan of DRM clients, on their own thread so that the sampling path never
+//! waits on the driver or on listing every process's fds.
 //!
 //! The thread queries at a fixed period and publishes each result as an `Arc<GpuSample>`; readers
 //! lock a mutex only long enough to clone that `Arc`, then read the sample and its age at leisure.
@@ -7,9 +8,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{GpuDeviceSample, GpuProcessSample, NvmlSource};
+use super::{DrmClientScanner, DrmProcessSample, GpuDeviceSample, GpuProcessSample, NvmlSource};
 
-/// The result of one NVML query, as handed over by [`GpuSampler`].
+/// The result of one NVML query and DRM client scan, as handed over by [`GpuSampler`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuSample {
     /// Selected devices, in NVML index order.
@@ -17,10 +18,15 @@ pub struct GpuSample {
     /// Every process NVML reported on the selected devices (not yet filtered to a scope: use
     /// [`GpuSample::processes_matching`]).
     pub processes: Vec<GpuProcessSample>,
-    /// When the query finished.
+    /// Every process's use of DRM devices from the last scan (not yet filtered to a scope);
+    /// empty when the sampler has no DRM scanner.
+    pub drm_processes: Vec<DrmProcessSample>,
+    /// When the query and the scan finished.
     pub taken_at: Instant,
-    /// Why there are no records (library not loadable, init or device count failed).
+    /// Why there are no NVML records (library not loadable, init or device count failed).
     pub error: Option<String>,
+    /// Why there are no DRM process records (`/proc` could not be listed).
+    pub drm_error: Option<String>,
 }
 
 impl GpuSample {
@@ -81,6 +87,15 @@ impl GpuSampler {
     /// Starts the thread; the first query runs immediately, then one per `period` (measured from
     /// the start of each query, so slow queries do not stretch the period).
     pub fn spawn(source: NvmlSource, period: Duration) -> std::io::Result<Self> {
+        Self::spawn_with_drm(source, None, period)
+    }
+
+    /// As [`GpuSampler::spawn`], with a DRM client scan after each NVML query.
+    pub fn spawn_with_drm(
+        source: NvmlSource,
+        drm: Option<DrmClientScanner>,
+        period: Duration,
+    ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 latest: None,
@@ -92,7 +107,7 @@ impl GpuSampler {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("relay-metrics-nvml".to_string())
-            .spawn(move || run(source, period, &thread_shared))?;
+            .spawn(move || run(source, drm, period, &thread_shared))?;
         Ok(Self {
             shared,
             period,
@@ -143,22 +158,30 @@ impl Drop for GpuSampler {
     }
 }
 
-fn run(mut source: NvmlSource, period: Duration, shared: &Shared) {
+fn run(
+    mut source: NvmlSource,
+    mut drm: Option<DrmClientScanner>,
+    period: Duration,
+    shared: &Shared,
+) {
     loop {
         let started = Instant::now();
-        let sample = match source.sample(&mut |_| true) {
-            Ok(nvml) => GpuSample {
-                devices: nvml.devices,
-                processes: nvml.processes,
-                taken_at: Instant::now(),
-                error: None,
-            },
-            Err(error) => GpuSample {
-                devices: Vec::new(),
-                processes: Vec::new(),
-                taken_at: Instant::now(),
-                error: Some(error.to_string()),
-            },
+        let (devices, processes, error) = match source.sample(&mut |_| true) {
+            Ok(nvml) => (nvml.devices, nvml.processes, None),
+            Err(error) => (Vec::new(), Vec::new(), Some(error.to_string())),
+        };
+        let mut drm_processes = Vec::new();
+        let drm_error = drm
+            .as_mut()
+            .and_then(|scanner| scanner.scan(&mut drm_processes).err())
+            .map(|error| format!("cannot list the processes for DRM clients: {error}"));
+        let sample = GpuSample {
+            devices,
+            processes,
+            drm_processes,
+            taken_at: Instant::now(),
+            error,
+            drm_error,
         };
         let mut state = shared.lock();
         state.latest = Some(Arc::new(sample));
@@ -208,6 +231,59 @@ mod tests {
             .unwrap();
         assert!(second.taken_at > first.taken_at);
         assert!(second.age() < Duration::from_secs(10));
+        assert!(second.drm_processes.is_empty() && second.drm_error.is_none());
         drop(sampler);
+    }
+
+    #[test]
+    fn drm_clients_are_scanned_on_the_gpu_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc/42");
+        std::fs::create_dir_all(proc.join("fd")).unwrap();
+        std::fs::create_dir_all(proc.join("fdinfo")).unwrap();
+        std::fs::write(
+            proc.join("stat"),
+            "42 (x) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 1000 10 0\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/dev/dri/renderD128", proc.join("fd/3")).unwrap();
+        std::fs::write(
+            proc.join("fdinfo/3"),
+            "drm-driver:\tamdgpu\ndrm-client-id:\t1\ndrm-pdev:\t0000:03:00.0\ndrm-resident-vram:\t8 KiB\n",
+        )
+        .unwrap();
+        let roots = crate::source::Roots::fixture(dir.path());
+        let scanner =
+            super::super::DrmClientScanner::new(&roots, super::super::DrmFdCheck::LinkName, &[]);
+        let source = NvmlSource::new(NvmlOptions {
+            library: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
+            ..NvmlOptions::default()
+        });
+        let sampler =
+            GpuSampler::spawn_with_drm(source, Some(scanner), Duration::from_millis(10)).unwrap();
+        let sample = sampler
+            .wait_for_sample(None, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(sample.drm_processes.len(), 1, "{sample:?}");
+        assert_eq!(sample.drm_processes[0].pid, 42);
+        assert_eq!(sample.drm_processes[0].start_time_ticks, 777);
+        assert_eq!(sample.drm_processes[0].memory_used_bytes, Some(8192));
+        assert!(sample.error.is_some(), "NVML is missing and says so");
+
+        // A tree without /proc: the scan's failure is published, NVML's result still is.
+        let gone = crate::source::Roots::fixture(dir.path().join("nowhere"));
+        let scanner =
+            super::super::DrmClientScanner::new(&gone, super::super::DrmFdCheck::LinkName, &[]);
+        let source = NvmlSource::new(NvmlOptions {
+            library: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
+            ..NvmlOptions::default()
+        });
+        let sampler =
+            GpuSampler::spawn_with_drm(source, Some(scanner), Duration::from_millis(10)).unwrap();
+        let sample = sampler
+            .wait_for_sample(None, Duration::from_secs(10))
+            .unwrap();
+        let error = sample.drm_error.as_deref().unwrap();
+        assert!(error.contains("nowhere"), "{error}");
     }
 }
