@@ -75,3 +75,12 @@ if [[ ${#deploy_tools[@]} -gt 0 ]]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${deploy_tools[@]}"
 fi
+
+# Fuzzing (scripts/fuzz.sh): a nightly toolchain (libFuzzer's sanitizer flags; the image ships one
+# with the AddressSanitizer runtime) and cargo-fuzz, pinned.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    rustup toolchain install nightly --profile minimal
+fi
+if [[ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz 0.13.2" ]]; then
+    cargo install cargo-fuzz --version 0.13.2 --locked
+fi

@@ -45,6 +45,9 @@ elif [[ $status -ne 0 ]]; then
     exit 1
 fi
 
+echo "== fuzzing: every parser of kernel text and configuration, 400 s in all (scripts/fuzz.sh)"
+scripts/fuzz.sh
+
 echo "== tests in a pure cgroup v2 VM (qemu, Debian's 6.1 cloud kernel): eBPF and vm_tests"
 cargo xtask vm-test 2>&1 | tee -a "$log"
 

@@ -14,6 +14,11 @@ pub mod snapshot;
 pub mod source;
 pub mod units;
 
+/// Crate-private entry points re-exported for the fuzz targets in `fuzz/` and other in-repository
+/// tools; not a supported API.
+#[doc(hidden)]
+pub mod internals;
+
 pub use collector::{AsyncCollector, Collector, CollectorError};
 pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;

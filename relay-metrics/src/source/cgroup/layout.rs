@@ -41,7 +41,9 @@ fn relative_to_root<'p>(root: &str, path: &'p str) -> Option<&'p str> {
     }
     // `/a/bc` is not below `/a/b`.
     let rest = rest.strip_prefix('/')?;
-    Some(rest.trim_end_matches('/'))
+    // Every leading slash goes: `Path::join` replaces the base with an absolute path, so `//etc`
+    // would leave the mount.
+    Some(rest.trim_matches('/'))
 }
 
 /// A cgroup v1 hierarchy: one mount carrying a set of controllers (or only a name, like
@@ -384,6 +386,42 @@ mod tests {
         };
         assert_eq!(root.dir_of("/"), Some(PathBuf::from("/m")));
         assert_eq!(root.dir_of("/a/b/"), Some(PathBuf::from("/m/a/b")));
+    }
+
+    /// Found by the `mountinfo` fuzz target: `//etc` was joined as the absolute path `/etc`, so
+    /// a cgroup path (from `--cgroup` or a config) could point the reader outside the mount.
+    #[test]
+    fn doubled_slashes_cannot_leave_the_mount() {
+        let root = Mount {
+            root: "/".into(),
+            mount_point: PathBuf::from("/sys/fs/cgroup"),
+        };
+        assert_eq!(
+            root.dir_of("//etc"),
+            Some(PathBuf::from("/sys/fs/cgroup/etc"))
+        );
+        assert_eq!(root.dir_of("///"), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(
+            root.dir_of("/a//b"),
+            Some(PathBuf::from("/sys/fs/cgroup/a/b"))
+        );
+        let nested = Mount {
+            root: "/docker/abc".into(),
+            mount_point: PathBuf::from("/sys/fs/cgroup"),
+        };
+        assert_eq!(
+            nested.dir_of("/docker/abc//etc"),
+            Some(PathBuf::from("/sys/fs/cgroup/etc"))
+        );
+        for path in ["//etc", "///", "/a//b", "/docker/abc//etc", "/x/"] {
+            if let Some(dir) = nested.dir_of(path).or(root.dir_of(path)) {
+                assert!(
+                    dir.starts_with("/sys/fs/cgroup"),
+                    "{path}: {}",
+                    dir.display()
+                );
+            }
+        }
     }
 
     #[test]

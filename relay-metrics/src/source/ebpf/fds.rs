@@ -156,14 +156,14 @@ fn field(fdinfo: &[u8], key: &str) -> Option<u64> {
 }
 
 /// The program a BPF link runs, from the link's fdinfo (`None` for anything but a link).
-pub(super) fn link_program_id(fdinfo: &[u8]) -> Option<u32> {
+pub fn link_program_id(fdinfo: &[u8]) -> Option<u32> {
     field(fdinfo, "link_id")?;
     u32::try_from(field(fdinfo, "prog_id")?).ok()
 }
 
 /// A program's id, run time (ns) and run count from its fdinfo (`None` for anything but a
 /// program; the counters advance only while `kernel.bpf_stats_enabled` is on).
-pub(super) fn program_stats(fdinfo: &[u8]) -> Option<(u32, u64, u64)> {
+pub fn program_stats(fdinfo: &[u8]) -> Option<(u32, u64, u64)> {
     field(fdinfo, "prog_type")?;
     let id = u32::try_from(field(fdinfo, "prog_id")?).ok()?;
     Some((

@@ -39,6 +39,12 @@ use crate::source::file::read_once;
 use crate::source::Roots;
 
 pub use format::{find_field, FormatField};
+
+/// The tracefs-format and BPF-fdinfo parsers, for [`crate::internals`] (the fuzz targets).
+pub(crate) mod fuzzing {
+    pub use super::fds::{link_program_id, program_stats};
+    pub use super::format::{config as tracepoint_config, sleep_state_mask, Formats};
+}
 pub use loader::{init_child_loader, LoadedBy, IN_PROCESS_ENV};
 use loader::{ChildOutcome, LoaderCommand};
 use mapped::MappedArray;
