@@ -6,7 +6,8 @@
 #
 #   scripts/fuzz.sh                       CI: FUZZ_TOTAL_SECONDS=400 over all targets (with start-up, under 8 minutes)
 #   FUZZ_TOTAL_SECONDS=60 scripts/fuzz.sh proc_pid_stat config    some targets only
-#   FUZZ_RUNS=10000000 FUZZ_SANITIZER=none scripts/fuzz.sh        the long run (per target)
+#   FUZZ_RUNS=10000000 FUZZ_SANITIZER=none FUZZ_TARGET_DIR=target/long scripts/fuzz.sh
+#                                         the long run (executions per target; see docs/RELIABILITY.md)
 #
 # Each target starts from its committed seeds (fuzz/seeds/<target>/, small inputs taken from the
 # fixture trees) plus whatever earlier runs left in fuzz/corpus/<target>/ (not committed).
@@ -27,6 +28,10 @@ if [[ -z $runs && $per_target -lt 1 ]]; then
     exit 1
 fi
 flags=(-O -a --sanitizer "$sanitizer")
+# A build without the sanitizer needs its own target directory to leave the CI build alone.
+if [[ -n ${FUZZ_TARGET_DIR:-} ]]; then
+    flags+=(--target-dir "$FUZZ_TARGET_DIR")
+fi
 
 started=$(date +%s)
 cargo +nightly fuzz build "${flags[@]}"

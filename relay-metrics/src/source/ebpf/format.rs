@@ -65,7 +65,9 @@ pub fn sleep_state_mask(format: &[u8]) -> Option<u64> {
         let hex = token.trim().strip_prefix("0x")?;
         bits |= u64::from_str_radix(hex, 16).ok()?;
     }
-    Some(((bits + 1) << 1) - 1)
+    // Bits that do not leave room for the shift are no task-report mask this kernel could print.
+    let next = bits.checked_add(1).filter(|&next| next <= u64::MAX >> 1)?;
+    Some((next << 1) - 1)
 }
 
 /// The format files the programs depend on, as bytes (empty when unreadable).
@@ -162,5 +164,23 @@ mod tests {
             sleep_state_mask(b"print fmt: REC->prev_state & ((((0xzz)"),
             None
         );
+    }
+
+    /// Found while writing the `tracefs_format` fuzz target: state bits at the top of the word
+    /// overflowed `(bits + 1) << 1` (a panic with overflow checks, a wrong mask without).
+    #[test]
+    fn a_mask_that_does_not_fit_is_refused() {
+        let mask = |bits: &str| {
+            sleep_state_mask(format!("REC->prev_state & (((({bits}) + 1) << 1) - 1)").as_bytes())
+        };
+        assert_eq!(mask("0xffffffffffffffff"), None);
+        assert_eq!(mask("0x8000000000000000"), None);
+        assert_eq!(mask("0x7fffffffffffffff"), None);
+        assert_eq!(mask("0x7ffffffffffffffe"), Some(u64::MAX - 2));
+        assert_eq!(
+            mask("0x4000000000000000 | 0x1"),
+            Some(0x8000_0000_0000_0003)
+        );
+        assert_eq!(mask("0x00000000 | 0x00000001"), Some(0b11));
     }
 }
