@@ -147,3 +147,101 @@ fn resource_variables_replace_the_defaults() {
     assert_eq!(attributes["k8s.node.name"], "n1");
     assert_eq!(attributes["service.version"], env!("CARGO_PKG_VERSION"));
 }
+
+/// A loopback HTTP server that answers each request with the next of `answers` (raw status line
+/// and headers) and hands over each request's body.
+async fn scripted_collector(
+    answers: Vec<&'static str>,
+) -> (String, tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (sender, bodies) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for answer in answers {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 16 * 1024];
+            let body = loop {
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "the request ended early");
+                request.extend_from_slice(&chunk[..read]);
+                let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if request.len() >= end + 4 + length {
+                    break request[end + 4..end + 4 + length].to_vec();
+                }
+            };
+            let response = format!("{answer}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            stream.write_all(response.as_bytes()).await.unwrap();
+            let _ = sender.send(body);
+        }
+    });
+    (url, bodies)
+}
+
+fn snapshots_counter(body: &[u8]) -> f64 {
+    let request: Value = serde_json::from_slice(body).unwrap();
+    request["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|metric| metric["name"] == "relay_metrics_snapshots")
+        .and_then(|metric| metric["sum"]["dataPoints"][0]["asDouble"].as_f64())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn at_stop_the_newest_snapshot_gets_one_last_attempt_despite_a_long_retry_after() {
+    let (url, mut bodies) = scripted_collector(vec![
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 60",
+        "HTTP/1.1 200 OK",
+    ])
+    .await;
+    let flags = OtlpFlags {
+        otlp_endpoint: Some(url),
+        otlp_protocol: Some(Protocol::HttpJson),
+        ..OtlpFlags::default()
+    };
+    let settings = OtlpSettings::resolve(&flags, &|_| None).unwrap().unwrap();
+    let (publisher, exporter) = start(&settings, std::time::SystemTime::now()).unwrap();
+    let failures = exporter.failures();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(exporter.run(async move {
+        let _ = stopped.await;
+    }));
+
+    let config: ResourceMetricsConfig = serde_json::from_value(serde_json::json!({
+        "measurement_scope": "global", "extensions": {"kernel_events": false}
+    }))
+    .unwrap();
+    let mut collector = Collector::new(config).unwrap();
+    publisher.publish(&collector.collect());
+    let refused = bodies.recv().await.unwrap();
+    assert_eq!(snapshots_counter(&refused), 1.0);
+    // Two newer snapshots while the exporter waits out the collector's 60 s: the newest
+    // replaces the refused one.
+    collector.collect();
+    publisher.publish(&collector.collect());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(failures.get(), 1);
+    let _ = stop.send(());
+    let last = tokio::time::timeout(Duration::from_secs(5), bodies.recv())
+        .await
+        .expect("the last attempt is made at once, not after 60 s")
+        .unwrap();
+    assert_eq!(snapshots_counter(&last), 3.0);
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("run returns after the last attempt")
+        .unwrap();
+    assert_eq!(failures.get(), 1);
+}
