@@ -23,6 +23,11 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
 
+# curl decompresses the agent's gzip responses in the HTTP tests (relay-metrics/tests/serve_http.rs).
+if ! command -v curl >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl
+fi
+
 # The OTLP tests' receivers (relay-metrics/tests/otlp_receiver.py) decode with PyPI's
 # opentelemetry-proto (its generated gRPC service served by grpcio), and the deploy tests validate
 # the Kubernetes manifest with kubernetes-validate (offline schemas): one virtualenv in target/,

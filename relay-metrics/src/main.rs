@@ -2,13 +2,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
+use relay_metrics::output::otlp::{OtlpFlags, OtlpSettings};
 use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
@@ -66,6 +66,9 @@ enum Command {
         interval_ms: Option<u64>,
         #[command(flatten)]
         otlp: OtlpFlags,
+        /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
+        #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
+        log_format: LogFormatArg,
     },
     /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
     Bench {
@@ -110,6 +113,12 @@ struct TargetArgs {
     /// Cgroup to measure, e.g. /system.slice/foo.service (alone, implies the cgroup scope).
     #[arg(long, value_name = "PATH")]
     cgroup: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -192,7 +201,12 @@ fn run(cli: Cli) -> Result<i32> {
             listen,
             interval_ms,
             otlp,
+            log_format,
         } => {
+            serve::init_logging(match log_format {
+                LogFormatArg::Text => serve::LogFormat::Text,
+                LogFormatArg::Json => serve::LogFormat::Json,
+            });
             let flags = otlp;
             let mut otlp = OtlpSettings::resolve(&flags, &|name| std::env::var(name).ok())?;
             let mut config = resolve_config(&target)?;
@@ -205,31 +219,18 @@ fn run(cli: Cli) -> Result<i32> {
             let period =
                 Duration::from_millis(interval_ms.unwrap_or(config.polling.interval_millis));
             let collector = Collector::new(config)?;
+            let options = serve::AgentOptions {
+                listen,
+                period,
+                otlp,
+                // After `Collector::new`, which raised the open-file limit.
+                limits: serve::Limits::for_open_file_limit(),
+            };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(async {
-                let (listener, address) = serve::bind(&listen)
-                    .await
-                    .with_context(|| format!("cannot listen on {listen}"))?;
-                let latest = serve::Latest::default();
-                let exporter = match &otlp {
-                    Some(settings) => Some(otlp::start(settings, SystemTime::now())?),
-                    None => None,
-                };
-                let (publisher, exporter) = exporter.unzip();
-                serve::spawn_sampler(collector, period, latest.clone(), publisher)
-                    .context("cannot start the sampling thread")?;
-                serve::log(format_args!("serving http://{address}/metrics"));
-                if let (Some(exporter), Some(settings)) = (exporter, &otlp) {
-                    serve::log(format_args!("exporting to {}", settings.endpoint));
-                    tokio::spawn(exporter.run(std::future::pending()));
-                }
-                serve::serve(listener, latest)
-                    .await
-                    .context("the HTTP server stopped")
-            })?;
+            runtime.block_on(serve::run(collector, options))?;
             Ok(0)
         }
         Command::Bench { target, iterations } => {

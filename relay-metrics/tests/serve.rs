@@ -48,9 +48,8 @@ fn start_agent(extra: &[&str]) -> (Reaped, String) {
         }
     });
     let address = line
-        .trim()
-        .strip_prefix("relay-metrics: serving http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .split_once("serving http://")
+        .and_then(|(_, rest)| rest.trim().strip_suffix("/metrics"))
         .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
         .to_string();
     (Reaped(child), address)
@@ -62,7 +61,11 @@ fn get(address: &str, path: &str) -> (u16, String) {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response

@@ -1,0 +1,139 @@
+//! The agent's lifecycle: start the sampler, the HTTP server and the exporter; end with an
+//! error when the sampler dies (so a supervisor restarts the agent); on SIGTERM or SIGINT stop
+//! accepting, finish the requests in flight and a last export within the shutdown grace, and
+//! return normally.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{oneshot, watch};
+
+use super::conn::{self, Limits};
+use super::health::Liveness;
+use super::http::App;
+use super::{bind, spawn_sampler, Latest, SamplerDied};
+use crate::output::otlp::{self, OtlpPublisher, OtlpSettings, TransportError};
+use crate::Collector;
+
+/// How the agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Address to listen on (`host:port`; port 0 picks a free port).
+    pub listen: String,
+    /// The sampling period.
+    pub period: Duration,
+    /// Where and how to push each snapshot, if anywhere.
+    pub otlp: Option<OtlpSettings>,
+    /// The HTTP server's limits.
+    pub limits: Limits,
+}
+
+/// Why the agent stopped other than by a signal.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address asked for.
+        address: String,
+        /// The bind error.
+        source: io::Error,
+    },
+    /// The OTLP exporter could not be set up (a certificate or key file).
+    #[error("cannot set up the OTLP export: {0}")]
+    Otlp(TransportError),
+    /// The sampling thread could not be started.
+    #[error("cannot start the sampling thread: {0}")]
+    StartSampler(io::Error),
+    /// The signal handlers could not be installed.
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(io::Error),
+    /// The sampling thread ended (it never does on its own): the agent would only serve an
+    /// ever older snapshot.
+    #[error("{0}")]
+    SamplerDied(String),
+}
+
+/// Runs the agent with `collector` until SIGTERM or SIGINT (`Ok`) or until the sampler dies.
+pub async fn run(collector: Collector, options: AgentOptions) -> Result<(), AgentError> {
+    let period = options.period;
+    run_with(options, move |latest, resource| {
+        spawn_sampler(collector, period, latest, resource)
+    })
+    .await
+}
+
+/// [`run`] with the sampling thread started by `spawn`.
+pub(super) async fn run_with(
+    options: AgentOptions,
+    spawn: impl FnOnce(Latest, Option<OtlpPublisher>) -> io::Result<oneshot::Receiver<SamplerDied>>,
+) -> Result<(), AgentError> {
+    let (listener, address) = bind(&options.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            address: options.listen.clone(),
+            source,
+        })?;
+    let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let latest = Latest::default();
+    let otlp = match &options.otlp {
+        Some(settings) => Some(
+            otlp::start(settings, SystemTime::now())
+                .map(|started| (started, settings.endpoint.to_string()))
+                .map_err(AgentError::Otlp)?,
+        ),
+        None => None,
+    };
+    let (publisher, exporter) = match otlp {
+        Some(((publisher, exporter), endpoint)) => (Some(publisher), Some((exporter, endpoint))),
+        None => (None, None),
+    };
+    let mut died = spawn(latest.clone(), publisher).map_err(AgentError::StartSampler)?;
+    let (stop, stopped) = watch::channel(false);
+    tracing::info!("serving http://{address}/metrics");
+    let failures = exporter.as_ref().map(|(exporter, _)| exporter.failures());
+    let exporter = exporter.map(|(exporter, endpoint)| {
+        tracing::info!(%endpoint, "exporting OTLP");
+        let mut stop = stopped.clone();
+        tokio::spawn(exporter.run(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        }))
+    });
+    let app = Arc::new(App {
+        liveness: Liveness {
+            period: options.period,
+            started: Instant::now(),
+            export: failures,
+        },
+        latest,
+    });
+    let mut server = tokio::spawn(conn::serve(listener, app, options.limits, stopped));
+    tokio::select! {
+        death = &mut died => {
+            let SamplerDied(reason) = death.unwrap_or_else(|_| SamplerDied("the sampling thread vanished".into()));
+            tracing::error!("{reason}: exiting");
+            return Err(AgentError::SamplerDied(reason));
+        }
+        _ = terminate.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = interrupt.recv() => tracing::info!("SIGINT: stopping"),
+        _ = &mut server => {}
+    }
+    let _ = stop.send(true);
+    let deadline = tokio::time::Instant::now() + options.limits.shutdown_grace;
+    let _ = tokio::time::timeout_at(deadline, &mut server).await;
+    if let Some(exporter) = exporter {
+        if tokio::time::timeout_at(deadline, exporter).await.is_err() {
+            tracing::warn!("the last OTLP export did not finish within the shutdown grace");
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn signal(
+    kind: tokio::signal::unix::SignalKind,
+) -> Result<tokio::signal::unix::Signal, AgentError> {
+    tokio::signal::unix::signal(kind).map_err(AgentError::Signals)
+}

@@ -1,0 +1,220 @@
+//! Encodings derived from a publication on the first request that needs each: OpenMetrics
+//! text (from the Prometheus text) and gzip.
+//!
+//! `/metrics` ends with a few values made per request (the sample's age), so a compressed body
+//! is the publication's part, compressed once and ended with a sync flush, followed by the
+//! request's part compressed on its own: deflate blocks may follow each other that way (the
+//! second part simply refers to nothing before it), and the gzip trailer's CRC-32 is combined
+//! from both parts. A request costs a few hundred bytes of compression, not the whole body.
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use flate2::{Compress, Compression, FlushCompress, Status};
+
+use super::Publication;
+
+/// The text formats a publication is served in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Format {
+    /// Prometheus text exposition 0.0.4.
+    Prometheus,
+    /// OpenMetrics text 1.0.0.
+    OpenMetrics,
+    /// The snapshot's JSON.
+    Json,
+}
+
+impl Format {
+    fn index(self) -> usize {
+        match self {
+            Self::Prometheus => 0,
+            Self::OpenMetrics => 1,
+            Self::Json => 2,
+        }
+    }
+}
+
+/// The derived encodings of one publication.
+#[derive(Debug, Default)]
+pub(super) struct Derived {
+    openmetrics: OnceLock<Bytes>,
+    gzip: [OnceLock<Option<GzipPrefix>>; 3],
+}
+
+impl Publication {
+    /// The publication's part of a body in `format`.
+    pub(super) fn encoded(&self, format: Format) -> Bytes {
+        match format {
+            Format::Prometheus => self.prometheus.clone(),
+            Format::Json => self.json.clone(),
+            Format::OpenMetrics => self
+                .derived
+                .openmetrics
+                .get_or_init(|| Bytes::from(to_openmetrics(&self.prometheus)))
+                .clone(),
+        }
+    }
+
+    /// The publication's part of a body in `format`, gzip-compressed and not yet finished
+    /// (`None` if compression failed: then the body is sent uncompressed).
+    pub(super) fn gzip(&self, format: Format) -> Option<&GzipPrefix> {
+        self.derived.gzip[format.index()]
+            .get_or_init(|| GzipPrefix::new(&self.encoded(format)))
+            .as_ref()
+    }
+}
+
+/// The start of a gzip stream: header and deflate blocks up to a sync flush, with the CRC-32 and
+/// length of what they hold.
+#[derive(Debug)]
+pub(super) struct GzipPrefix {
+    /// Header and blocks, sent as they are.
+    pub bytes: Bytes,
+    crc: crc32fast::Hasher,
+    length: u64,
+}
+
+/// gzip header: magic, deflate, no flags, no time, no extra flags, OS unknown.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+
+/// Fast compression: text exposition compresses ~10× at level 1 already, and the work is done
+/// on the serving thread.
+fn compressor() -> Compress {
+    Compress::new(Compression::fast(), false)
+}
+
+impl GzipPrefix {
+    fn new(data: &[u8]) -> Option<Self> {
+        let mut out = Vec::with_capacity(data.len() / 4 + 64);
+        out.extend_from_slice(&GZIP_HEADER);
+        deflate(&mut compressor(), data, &mut out, FlushCompress::Sync)?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(data);
+        Some(Self {
+            bytes: Bytes::from(out),
+            crc,
+            length: data.len() as u64,
+        })
+    }
+
+    /// The bytes that end the stream after [`Self::bytes`]: `tail` compressed on its own, the
+    /// final block and the trailer.
+    pub(super) fn finish(&self, tail: &[u8]) -> Option<Bytes> {
+        let mut out = Vec::with_capacity(tail.len() + 32);
+        deflate(&mut compressor(), tail, &mut out, FlushCompress::Finish)?;
+        let mut crc = self.crc.clone();
+        crc.update(tail);
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        // ISIZE is the length modulo 2^32 (RFC 1952).
+        let length = (self.length + tail.len() as u64) as u32;
+        out.extend_from_slice(&length.to_le_bytes());
+        Some(Bytes::from(out))
+    }
+}
+
+/// Compresses all of `input` into `out` and completes `flush` (a sync flush or the end of the
+/// stream); `None` if zlib reports an error.
+fn deflate(
+    compress: &mut Compress,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    flush: FlushCompress,
+) -> Option<()> {
+    let start = compress.total_in();
+    loop {
+        if out.capacity() - out.len() < 64 {
+            out.reserve(out.capacity().max(256));
+        }
+        let consumed = usize::try_from(compress.total_in() - start).ok()?;
+        let status = compress.compress_vec(&input[consumed..], out, flush).ok()?;
+        let consumed = usize::try_from(compress.total_in() - start).ok()?;
+        let done = match flush {
+            FlushCompress::Finish => status == Status::StreamEnd,
+            // zlib has flushed everything once it returns with output space left over.
+            _ => consumed == input.len() && out.len() < out.capacity(),
+        };
+        if done {
+            return Some(());
+        }
+    }
+}
+
+/// OpenMetrics 1.0 text from Prometheus 0.0.4 text: a counter family is named without its
+/// `_total` (its samples keep it; a counter whose name lacks it becomes `unknown`), `untyped`
+/// becomes `unknown`, help text escapes double quotes, a `# UNIT` line (after its family's
+/// `# TYPE`, as the Prometheus encoder writes it) is kept only where the name ends with its unit
+/// (as OpenMetrics requires), other comments and blank lines go. The
+/// closing `# EOF` is the caller's, after the per-request values.
+pub(super) fn to_openmetrics(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 16);
+    let mut help: Option<&[u8]> = None;
+    // The last family announced: its name in the input and in the output.
+    let mut family: (&[u8], &[u8]) = (b"", b"");
+    for line in text.split(|&b| b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix(b"# HELP ") {
+            help = Some(rest);
+        } else if let Some(rest) = line.strip_prefix(b"# UNIT ") {
+            let (name, unit) = split_word(rest);
+            let renamed = family.1;
+            let suffixed = renamed.len() > unit.len()
+                && renamed.ends_with(unit)
+                && renamed[renamed.len() - unit.len() - 1] == b'_';
+            if name == family.0 && suffixed {
+                out.extend_from_slice(b"# UNIT ");
+                out.extend_from_slice(renamed);
+                out.push(b' ');
+                out.extend_from_slice(unit);
+                out.push(b'\n');
+            }
+        } else if let Some(rest) = line.strip_prefix(b"# TYPE ") {
+            let (name, kind) = split_word(rest);
+            let (renamed, kind): (&[u8], &[u8]) = match kind {
+                b"counter" => match name.strip_suffix(b"_total") {
+                    Some(renamed) => (renamed, b"counter"),
+                    None => (name, b"unknown"),
+                },
+                b"untyped" => (name, b"unknown"),
+                kind => (name, kind),
+            };
+            family = (name, renamed);
+            if let Some(help) = help.take() {
+                let (help_name, help_text) = split_word(help);
+                if help_name == name {
+                    out.extend_from_slice(b"# HELP ");
+                    out.extend_from_slice(renamed);
+                    out.push(b' ');
+                    for &byte in help_text {
+                        if byte == b'"' {
+                            out.push(b'\\');
+                        }
+                        out.push(byte);
+                    }
+                    out.push(b'\n');
+                }
+            }
+            out.extend_from_slice(b"# TYPE ");
+            out.extend_from_slice(renamed);
+            out.push(b' ');
+            out.extend_from_slice(kind);
+            out.push(b'\n');
+        } else if line.starts_with(b"#") {
+            continue;
+        } else {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// The first word of `line` and the rest after one space.
+fn split_word(line: &[u8]) -> (&[u8], &[u8]) {
+    match line.iter().position(|&b| b == b' ') {
+        Some(at) => (&line[..at], &line[at + 1..]),
+        None => (line, b""),
+    }
+}

@@ -1,0 +1,161 @@
+//! The agent: a sampling thread publishes each snapshot once (JSON and Prometheus text, encoded
+//! once into shared `Bytes`; when exporting, the OTLP request too), an HTTP/1.1 server on hyper
+//! answers every request from the latest publication without copying it, and the OTLP exporter
+//! (`super::otlp`) pushes each snapshot to a collector.
+//!
+//! Routes: `GET`/`HEAD` `/metrics` (Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept`
+//! asks for it; gzip when `Accept-Encoding` allows), `/snapshot` (the snapshot's JSON) and
+//! `/healthz` (503 with the reason when the latest snapshot is older than three periods).
+//! Connections are kept alive; see [`Limits`] for how slow, idle and non-reading clients are
+//! kept from starving the others.
+
+mod agent;
+mod body;
+mod conn;
+mod encode;
+mod health;
+mod http;
+mod logging;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::otlp::OtlpPublisher;
+use super::prometheus;
+use crate::Collector;
+
+pub use agent::{run, AgentError, AgentOptions};
+pub use conn::Limits;
+pub use logging::{init_logging, LogFormat};
+
+/// One snapshot, encoded once for every output.
+#[derive(Debug)]
+pub struct Publication {
+    /// The snapshot as JSON.
+    pub json: Bytes,
+    /// The snapshot in Prometheus text format 0.0.4.
+    pub prometheus: Bytes,
+    /// The collector's snapshot sequence number.
+    pub sequence: u64,
+    /// The `scope` label of every series.
+    pub scope: &'static str,
+    /// When the sampling thread received the snapshot.
+    pub taken: Instant,
+    /// The other encodings, made on the first request that needs each.
+    derived: encode::Derived,
+}
+
+impl Publication {
+    /// A publication of already encoded outputs.
+    pub fn new(json: Bytes, prometheus: Bytes, sequence: u64, scope: &'static str) -> Self {
+        Self {
+            json,
+            prometheus,
+            sequence,
+            scope,
+            taken: Instant::now(),
+            derived: encode::Derived::default(),
+        }
+    }
+}
+
+/// The latest publication, shared between the sampling thread and the request handlers.
+#[derive(Debug, Clone)]
+pub struct Latest {
+    slot: Arc<watch::Sender<Option<Arc<Publication>>>>,
+}
+
+impl Default for Latest {
+    fn default() -> Self {
+        Self {
+            slot: Arc::new(watch::Sender::new(None)),
+        }
+    }
+}
+
+impl Latest {
+    /// The latest publication (the lock is held only to clone an `Arc`).
+    pub fn get(&self) -> Option<Arc<Publication>> {
+        self.slot.borrow().clone()
+    }
+
+    /// Replaces the latest publication and wakes whoever waits for a new one.
+    pub fn set(&self, publication: Publication) {
+        self.slot.send_replace(Some(Arc::new(publication)));
+    }
+}
+
+/// How the sampling thread ended: it never ends on its own, so either way the agent must stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SamplerDied(pub String);
+
+/// Samples with `collector` every `period` on a thread of its own, publishing into `latest`
+/// (and to the OTLP exporter when given). The receiver gets why the thread ended, if it ever
+/// does (a panic, with its message).
+pub fn spawn_sampler(
+    mut collector: Collector,
+    period: Duration,
+    latest: Latest,
+    otlp: Option<OtlpPublisher>,
+) -> io::Result<tokio::sync::oneshot::Receiver<SamplerDied>> {
+    spawn_sampling(move || {
+        let names = collector.config().extensions.metric_names;
+        let mut text = String::with_capacity(16 * 1024);
+        let mut json_len = 16 * 1024;
+        for snapshot in collector.every(period) {
+            // A fresh buffer per tick: `Bytes` takes it over and clients may still hold it.
+            let mut json = Vec::with_capacity(json_len);
+            snapshot.write_json(&mut json);
+            json_len = json.len() + 1024;
+            prometheus::encode(&snapshot, names, &mut text);
+            if let Some(otlp) = &otlp {
+                otlp.publish(&snapshot);
+            }
+            latest.set(Publication::new(
+                Bytes::from(json),
+                Bytes::copy_from_slice(text.as_bytes()),
+                snapshot.extensions.collector.sequence,
+                snapshot.measurement_scope.as_str(),
+            ));
+        }
+    })
+}
+
+/// Runs `sample` on the sampling thread; the receiver learns how it ended.
+fn spawn_sampling(
+    sample: impl FnOnce() + Send + 'static,
+) -> io::Result<tokio::sync::oneshot::Receiver<SamplerDied>> {
+    let (died, death) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("relay-metrics-sampler".into())
+        .spawn(move || {
+            let reason = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(sample)) {
+                Ok(()) => "the sampling loop ended".to_string(),
+                Err(payload) => {
+                    let message = payload
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic without a message".to_string());
+                    format!("the sampling thread panicked: {message}")
+                }
+            };
+            let _ = died.send(SamplerDied(reason));
+        })?;
+    Ok(death)
+}
+
+/// Binds `address` (port 0 picks a free port) and returns the listener and its address.
+pub async fn bind(address: &str) -> io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(address).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}

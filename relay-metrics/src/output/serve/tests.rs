@@ -1,0 +1,360 @@
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::Body as _;
+use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING};
+use hyper::{Method, Request, StatusCode};
+
+use super::body::Chunks;
+use super::encode::to_openmetrics;
+use super::health::Liveness;
+use super::http::{accepts_gzip, wants_openmetrics, App, OPENMETRICS_CONTENT_TYPE};
+use super::*;
+use crate::output::otlp::ExportFailures;
+
+const TEXT: &[u8] =
+    b"# HELP m_bytes A \"quoted\" help.\n# TYPE m_bytes gauge\nm_bytes{scope=\"global\"} 1\n\
+# HELP c_total Counted things.\n# TYPE c_total counter\nc_total{scope=\"global\"} 7\n";
+
+fn app(period: Duration) -> App {
+    App {
+        latest: Latest::default(),
+        liveness: Liveness {
+            period,
+            started: Instant::now(),
+            export: Some(ExportFailures::default()),
+        },
+    }
+}
+
+fn publish(app: &App) {
+    app.latest.set(Publication::new(
+        Bytes::from_static(b"{\"a\":1}"),
+        Bytes::from_static(TEXT),
+        1,
+        "global",
+    ));
+}
+
+fn request(
+    method: Method,
+    path: &str,
+    headers: &[(hyper::header::HeaderName, &str)],
+) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = path.parse().unwrap();
+    for (name, value) in headers {
+        request
+            .headers_mut()
+            .append(name.clone(), HeaderValue::from_str(value).unwrap());
+    }
+    request
+}
+
+/// The whole body of a response.
+fn collect(mut body: Chunks) -> Vec<u8> {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut out = Vec::new();
+    let expected = body.size_hint().exact().unwrap();
+    while let std::task::Poll::Ready(Some(Ok(frame))) =
+        std::pin::Pin::new(&mut body).poll_frame(&mut context)
+    {
+        out.extend_from_slice(frame.data_ref().unwrap());
+    }
+    assert_eq!(out.len() as u64, expected, "size hint and body agree");
+    out
+}
+
+#[test]
+fn routes_methods_and_missing_snapshots() {
+    let app = app(Duration::from_secs(1));
+    let status = |method: Method, path: &str| app.respond(&request(method, path, &[])).status();
+    assert_eq!(
+        status(Method::GET, "/metrics"),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(
+        status(Method::GET, "/healthz"),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    publish(&app);
+    assert_eq!(status(Method::GET, "/metrics"), StatusCode::OK);
+    assert_eq!(status(Method::HEAD, "/metrics"), StatusCode::OK);
+    assert_eq!(status(Method::GET, "/snapshot?pretty"), StatusCode::OK);
+    assert_eq!(status(Method::GET, "/healthz"), StatusCode::OK);
+    assert_eq!(status(Method::GET, "/other"), StatusCode::NOT_FOUND);
+    let post = app.respond(&request(Method::POST, "/metrics", &[]));
+    assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(post.headers()["allow"], "GET, HEAD");
+}
+
+#[test]
+fn metrics_end_with_the_sample_age_and_export_failures() {
+    let app = app(Duration::from_secs(1));
+    publish(&app);
+    let response = app.respond(&request(Method::GET, "/metrics", &[]));
+    assert_eq!(response.headers()["content-type"], prometheus::CONTENT_TYPE);
+    let text = String::from_utf8(collect(response.into_body())).unwrap();
+    assert!(
+        text.starts_with(std::str::from_utf8(TEXT).unwrap()),
+        "{text}"
+    );
+    let age: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("relay_metrics_sample_age_seconds{scope=\"global\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((0.0..5.0).contains(&age), "{age}");
+    assert!(
+        text.contains(
+            "# TYPE relay_metrics_otlp_export_failures_total counter\n\
+                       relay_metrics_otlp_export_failures_total{scope=\"global\"} 0\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_publication_is_shared_not_copied() {
+    let app = app(Duration::from_secs(1));
+    publish(&app);
+    let first = app.respond(&request(Method::GET, "/snapshot", &[]));
+    let second = app.respond(&request(Method::GET, "/snapshot", &[]));
+    let first = collect(first.into_body());
+    assert_eq!(first, b"{\"a\":1}");
+    // The chunk handed to hyper is the publication's own buffer.
+    let publication = app.latest.get().unwrap();
+    let mut body = second.into_body();
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let std::task::Poll::Ready(Some(Ok(frame))) =
+        std::pin::Pin::new(&mut body).poll_frame(&mut context)
+    else {
+        panic!("no frame");
+    };
+    assert_eq!(
+        frame.data_ref().unwrap().as_ptr(),
+        publication.json.as_ptr()
+    );
+}
+
+#[test]
+fn openmetrics_when_accept_prefers_it() {
+    let prometheus_default = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let wants = |accept: &str| {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_str(accept).unwrap());
+        wants_openmetrics(&headers)
+    };
+    assert!(wants(prometheus_default));
+    assert!(wants("application/openmetrics-text"));
+    assert!(!wants("*/*"));
+    assert!(!wants("text/plain"));
+    assert!(!wants("text/plain, application/openmetrics-text;q=0.5"));
+    assert!(!wants("application/openmetrics-text;q=0"));
+    assert!(!wants("application/openmetrics-text;version=2.0.0"));
+    assert!(!wants_openmetrics(&hyper::HeaderMap::new()));
+
+    let app = app(Duration::from_secs(1));
+    publish(&app);
+    let response = app.respond(&request(
+        Method::GET,
+        "/metrics",
+        &[(ACCEPT, prometheus_default)],
+    ));
+    assert_eq!(response.headers()["content-type"], OPENMETRICS_CONTENT_TYPE);
+    let text = String::from_utf8(collect(response.into_body())).unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains("# TYPE c counter\nc_total{scope=\"global\"} 7\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE relay_metrics_otlp_export_failures counter\n"),
+        "{text}"
+    );
+    assert_eq!(text.matches("# EOF").count(), 1);
+}
+
+#[test]
+fn openmetrics_conversion_renames_counters_and_escapes_help() {
+    let text = b"# HELP a_total Things.\n# TYPE a_total counter\na_total 1\n\
+        # HELP b Odd.\n# TYPE b counter\nb 2\n\
+        # HELP d_seconds Time.\n# TYPE d_seconds gauge\n# UNIT d_seconds seconds\nd_seconds 3\n\
+        # HELP e Not suffixed.\n# TYPE e untyped\n# UNIT e seconds\ne 4\n\
+        # a comment\n\n";
+    let converted = String::from_utf8(to_openmetrics(text)).unwrap();
+    assert_eq!(
+        converted,
+        "# HELP a Things.\n# TYPE a counter\na_total 1\n\
+         # HELP b Odd.\n# TYPE b unknown\nb 2\n\
+         # HELP d_seconds Time.\n# TYPE d_seconds gauge\n# UNIT d_seconds seconds\nd_seconds 3\n\
+         # HELP e Not suffixed.\n# TYPE e unknown\ne 4\n"
+    );
+    let quoted = String::from_utf8(to_openmetrics(TEXT)).unwrap();
+    assert!(
+        quoted.contains("# HELP m_bytes A \\\"quoted\\\" help.\n"),
+        "{quoted}"
+    );
+}
+
+#[test]
+fn gzip_when_accepted_and_the_stream_decodes_to_the_plain_body() {
+    let accepts = |value: &str| {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(ACCEPT_ENCODING, HeaderValue::from_str(value).unwrap());
+        accepts_gzip(&headers)
+    };
+    assert!(accepts("gzip"));
+    assert!(accepts("deflate, gzip;q=0.5"));
+    assert!(accepts("*"));
+    assert!(!accepts("gzip;q=0"));
+    assert!(!accepts("identity"));
+    assert!(!accepts("*;q=0.5, gzip;q=0"));
+
+    let app = app(Duration::from_secs(1));
+    publish(&app);
+    for path in ["/metrics", "/snapshot"] {
+        let plain = collect(app.respond(&request(Method::GET, path, &[])).into_body());
+        let response = app.respond(&request(Method::GET, path, &[(ACCEPT_ENCODING, "gzip")]));
+        assert_eq!(response.headers()["content-encoding"], "gzip");
+        let compressed = collect(response.into_body());
+        let mut decoded = String::new();
+        // One gzip member (not several concatenated): what every client can read.
+        flate2::read::GzDecoder::new(&compressed[..])
+            .read_to_string(&mut decoded)
+            .unwrap();
+        let plain = String::from_utf8(plain).unwrap();
+        // The sample age differs between the two responses; everything before it is equal.
+        let cut = |text: &str| {
+            text.split("relay_metrics_sample_age_seconds{")
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(cut(&decoded), cut(&plain));
+        assert!(
+            decoded.len().abs_diff(plain.len()) < 8,
+            "{decoded}\n{plain}"
+        );
+    }
+}
+
+#[test]
+fn liveness_turns_503_after_three_periods() {
+    let app = app(Duration::from_millis(10));
+    publish(&app);
+    let publication = app.latest.get().unwrap();
+    assert_eq!(
+        app.liveness.check(Some(&publication), publication.taken),
+        Ok(())
+    );
+    let reason = app
+        .liveness
+        .check(
+            Some(&publication),
+            publication.taken + Duration::from_millis(31),
+        )
+        .unwrap_err();
+    assert!(
+        reason.starts_with("stale: the latest snapshot is"),
+        "{reason}"
+    );
+    let response = {
+        std::thread::sleep(Duration::from_millis(40));
+        app.respond(&request(Method::GET, "/healthz", &[]))
+    };
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(String::from_utf8(collect(response.into_body()))
+        .unwrap()
+        .contains("stale"));
+}
+
+#[test]
+fn the_oldest_idle_connection_is_shed_first_and_busy_ones_never() {
+    let registry = std::sync::Arc::new(conn::Registry::default());
+    let (first, first_shed) = registry.register();
+    std::thread::sleep(Duration::from_millis(2));
+    let (second, second_shed) = registry.register();
+    let busy = first.busy();
+    assert!(registry.shed_oldest_idle());
+    // The first is busy: the second, idle, is told to close.
+    assert!(notified(&second_shed));
+    assert!(!notified(&first_shed));
+    // Already told: not chosen again; the first is still busy.
+    assert!(!registry.shed_oldest_idle());
+    drop(busy);
+    assert!(registry.shed_oldest_idle());
+    assert!(notified(&first_shed));
+    assert_eq!(registry.len(), 2);
+    drop((first, second));
+    assert_eq!(registry.len(), 0);
+}
+
+#[test]
+fn a_sampler_that_panics_ends_the_agent_with_its_reason() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = AgentOptions {
+        listen: "127.0.0.1:0".into(),
+        period: Duration::from_millis(100),
+        otlp: None,
+        limits: Limits::default(),
+    };
+    let result = runtime.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            agent::run_with(options, |_, _| {
+                spawn_sampling(|| panic!("collector exploded"))
+            }),
+        )
+        .await
+    });
+    match result {
+        Ok(Err(AgentError::SamplerDied(reason))) => {
+            assert_eq!(reason, "the sampling thread panicked: collector exploded");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// True when `notify` holds a notification (consuming it).
+fn notified(notify: &tokio::sync::Notify) -> bool {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let notified = notify.notified();
+    let mut notified = std::pin::pin!(notified);
+    std::future::Future::poll(notified.as_mut(), &mut context).is_ready()
+}
+
+#[test]
+fn a_write_that_makes_no_progress_times_out() {
+    use tokio::io::AsyncWriteExt as _;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // The peer never reads: writes stall once its 64-byte buffer is full.
+        let (near, _far) = tokio::io::duplex(64);
+        let mut stream = conn::WriteTimeout::new(near, Duration::from_millis(100));
+        let started = Instant::now();
+        let error = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Err(error) = stream.write_all(&[0u8; 1024]).await {
+                    return error;
+                }
+            }
+        })
+        .await
+        .expect("the write failed before the test's own timeout");
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+    });
+}
