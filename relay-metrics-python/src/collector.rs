@@ -222,6 +222,25 @@ impl NativeCollector {
         Ok(())
     }
 
+    /// For the benchmark (`benches/collect_vs_relay.py`): collects once, then builds the Python
+    /// objects of that snapshot `iterations` times; returns the build times in nanoseconds.
+    fn _build_times<'py>(&self, py: Python<'py>, iterations: usize) -> PyResult<Vec<u64>> {
+        self.check_process()?;
+        let series = Arc::clone(&self.series);
+        let (snapshot, json) = py
+            .detach(move || series.collect(None))
+            .map_err(PyRuntimeError::new_err)?;
+        let schema = schema(py)?;
+        let mut times = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let started = Instant::now();
+            let object = schema.snapshot(py, &snapshot, &json)?;
+            times.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            drop(object);
+        }
+        Ok(times)
+    }
+
     /// Whether `close()` has not run yet (and this is the creating process).
     #[getter]
     fn is_open(&self) -> bool {
