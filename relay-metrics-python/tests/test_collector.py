@@ -221,3 +221,63 @@ def test_kernel_events_load_in_this_python_process_as_root() -> None:
         snapshot = collector.collect()
     assert snapshot.extensions is not None
     assert snapshot.extensions["kernel_events"]["active"] is True, snapshot.extensions["kernel_events"]
+
+
+def _in_child(work: Any) -> str:
+    """Runs `work()` in a fork child; returns what it returned (or raised) as text."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            message = str(work())
+        except BaseException as error:  # noqa: BLE001 - reported to the parent
+            message = f"{type(error).__name__}: {error}"
+        os.write(write_end, message.encode())
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    message = os.read(read_end, 65536).decode()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return message
+
+
+def test_without_privileges_the_snapshot_says_why_kernel_events_are_off() -> None:
+    assert os.geteuid() == 0, "this test runs as root (scripts/test-all.sh): it drops to nobody"
+
+    def unprivileged() -> str:
+        os.setgid(65534)
+        os.setuid(65534)
+        with relay_metrics.Collector() as collector:
+            snapshot = collector.collect()
+        assert snapshot.extensions is not None
+        return json.dumps(snapshot.extensions["kernel_events"])
+
+    events = json.loads(_in_child(unprivileged))
+    assert events["active"] is False
+    assert events.get("reason"), events
+
+
+def test_a_fork_child_can_activate_anew() -> None:
+    import relay_metrics.plugin as plugin
+    import relay_metrics.resource_metrics as resource_metrics
+
+    config = plugin.PluginConfig(components=[plugin.ComponentSpec(kind="resource_metrics", config=FAST)])
+
+    async def parent_side() -> plugin.PluginHostActivation:
+        return await plugin.initialize(config)
+
+    async def child_side() -> str:
+        activation = await plugin.initialize(config)
+        snapshot = await resource_metrics.collect()
+        await activation.close()
+        assert snapshot.extensions is not None
+        return str(snapshot.extensions["target"]["root_pid"] == os.getpid())
+
+    loop = asyncio.new_event_loop()
+    activation = loop.run_until_complete(parent_side())
+    try:
+        assert _in_child(lambda: asyncio.run(child_side())) == "True"
+    finally:
+        loop.run_until_complete(activation.close())
+        loop.close()
