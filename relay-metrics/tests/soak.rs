@@ -398,14 +398,17 @@ fn churn_soak_as_root() {
             .unwrap(),
     );
     let mut serve_log = BufReader::new(serve.0.stderr.take().unwrap());
-    let mut line = String::new();
-    serve_log.read_line(&mut line).unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("relay-metrics: serving http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("serve said {line:?}"))
-        .to_string();
+    // The log line that names the bound address (whatever the log format around it).
+    let mut address = None;
+    for _ in 0..20 {
+        let mut line = String::new();
+        serve_log.read_line(&mut line).unwrap();
+        if let Some(rest) = line.split("serving http://").nth(1) {
+            address = rest.trim().strip_suffix("/metrics").map(str::to_string);
+            break;
+        }
+    }
+    let address = address.expect("serve logs the address it serves on");
     std::thread::spawn(move || for _ in serve_log.lines() {});
 
     let (tree_shell, tree_go, tree_done, tree_end) = storm(dir.path(), "tree", forks, threads);
