@@ -173,7 +173,7 @@ impl OtlpExporter {
                     consecutive_failures = 0;
                     if logged_failure {
                         logged_failure = false;
-                        log(format_args!("OTLP export to {} works again", self.endpoint));
+                        tracing::info!(endpoint = %self.endpoint, "OTLP export works again");
                     }
                 }
                 Err(failure) => {
@@ -181,10 +181,11 @@ impl OtlpExporter {
                     consecutive_failures = consecutive_failures.saturating_add(1);
                     if !logged_failure {
                         logged_failure = true;
-                        log(format_args!(
-                            "OTLP export to {} failed: {}",
-                            self.endpoint, failure.reason
-                        ));
+                        tracing::warn!(
+                            endpoint = %self.endpoint,
+                            reason = %failure.reason,
+                            "OTLP export failed (reported once until it works again)"
+                        );
                     }
                     if let Some(delay) = retry_delay(&failure, consecutive_failures) {
                         not_before = Instant::now() + delay;
@@ -205,10 +206,11 @@ impl OtlpExporter {
         if let Some(payload) = newest {
             if let Err(failure) = self.transport.send(&payload).await {
                 self.failures.add_one();
-                log(format_args!(
-                    "OTLP export to {} failed at shutdown: {}",
-                    self.endpoint, failure.reason
-                ));
+                tracing::warn!(
+                    endpoint = %self.endpoint,
+                    reason = %failure.reason,
+                    "the last OTLP export at shutdown failed"
+                );
             }
         }
     }
@@ -241,11 +243,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
-}
-
-/// One line on stderr; dropped if stderr is closed (`eprintln!` would panic).
-fn log(message: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr(), "relay-metrics: {message}");
 }
 
 #[cfg(test)]
