@@ -534,6 +534,33 @@ fn an_unavailable_grpc_collector_is_retried_with_backoff() {
 }
 
 #[test]
+fn a_grpc_collector_out_of_resources_is_retried_when_its_retry_info_says() {
+    // RESOURCE_EXHAUSTED is retryable only with a RetryInfo, here of 1 s.
+    let collector = Collector::start(&["--protocol", "grpc", "--fail", "1:RESOURCE_EXHAUSTED:1"]);
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let _agent = Agent::start(
+        &[
+            "--otlp-protocol",
+            "grpc",
+            "--otlp-endpoint",
+            &endpoint,
+            "--interval-ms",
+            "5000",
+        ],
+        &[],
+    );
+    let first = collector.next();
+    let second = collector.next();
+    assert_eq!(first["status"], "RESOURCE_EXHAUSTED");
+    assert_eq!(second["status"], "OK", "{second}");
+    // Not the next snapshot (5 s later) and not the first backoff (0.4-0.5 s): the 1 s asked for.
+    let gap = seconds(&second) - seconds(&first);
+    assert!((0.95..4.0).contains(&gap), "retried after {gap:.3} s");
+    // The same snapshot, the agent's first: no newer one was taken meanwhile.
+    assert_eq!(sequence(&second["request"]), 1.0);
+}
+
+#[test]
 fn a_refused_export_is_not_retried() {
     // 400: the collector refuses the data itself; the next snapshot is the next try.
     let collector = Collector::start(&["--protocol", "http", "--fail", "1:400"]);

@@ -11,7 +11,8 @@ ExportMetricsServiceRequest (json_format.MessageToDict) or null when refused.
 Options: --protocol grpc|http, --tls CERT KEY (serve TLS), --client-ca CA (require a client
 certificate signed by CA), --require-header K=V (answer 401 / UNAUTHENTICATED without it),
 --fail N:STATUS[:RETRY_AFTER] (answer the first N requests with STATUS: an HTTP code, or a gRPC
-code name such as UNAVAILABLE; RETRY_AFTER seconds go into a Retry-After header).
+code name such as UNAVAILABLE; RETRY_AFTER seconds go into a Retry-After header, or over gRPC
+into a google.rpc.RetryInfo detail of the status, googleapis-common-protos' classes).
 Runs until killed.
 """
 
@@ -26,7 +27,7 @@ import time
 from concurrent import futures
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import any_pb2, duration_pb2, json_format
 from google.protobuf.unknown_fields import UnknownFieldSet
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc as service_grpc
@@ -171,7 +172,11 @@ class Servicer(service_grpc.MetricsServiceServicer):
             failure = planned_failure(self.args, index)
             if failure:
                 record["status"] = failure[0]
-                context.abort(getattr(grpc.StatusCode, failure[0]), "planned failure")
+                code = getattr(grpc.StatusCode, failure[0])
+                if failure[1]:
+                    context.set_trailing_metadata(
+                        [("grpc-status-details-bin", retry_info_status(code, int(failure[1])))])
+                context.abort(code, "planned failure")
             try:
                 check_no_unknown_fields(request)
             except ValueError as error:
@@ -182,6 +187,16 @@ class Servicer(service_grpc.MetricsServiceServicer):
             return service.ExportMetricsServiceResponse()
         finally:
             emit(record)
+
+
+def retry_info_status(code, seconds):
+    """A google.rpc.Status with a RetryInfo detail, serialized, as gRPC carries it in trailers."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=seconds)))
+    status = status_pb2.Status(code=code.value[0], message="planned failure", details=[detail])
+    return status.SerializeToString()
 
 
 def grpc_peer_cn(context):
