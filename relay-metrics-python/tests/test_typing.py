@@ -47,3 +47,13 @@ def test_package_is_typed() -> None:
     import relay_metrics
 
     assert (Path(relay_metrics.__file__).parent / "py.typed").exists()
+
+
+def test_the_package_itself_passes_mypy_strict() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-p", "relay_metrics"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

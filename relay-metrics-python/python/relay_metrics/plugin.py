@@ -278,8 +278,10 @@ def _merge(base: Any, override: Any) -> Any:
 
 def _merge_documents(file_document: JsonObject, document: JsonObject) -> JsonObject:
     """Programmatic values over file values; components of the same kind merge."""
-    merged = _merge({k: v for k, v in file_document.items() if k != "components"},
-                    {k: v for k, v in document.items() if k != "components"})
+    merged: JsonObject = _merge(
+        {k: v for k, v in file_document.items() if k != "components"},
+        {k: v for k, v in document.items() if k != "components"},
+    )
     components = [dict(c) for c in file_document.get("components", [])]
     for component in document.get("components", []):
         same = next((c for c in components if c.get("kind") == component.get("kind")), None)
