@@ -22,8 +22,10 @@ _LOG = logging.getLogger("relay_metrics")
 
 _subscribers: dict[str, Callable[[MarkEvent], None]] = {}
 _lock = threading.Lock()
-# Held while a tick's events are delivered: flush() waits on it.
-_delivery = threading.Lock()
+# Held while a tick's events are delivered: flush() waits on it. Re-entrant, so that a callback
+# calling flush() on the delivering thread returns at once (as Relay's does) instead of waiting
+# for itself.
+_delivery = threading.RLock()
 
 EVENT_NAME = "nemo.relay.resource_metrics"
 DATA_SCHEMA = {"name": "nemo.relay.metric_measurements", "version": "1"}
