@@ -17,8 +17,6 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::sampler::FixedRate;
-use relay_metrics::snapshot::SamplerInfo;
 use relay_metrics::Collector;
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
@@ -228,56 +226,43 @@ fn stream_until_exit(
     group: &CommandGroup,
     events: &Receiver<Event>,
 ) -> Result<()> {
-    let mut ticker = FixedRate::new(Instant::now(), Duration::from_millis(interval_ms));
-    let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     let mut line = Vec::with_capacity(16 * 1024);
-    loop {
-        let planned_at = Instant::now();
-        let (sleep, tick) = ticker.plan(planned_at);
-        // `None`: a deadline past the end of the clock (a huge interval) never comes.
-        let deadline = planned_at.checked_add(sleep);
-        let mut exited = false;
-        loop {
-            let event = match deadline {
-                Some(deadline) => {
-                    events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                }
-                None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            match event {
-                Ok(Event::Signal(signal)) => group.signal(signal),
-                Ok(Event::Exited) => {
-                    exited = true;
-                    break;
-                }
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => bail!("lost track of the command"),
-            }
-        }
-        let snapshot = if exited {
-            collector.collect()
-        } else {
-            let late = deadline.map_or(Duration::ZERO, |d| {
-                Instant::now().saturating_duration_since(d)
-            });
-            collector.collect_with_sampler(SamplerInfo {
-                interval_usec: micros(ticker.period()),
-                tick_index: tick.index,
-                tick_lateness_usec: micros(tick.lateness + late),
-                missed_ticks_total: ticker.missed_total(),
-            })
-        };
+    let mut write = |snapshot: &relay_metrics::ResourceMetricsSnapshot| {
         line.clear();
         snapshot.write_json(&mut line);
         line.push(b'\n');
-        match out.write_all(&line).and_then(|()| out.flush()) {
-            Ok(()) => {}
-            Err(error) => return Err(error).context("cannot write the snapshot stream"),
+        out.write_all(&line)
+            .and_then(|()| out.flush())
+            .context("cannot write the snapshot stream")
+    };
+    let mut snapshots = collector.every(Duration::from_millis(interval_ms));
+    let mut lost = false;
+    // Waits for the tick's deadline (`None`: never comes) while passing signals on; false once
+    // the command exited.
+    let mut wait = |deadline: Option<Instant>| loop {
+        let event = match deadline {
+            Some(deadline) => {
+                events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            }
+            None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match event {
+            Ok(Event::Signal(signal)) => group.signal(signal),
+            Ok(Event::Exited) => return false,
+            Err(RecvTimeoutError::Timeout) => return true,
+            Err(RecvTimeoutError::Disconnected) => {
+                lost = true;
+                return false;
+            }
         }
-        if exited {
-            return Ok(());
-        }
+    };
+    while let Some(snapshot) = snapshots.next_unless(&mut wait) {
+        write(&snapshot)?;
     }
+    if lost {
+        bail!("lost track of the command");
+    }
+    write(&collector.collect())
 }
 
 /// True when `program` names an executable file, directly or through `$PATH` (as exec would
