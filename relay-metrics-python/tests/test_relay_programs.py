@@ -22,11 +22,15 @@ FILLED_BEYOND_RELAY = {"process.lifetime_creation_count", "memory.out_of_memory_
 LONGER_LISTS = {"cpu.limit_events", "memory.limit_events", "process.limit_events"}
 # Machine-wide values: compared within 10 % (they change between the two runs a little).
 CLOSE = {
-    "memory.system_used",
     "memory.system_available",
     "disk.filesystems[].available_capacity",
     "disk.filesystems[].free_capacity",
 }
+# Used system memory moves by hundreds of MiB while other work compiles between the two runs:
+# within a factor of 2 too (it is a small part of the total).
+# Per-process values of two similar Python processes (one with Relay's runtime loaded, one with
+# relay_metrics): within a factor of 2.
+SIMILAR = {"memory.resident", "memory.private", "memory.virtual_memory", "memory.system_used"}
 # Machine constants: equal.
 EQUAL = {"memory.system_total", "disk.filesystems[].total_capacity", "network.measurement_scope"}
 
@@ -107,6 +111,8 @@ def compare_measurement(relay: Any, ours: Any, path: str, problems: list[str]) -
         problems.append(f"{path}: relay {a}, ours {b} (must be equal)")
     elif path in CLOSE and not math.isclose(a, b, rel_tol=0.1):
         problems.append(f"{path}: relay {a}, ours {b} (beyond 10 %)")
+    elif path in SIMILAR and not (a / 2 <= b <= a * 2):
+        problems.append(f"{path}: relay {a}, ours {b} (beyond a factor of 2)")
     elif (a < 0) != (b < 0):
         problems.append(f"{path}: relay {a}, ours {b} (sign)")
 
@@ -125,6 +131,8 @@ def test_basic_program_matches_relay(both: Any, sample: str) -> None:
     rate = ours[sample]["cpu"]["consumption_rate"]
     assert (rate is None) == (sample == "first")
     assert ours[sample]["measurement_scope"] == {"__str__": "process_tree"}
+    for count in ("active_count", "descendant_count"):
+        assert ours[sample]["process"][count] == relay[sample]["process"][count], count
 
 
 @pytest.mark.parametrize("sample", ["first", "second"])
