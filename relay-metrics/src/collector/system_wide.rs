@@ -7,7 +7,6 @@
 //! sample keeps the values of the last read (it is reused from pass to pass), the reasons found
 //! by that read are repeated, and their age is reported in `extensions.sample_ages`.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,12 +20,17 @@ use crate::source::{fs, Roots};
 use super::reasons::Reasons;
 use super::CloneFromSlice;
 
+/// How long a `statvfs` may take before its path is reported as hung (it stays pending on its
+/// helper thread; see [`fs::DeadlineStatvfs`]).
+const FILESYSTEM_TIMEOUT: Duration = Duration::from_secs(1);
+
 pub(super) struct SystemWide {
     interval: Duration,
     read_at: Option<Instant>,
     /// Reasons the last read recorded, repeated while its values are reused.
     reasons: Vec<Unavailable>,
-    filesystem_paths: Vec<Arc<str>>,
+    filesystems: fs::DeadlineStatvfs,
+    capacities: Vec<fs::FilesystemCapacity>,
     meminfo: SystemReader,
     meminfo_sample: SystemSample,
     net: NetReader,
@@ -39,7 +43,11 @@ impl SystemWide {
             interval: Duration::from_millis(config.extensions.system_wide_interval_millis),
             read_at: None,
             reasons: Vec::new(),
-            filesystem_paths: unique_paths(&config.disk.filesystem_paths),
+            filesystems: fs::DeadlineStatvfs::new(
+                unique_paths(&config.disk.filesystem_paths),
+                FILESYSTEM_TIMEOUT,
+            ),
+            capacities: Vec::new(),
             meminfo: SystemReader::new(roots),
             meminfo_sample: SystemSample::default(),
             net: NetReader::new(roots),
@@ -98,7 +106,7 @@ impl SystemWide {
     }
 
     fn read_filesystems(
-        &self,
+        &mut self,
         config: &ResourceMetricsConfig,
         reasons: &mut Reasons,
         out: &mut Vec<FilesystemValues>,
@@ -107,8 +115,8 @@ impl SystemWide {
         if !config.disk.enabled {
             return;
         }
-        for path in &self.filesystem_paths {
-            let capacity = fs::filesystem_capacity(Path::new(&**path));
+        self.filesystems.read(&mut self.capacities);
+        for (path, capacity) in self.filesystems.paths().iter().zip(&self.capacities) {
             if let Some(reason) = &capacity.error {
                 reasons.add("disk.filesystems", format_args!("{path}: {reason}"));
             }

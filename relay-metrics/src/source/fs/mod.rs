@@ -6,11 +6,16 @@
 //! asks the kernel about the mount that actually holds the path, which only exists in the real
 //! mount namespace. A fixture tree has no mounts to stand in for, and a container agent sees a
 //! host filesystem only where it is bind-mounted, so the user configures that path directly.
-//! One call is one syscall (~1.6 µs here), with no descriptor worth holding.
+//! One call is one syscall (~1.6 µs here), with no descriptor worth holding. The collector makes
+//! the calls through [`DeadlineStatvfs`], so a hung filesystem cannot block a snapshot.
 
 use std::path::Path;
 
 use nix::sys::statvfs::{statvfs, Statvfs};
+
+mod deadline;
+
+pub use deadline::DeadlineStatvfs;
 
 /// Capacity of the filesystem holding one configured path, in bytes. On any failure (the call
 /// failed, block size 0, a product overflowing `u64`) all three values are `None` and `error`
