@@ -58,6 +58,7 @@ fn matches_serde_on_every_golden_snapshot() {
         // The goldens mask what depends on the run; put plausible values back.
         value["timestamp"] = json!("2025-03-04T05:06:07.123456Z");
         value["extensions"]["collector"]["collect_duration_usec"] = json!(87);
+        value["extensions"]["collector"]["sequence"] = json!(2);
         value["extensions"]["collector"]["version"] = json!("0.1.0");
         value["extensions"]["sample_ages"] =
             json!({"private_memory_ms": 12, "gpu_ms": null, "cgroups_ms": 0, "system_wide_ms": 3});
