@@ -208,6 +208,8 @@ pub struct ExtensionsConfig {
     pub max_held_processes: usize,
     /// The names the agent's metrics (Prometheus and OTLP) are exported under.
     pub metric_names: MetricNames,
+    /// Where per-process values come from (see [`ProcessSource`]).
+    pub process_source: ProcessSource,
 }
 
 /// The naming of exported metrics.
@@ -226,6 +228,31 @@ pub enum MetricNames {
     Relay,
 }
 
+/// `extensions.process_source`: where per-process values come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessSource {
+    /// The BPF task iterator where it loads and serves the scope, else procfs (with the reason
+    /// in `extensions.collector.process_source_reason`).
+    #[default]
+    Auto,
+    /// The BPF task iterator; a collector cannot be created where it does not load.
+    BpfIter,
+    /// Always procfs.
+    Procfs,
+}
+
+impl ProcessSource {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::BpfIter => "bpf_iter",
+            Self::Procfs => "procfs",
+        }
+    }
+}
+
 impl Default for ExtensionsConfig {
     fn default() -> Self {
         Self {
@@ -234,6 +261,7 @@ impl Default for ExtensionsConfig {
             kernel_events: true,
             max_held_processes: 4096,
             metric_names: MetricNames::RelayMetrics,
+            process_source: ProcessSource::Auto,
         }
     }
 }

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
+use relay_metrics::config::{ProcessSource, ResourceMetricsConfig, ScopeSetting};
 use relay_metrics::output::otlp::{OtlpFlags, OtlpSettings};
 use relay_metrics::output::serve;
 use relay_metrics::Collector;
 
 // The binary's own modules live under src/cli/ (src/ is the library's).
+#[path = "cli/bench_sources.rs"]
+mod bench_sources;
 #[path = "cli/run.rs"]
 mod run;
 
@@ -78,6 +80,10 @@ enum Command {
         /// latencies are kept to compute the percentiles: 80 MB at the cap).
         #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_BENCH_ITERATIONS))]
         iterations: u64,
+        /// Where per-process values come from (overrides `extensions.process_source`); `both`
+        /// measures the task-iterator and procfs paths side by side, alternating collects.
+        #[arg(long, value_enum)]
+        process_source: Option<ProcessSourceArg>,
     },
     /// Run a command and stream snapshots of its process tree until it exits; exits with the
     /// command's exit code.
@@ -119,6 +125,15 @@ struct TargetArgs {
 enum LogFormatArg {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum ProcessSourceArg {
+    Auto,
+    BpfIter,
+    Procfs,
+    Both,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -233,9 +248,24 @@ fn run(cli: Cli) -> Result<i32> {
             runtime.block_on(serve::run(collector, options))?;
             Ok(0)
         }
-        Command::Bench { target, iterations } => {
-            let collector = Collector::new(resolve_config(&target)?)?;
-            let mut line = serde_json::to_vec(&bench(collector, iterations))?;
+        Command::Bench {
+            target,
+            iterations,
+            process_source,
+        } => {
+            let mut config = resolve_config(&target)?;
+            config.extensions.process_source = match process_source {
+                None => config.extensions.process_source,
+                Some(ProcessSourceArg::Auto) => ProcessSource::Auto,
+                Some(ProcessSourceArg::BpfIter) => ProcessSource::BpfIter,
+                Some(ProcessSourceArg::Procfs) => ProcessSource::Procfs,
+                Some(ProcessSourceArg::Both) => ProcessSource::Auto,
+            };
+            let mut line = if matches!(process_source, Some(ProcessSourceArg::Both)) {
+                serde_json::to_vec(&bench_sources::run(&config, iterations)?)?
+            } else {
+                serde_json::to_vec(&bench(Collector::new(config)?, iterations))?
+            };
             line.push(b'\n');
             match std::io::stdout().lock().write_all(&line) {
                 // The reader went away (`bench | true`): nothing left to report to.

@@ -727,3 +727,82 @@ fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
     assert_eq!(report["role"], "target");
     assert_eq!(report["cpu_version"], "v1");
 }
+
+/// `bench --process-source both` measures the task-iterator and procfs paths side by side; as
+/// root on a kernel that allows it the iterator serves, and each path says which it was.
+#[test]
+fn bench_compares_the_iterator_and_procfs_paths_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the task iterator needs root"
+    );
+    let output = relay_metrics(&[
+        "bench",
+        "--scope",
+        "global",
+        "--iterations",
+        "5",
+        "--process-source",
+        "both",
+    ]);
+    let report = json_of(&output);
+    assert_eq!(report["bpf_iter"]["process_source"], "bpf_iter", "{report}");
+    assert_eq!(report["bpf_iter"]["process_source_reason"], Value::Null);
+    assert_eq!(report["procfs"]["process_source"], "procfs");
+    assert!(report["procfs"]["process_source_reason"]
+        .as_str()
+        .unwrap()
+        .contains("procfs"));
+    for path in ["bpf_iter", "procfs"] {
+        assert!(report[path]["median_us"].as_f64().unwrap() > 0.0);
+        assert!(report[path]["processes"].as_u64().unwrap() > 1);
+    }
+}
+
+/// Without privileges the iterator cannot load: procfs serves and the snapshot says why; forcing
+/// the iterator is then a clear error.
+#[test]
+fn an_unprivileged_user_gets_procfs_with_the_reason_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test drops from root to nobody"
+    );
+    let unprivileged = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
+            .arg(env!("CARGO_BIN_EXE_relay-metrics"))
+            .args(args)
+            .output()
+            .expect("setpriv runs")
+    };
+    let snapshot = json_of(&unprivileged(&["snapshot", "--scope", "global"]));
+    let collector = &snapshot["extensions"]["collector"];
+    assert_eq!(collector["process_source"], "procfs", "{collector}");
+    assert!(
+        collector["process_source_reason"]
+            .as_str()
+            .unwrap()
+            .contains("not permitted"),
+        "{collector}"
+    );
+    let forced = unprivileged(&[
+        "bench",
+        "--scope",
+        "global",
+        "--iterations",
+        "1",
+        "--process-source",
+        "bpf_iter",
+    ]);
+    assert!(!forced.status.success());
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert!(
+        stderr.contains("\"bpf_iter\"") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

@@ -2,11 +2,13 @@
 //! the committed object lets a plain `cargo build` work without any eBPF toolchain.
 //!
 //! - `install-toolchain`: installs (idempotently) Debian's rustc with the prebuilt `core` for
-//!   `bpfel-unknown-none`, LLVM 22 and `bpf-linker` built against it.
+//!   `bpfel-unknown-none`, LLVM 22 and `bpf-linker` built against it, and clang 22 with
+//!   libbpf's headers for the C task iterator.
 //! - `build-ebpf`: builds `relay-metrics-ebpf` and copies the object to [`OBJECT`], with the
-//!   toolchain versions in [`STAMP`].
-//! - `check-ebpf-fresh`: rebuilds into a scratch directory and fails if the result differs from
-//!   the committed object (byte for byte when the toolchain is the one in [`STAMP`]).
+//!   toolchain versions in [`STAMP`]; compiles the task iterator ([`ITER_SOURCE`]) into
+//!   [`ITER_OBJECT`], with clang's version in [`ITER_STAMP`].
+//! - `check-ebpf-fresh`: rebuilds both into a scratch directory and fails if a result differs
+//!   from the committed object (byte for byte when the toolchain is the one in the stamp).
 //! - `vm-test [FILTER] [--repeat N]`: runs relay-metrics' tests matching FILTER (default
 //!   `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in one boot
 //!   (to hunt intermittent failures).
@@ -33,6 +35,14 @@ const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const APT_PACKAGES: [&str; 3] = ["rustc-web", "libstd-rust-web-dev-bpf", "llvm-22-dev"];
 const BPF_LINKER_VERSION: &str = "0.13.0";
+/// The task iterator's C source (CO-RE), relative to the workspace root.
+const ITER_SOURCE: &str = "relay-metrics-ebpf/iter/task_iter.bpf.c";
+/// Its committed object.
+const ITER_OBJECT: &str = "relay-metrics/src/source/task_iter/task_iter.bpf.o";
+/// The clang that built [`ITER_OBJECT`] (`clang --version`, first line).
+const ITER_STAMP: &str = "relay-metrics/src/source/task_iter/task_iter.bpf.o.toolchain";
+const CLANG: &str = "/usr/bin/clang-22";
+const ITER_APT_PACKAGES: [&str; 2] = ["clang-22", "libbpf-dev"];
 
 const USAGE: &str = "cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | \
                      vm-test [FILTER] [--repeat N]>";
@@ -145,6 +155,7 @@ fn bpf_linker_version() -> Option<String> {
 fn install_toolchain() -> Result<()> {
     let started = Instant::now();
     ensure_apt_packages(&APT_PACKAGES)?;
+    ensure_apt_packages(&ITER_APT_PACKAGES)?;
     match bpf_linker_version() {
         Some(version) if version.contains(BPF_LINKER_VERSION) => {
             eprintln!("xtask: {version} already installed");
@@ -227,8 +238,40 @@ fn compile(root: &Path, target_dir: &Path) -> Result<PathBuf> {
         .join("relay-metrics"))
 }
 
+fn clang_stamp() -> Result<String> {
+    let version = output(Command::new(CLANG).arg("--version"))
+        .with_context(|| format!("{CLANG} missing: run `cargo xtask install-toolchain`"))?;
+    Ok(format!("{}\n", version.lines().next().unwrap_or_default()))
+}
+
+/// Compiles the task iterator into `out`. The build directory is mapped to a fixed name, so
+/// the object is the same wherever the repository is checked out.
+fn compile_iter(root: &Path, out: &Path) -> Result<()> {
+    let source = root.join(ITER_SOURCE);
+    let dir = source
+        .parent()
+        .context("the iterator source has no directory")?;
+    let mapped = "/relay-metrics-ebpf/iter";
+    run(Command::new(CLANG)
+        .current_dir(dir)
+        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
+        .arg(format!("-fdebug-prefix-map={}={mapped}", dir.display()))
+        .arg(format!("-fdebug-compilation-dir={mapped}"))
+        .args(["-c", "task_iter.bpf.c", "-o"])
+        .arg(out))
+}
+
 fn build_ebpf() -> Result<()> {
     let root = workspace_root()?;
+    let iter_object = root.join(ITER_OBJECT);
+    let iter_stamp = clang_stamp()?;
+    compile_iter(&root, &iter_object)?;
+    fs::write(root.join(ITER_STAMP), iter_stamp).context("writing the clang stamp")?;
+    eprintln!(
+        "xtask: wrote {}\n{}",
+        iter_object.display(),
+        elf_summary::summarize(&fs::read(&iter_object)?)?
+    );
     let stamp = toolchain_stamp()?;
     let built = compile(&root, &root.join(EBPF_CRATE).join("target"))?;
     let object = root.join(OBJECT);
@@ -245,6 +288,8 @@ fn check_ebpf_fresh() -> Result<()> {
     let stamp = toolchain_stamp()?;
     let scratch = env::temp_dir().join(format!("relay-metrics-ebpf-check-{}", std::process::id()));
     let result = (|| {
+        fs::create_dir_all(&scratch).context("creating the scratch directory")?;
+        check_iter_fresh(&root, &scratch.join("task_iter.bpf.o"))?;
         let built = compile(&root, &scratch)?;
         let fresh = fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
         let committed_path = root.join(OBJECT);
@@ -281,6 +326,36 @@ fn check_ebpf_fresh() -> Result<()> {
     })();
     let _ = fs::remove_dir_all(&scratch);
     result
+}
+
+/// The task iterator's object against a rebuild: byte for byte with the clang that built it,
+/// else the same programs, maps and globals.
+fn check_iter_fresh(root: &Path, out: &Path) -> Result<()> {
+    let stamp = clang_stamp()?;
+    compile_iter(root, out)?;
+    let fresh = fs::read(out).with_context(|| format!("reading {}", out.display()))?;
+    let committed =
+        fs::read(root.join(ITER_OBJECT)).with_context(|| format!("reading {ITER_OBJECT}"))?;
+    if fresh == committed {
+        eprintln!("xtask: {ITER_OBJECT} is fresh (byte-identical rebuild)");
+        return Ok(());
+    }
+    let committed_stamp = fs::read_to_string(root.join(ITER_STAMP)).unwrap_or_default();
+    let (fresh_summary, committed_summary) = (
+        elf_summary::summarize(&fresh)?,
+        elf_summary::summarize(&committed)?,
+    );
+    if committed_stamp == stamp || fresh_summary != committed_summary {
+        bail!(
+            "{ITER_OBJECT} differs from a rebuild of {ITER_SOURCE}: run `cargo xtask build-ebpf` \
+             and commit.\ncommitted:\n{committed_summary}\nfresh:\n{fresh_summary}"
+        );
+    }
+    eprintln!(
+        "xtask: {ITER_OBJECT}: same programs, maps and globals; bytes differ because clang \
+         differs (committed: {committed_stamp:?}, here: {stamp:?})"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

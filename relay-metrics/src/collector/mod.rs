@@ -226,12 +226,15 @@ impl Collector {
                 snapshot,
             );
             let extensions = &mut snapshot.extensions;
+            let (process_source, process_source_reason) = self.processes.process_source();
             extensions.collector = CollectorInfo {
                 name: Cow::Borrowed("relay-metrics"),
                 version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
                 sequence: self.sequence,
                 collect_duration_usec: u64::try_from(started.elapsed().as_micros())
                     .unwrap_or(u64::MAX),
+                process_source: Cow::Borrowed(process_source),
+                process_source_reason: process_source_reason.cloned(),
             };
             extensions.target.clone_from(&self.target_info);
             extensions.sampler = sampler;

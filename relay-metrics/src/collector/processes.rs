@@ -16,6 +16,9 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
+#[path = "processes_iter.rs"]
+mod iter;
+
 use super::environment::{CgroupEpoch, MEMBERSHIP_MAX_AGE};
 use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};
@@ -82,6 +85,8 @@ pub(super) struct ProcessPassReader {
     spare: Vec<ProcessCounters>,
     ticks_per_second: u64,
     private: PrivateMemoryCache,
+    /// The task iterator, or why procfs serves.
+    source: iter::SourceState,
 }
 
 impl ProcessPassReader {
@@ -93,6 +98,7 @@ impl ProcessPassReader {
     ) -> Result<Self, CollectorError> {
         let source_error =
             |error: crate::source::SourceError| CollectorError::Target(error.to_string());
+        let source = iter::SourceState::new(roots, config, target, &wanted)?;
         let fields = ProcessFields {
             schedstat: wanted.cpu && !matches!(target, Target::Global),
             peak_resident: wanted.memory && matches!(target, Target::Process { tree: false, .. }),
@@ -130,6 +136,7 @@ impl ProcessPassReader {
             private: PrivateMemoryCache::new(Duration::from_millis(
                 config.extensions.private_memory_interval_millis,
             )),
+            source,
         })
     }
 
@@ -193,7 +200,11 @@ impl ProcessPassReader {
             processes.clear();
             // Only a tree's members have their parents listed.
             let check_parents = reuse_listing && is_tree;
-            match self.sample_listed(target, check_parents, &mut processes) {
+            let sampled = match self.sample_listed_iter(&mut processes, reasons) {
+                Some(sampled) => sampled,
+                None => self.sample_listed(target, check_parents, &mut processes),
+            };
+            match sampled {
                 Sampled::Done(outcome) => {
                     if outcome.member_gone {
                         // A reaped member: the next pass lists the target afresh.
@@ -222,22 +233,11 @@ impl ProcessPassReader {
         };
         self.private.begin_pass();
         let mut outcome = PassOutcome::default();
-        for &pid in &self.pids {
-            let mut fields = self.fields;
-            fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
-            let mut result = self.reader.sample(pid, &fields);
-            // A cached private value belongs to another process if the pid was reused.
-            if let Ok(sample) = &result {
-                if self.fields.private_memory
-                    && !fields.private_memory
-                    && !self.private.matches(pid, sample.start_time_ticks)
-                {
-                    fields.private_memory = true;
-                    result = self.reader.sample(pid, &fields);
-                }
-            }
-            let sample = match result {
-                Ok(sample) => sample,
+        for index in 0..self.pids.len() {
+            let pid = self.pids[index];
+            let result = self.sample_procfs(pid);
+            let (sample, private_kib) = match result {
+                Ok(read) => read,
                 Err(error) => {
                     if Some(pid) == root {
                         return Sampled::RootUnavailable(error.to_string());
@@ -266,17 +266,41 @@ impl ProcessPassReader {
             {
                 return Sampled::Reparented;
             }
-            let private_kib = if !self.fields.private_memory {
-                None
-            } else if fields.private_memory {
-                self.private.store(&sample)
-            } else {
-                self.private.cached(pid)
-            };
             processes.push(counters(&sample, private_kib));
         }
         self.private.end_pass();
         Sampled::Done(outcome)
+    }
+
+    /// Reads `pid` through procfs, its private memory through the cache: the sample and the
+    /// private value (KiB) to report.
+    fn sample_procfs(
+        &mut self,
+        pid: u32,
+    ) -> Result<(ProcessSample, Option<u64>), procfs::ProcessError> {
+        let mut fields = self.fields;
+        fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
+        let mut result = self.reader.sample(pid, &fields);
+        // A cached private value belongs to another process if the pid was reused.
+        if let Ok(sample) = &result {
+            if self.fields.private_memory
+                && !fields.private_memory
+                && !self.private.matches(pid, sample.start_time_ticks)
+            {
+                fields.private_memory = true;
+                result = self.reader.sample(pid, &fields);
+            }
+        }
+        let sample = result?;
+        let private_kib = if !self.fields.private_memory {
+            None
+        } else if fields.private_memory {
+            self.private
+                .store(pid, sample.start_time_ticks, sample.private_kib)
+        } else {
+            self.private.cached(pid)
+        };
+        Ok((sample, private_kib))
     }
 
     fn finish(
@@ -413,17 +437,15 @@ impl PrivateMemoryCache {
             .is_some_and(|(start, _, _)| *start == start_time_ticks)
     }
 
-    fn store(&mut self, sample: &ProcessSample) -> Option<u64> {
+    fn store(&mut self, pid: u32, start_time_ticks: u64, private_kib: Option<u64>) -> Option<u64> {
         let now = Instant::now();
-        self.seen.push(sample.pid);
+        self.seen.push(pid);
         self.oldest_used = Some(self.oldest_used.map_or(now, |o| o.min(now)));
         if !self.interval.is_zero() {
-            self.values.insert(
-                sample.pid,
-                (sample.start_time_ticks, sample.private_kib, now),
-            );
+            self.values
+                .insert(pid, (start_time_ticks, private_kib, now));
         }
-        sample.private_kib
+        private_kib
     }
 
     fn cached(&mut self, pid: u32) -> Option<u64> {

@@ -235,3 +235,27 @@ fn a_config_file_over_the_size_cap_is_refused() {
     std::fs::write(&big, &text).unwrap();
     ResourceMetricsConfig::from_file(&big).expect("a file at the cap is read");
 }
+
+#[test]
+fn process_source_takes_its_three_spellings_and_refuses_others() {
+    use crate::config::ProcessSource;
+    for (text, source) in [
+        ("auto", ProcessSource::Auto),
+        ("bpf_iter", ProcessSource::BpfIter),
+        ("procfs", ProcessSource::Procfs),
+    ] {
+        let config =
+            ResourceMetricsConfig::from_value(json!({"extensions": {"process_source": text}}))
+                .unwrap();
+        assert_eq!(config.extensions.process_source, source);
+        assert_eq!(source.as_str(), text);
+    }
+    assert_eq!(
+        ResourceMetricsConfig::default().extensions.process_source,
+        ProcessSource::Auto
+    );
+    let error = ResourceMetricsConfig::from_value(json!({"extensions": {"process_source": "bpf"}}))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unknown variant `bpf`"), "{error}");
+}

@@ -40,6 +40,12 @@ pub struct CollectorInfo {
     pub sequence: u64,
     /// Wall time this collection took.
     pub collect_duration_usec: u64,
+    /// Where the per-process values came from: `"bpf_iter"` (one BPF task-iterator read, with
+    /// procfs for what it cannot give exactly) or `"procfs"`.
+    pub process_source: Cow<'static, str>,
+    /// Why procfs served although the configuration allowed the iterator (or that it was
+    /// configured); `null` when the iterator served or no process was sampled by choice.
+    pub process_source_reason: Option<Arc<str>>,
 }
 
 /// Where a snapshot sits in a fixed-rate series.

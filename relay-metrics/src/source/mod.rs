@@ -12,6 +12,7 @@ pub mod net;
 pub mod procfs;
 pub mod roots;
 pub mod system;
+pub mod task_iter;
 #[cfg(test)]
 pub(crate) mod test_support;
 

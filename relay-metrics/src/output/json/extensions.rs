@@ -40,11 +40,16 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         version,
         sequence,
         collect_duration_usec,
+        process_source,
+        process_source_reason,
     } = collector;
     w.first("name").string(name);
     w.key("version").string(version);
     w.key("sequence").u64(*sequence);
     w.key("collect_duration_usec").u64(*collect_duration_usec);
+    w.key("process_source").string(process_source);
+    w.key("process_source_reason")
+        .opt_string(process_source_reason.as_deref());
     w.close();
 }
 

@@ -453,6 +453,8 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 version: Cow::Borrowed("0.1.0"),
                 sequence: rng.u64(),
                 collect_duration_usec: rng.u64(),
+                process_source: Cow::Owned(rng.text()),
+                process_source_reason: rng.opt(|rng| rng.text().into()),
             },
             target: TargetInfo {
                 root_pid: rng.opt(Rng::u32),

@@ -21,7 +21,7 @@ fn control_words(count: usize) -> Vec<u64> {
 
 /// Sends `data` (not empty: descriptors travel with data bytes) and `fds` in one go. The
 /// receiver gets its own descriptors for the same open files; ours stay open.
-pub(super) fn send(socket: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub(crate) fn send(socket: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     if data.is_empty() || fds.len() > MAX_FDS {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
@@ -69,7 +69,7 @@ pub(super) fn send(socket: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Resul
 
 /// Reads until the peer closes its end, at most `max_bytes` and until `deadline` (then
 /// `TimedOut`), and takes every descriptor that came along (close-on-exec, owned).
-pub(super) fn receive_all(
+pub(crate) fn receive_all(
     socket: &UnixStream,
     max_bytes: usize,
     deadline: Instant,

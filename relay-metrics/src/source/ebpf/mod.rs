@@ -16,9 +16,9 @@
 //! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid:
 //! they track the cgroup's processes as a scope (see [`EbpfSource::track_tree`]).
 
-mod fds;
+pub(crate) mod fds;
 mod format;
-mod loader;
+pub(crate) mod loader;
 mod mapped;
 mod setup;
 #[cfg(test)]

@@ -353,6 +353,48 @@ impl ProcessReader {
         })
     }
 
+    /// Only the memory files of a process whose other values came from elsewhere (the task
+    /// iterator): `statm`'s resident size in bytes when `statm`, `smaps_rollup`'s private KiB
+    /// when `private`. When `pid`'s directory was not held yet, `stat` is read once to check
+    /// that it is still the process that started at `start_time_ticks`; a held directory
+    /// already pins that identity (see the module documentation).
+    pub fn memory(
+        &mut self,
+        pid: u32,
+        start_time_ticks: u64,
+        statm: bool,
+        private: bool,
+    ) -> Result<(Option<u64>, Option<u64>), ProcessError> {
+        let page_size_bytes = self.page_size_bytes;
+        let fresh = !self.held.contains_key(&pid);
+        self.with_files(pid, |files, buf, _, proc_root, _| {
+            if fresh && read_stat(files, buf, pid, proc_root)?.start_time_ticks != start_time_ticks
+            {
+                return Err(ProcessError::Gone { pid });
+            }
+            let gone = |Gone| ProcessError::Gone { pid };
+            let resident_bytes = if statm {
+                optional(files, Kind::Statm, buf, parse::parse_statm_resident_pages)
+                    .map_err(gone)?
+                    .and_then(|pages| pages.checked_mul(page_size_bytes))
+            } else {
+                None
+            };
+            let private_kib = if private {
+                optional(
+                    files,
+                    Kind::SmapsRollup,
+                    buf,
+                    parse::parse_smaps_rollup_private_kib,
+                )
+                .map_err(gone)?
+            } else {
+                None
+            };
+            Ok((resident_bytes, private_kib))
+        })
+    }
+
     /// The start time (stat field 22, clock ticks) of `pid`: with the pid, its identity.
     pub fn start_time_ticks(&mut self, pid: u32) -> Result<u64, ProcessError> {
         self.with_files(pid, |files, buf, _, proc_root, _| {

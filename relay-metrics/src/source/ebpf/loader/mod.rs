@@ -72,7 +72,7 @@ const LOADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the loader child is started.
 #[derive(Debug, Clone)]
-pub(super) struct LoaderCommand {
+pub(crate) struct LoaderCommand {
     program: PathBuf,
     args: Vec<OsString>,
     arg0: Option<OsString>,
@@ -80,6 +80,21 @@ pub(super) struct LoaderCommand {
 }
 
 impl LoaderCommand {
+    /// A command for another loader protocol: the same executable, arguments and time limit.
+    pub(crate) fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        if let Some(arg0) = &self.arg0 {
+            command.arg0(arg0);
+        }
+        command
+    }
+
+    /// How long a loader child may take.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// This executable, re-run: its `main` starts with [`init_child_loader`].
     fn this_executable() -> Self {
         Self {
@@ -94,7 +109,7 @@ impl LoaderCommand {
 static COMMAND: OnceLock<LoaderCommand> = OnceLock::new();
 
 /// The child loader, when [`init_child_loader`] enabled it.
-pub(super) fn command() -> Option<&'static LoaderCommand> {
+pub(crate) fn command() -> Option<&'static LoaderCommand> {
     COMMAND.get()
 }
 
@@ -112,6 +127,9 @@ pub(super) fn command() -> Option<&'static LoaderCommand> {
 pub fn init_child_loader() {
     if std::env::var_os(LOADER_ENV).is_some() {
         child::serve_parent();
+    }
+    if std::env::var_os(crate::source::task_iter::LOADER_ENV).is_some() {
+        crate::source::task_iter::serve_parent();
     }
     if std::env::var_os(IN_PROCESS_ENV).is_some_and(|value| value == "1") {
         return;

@@ -1,0 +1,73 @@
+//! Loading the iterator in a short-lived child, as the event programs are (see
+//! `source::ebpf::loader`): aya parses the whole kernel BTF to relocate the program (~16 MiB
+//! resident at its peak), which a long-running collector should never hold. The child loads,
+//! attaches, sends the one link descriptor back with `SCM_RIGHTS` and exits.
+
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::Stdio;
+use std::time::Instant;
+
+use crate::source::ebpf::fds;
+use crate::source::ebpf::loader::LoaderCommand;
+
+/// Set in the loader child's environment.
+pub const LOADER_ENV: &str = "RELAY_METRICS_TASK_ITER_LOADER";
+
+const LOADED: &[u8] = b"loaded";
+const FAILED: &[u8] = b"failed: ";
+
+/// The child's side: load, send the link (or why not), exit.
+pub(crate) fn serve_parent() -> ! {
+    // SAFETY: the parent put the socket on stdin for this process, which uses stdin for nothing
+    // else: taking ownership of fd 0 is sound.
+    let socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
+    if socket.local_addr().is_err() {
+        eprintln!("relay-metrics: {LOADER_ENV} is set but stdin is not the loader's socket");
+        std::process::exit(2);
+    }
+    let (data, link) = match super::load_and_attach() {
+        Ok(link) => (LOADED.to_vec(), Some(link)),
+        Err(reason) => ([FAILED, reason.as_bytes()].concat(), None),
+    };
+    let raw: Vec<_> = link.iter().map(|fd| fd.as_raw_fd()).collect();
+    let code = match fds::send(&socket, &data, &raw) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("relay-metrics-task-iter-loader: cannot hand over the iterator: {error}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// The parent's side: runs the child and takes the link it sends.
+pub(super) fn load_in_child(command: &LoaderCommand) -> Result<OwnedFd, String> {
+    let (ours, theirs) = UnixStream::pair().map_err(|error| format!("no socket pair: {error}"))?;
+    let mut child_command = command.command();
+    child_command
+        .env(LOADER_ENV, "1")
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let spawned = child_command.spawn();
+    // Our copy of the child's end must be closed, or its exit would not end the stream.
+    drop(child_command);
+    let mut child =
+        spawned.map_err(|error| format!("cannot start the task iterator loader: {error}"))?;
+    let received = fds::receive_all(&ours, 1 << 20, Instant::now() + command.timeout());
+    drop(ours);
+    if received.is_err() {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    let (data, mut descriptors) =
+        received.map_err(|error| format!("the task iterator loader process: {error}"))?;
+    if data == LOADED && descriptors.len() == 1 {
+        return Ok(descriptors.remove(0));
+    }
+    match data.strip_prefix(FAILED) {
+        Some(reason) => Err(String::from_utf8_lossy(reason).into_owned()),
+        None => Err("the task iterator loader process sent no link".to_owned()),
+    }
+}

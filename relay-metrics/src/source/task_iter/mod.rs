@@ -1,0 +1,478 @@
+//! Process values of every process from one BPF task-iterator read.
+//!
+//! The program (`relay-metrics-ebpf/iter/task_iter.bpf.c`, C with CO-RE, built by clang into the
+//! committed [`OBJECT`]) visits every task and writes one binary record per thread-group leader
+//! with the kernel fields `/proc/<pid>/{stat,statm,io}` and `fd/` compute their values from:
+//! thread-summed CPU times and the kernel's clamp state for the utime/stime split, thread count,
+//! start time, virtual size, rss counters, I/O totals (dead threads plus live ones) and the
+//! population count of the fd table. [`TaskRecord`] turns a record into the values procfs would
+//! print for the same process; `docs/PROCESS_SOURCE.md` says which value comes from where.
+//!
+//! Why C with CO-RE rather than Rust: Rust eBPF has no CO-RE relocations, so a Rust program
+//! would need every offset (task, signal, mm, files, fdtable, io accounting, thread list) passed
+//! in from a user-side BTF parse, and the 6.1/6.2 `rss_stat` change (an atomic array, then
+//! per-CPU counters) would need two code paths chosen by hand. clang's CO-RE reads let the
+//! loader (aya) relocate each access to the running kernel and pick the `rss_stat` layout with
+//! a field-existence check.
+//!
+//! Loading needs root (or CAP_BPF + CAP_PERFMON), kernel BTF, and a kernel not locked down for
+//! confidentiality (the program reads kernel memory). [`TaskIter::load`] checks what it can
+//! before loading and reads once to prove the records describe this process as procfs does;
+//! every refusal is a reason the collector reports while it falls back to procfs.
+
+mod child;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use child::serve_parent;
+pub use child::LOADER_ENV;
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use crate::source::held::Published;
+use crate::source::Roots;
+
+/// The task-iterator object, committed so that a plain `cargo build` needs no clang.
+static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
+
+/// The program's name in [`OBJECT`].
+const PROGRAM: &str = "task_leaders";
+
+/// Size of one record: 21 little-endian 64-bit fields (`struct task_record`).
+pub const RECORD_BYTES: usize = 21 * 8;
+
+/// Descriptors a [`TaskIter::read`] holds while the program runs (the iterator's own): for the
+/// collector's own process, in flight in the sense of `source::held::own_fd_count`.
+pub const READ_DESCRIPTORS: usize = 1;
+
+/// `task_record.status` bits, as the program sets them.
+const STATUS_THREADS_TRUNCATED: u64 = 1;
+const STATUS_FDS_TRUNCATED: u64 = 2;
+const STATUS_HAS_MM: u64 = 4;
+const STATUS_RSS_ATOMIC: u64 = 8;
+const STATUS_RSS_PERCPU: u64 = 16;
+
+/// `PF_KTHREAD` in `task_struct.flags`.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// One thread-group leader as the iterator saw it: raw kernel values, ns and pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskRecord {
+    /// Process id in the initial PID namespace (`task->tgid`).
+    pub tgid: u32,
+    /// The real parent's tgid (0 for children of the idle task).
+    pub ppid: u32,
+    /// `task->flags`.
+    pub flags: u64,
+    /// Program status bits (truncated walks, which `rss_stat` layout was read).
+    pub status: u64,
+    /// `task->start_boottime`, ns.
+    pub start_boottime_ns: u64,
+    /// Tick-sampled user time summed over dead and live threads, ns.
+    pub utime_ns: u64,
+    /// Tick-sampled system time summed over dead and live threads, ns.
+    pub stime_ns: u64,
+    /// Scheduler run time summed over dead and live threads, ns.
+    pub runtime_ns: u64,
+    /// `signal->prev_cputime.utime`: the last whole-process utime the kernel reported.
+    pub prev_utime_ns: u64,
+    /// `signal->prev_cputime.stime`.
+    pub prev_stime_ns: u64,
+    /// `signal->nr_threads`.
+    pub nr_threads: u64,
+    /// `mm->total_vm`, pages.
+    pub total_vm_pages: u64,
+    /// rss counters (file, anon, shmem): the atomic values (Linux ≤ 6.1) or the per-CPU
+    /// counters' central counts (6.2+), pages, unclamped.
+    pub rss_pages: [i64; 3],
+    /// `read_bytes`, `write_bytes`, `syscr`, `syscw` of the whole process.
+    pub io: [u64; 4],
+    /// Open descriptors (bits set in the fd table's open bitmap).
+    pub open_fds: u64,
+    /// Default-hierarchy (v2) cgroup id.
+    pub cgroup_id: u64,
+}
+
+/// Where a record's resident size can come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResidentSource {
+    /// The record's counters are what `statm` and `stat` print (Linux ≤ 6.1: atomics).
+    Exact,
+    /// The record has only the per-CPU counters' central counts (Linux 6.2+): equal to `stat`'s
+    /// rss, not to `statm`, which sums every CPU's part. `statm` must be read.
+    CentralCountOnly,
+    /// No address space (kernel thread, zombie): 0.
+    None,
+}
+
+impl TaskRecord {
+    /// Parses one record; `None` unless `bytes` is exactly [`RECORD_BYTES`] long.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != RECORD_BYTES {
+            return None;
+        }
+        let mut fields = [0u64; 21];
+        for (field, chunk) in fields.iter_mut().zip(bytes.chunks_exact(8)) {
+            *field = u64::from_le_bytes(chunk.try_into().ok()?);
+        }
+        let signed = |value: u64| i64::from_ne_bytes(value.to_ne_bytes());
+        Some(Self {
+            tgid: u32::try_from(fields[0]).ok()?,
+            ppid: u32::try_from(fields[1]).ok()?,
+            flags: fields[2],
+            status: fields[3],
+            start_boottime_ns: fields[4],
+            utime_ns: fields[5],
+            stime_ns: fields[6],
+            runtime_ns: fields[7],
+            prev_utime_ns: fields[8],
+            prev_stime_ns: fields[9],
+            nr_threads: fields[10],
+            total_vm_pages: fields[11],
+            rss_pages: [signed(fields[12]), signed(fields[13]), signed(fields[14])],
+            io: [fields[15], fields[16], fields[17], fields[18]],
+            open_fds: fields[19],
+            cgroup_id: fields[20],
+        })
+    }
+
+    /// A kernel thread (no address space, no file table of its own).
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
+    /// The program stopped walking the thread list or the fd bitmap at its bound: CPU time,
+    /// I/O or the fd count would be short, so this process must be read through procfs.
+    pub fn is_truncated(&self) -> bool {
+        self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
+    }
+
+    /// What the resident size can be taken from (see [`ResidentSource`]).
+    pub fn resident_source(&self) -> ResidentSource {
+        if self.status & STATUS_HAS_MM == 0 {
+            ResidentSource::None
+        } else if self.status & STATUS_RSS_ATOMIC != 0 {
+            ResidentSource::Exact
+        } else if self.status & STATUS_RSS_PERCPU != 0 {
+            ResidentSource::CentralCountOnly
+        } else {
+            // Neither layout matched: nothing in the record can be trusted for memory.
+            ResidentSource::CentralCountOnly
+        }
+    }
+
+    /// `stat`'s rss in pages: the sum of each counter clamped at 0 (`get_mm_rss`). On 6.2+
+    /// this is the central counts' sum, as `stat` prints it; `statm` may differ there.
+    pub fn stat_rss_pages(&self) -> u64 {
+        self.rss_pages
+            .iter()
+            .map(|&pages| u64::try_from(pages).unwrap_or(0))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// `(utime, stime)` in ns as `/proc/<pid>/stat` computes them now (`cputime_adjust` with the
+    /// kernel's clamp state, which only procfs-like readers advance).
+    pub fn adjusted_cputime_ns(&self) -> (u64, u64) {
+        cputime_adjust(
+            self.utime_ns,
+            self.stime_ns,
+            self.runtime_ns,
+            self.prev_utime_ns,
+            self.prev_stime_ns,
+        )
+    }
+}
+
+/// The kernel's `cputime_adjust` (kernel/sched/cputime.c, unchanged from 5.9 to 6.18): splits the
+/// precise run time `rtime` in the ratio of the tick-sampled `utime`/`stime`, never letting
+/// either go below what was last reported (`prev_*`), and never going back when `rtime` did.
+/// Returns `(utime, stime)`.
+pub fn cputime_adjust(
+    utime: u64,
+    stime: u64,
+    rtime: u64,
+    prev_utime: u64,
+    prev_stime: u64,
+) -> (u64, u64) {
+    if prev_stime.wrapping_add(prev_utime) >= rtime {
+        return (prev_utime, prev_stime);
+    }
+    let mut stime = if stime == 0 {
+        0
+    } else if utime == 0 {
+        rtime
+    } else {
+        // mul_u64_u64_div_u64: exact 128-bit product, truncating division.
+        let scaled =
+            u128::from(stime) * u128::from(rtime) / (u128::from(stime) + u128::from(utime));
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    };
+    if stime < prev_stime {
+        stime = prev_stime;
+    }
+    let mut utime = rtime.wrapping_sub(stime);
+    if utime < prev_utime {
+        utime = prev_utime;
+        stime = rtime.wrapping_sub(utime);
+    }
+    (utime, stime)
+}
+
+/// `nsec_to_clock_t`: ns to clock ticks as procfs prints them. `None` when the tick rate does
+/// not divide a second (the kernel then scales differently; no such rate exists on Linux
+/// today, but nothing here guesses).
+pub fn ns_to_ticks(ns: u64, ticks_per_second: u64) -> Option<u64> {
+    const NSEC_PER_SEC: u64 = 1_000_000_000;
+    if ticks_per_second == 0 || !NSEC_PER_SEC.is_multiple_of(ticks_per_second) {
+        return None;
+    }
+    Some(ns / (NSEC_PER_SEC / ticks_per_second))
+}
+
+/// Why the iterator is not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+/// A loaded, attached task iterator: each [`TaskIter::read`] runs the program over every task.
+#[derive(Debug)]
+pub struct TaskIter {
+    /// The iterator link; it holds the program.
+    link: OwnedFd,
+    /// The link in the process-wide count of descriptors held to read kernel data, which the
+    /// collector's own descriptor count leaves out (see `source::held`).
+    _published: Published,
+    buf: Vec<u8>,
+}
+
+impl TaskIter {
+    /// Loads and attaches the program, after the checks that give a clear reason, and proves on
+    /// a first read that its records describe this process as `/proc/self/stat` does (pid as
+    /// this namespace sees it, start time).
+    pub fn load(roots: &Roots) -> Result<Self, Unavailable> {
+        preconditions(roots)?;
+        let link = match crate::source::ebpf::loader::command() {
+            Some(command) => child::load_in_child(command),
+            None => load_and_attach(),
+        }
+        .map_err(Unavailable)?;
+        let mut published = Published::default();
+        published.set(1);
+        let mut iter = Self {
+            link,
+            _published: published,
+            buf: Vec::with_capacity(64 * 1024),
+        };
+        let mut records = Vec::new();
+        iter.read(&mut records)
+            .map_err(|error| Unavailable(format!("reading the task iterator: {error}")))?;
+        verify_own_record(&roots.proc, &records)?;
+        Ok(iter)
+    }
+
+    /// Runs the iterator once, replacing `out` with one record per thread-group leader, in the
+    /// kernel's order (ascending pid). The records' descriptor counts include the one the read
+    /// itself holds ([`READ_DESCRIPTORS`]).
+    pub fn read(&mut self, out: &mut Vec<TaskRecord>) -> io::Result<()> {
+        out.clear();
+        let iter = iter_create(self.link.as_fd())?;
+        self.buf.clear();
+        loop {
+            if self.buf.capacity() - self.buf.len() < 16 * 1024 {
+                self.buf.reserve(64 * 1024);
+            }
+            let spare = self.buf.spare_capacity_mut();
+            // SAFETY: `spare` is writable, uninitialised memory of `spare.len()` bytes owned by
+            // `buf`; read(2) writes at most that many bytes and returns how many it wrote.
+            let read = unsafe {
+                libc::read(
+                    iter.as_raw_fd(),
+                    spare.as_mut_ptr().cast::<libc::c_void>(),
+                    spare.len(),
+                )
+            };
+            let read = match usize::try_from(read) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(_) => {
+                    let error = io::Error::last_os_error();
+                    if error.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(error);
+                }
+            };
+            // SAFETY: the kernel initialised `read` bytes after the current length.
+            unsafe { self.buf.set_len(self.buf.len() + read) };
+        }
+        if !self.buf.len().is_multiple_of(RECORD_BYTES) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "task iterator output of {} bytes is not a whole number of {RECORD_BYTES}-byte records",
+                    self.buf.len()
+                ),
+            ));
+        }
+        for chunk in self.buf.chunks_exact(RECORD_BYTES) {
+            if let Some(record) = TaskRecord::parse(chunk) {
+                out.push(record);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What can be known before loading: each a reason procfs serves instead.
+fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
+    let fail = |reason: &str| Err(Unavailable(reason.to_owned()));
+    if roots.proc != Path::new("/proc") {
+        return fail("the proc root is not /proc (fixture tree)");
+    }
+    if let Ok(lockdown) = std::fs::read_to_string("/sys/kernel/security/lockdown") {
+        if lockdown.contains("[confidentiality]") {
+            return fail(
+                "kernel lockdown is 'confidentiality': BPF programs may not read kernel memory",
+            );
+        }
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return fail("the kernel has no BTF (/sys/kernel/btf/vmlinux is missing)");
+    }
+    let status = std::fs::read_to_string(roots.proc.join("self/status")).unwrap_or_default();
+    if let Some(nspid) = status.lines().find_map(|line| line.strip_prefix("NSpid:")) {
+        if nspid.split_whitespace().count() > 1 {
+            return fail(
+                "the collector runs in a PID namespace below the initial one, whose pids the \
+                 task iterator reports",
+            );
+        }
+    }
+    let offsets =
+        std::fs::read_to_string(roots.proc.join("self/timens_offsets")).unwrap_or_default();
+    if offsets
+        .lines()
+        .filter(|line| line.starts_with("boottime"))
+        .any(|line| line.split_whitespace().skip(1).any(|field| field != "0"))
+    {
+        return fail("the collector runs in a time namespace with a boot-time offset");
+    }
+    let nohz = std::fs::read_to_string("/sys/devices/system/cpu/nohz_full").unwrap_or_default();
+    let nohz = nohz.trim();
+    if !nohz.is_empty() && nohz != "(null)" {
+        return fail("nohz_full CPUs account CPU time in pending vtime the iterator cannot see");
+    }
+    Ok(())
+}
+
+/// Loads the object with aya (which relocates its CO-RE reads against the kernel's BTF), then
+/// creates the iterator link itself: aya 0.14 exposes no link descriptor that can be re-read.
+/// In this process, or in the loader child when the program enabled it (see `child`).
+fn load_and_attach() -> Result<OwnedFd, String> {
+    let btf = aya::Btf::from_sys_fs().map_err(|error| format!("kernel BTF: {error}"))?;
+    let mut ebpf = aya::EbpfLoader::new()
+        .btf(Some(&btf))
+        .load(OBJECT)
+        .map_err(|error| format!("loading the task iterator object: {error}"))?;
+    let program: &mut aya::programs::Iter = ebpf
+        .program_mut(PROGRAM)
+        .ok_or_else(|| format!("the object has no program {PROGRAM}"))?
+        .try_into()
+        .map_err(|error| format!("{PROGRAM}: {error}"))?;
+    program
+        .load("task", &btf)
+        .map_err(|error| format!("loading the task iterator: {}", describe(&error)))?;
+    let fd = program
+        .fd()
+        .map_err(|error| format!("{PROGRAM}: {error}"))?;
+    link_create(fd.as_fd()).map_err(|error| format!("attaching the task iterator: {error}"))
+}
+
+/// The error and its sources, so a verifier or permission refusal keeps its cause.
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        // A verifier log is long: its last lines say why.
+        let cause_text = cause.to_string();
+        let mut tail: Vec<&str> = cause_text.lines().rev().take(3).collect();
+        tail.reverse();
+        text.push_str(": ");
+        text.push_str(&tail.join(" / "));
+        source = cause.source();
+    }
+    text
+}
+
+/// The record of this very process must carry the pid procfs shows and the same start time:
+/// otherwise pids are another namespace's or the layout is not what the program expects.
+fn verify_own_record(proc_root: &Path, records: &[TaskRecord]) -> Result<(), Unavailable> {
+    let pid = std::process::id();
+    let stat = std::fs::read(proc_root.join("self/stat"))
+        .map_err(|error| Unavailable(format!("reading /proc/self/stat: {error}")))?;
+    let stat = crate::source::procfs::parse::parse_stat(&stat)
+        .ok_or_else(|| Unavailable("unparsable /proc/self/stat".to_owned()))?;
+    let ticks = crate::source::procfs::clock_ticks_per_second().unwrap_or(0);
+    let Some(own) = records.iter().find(|record| record.tgid == pid) else {
+        return Err(Unavailable(format!(
+            "the task iterator's {} records do not include this process (pid {pid}): pids are \
+             not this namespace's",
+            records.len()
+        )));
+    };
+    match ns_to_ticks(own.start_boottime_ns, ticks) {
+        Some(start) if start == stat.start_time_ticks && stat.pid == pid => Ok(()),
+        Some(start) => Err(Unavailable(format!(
+            "the task iterator's start time of this process ({start} ticks) differs from \
+             /proc/self/stat's ({})",
+            stat.start_time_ticks
+        ))),
+        None => Err(Unavailable(format!(
+            "clock tick rate {ticks} does not divide a second"
+        ))),
+    }
+}
+
+const BPF_LINK_CREATE: libc::c_long = 28;
+const BPF_ITER_CREATE: libc::c_long = 33;
+const BPF_TRACE_ITER: u32 = 28;
+
+/// `bpf(BPF_LINK_CREATE)` for an iterator program without parameters (all tasks).
+fn link_create(program: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // union bpf_attr's link_create: prog_fd, target_fd, attach_type, flags, then zeroes (no
+    // iterator parameters).
+    let mut attr = [0u32; 16];
+    attr[0] = u32::try_from(program.as_raw_fd()).map_err(io::Error::other)?;
+    attr[2] = BPF_TRACE_ITER;
+    bpf_fd(BPF_LINK_CREATE, &mut attr)
+}
+
+/// `bpf(BPF_ITER_CREATE)`: a new readable iterator (one pass) from the link.
+fn iter_create(link: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut attr = [0u32; 2];
+    attr[0] = u32::try_from(link.as_raw_fd()).map_err(io::Error::other)?;
+    bpf_fd(BPF_ITER_CREATE, &mut attr)
+}
+
+/// A `bpf(2)` command that returns a new descriptor.
+fn bpf_fd<const N: usize>(command: libc::c_long, attr: &mut [u32; N]) -> io::Result<OwnedFd> {
+    // No safe wrapper for bpf(2) exists in our dependencies (aya keeps these calls private).
+    // SAFETY: `attr` is a live, initialised buffer of the size passed; for these commands the
+    // kernel only reads it, and the result is a new descriptor we own or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            command,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr),
+        )
+    };
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("bpf(2) returned no descriptor"))?;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

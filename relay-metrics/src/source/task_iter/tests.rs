@@ -1,0 +1,130 @@
+use super::*;
+
+#[test]
+fn cputime_adjust_splits_the_run_time_in_the_ticks_ratio() {
+    // 3 user ticks and 1 system tick of 10 ms, 100 ms of run time: 25 ms system.
+    assert_eq!(
+        cputime_adjust(30_000_000, 10_000_000, 100_000_000, 0, 0),
+        (75_000_000, 25_000_000)
+    );
+    // The division truncates like mul_u64_u64_div_u64: 1 * 10 / 3 = 3.
+    assert_eq!(cputime_adjust(2, 1, 10, 0, 0), (7, 3));
+}
+
+#[test]
+fn cputime_adjust_gives_all_time_to_the_side_with_ticks() {
+    assert_eq!(cputime_adjust(0, 0, 500, 0, 0), (500, 0));
+    assert_eq!(cputime_adjust(10, 0, 500, 0, 0), (500, 0));
+    assert_eq!(cputime_adjust(0, 10, 500, 0, 0), (0, 500));
+}
+
+#[test]
+fn cputime_adjust_never_goes_below_what_was_reported() {
+    // Scaled stime (20) is below the previous 40: stime stays 40, utime takes the rest.
+    assert_eq!(cputime_adjust(80, 20, 100, 10, 40), (60, 40));
+    // Then utime (100 - 95 = 5) would fall below the previous 50: utime stays.
+    assert_eq!(cputime_adjust(5, 95, 100, 50, 10), (50, 50));
+    // Run time not above what was reported: the previous values, unchanged.
+    assert_eq!(cputime_adjust(80, 20, 100, 60, 40), (60, 40));
+    assert_eq!(cputime_adjust(80, 20, 90, 60, 40), (60, 40));
+}
+
+#[test]
+fn cputime_adjust_does_not_overflow_on_large_values() {
+    let big = u64::MAX / 2;
+    assert_eq!(
+        cputime_adjust(big, big, big, 0, 0),
+        (big - big / 2, big / 2)
+    );
+}
+
+#[test]
+fn ns_to_ticks_truncates_and_refuses_rates_that_do_not_divide_a_second() {
+    assert_eq!(ns_to_ticks(158_285_389_272, 100), Some(15_828));
+    assert_eq!(ns_to_ticks(9_999_999, 100), Some(0));
+    assert_eq!(ns_to_ticks(5, 0), None);
+    assert_eq!(ns_to_ticks(5, 7), None);
+}
+
+fn record_bytes(fields: [u64; 21]) -> Vec<u8> {
+    fields
+        .iter()
+        .flat_map(|field| field.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn a_record_parses_field_by_field() {
+    let mut fields: [u64; 21] = std::array::from_fn(|index| index as u64 + 1);
+    fields[14] = u64::MAX; // rss_shmem = -1
+    fields[3] = STATUS_HAS_MM | STATUS_RSS_ATOMIC;
+    let record = TaskRecord::parse(&record_bytes(fields)).unwrap();
+    assert_eq!(record.tgid, 1);
+    assert_eq!(record.ppid, 2);
+    assert_eq!(record.start_boottime_ns, 5);
+    assert_eq!(record.rss_pages, [13, 14, -1]);
+    assert_eq!(record.io, [16, 17, 18, 19]);
+    assert_eq!(record.open_fds, 20);
+    assert_eq!(record.cgroup_id, 21);
+    // A negative counter counts as 0, as get_mm_counter clamps it.
+    assert_eq!(record.stat_rss_pages(), 27);
+    assert_eq!(record.resident_source(), ResidentSource::Exact);
+    assert!(!record.is_truncated());
+}
+
+#[test]
+fn short_long_and_out_of_range_records_are_refused() {
+    let fields = [1u64; 21];
+    let bytes = record_bytes(fields);
+    assert!(TaskRecord::parse(&bytes[..RECORD_BYTES - 1]).is_none());
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(TaskRecord::parse(&long).is_none());
+    let mut huge_pid = fields;
+    huge_pid[0] = u64::from(u32::MAX) + 1;
+    assert!(TaskRecord::parse(&record_bytes(huge_pid)).is_none());
+}
+
+#[test]
+fn status_bits_choose_the_resident_source_and_flag_truncation() {
+    let with = |status: u64| TaskRecord {
+        status,
+        ..TaskRecord::default()
+    };
+    assert_eq!(with(0).resident_source(), ResidentSource::None);
+    assert_eq!(
+        with(STATUS_HAS_MM | STATUS_RSS_PERCPU).resident_source(),
+        ResidentSource::CentralCountOnly
+    );
+    assert!(with(STATUS_THREADS_TRUNCATED).is_truncated());
+    assert!(with(STATUS_FDS_TRUNCATED).is_truncated());
+}
+
+#[test]
+fn a_fixture_proc_root_is_refused_with_its_reason() {
+    let error = TaskIter::load(&Roots::fixture("/nonexistent")).unwrap_err();
+    assert!(error.0.contains("fixture"), "{error}");
+}
+
+/// The iterator's record of this very process against /proc/self: the fields that a running
+/// process does not change between two reads.
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn the_iterator_describes_this_process_as_procfs_does() {
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    let mut iter = TaskIter::load(&Roots::host()).unwrap();
+    let mut records = Vec::new();
+    iter.read(&mut records).unwrap();
+    let pid = std::process::id();
+    let own = records.iter().find(|record| record.tgid == pid).unwrap();
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+    let stat = crate::source::procfs::parse::parse_stat(&stat).unwrap();
+    assert_eq!(own.ppid, stat.ppid);
+    assert_eq!(own.total_vm_pages * 4096, stat.vsize_bytes);
+    assert!(records.len() > 10, "{} records", records.len());
+    assert!(records.windows(2).all(|pair| pair[0].tgid < pair[1].tgid));
+    // Kernel threads are there, without an address space.
+    let kthreadd = records.iter().find(|record| record.tgid == 2).unwrap();
+    assert!(kthreadd.is_kernel_thread());
+    assert_eq!(kthreadd.resident_source(), ResidentSource::None);
+}
