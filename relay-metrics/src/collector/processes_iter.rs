@@ -30,6 +30,8 @@ pub(crate) enum SourceState {
         /// The pids the last pass read through procfs entirely (not shown by the iterator,
         /// or past its walks' bounds).
         procfs_pids: Vec<u32>,
+        /// Descriptors the readers held when the records were taken (see `source::held`).
+        held_at_read: usize,
     },
     Procfs {
         reason: Option<Arc<str>>,
@@ -79,6 +81,7 @@ impl SourceState {
                 page_size_bytes,
                 failed: None,
                 procfs_pids: Vec::new(),
+                held_at_read: 0,
             }),
             Err(error) => refused(&error.0),
         }
@@ -110,12 +113,14 @@ impl ProcessPassReader {
             records,
             failed,
             procfs_pids,
+            held_at_read,
             ..
         } = &mut self.source
         else {
             return None;
         };
         procfs_pids.clear();
+        *held_at_read = held::held_descriptors();
         if let Err(error) = iter.read(records) {
             let reason = format!("reading the task iterator failed, procfs served: {error}");
             reasons.add(
@@ -178,12 +183,14 @@ impl ProcessPassReader {
         record: &TaskRecord,
     ) -> Result<ProcessCounters, procfs::ProcessError> {
         let SourceState::Iter {
-            page_size_bytes, ..
+            page_size_bytes,
+            held_at_read,
+            ..
         } = &self.source
         else {
             return Err(procfs::ProcessError::Gone { pid: record.tgid });
         };
-        let page_size_bytes = *page_size_bytes;
+        let (page_size_bytes, held_at_read) = (*page_size_bytes, *held_at_read);
         let pid = record.tgid;
         let ticks = |ns| task_iter::ns_to_ticks(ns, self.ticks_per_second).unwrap_or(0);
         let start_time_ticks = ticks(record.start_boottime_ns);
@@ -236,7 +243,11 @@ impl ProcessPassReader {
                     0
                 } else if pid == std::process::id() {
                     // The same rule as procfs: leave out what the collector holds to read.
-                    held::own_fd_count(record.open_fds, task_iter::READ_DESCRIPTORS)
+                    held::own_fd_count_held(
+                        record.open_fds,
+                        held_at_read,
+                        task_iter::READ_DESCRIPTORS,
+                    )
                 } else {
                     record.open_fds
                 }

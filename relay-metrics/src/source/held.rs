@@ -24,7 +24,13 @@ pub(crate) fn held_descriptors() -> usize {
 /// reader opened since it last published (`in_flight`, 0 when none). Call it for the
 /// collector's own process only: every other process's count is reported as counted.
 pub(crate) fn own_fd_count(counted: u64, in_flight: usize) -> u64 {
-    let held = held_descriptors().saturating_add(in_flight);
+    own_fd_count_held(counted, held_descriptors(), in_flight)
+}
+
+/// [`own_fd_count`] for a count taken when the readers held `held` descriptors (a BPF
+/// iterator's records are taken once per pass, before the pass opens anything).
+pub(crate) fn own_fd_count_held(counted: u64, held: usize, in_flight: usize) -> u64 {
+    let held = held.saturating_add(in_flight);
     counted.saturating_sub(u64::try_from(held).unwrap_or(u64::MAX))
 }
 
