@@ -1,14 +1,19 @@
 //! OpenTelemetry export of the families of [`super::metrics`], on opentelemetry-proto's
 //! types: OTLP/HTTP with a protobuf (default) or JSON body, or OTLP/gRPC through the client
-//! opentelemetry-proto generates for tonic; TLS on rustls; the standard `OTEL_EXPORTER_OTLP_*`
-//! variables.
+//! opentelemetry-proto generates for tonic; TLS on rustls (ring); the standard
+//! `OTEL_EXPORTER_OTLP_*` variables ([`OtlpSettings::resolve`]).
 //!
-//! Metric names are the Prometheus names without `_total`: a collector's Prometheus exporter adds
-//! it back for monotonic sums, so both paths end in the same series. Units are UCUM (`s`, `By`,
-//! `By/s`, `{cpu}`, `1`). Gauges are OTLP gauges; counters are cumulative monotonic sums whose
-//! start is the exporter's start. Every point carries the `scope` attribute and its item labels;
-//! the resource carries `service.name` (`relay-metrics`), `service.version` and `host.name`,
-//! plus `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`.
+//! In the default naming, metric names are the Prometheus names without `_total` (a collector's
+//! Prometheus exporter adds it back for monotonic sums, so both paths end in the same series),
+//! with UCUM units (`s`, `By`, `By/s`, `{cpu}`, `1`); gauges are OTLP gauges, counters cumulative
+//! monotonic sums starting at the exporter's start. In Relay's naming, Relay's measurement names
+//! and attributes, gauges, the configured unit, `asInt` for Relay's `u64` values. The resource
+//! carries `service.name` (`relay-metrics`), `service.version` and `host.name`, plus
+//! `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`.
+//!
+//! Use: [`start`] gives an [`OtlpPublisher`] for the sampling thread (it encodes each snapshot
+//! once) and an [`OtlpExporter`] to run on tokio until a stop future completes; both share the
+//! [`ExportFailures`] count.
 
 mod encode;
 mod exporter;
