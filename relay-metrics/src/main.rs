@@ -68,6 +68,10 @@ enum Command {
         interval_ms: Option<u64>,
         #[command(flatten)]
         otlp: OtlpFlags,
+        /// TLS and basic auth for the endpoint, in Prometheus exporter-toolkit's YAML format
+        /// (`tls_server_config`, `basic_auth_users`).
+        #[arg(long, value_name = "FILE")]
+        web_config_file: Option<PathBuf>,
         /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
         #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
         log_format: LogFormatArg,
@@ -216,6 +220,7 @@ fn run(cli: Cli) -> Result<i32> {
             listen,
             interval_ms,
             otlp,
+            web_config_file,
             log_format,
         } => {
             serve::init_logging(match log_format {
@@ -240,6 +245,9 @@ fn run(cli: Cli) -> Result<i32> {
                 otlp,
                 // After `Collector::new`, which raised the open-file limit.
                 limits: serve::Limits::for_open_file_limit(),
+                web: web_config_file
+                    .map(|path| serve::WebConfig::load(&path))
+                    .transpose()?,
             };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

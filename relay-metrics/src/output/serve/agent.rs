@@ -27,6 +27,8 @@ pub struct AgentOptions {
     pub otlp: Option<OtlpSettings>,
     /// The HTTP server's limits.
     pub limits: Limits,
+    /// TLS and basic auth (`--web-config-file`), if any.
+    pub web: Option<super::WebConfig>,
 }
 
 /// Why the agent stopped other than by a signal.
@@ -92,7 +94,12 @@ pub(super) async fn run_with(
     };
     let mut died = spawn(latest.clone(), publisher).map_err(AgentError::StartSampler)?;
     let (stop, stopped) = watch::channel(false);
-    tracing::info!("serving http://{address}/metrics");
+    let (tls, auth) = match options.web {
+        Some(web) => (web.tls, web.auth),
+        None => (None, None),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!("serving {scheme}://{address}/metrics");
     let failures = exporter.as_ref().map(|(exporter, _)| exporter.failures());
     let exporter = exporter.map(|(exporter, endpoint)| {
         tracing::info!(%endpoint, "exporting OTLP");
@@ -108,8 +115,9 @@ pub(super) async fn run_with(
             export: failures,
         },
         latest,
+        auth,
     });
-    let mut server = tokio::spawn(conn::serve(listener, app, options.limits, stopped));
+    let mut server = tokio::spawn(conn::serve(listener, app, options.limits, tls, stopped));
     tokio::select! {
         death = &mut died => {
             let SamplerDied(reason) = death.unwrap_or_else(|_| SamplerDied("the sampling thread vanished".into()));

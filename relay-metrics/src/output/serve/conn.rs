@@ -226,6 +226,7 @@ pub(super) async fn serve(
     listener: TcpListener,
     app: Arc<App>,
     limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
     let registry = Arc::new(Registry::default());
@@ -249,6 +250,7 @@ pub(super) async fn serve(
                     stream,
                     Arc::clone(&app),
                     limits,
+                    tls.clone(),
                     registration,
                     shed,
                     stop.clone(),
@@ -290,6 +292,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     app: Arc<App>,
     limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     registration: Registration,
     shed: Arc<Notify>,
     stop: watch::Receiver<bool>,
@@ -299,7 +302,19 @@ async fn connection(
     // pins at most this much kernel memory, and a burst of them costs little to fill.
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
     let stream = WriteTimeout::new(stream, limits.write_timeout);
-    http(stream, app, limits, registration, shed, stop).await;
+    let Some(tls) = tls else {
+        return http(stream, app, limits, registration, shed, stop).await;
+    };
+    // The handshake has the header-read timeout too, and a connection in it can be shed.
+    let handshake = tokio::select! {
+        handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream)) => handshake,
+        () = shed.notified() => return,
+    };
+    match handshake {
+        Ok(Ok(stream)) => http(stream, app, limits, registration, shed, stop).await,
+        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
+    }
 }
 
 async fn http<S>(
@@ -319,7 +334,7 @@ async fn http<S>(
             let busy = registration.busy();
             let app = Arc::clone(&app);
             async move {
-                let mut response = app.respond(&request);
+                let mut response = app.authorized(&request).await;
                 response.body_mut().hold(busy);
                 Ok::<_, Infallible>(response)
             }

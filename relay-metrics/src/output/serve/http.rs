@@ -10,6 +10,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::body::Chunks;
 use super::encode::Format;
 use super::health::Liveness;
+use super::web::BasicAuth;
 use super::Latest;
 use crate::output::prometheus;
 
@@ -18,6 +19,8 @@ use crate::output::prometheus;
 pub(super) struct App {
     pub latest: Latest,
     pub liveness: Liveness,
+    /// Basic-auth users every request must be one of, when configured.
+    pub auth: Option<std::sync::Arc<BasicAuth>>,
 }
 
 /// OpenMetrics' content type.
@@ -27,6 +30,26 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const ROUTES: &str = "routes: /metrics /snapshot /healthz\n";
 
 impl App {
+    /// The response to a request: 401 without valid credentials when basic auth is on,
+    /// else [`Self::respond`].
+    pub(super) async fn authorized<B>(&self, request: &Request<B>) -> Response<Chunks> {
+        if let Some(auth) = &self.auth {
+            let authorization = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok());
+            if !auth.allows(authorization).await {
+                let mut response = plain(StatusCode::UNAUTHORIZED, "authentication required\n");
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"relay-metrics\""),
+                );
+                return response;
+            }
+        }
+        self.respond(request)
+    }
+
     /// The response to a request (its body is not read: no route takes one).
     pub(super) fn respond<B>(&self, request: &Request<B>) -> Response<Chunks> {
         let route = match request.uri().path() {

@@ -18,6 +18,7 @@ mod http;
 mod logging;
 #[cfg(test)]
 mod tests;
+mod web;
 
 use std::io;
 use std::net::SocketAddr;
@@ -35,6 +36,7 @@ use crate::Collector;
 pub use agent::{run, AgentError, AgentOptions};
 pub use conn::Limits;
 pub use logging::{init_logging, LogFormat};
+pub use web::{WebConfig, WebConfigError};
 
 /// One snapshot, encoded once for every output.
 #[derive(Debug)]

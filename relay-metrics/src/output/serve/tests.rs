@@ -25,6 +25,7 @@ fn app(period: Duration) -> App {
             started: Instant::now(),
             export: Some(ExportFailures::default()),
         },
+        auth: None,
     }
 }
 
@@ -306,6 +307,7 @@ fn a_sampler_that_panics_ends_the_agent_with_its_reason() {
         period: Duration::from_millis(100),
         otlp: None,
         limits: Limits::default(),
+        web: None,
     };
     let result = runtime.block_on(async {
         tokio::time::timeout(
