@@ -84,8 +84,8 @@ enum Attachment {
 
 impl Drop for Attachment {
     /// Closes the links concurrently: each detach waits for the kernel's RCU grace periods
-    /// (tens of ms per tracepoint), and concurrent waits share them, so a collector's drop (and
-    /// `relay-metrics run`'s exit) takes about one detach instead of one per program.
+    /// (tens of ms per tracepoint), and concurrent waits can share them, which shortens a
+    /// collector's drop (and `relay-metrics run`'s exit) compared with one detach after another.
     fn drop(&mut self) {
         if let Self::Handed { links, .. } = self {
             std::thread::scope(|scope| {
