@@ -24,6 +24,8 @@ mod kernel_events;
 mod lifetime;
 mod processes;
 #[cfg(test)]
+pub(crate) use processes::assert_paths_agree_on_stopped_processes;
+#[cfg(test)]
 mod processes_tests;
 mod reasons;
 mod system_wide;

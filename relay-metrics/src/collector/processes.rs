@@ -19,6 +19,9 @@ use crate::source::Roots;
 #[path = "processes_iter.rs"]
 mod iter;
 
+#[cfg(test)]
+pub(crate) use iter::tests::assert_paths_agree_on_stopped_processes;
+
 use super::environment::{CgroupEpoch, MEMBERSHIP_MAX_AGE};
 use super::reasons::Reasons;
 use super::{age_ms, CollectorError, Target};

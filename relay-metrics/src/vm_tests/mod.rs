@@ -19,6 +19,7 @@ use crate::units::{Measurement, MeasurementValue};
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use watchdog::Watchdog;
 
+mod task_iter;
 mod watchdog;
 
 const VM_ONLY: &str = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it";
