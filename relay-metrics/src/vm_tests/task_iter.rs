@@ -8,6 +8,9 @@ use crate::collector::assert_paths_agree_on_stopped_processes;
 #[ignore = "needs Debian's 6.1 kernel: cargo xtask vm-test runs it"]
 fn iterator_and_procfs_agree_on_stopped_processes_on_6_1() {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    assert!(release.starts_with("6.1."), "not the VM's 6.1 kernel: {release}");
+    assert!(
+        release.starts_with("6.1."),
+        "not the VM's 6.1 kernel: {release}"
+    );
     assert_eq!(assert_paths_agree_on_stopped_processes(), 3);
 }
