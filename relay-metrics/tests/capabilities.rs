@@ -2,9 +2,11 @@
 //! `setpriv` as uid/gid 65534 (nobody) with no-new-privs and, as its bounding and ambient sets,
 //! exactly the capabilities the systemd unit grants (`AmbientCapabilities=` of
 //! `deploy/systemd/relay-metrics.service`, the one home of the set). It must produce what root
-//! produces (kernel events on, every process's I/O counters and descriptor counts read), and
-//! dropping any one capability must lose something: the set is the minimum. The losses are
-//! printed (`--nocapture`) and documented in `docs/DEPLOYMENT.md`.
+//! produces (kernel events on, every process's I/O counters and descriptor counts read), with
+//! per-process values from the BPF task iterator (`auto`) and from procfs. Dropping any one
+//! capability must lose something on the procfs path (`CAP_SYS_PTRACE` loses nothing where the
+//! iterator serves global scope): the set is the minimum for every path. The losses are printed
+//! (`--nocapture`) and documented in `docs/DEPLOYMENT.md`.
 
 #![expect(
     clippy::expect_used,
@@ -82,7 +84,7 @@ fn get(address: &str, path: &str) -> Option<(u16, String)> {
 
 /// Runs the agent (under `setpriv` with `capabilities` unless `as_root`) until its second
 /// snapshot (the first with kernel-event counts) and returns that snapshot.
-fn agent_snapshot(binary: &Path, capabilities: Option<&[String]>) -> Value {
+fn agent_snapshot(binary: &Path, config: &Path, capabilities: Option<&[String]>) -> Value {
     let address = free_address();
     let agent_args = [
         "serve",
@@ -92,6 +94,8 @@ fn agent_snapshot(binary: &Path, capabilities: Option<&[String]>) -> Value {
         "global",
         "--interval-ms",
         "300",
+        "--config",
+        config.to_str().unwrap(),
     ];
     let mut command = match capabilities {
         None => Command::new(binary),
@@ -169,68 +173,86 @@ fn unread(reach: &Reach, readable: u64) -> u64 {
     reach.visible.saturating_sub(readable)
 }
 
+/// A config choosing where per-process values come from (`auto`: the BPF task iterator where
+/// it loads; `procfs`: the path of kernels where it does not, and of the process scopes).
+fn config(dir: &Path, process_source: &str) -> PathBuf {
+    let path = dir.join(format!("{process_source}.json"));
+    let text = format!(r#"{{"extensions": {{"process_source": "{process_source}"}}}}"#);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    path
+}
+
 #[test]
 #[ignore = "root: setpriv changes uid and grants capabilities"]
 fn the_agent_works_with_exactly_four_capabilities_and_loses_something_without_each() {
     assert_root();
     let dir = tempfile::tempdir().unwrap();
     let binary = binary(dir.path());
-
-    let root = reach(&agent_snapshot(&binary, None));
-    assert!(root.kernel_events, "as root: {root:?}");
     let capabilities = unit_capabilities();
     assert_eq!(
         capabilities,
         ["bpf", "perfmon", "dac_read_search", "sys_ptrace"],
         "the unit's set changed: update the expected losses below and docs/DEPLOYMENT.md"
     );
-    let minimal = reach(&agent_snapshot(&binary, Some(&capabilities)));
-    println!("root:    {root:?}\nminimal: {minimal:?}");
-    assert!(minimal.kernel_events, "{minimal:?}");
-    // As much as root reads, give or take a process starting or exiting meanwhile.
-    assert!(
-        unread(&minimal, minimal.io_readable) <= unread(&root, root.io_readable) + 2,
-        "I/O counters: {minimal:?} vs root {root:?}"
-    );
-    assert!(
-        unread(&minimal, minimal.fds_readable) <= unread(&root, root.fds_readable) + 2,
-        "descriptor counts: {minimal:?} vs root {root:?}"
-    );
-
-    for dropped in &capabilities {
-        let rest: Vec<String> = capabilities
-            .iter()
-            .filter(|c| *c != dropped)
-            .cloned()
-            .collect();
-        let without = reach(&agent_snapshot(&binary, Some(&rest)));
-        let lost_events = !without.kernel_events;
-        let lost_io =
-            unread(&without, without.io_readable) > unread(&minimal, minimal.io_readable) + 10;
-        println!(
-            "without CAP_{}: kernel events {}; I/O counters of {} of {} processes unread",
-            dropped.to_uppercase(),
-            if lost_events {
-                format!("off ({})", without.kernel_events_reason)
-            } else {
-                "on".into()
-            },
-            unread(&without, without.io_readable),
-            without.visible
+    for source in ["auto", "procfs"] {
+        let config = config(dir.path(), source);
+        let root = reach(&agent_snapshot(&binary, &config, None));
+        assert!(root.kernel_events, "as root: {root:?}");
+        let minimal = reach(&agent_snapshot(&binary, &config, Some(&capabilities)));
+        println!("process_source {source}\n  root:    {root:?}\n  minimal: {minimal:?}");
+        assert!(minimal.kernel_events, "{minimal:?}");
+        // As much as root reads, give or take a process starting or exiting meanwhile.
+        assert!(
+            unread(&minimal, minimal.io_readable) <= unread(&root, root.io_readable) + 2,
+            "I/O counters: {minimal:?} vs root {root:?}"
         );
-        match dropped.as_str() {
-            "bpf" | "perfmon" => assert!(
-                lost_events && without.kernel_events_reason.contains("CAP_BPF+CAP_PERFMON"),
-                "{without:?}"
-            ),
-            "dac_read_search" => assert!(
-                lost_events && without.kernel_events_reason.contains("tracefs"),
-                "{without:?}"
-            ),
-            _ => assert!(lost_io && without.kernel_events, "{without:?}"),
+        assert!(
+            unread(&minimal, minimal.fds_readable) <= unread(&root, root.fds_readable) + 2,
+            "descriptor counts: {minimal:?} vs root {root:?}"
+        );
+        for dropped in &capabilities {
+            let rest: Vec<String> = capabilities
+                .iter()
+                .filter(|c| *c != dropped)
+                .cloned()
+                .collect();
+            let without = reach(&agent_snapshot(&binary, &config, Some(&rest)));
+            let lost_events = !without.kernel_events;
+            let unread_io = unread(&without, without.io_readable);
+            let lost_io = unread_io > unread(&minimal, minimal.io_readable) + 10;
+            println!(
+                "  without CAP_{}: kernel events {}; I/O counters of {unread_io} of {} processes unread",
+                dropped.to_uppercase(),
+                if lost_events {
+                    format!("off ({})", without.kernel_events_reason)
+                } else {
+                    "on".into()
+                },
+                without.visible
+            );
+            match (dropped.as_str(), source) {
+                ("bpf" | "perfmon", _) => assert!(
+                    lost_events && without.kernel_events_reason.contains("CAP_BPF+CAP_PERFMON"),
+                    "{without:?}"
+                ),
+                ("dac_read_search", _) => assert!(
+                    lost_events && without.kernel_events_reason.contains("tracefs"),
+                    "{without:?}"
+                ),
+                // procfs: other users' /proc/<pid>/io needs the ptrace access check.
+                (_, "procfs") => assert!(lost_io && without.kernel_events, "{without:?}"),
+                // The task iterator reads I/O counters in the kernel: nothing lost in global
+                // scope where it loads (the procfs path above still needs the capability).
+                _ => assert!(!lost_io && without.kernel_events, "{without:?}"),
+            }
         }
     }
-    let none = reach(&agent_snapshot(&binary, Some(&[])));
+    let none = reach(&agent_snapshot(
+        &binary,
+        &config(dir.path(), "auto"),
+        Some(&[]),
+    ));
     println!("no capabilities: {none:?}");
     assert!(!none.kernel_events);
 }
