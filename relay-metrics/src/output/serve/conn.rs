@@ -230,7 +230,7 @@ pub(super) async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let registry = Arc::new(Registry::default());
-    let mut failures = Burst::new("cannot accept a connection", "accepting connections again");
+    let mut failures = Burst::new("cannot accept a connection");
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -238,7 +238,6 @@ pub(super) async fn serve(
         };
         match accepted {
             Ok((stream, _)) => {
-                failures.ended();
                 if registry.len() >= limits.max_connections && !registry.shed_oldest_idle() {
                     // Every connection is busy sending a response: this one waits its turn by
                     // reconnecting.

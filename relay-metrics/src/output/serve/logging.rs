@@ -31,46 +31,48 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// A failure that may repeat many times in a row (`accept` out of descriptors): the first one
-/// of a burst is logged, the rest are counted and reported with the recovery.
+/// A failure that may repeat many times in a row (`accept` out of descriptors): logged at most
+/// once a minute, with the number of failures not logged since.
 #[derive(Debug)]
 pub(super) struct Burst {
     what: &'static str,
-    recovered: &'static str,
-    failures: u64,
+    logged: Option<std::time::Instant>,
+    unlogged: u64,
 }
 
+/// Shortest time between two lines about the same kind of failure.
+const BURST_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Burst {
-    /// `what` fails (logged with the error); `recovered` is logged when it works again.
-    pub(super) fn new(what: &'static str, recovered: &'static str) -> Self {
+    /// Failures of `what` (logged with their error).
+    pub(super) fn new(what: &'static str) -> Self {
         Self {
             what,
-            recovered,
-            failures: 0,
+            logged: None,
+            unlogged: 0,
         }
     }
 
-    /// One failure; logged when it starts a burst. `making_room` says the server closes idle
-    /// connections to recover.
+    /// One failure; `making_room` says the server closes idle connections to recover.
     pub(super) fn failed(&mut self, error: &dyn Display, making_room: bool) {
-        if self.failures == 0 {
-            if making_room {
-                tracing::warn!(
-                    "{}: {error} (closing the longest idle connections to make room)",
-                    self.what
-                );
-            } else {
-                tracing::warn!("{}: {error}", self.what);
-            }
+        if self
+            .logged
+            .is_some_and(|logged| logged.elapsed() < BURST_LOG_INTERVAL)
+        {
+            self.unlogged += 1;
+            return;
         }
-        self.failures += 1;
-    }
-
-    /// The operation succeeded: ends a burst, logging how many failures it had.
-    pub(super) fn ended(&mut self) {
-        if self.failures > 0 {
-            tracing::info!(failures = self.failures, "{}", self.recovered);
-            self.failures = 0;
-        }
+        let remedy = if making_room {
+            " (closing the longest idle connections to make room)"
+        } else {
+            ""
+        };
+        tracing::warn!(
+            more_since_last_line = self.unlogged,
+            "{}: {error}{remedy}",
+            self.what
+        );
+        self.logged = Some(std::time::Instant::now());
+        self.unlogged = 0;
     }
 }
