@@ -23,6 +23,12 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
 
+# The hung-filesystem tests (relay-metrics/tests/hung_filesystem.rs) mount a FUSE filesystem
+# themselves through /dev/fuse: load the module where it is not built in.
+if [[ ! -e /dev/fuse ]]; then
+    modprobe fuse 2>/dev/null || true
+fi
+
 # curl decompresses the agent's gzip responses in the HTTP tests (relay-metrics/tests/serve_http.rs).
 if ! command -v curl >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl
