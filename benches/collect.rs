@@ -22,7 +22,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Samplin
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use relay_metrics::config::ScopeSetting;
-use relay_metrics::source::Roots;
+use relay_metrics::internals::Roots;
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
 use support::{SyntheticTree, CGROUP_PATH, ROOT_PID};
@@ -60,7 +60,7 @@ fn warmed_up(
 ) -> Collector {
     let scope = config.measurement_scope;
     let mut collector = or_die(
-        Collector::with_roots(config, roots),
+        relay_metrics::internals::collector_with_roots(config, roots),
         "creating the collector",
     );
     let snapshot = collector.collect();

@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relay_metrics::config::{MetricNames, ScopeSetting};
+use relay_metrics::internals::Roots;
 use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
 use relay_metrics::output::prometheus;
-use relay_metrics::source::Roots;
-use relay_metrics::{Collector, ResourceMetricsConfig};
+use relay_metrics::ResourceMetricsConfig;
 
 use support::{SyntheticTree, ROOT_PID};
 
@@ -36,7 +36,7 @@ fn exports(c: &mut Criterion) {
     config.gpu.enabled = false;
     config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
     let mut collector = or_die(
-        Collector::with_roots(config, Roots::fixture(tree.path())),
+        relay_metrics::internals::collector_with_roots(config, Roots::fixture(tree.path())),
         "creating the collector",
     );
     drop(collector.collect());

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use relay_metrics::config::ScopeSetting;
-use relay_metrics::source::Roots;
-use relay_metrics::{Collector, ResourceMetricsConfig};
+use relay_metrics::internals::Roots;
+use relay_metrics::ResourceMetricsConfig;
 
 use support::{SyntheticTree, ROOT_PID};
 
@@ -38,7 +38,7 @@ fn json(c: &mut Criterion) {
         config.gpu.enabled = false;
         config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
         let mut collector = or_die(
-            Collector::with_roots(config, Roots::fixture(tree.path())),
+            relay_metrics::internals::collector_with_roots(config, Roots::fixture(tree.path())),
             "creating the collector",
         );
         drop(collector.collect());

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use relay_metrics::source::{cgroup, net, procfs::parse, system};
+use relay_metrics::internals::{cgroup, procfs as parse, system};
 
 macro_rules! testdata {
     ($path:literal) => {
@@ -79,7 +79,7 @@ fn system_files(c: &mut Criterion) {
     });
     let mut interfaces = Vec::with_capacity(8);
     group.bench_function("net_dev_4if", |b| {
-        b.iter(|| net::parse_net_dev(black_box(NET_DEV), &mut interfaces))
+        b.iter(|| system::parse_net_dev(black_box(NET_DEV), &mut interfaces))
     });
     group.finish();
 }

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use relay_metrics::source::gpu::{
+use relay_metrics::internals::gpu::{
     GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler, NvmlOptions, NvmlSource,
     NVML_LIBRARY_ENV,
 };

@@ -121,6 +121,7 @@ fn victim_pids(snapshot: &ResourceMetricsSnapshot) -> Vec<u32> {
 }
 
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn an_oom_kill_in_a_v1_cgroup_is_one_terminated_event_with_the_victim_as_root() {
     let cgroup = MemoryCgroup::create("oom", 32 << 20);
     let go = tempfile::NamedTempFile::new().unwrap().into_temp_path();
@@ -197,6 +198,7 @@ fn an_oom_kill_in_a_v1_cgroup_is_one_terminated_event_with_the_victim_as_root() 
 }
 
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn a_process_tree_reports_the_oom_kill_of_a_child_as_root() {
     let cgroup = MemoryCgroup::create("tree-oom", 32 << 20);
     let go = std::env::temp_dir().join(format!("relay-metrics-tree-oom-go-{}", std::process::id()));
@@ -287,6 +289,7 @@ fn visible(snapshot: &ResourceMetricsSnapshot) -> u64 {
 /// steady tree reuses its walk, a new child and an exit (with its child reparented out of the
 /// tree) are seen by the very next collect.
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn a_tracked_tree_is_walked_again_only_after_a_creation_or_exit_as_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -324,12 +327,12 @@ fn a_tracked_tree_is_walked_again_only_after_a_creation_or_exit_as_root() {
     for _ in 0..3 {
         assert_eq!(visible(&collector.collect()), 1);
     }
-    let steady = collector.process_listings();
+    let steady = relay_metrics::internals::process_listings(&collector);
     for _ in 0..5 {
         assert_eq!(visible(&collector.collect()), 1);
     }
     assert_eq!(
-        collector.process_listings(),
+        relay_metrics::internals::process_listings(&collector),
         steady,
         "a steady tree is not walked"
     );
@@ -384,6 +387,7 @@ fn memory_limit_kib(snapshot: &ResourceMetricsSnapshot) -> Option<u64> {
 /// The exclusivity verdict follows processes moved in and out of the tree's cgroup at the very
 /// next collect, although it is reused while the kernel counts no creation, exit or move.
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn a_process_moved_into_the_trees_cgroup_ends_its_exclusivity_at_once_as_root() {
     use std::os::unix::process::CommandExt as _;
     let cgroup = MemoryCgroup::create("exclusive", 256 << 20);
@@ -442,6 +446,7 @@ fn a_process_moved_into_the_trees_cgroup_ends_its_exclusivity_at_once_as_root() 
 /// exit or cgroup move anywhere; a process moved in or out, or one that exits, is seen by the
 /// very next collect.
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn a_cgroup_scope_lists_its_processes_again_after_a_move_or_an_exit_as_root() {
     let cgroup = MemoryCgroup::create("listing", 256 << 20);
     let procs = cgroup.dir.join("cgroup.procs");
@@ -466,11 +471,11 @@ fn a_cgroup_scope_lists_its_processes_again_after_a_move_or_an_exit_as_root() {
     );
     // Other tests fork meanwhile (each fork anywhere lists again), so only ask that most
     // collects of a quick burst reused the listing.
-    let before = collector.process_listings();
+    let before = relay_metrics::internals::process_listings(&collector);
     for _ in 0..50 {
         assert_eq!(visible(&collector.collect()), 1);
     }
-    let listed = collector.process_listings() - before;
+    let listed = relay_metrics::internals::process_listings(&collector) - before;
     assert!(listed < 25, "{listed} listings in 50 collects");
 
     let second = sleeper("1001");
@@ -500,6 +505,7 @@ fn a_cgroup_scope_lists_its_processes_again_after_a_move_or_an_exit_as_root() {
 /// The cgroup scope's run-queue delay counts are the kernel's count of its members' waits: they
 /// grow while a process is a member, never go down, and stop growing once it moved out.
 #[test]
+#[ignore = "root: loads eBPF programs and creates cgroups"]
 fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
     let cgroup = MemoryCgroup::create("waits", 256 << 20);
     let mut scoped = config(ScopeSetting::Cgroup);

@@ -4,7 +4,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use relay_metrics::internals::cgroup::{parse_proc_cgroup, CgroupLayout};
-use relay_metrics::source::Roots;
+use relay_metrics::internals::Roots;
 
 fuzz_target!(|data: &[u8]| {
     let (mountinfo, proc_cgroup) = match data.iter().position(|&b| b == 0) {

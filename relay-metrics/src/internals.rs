@@ -1,21 +1,45 @@
-//! The parsers of kernel text and configuration, reachable from outside the crate for the fuzz
-//! targets in `fuzz/` (each target feeds one of them arbitrary bytes). Nothing here is a supported
-//! API: it moves whenever the code it points to moves.
+//! NOT API: the one door to the library's internals, for the workspace's own fuzz targets
+//! (`fuzz/`: each feeds one parser arbitrary bytes), benches (`benches/`), tools (`tools/`) and
+//! end-to-end tests (`tests/`: collectors over fixture trees, the fake-NVML tests). Nothing here is
+//! a supported API: it moves whenever the code it points to moves.
+
+pub use crate::source::{HeldFile, Roots};
+
+use crate::{Collector, CollectorError, ResourceMetricsConfig};
+
+/// A collector reading `/proc` and `/sys` below `roots` (a fixture tree).
+pub fn collector_with_roots(
+    config: ResourceMetricsConfig,
+    roots: Roots,
+) -> Result<Collector, CollectorError> {
+    Collector::with_roots(config, roots)
+}
+
+/// How many collects listed the target's processes (the others reused a listing).
+pub fn process_listings(collector: &Collector) -> u64 {
+    collector.process_listings()
+}
+
+/// Copies a fixture tree (directories, files, symlinks as symlinks) into `to`, writable.
+pub use crate::source::roots::copy_tree;
 
 /// Per-process procfs files (`/proc/<pid>/{stat,status,statm,io,schedstat,smaps_rollup}`,
-/// `task/<tid>/children`).
+/// `task/<tid>/children`), and their reader.
 pub mod procfs {
     pub use crate::source::procfs::parse::{
         parse_children, parse_io, parse_schedstat, parse_smaps_rollup_private_kib, parse_stat,
         parse_statm_resident_pages, parse_status_vm_hwm_kib,
     };
+    pub use crate::source::procfs::{ProcessFields, ProcessReader};
 }
 
-/// System-wide procfs files (`/proc/stat`, `/proc/meminfo`, `/proc/pressure/*`, `/proc/net/dev`).
+/// System-wide procfs files (`/proc/stat`, `/proc/meminfo`, `/proc/pressure/*`, `/proc/net/dev`),
+/// and their readers.
 pub mod system {
-    pub use crate::source::net::parse_net_dev;
+    pub use crate::source::net::{parse_net_dev, NetReader};
     pub use crate::source::system::{
-        cpu_rate_logical_processors, parse_meminfo, parse_pressure, parse_stat,
+        cpu_rate_logical_processors, parse_meminfo, parse_pressure, parse_stat, SystemFields,
+        SystemReader, SystemSample,
     };
 }
 
@@ -27,11 +51,12 @@ pub mod cgroup {
     };
 }
 
-/// tracefs `format` files and the `fdinfo` of BPF objects.
+/// tracefs `format` files and the `fdinfo` of BPF objects; the programs themselves.
 pub mod ebpf {
     pub use crate::source::ebpf::fuzzing::{
         link_program_id, program_stats, sleep_state_mask, tracepoint_config, Formats,
     };
+    pub use crate::source::ebpf::{EbpfOptions, EbpfSource};
 }
 
 /// Configuration documents (JSON, TOML, Relay `plugins.toml`).
@@ -39,9 +64,13 @@ pub mod config {
     pub use crate::config::ResourceMetricsConfig;
 }
 
-/// DRM sysfs values and the `fdinfo` of DRM clients.
+/// DRM sysfs values and the `fdinfo` of DRM clients; the NVML source and its sampler.
 pub mod gpu {
     pub use crate::source::gpu::fdinfo::{
         engine_utilization_percent, parse_drm_fdinfo, utilization_percent, DrmFdinfo,
+    };
+    pub use crate::source::gpu::{
+        GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler, NvmlOptions, NvmlSource,
+        NVML_LIBRARY_ENV,
     };
 }

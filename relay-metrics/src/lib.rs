@@ -1,28 +1,48 @@
 //! relay-metrics: typed resource-metrics snapshots of a process, a process tree, a cgroup or the
 //! whole Linux system, wire-compatible with NeMo Relay's `resource_metrics` module.
 //!
-//! Data flows one way: [`source`] reads kernel files into a [`model::Sample`], [`model`] derives
-//! sums, rates and units into a [`snapshot::ResourceMetricsSnapshot`], and the collector hands it
-//! out as an `Arc` so every consumer shares one copy.
+//! The API in ten minutes:
+//!
+//! - [`ResourceMetricsConfig`] ([`config`]): Relay's component configuration, read from JSON or
+//!   TOML and validated with Relay's messages.
+//! - [`Collector`]: takes snapshots of one target ([`Collector::collect`]), or a fixed-rate series
+//!   of them ([`Collector::every`]); [`AsyncCollector`] does the same from async code.
+//! - [`ResourceMetricsSnapshot`] ([`snapshot`], with the measurements of [`units`]): the schema,
+//!   serde-compatible with Relay's; [`ResourceMetricsSnapshot::write_json`] writes its JSON fast.
+//! - [`output`]: the agent's encodings and endpoints (JSON, OTLP, the HTTP server) and Relay's
+//!   metric-mark names.
+//! - [`sampler::FixedRate`]: the fixed-rate ticker behind `every`, for loops of your own.
+//! - [`init_child_loader`]: call it first thing in `main` to load the eBPF programs in a
+//!   short-lived child instead of the long-running process.
+//!
+//! Data flows one way inside: sources read kernel files into a sample, a pure model derives
+//! sums, rates and units into a snapshot, and the collector hands it out as an `Arc` so every
+//! consumer shares one copy.
 
-pub mod collector;
+#![deny(missing_docs)]
+
+mod collector;
 pub mod config;
-pub mod model;
+pub(crate) mod model;
 pub mod output;
 pub mod sampler;
 pub mod snapshot;
-pub mod source;
+pub(crate) mod source;
 pub mod units;
 
-/// Crate-private entry points re-exported for the fuzz targets in `fuzz/` and other in-repository
-/// tools; not a supported API.
-#[doc(hidden)]
-pub mod internals;
-
-pub use collector::{AsyncCollector, Collector, CollectorError};
+pub use collector::{AsyncCollector, Collector, CollectorError, FixedRateSnapshots};
 pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;
+pub use source::ebpf::{init_child_loader, IN_PROCESS_ENV};
+
+/// NOT API: the one door to the internals, for the workspace's fuzz targets, benches, tools and
+/// tests. Nothing there is stable or documented for users.
+#[doc(hidden)]
+pub mod internals;
 
 /// Scope-level tests that need a pure cgroup v2 kernel: run by `cargo xtask vm-test`.
 #[cfg(test)]
 mod vm_tests;
+
+#[cfg(test)]
+mod test_children;

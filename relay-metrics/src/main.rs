@@ -153,7 +153,7 @@ fn main() {
     // First of all: in the eBPF loader child (this binary re-run) this loads the programs, hands
     // them over and exits. Here it makes kernel events load in that child, so aya's parse of the
     // kernel BTF (~16 MiB at its peak) never counts in this long-running process.
-    relay_metrics::source::ebpf::init_child_loader();
+    relay_metrics::init_child_loader();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => std::process::exit(code),
@@ -392,7 +392,7 @@ fn bench(mut collector: Collector, iterations: u64) -> BenchReport {
         latencies_us.get(index).copied().unwrap_or(0.0)
     };
     BenchReport {
-        scope: collector.target().scope(),
+        scope: collector.scope(),
         iterations,
         median_us: at(0.5),
         p99_us: at(0.99),

@@ -11,12 +11,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use relay_metrics::{Collector, ResourceMetricsConfig};
+use relay_metrics::ResourceMetricsConfig;
 use serde_json::{json, Value};
 
-use crate::copy_tree::copy_tree;
 use crate::rates::edit;
 use crate::support::*;
+use relay_metrics::internals::copy_tree;
 
 /// The counters moved between the two scans. amdgpu (pid 300) and panfrost (pid 303, the
 /// markers) get ~2.8 h of busy time: clamped to 100 % whatever the interval; the i915 client's
@@ -61,16 +61,19 @@ fn experiment(config: &Value) -> Option<(Snap, Snap)> {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("drm-clients");
     let (old, new) = (dir.path().join("old"), dir.path().join("new"));
-    copy_tree(&fixture("drm-clients"), &old);
-    copy_tree(&fixture("drm-clients"), &new);
+    copy_tree(&fixture("drm-clients"), &old).unwrap();
+    copy_tree(&fixture("drm-clients"), &new).unwrap();
     advance(&new.join("proc"));
     std::fs::create_dir(&base).unwrap();
     std::os::unix::fs::symlink(old.join("proc"), base.join("proc")).unwrap();
     std::os::unix::fs::symlink(old.join("sys"), base.join("sys")).unwrap();
 
     let config = ResourceMetricsConfig::from_value(config.clone()).unwrap();
-    let mut collector =
-        Collector::with_roots(config, relay_metrics::source::Roots::fixture(&base)).unwrap();
+    let mut collector = relay_metrics::internals::collector_with_roots(
+        config,
+        relay_metrics::internals::Roots::fixture(&base),
+    )
+    .unwrap();
     let first = collector.collect();
     let first = Snap::new(&first, &base);
 

@@ -1,8 +1,9 @@
-//! Tier 2 (DESIGN §4): whole snapshots over the fixture trees in `tests/fixtures/`, compared with
+//! The fixture tier: whole snapshots over the fixture trees in `tests/fixtures/`, compared with
 //! the golden JSON files in `tests/golden/`.
 //!
-//! Each case collects through the public API (`Collector::with_roots`), masks what depends on wall
-//! time or on where the repository lives, and compares with `tests/golden/<case>.json`.
+//! Each case collects with a collector over a fixture tree (`internals::collector_with_roots`),
+//! masks what depends on wall time or on where the repository lives, and compares with
+//! `tests/golden/<case>.json`.
 //! `UPDATE_GOLDEN=1 cargo test -p relay-metrics-suite --test fixture_snapshots` rewrites the
 //! golden files instead (review the diff before committing). Besides the golden comparison every
 //! case asserts its key numbers explicitly, so a careless regeneration cannot hide a regression,
@@ -16,12 +17,10 @@
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    reason = "test helpers outside /// The golden files are exactly the cases: no stale file survives a renamed case.
-#[test] functions fail the test by panicking"
+    reason = "test helpers outside #[test] functions fail the test by panicking"
 )]
 
 mod cases;
-mod copy_tree;
 mod drm;
 mod rates;
 mod shape;
@@ -29,6 +28,7 @@ mod support;
 
 use support::*;
 
+/// The golden files are exactly the cases: no stale file survives a renamed case.
 #[test]
 fn golden_files_match_the_cases() {
     let mut files: Vec<String> = std::fs::read_dir(repo_path("tests/golden"))

@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use relay_metrics::{Collector, ResourceMetricsConfig};
+use relay_metrics::ResourceMetricsConfig;
 use serde_json::{json, Value};
 
-use crate::copy_tree::copy_tree;
 use crate::shape::assert_shape;
 use crate::support::*;
+use relay_metrics::internals::copy_tree;
 
 /// Rewrites a counter file in place (same inode: the collector holds it open and re-reads it).
 pub(crate) fn edit(path: &Path, from: &str, to: &str) {
@@ -43,12 +43,16 @@ impl Interval {
 pub(crate) fn rates_between_two_collections() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("global-small");
-    copy_tree(&fixture("global-small"), &base);
+    copy_tree(&fixture("global-small"), &base).unwrap();
     let tree_config = config(json!({"measurement_scope": "process_tree", "root_pid": 100}));
     let global_config = config(json!({"measurement_scope": "global"}));
     let open = |config: &Value| {
         let config = ResourceMetricsConfig::from_value(config.clone()).unwrap();
-        Collector::with_roots(config, relay_metrics::source::Roots::fixture(&base)).unwrap()
+        relay_metrics::internals::collector_with_roots(
+            config,
+            relay_metrics::internals::Roots::fixture(&base),
+        )
+        .unwrap()
     };
     assert_machine_matches_fixtures();
     let mut tree = open(&tree_config);

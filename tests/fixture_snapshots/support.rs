@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
 
-use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
+use relay_metrics::{ResourceMetricsConfig, ResourceMetricsSnapshot};
 use serde_json::{json, Value};
 
 /// Where the GPU case looks for NVML: a path that cannot exist, so the load fails the same way on
@@ -410,8 +410,11 @@ pub(crate) fn run(case: &Case) -> Snap {
     assert_machine_matches_fixtures();
     nvml_env();
     let config = ResourceMetricsConfig::from_value(case.config.clone()).expect("valid config");
-    let mut collector =
-        Collector::with_roots(config, relay_metrics::source::Roots::fixture(&base)).unwrap();
+    let mut collector = relay_metrics::internals::collector_with_roots(
+        config,
+        relay_metrics::internals::Roots::fixture(&base),
+    )
+    .unwrap();
     let mut snapshot = collector.collect();
     for _ in 1..case.collections {
         // Rates need a later instant than the baseline.

@@ -82,7 +82,7 @@ pub fn run(config: &ResourceMetricsConfig, iterations: u64) -> Result<SideBySide
         }
     };
     Ok(SideBySide {
-        scope: collectors[0].target().scope(),
+        scope: collectors[0].scope(),
         iterations,
         bpf_iter: report(0),
         procfs: report(1),

@@ -25,15 +25,13 @@ mod lifetime;
 mod processes;
 #[cfg(test)]
 pub(crate) use processes::assert_paths_agree_on_stopped_processes;
-#[cfg(test)]
-mod processes_tests;
 mod reasons;
 mod system_wide;
 mod target;
 #[cfg(test)]
 mod test_fixtures;
 
-pub use target::Target;
+pub(crate) use target::Target;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -67,6 +65,12 @@ pub enum CollectorError {
     /// The target (pid, cgroup) does not exist or cannot be read.
     #[error("{0}")]
     Target(String),
+    /// An [`AsyncCollector`] whose previous collection panicked (its state is not trusted).
+    #[error("a previous collection panicked")]
+    Poisoned,
+    /// An [`AsyncCollector`]'s collection task did not finish (the runtime shut down).
+    #[error("collection task failed: {0}")]
+    Task(String),
 }
 
 /// Collects snapshots of one target with one configuration. Rate baselines belong to the
@@ -100,7 +104,10 @@ impl Collector {
     }
 
     /// A collector reading `/proc` and `/sys` from `roots` (fixture trees in tests).
-    pub fn with_roots(config: ResourceMetricsConfig, roots: Roots) -> Result<Self, CollectorError> {
+    pub(crate) fn with_roots(
+        config: ResourceMetricsConfig,
+        roots: Roots,
+    ) -> Result<Self, CollectorError> {
         config.validate()?;
         let layout = CgroupLayout::discover(&roots).ok();
         let target = Target::resolve(&config, &roots, layout.as_ref())?;
@@ -146,15 +153,15 @@ impl Collector {
         &self.config
     }
 
-    /// The resolved target.
-    pub fn target(&self) -> &Target {
-        &self.target
+    /// The scope this collector measures (the configured one, with `runtime_default` resolved).
+    pub fn scope(&self) -> MeasurementScope {
+        self.target.scope()
     }
 
     /// How many collects listed the target's processes. A process tree tracked by the eBPF
     /// programs is walked again only after the kernel counted a creation or exit in it (or a
     /// member vanished or changed parent); the other collects reuse the previous walk.
-    pub fn process_listings(&self) -> u64 {
+    pub(crate) fn process_listings(&self) -> u64 {
         self.processes.listings()
     }
 
@@ -446,13 +453,11 @@ impl AsyncCollector {
     pub async fn collect(&self) -> Result<Arc<ResourceMetricsSnapshot>, CollectorError> {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let mut collector = inner
-                .lock()
-                .map_err(|_| CollectorError::Target("a previous collection panicked".into()))?;
+            let mut collector = inner.lock().map_err(|_| CollectorError::Poisoned)?;
             Ok(collector.collect())
         })
         .await
-        .map_err(|error| CollectorError::Target(format!("collection task failed: {error}")))?
+        .map_err(|error| CollectorError::Task(error.to_string()))?
     }
 }
 

@@ -55,6 +55,7 @@ impl Wanted {
 }
 
 /// Builds the snapshot of `sample`, updating the rate baselines of its series.
+#[cfg(test)]
 pub fn derive(
     config: &ResourceMetricsConfig,
     sample: &Sample,

@@ -8,7 +8,7 @@ mod aggregate;
 mod derive;
 mod rates;
 
-pub use derive::{derive, derive_into, Wanted};
+pub use derive::{derive_into, Wanted};
 pub use rates::Baselines;
 
 use std::sync::Arc;
@@ -82,9 +82,10 @@ pub enum ProcessPass {
     /// No per-process value was requested.
     #[default]
     NotRequested,
-    /// The process list could not be obtained (system values are still reported).
-    ListFailed(String),
-    /// The root process is gone or changed identity: the snapshot is "unavailable".
+    /// The process list could not be obtained (system values are still reported; the reason is
+    /// in the sample's `unavailable`).
+    ListFailed,
+    /// The root process is gone or changed identity (why): the snapshot is "unavailable".
     RootUnavailable(String),
     /// Processes were sampled.
     Sampled(ProcessSet),

@@ -1,8 +1,19 @@
-//! Outputs: encodings of a published snapshot, and the HTTP endpoint that serves them.
+//! Outputs: encodings of a published snapshot (JSON, Prometheus text, OTLP), the agent's HTTP endpoint that
+//! serves them, and NeMo Relay's metric-mark names.
 
 pub mod json;
-mod metrics;
+pub(crate) mod metrics;
+// The OTLP and Prometheus modules' docs name the metric families they share (`metrics`), which
+// are not public API.
+#[allow(
+    rustdoc::private_intra_doc_links,
+    reason = "links to the crate-private metric families"
+)]
 pub mod otlp;
+#[allow(
+    rustdoc::private_intra_doc_links,
+    reason = "links to the crate-private metric families"
+)]
 pub mod prometheus;
 pub mod relay_names;
 pub mod serve;

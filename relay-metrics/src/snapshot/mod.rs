@@ -45,14 +45,6 @@ pub struct ResourceMetricsSnapshot {
     pub extensions: Extensions,
 }
 
-impl ResourceMetricsSnapshot {
-    /// Appends the compact JSON of this snapshot to `out`: the same bytes as
-    /// `serde_json::to_vec(self)`, about three times faster (see [`crate::output::json`]).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        crate::output::json::write_snapshot(self, out);
-    }
-}
-
 /// The operating system a snapshot was taken on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -13,8 +13,6 @@ pub mod procfs;
 pub mod roots;
 pub mod system;
 pub mod task_iter;
-#[cfg(test)]
-pub(crate) mod test_support;
 
 pub use file::{HeldFile, SourceError};
 pub use roots::Roots;

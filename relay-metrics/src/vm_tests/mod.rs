@@ -1,5 +1,6 @@
-//! Tests that need a pure cgroup v2 kernel with the cpu, memory and pids controllers: they are
-//! ignored on the (hybrid) host and run inside the VM by `cargo xtask vm-test`.
+//! Tests that need a pure cgroup v2 kernel with the cpu, memory and pids controllers: marked
+//! `#[ignore = "vm: …"]` and named `…_in_vm`, skipped by the host's test command
+//! (`--skip _in_vm`) and run as root inside the VM by `cargo xtask vm-test`.
 //!
 //! Each test creates its own cgroup directly under the v2 root, drives a real limit (OOM kill,
 //! CPU quota, pids limit) with a child process, takes a `cgroup`-scope snapshot through the public
@@ -29,10 +30,9 @@ const FORK_ATTEMPTS: u32 = 8;
 /// Each test takes a few seconds under TCG; past this its watchdog reports what hangs.
 const TEST_LIMIT: Duration = Duration::from_secs(180);
 
-/// Not a test of its own: the body of the children the tests spawn (a no-op without the
-/// variable, so it passes wherever it runs).
-#[test]
-fn child_helper() {
+/// The body of the children the tests spawn, when this test binary runs as one
+/// (`crate::test_children`); returns at once without the variable.
+pub(crate) fn run_child_if_requested() {
     match std::env::var(CHILD_MODE).as_deref() {
         Ok("oom") => {
             wait_for_go();
@@ -60,7 +60,11 @@ fn child_helper() {
             }
             std::process::exit(0);
         }
-        _ => {}
+        Ok(other) => {
+            eprintln!("{CHILD_MODE}: unknown mode {other:?}");
+            std::process::exit(2);
+        }
+        Err(_) => {}
     }
 }
 
@@ -92,17 +96,11 @@ fn fork_sleepers(attempts: u32) -> (Vec<libc::pid_t>, u32) {
     (children, failures)
 }
 
-/// Re-runs this test binary as a child doing `mode` (see [`child_helper`]), moved into
+/// Re-runs this test binary as a child doing `mode` (see [`run_child_if_requested`]), moved into
 /// `cgroup` before it execs, so everything it allocates or forks is charged there.
 fn spawn_child(mode: &str, cgroup: &TestCgroup) -> Child {
     let mut command = Command::new(std::env::current_exe().expect("test binary path"));
     command
-        .args([
-            "--exact",
-            "vm_tests::child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env(CHILD_MODE, mode)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
@@ -276,8 +274,8 @@ fn assert_cgroup_scope(snapshot: &Arc<ResourceMetricsSnapshot>, cgroup: &TestCgr
 }
 
 #[test]
-#[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
-fn an_oom_kill_in_a_v2_memory_cgroup_is_one_terminated_event_with_its_victim() {
+#[ignore = "vm: needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
+fn an_oom_kill_in_a_v2_memory_cgroup_is_one_terminated_event_with_its_victim_in_vm() {
     let cgroup = TestCgroup::create("oom", "memory");
     let _watchdog = cgroup.watchdog("oom");
     cgroup.write("memory.max", &(32u64 << 20).to_string());
@@ -362,8 +360,8 @@ fn an_oom_kill_in_a_v2_memory_cgroup_is_one_terminated_event_with_its_victim() {
 }
 
 #[test]
-#[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
-fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling() {
+#[ignore = "vm: needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
+fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling_in_vm() {
     let cgroup = TestCgroup::create("cpu", "cpu");
     let _watchdog = cgroup.watchdog("cpu");
     cgroup.write("cpu.max", "20000 100000");
@@ -425,8 +423,8 @@ fn a_cpu_max_quota_on_a_busy_loop_is_reported_as_throttling() {
 }
 
 #[test]
-#[ignore = "needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
-fn forks_beyond_pids_max_are_reported_as_process_maximum_events() {
+#[ignore = "vm: needs a pure cgroup v2 kernel: cargo xtask vm-test runs it"]
+fn forks_beyond_pids_max_are_reported_as_process_maximum_events_in_vm() {
     let cgroup = TestCgroup::create("pids", "pids");
     let _watchdog = cgroup.watchdog("pids");
     cgroup.write("pids.max", "3");
@@ -442,7 +440,6 @@ fn forks_beyond_pids_max_are_reported_as_process_maximum_events() {
     assert!(status.success(), "{status:?}: {output:?}");
     let failures: u64 = output
         .iter()
-        // libtest has printed `test vm_tests::child_helper ... ` on the same line.
         .find_map(|line| line.split_once("fork-failures ").map(|(_, n)| n))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("the child reported no fork failures: {output:?}"));

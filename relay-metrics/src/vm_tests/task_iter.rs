@@ -5,8 +5,8 @@
 use crate::collector::assert_paths_agree_on_stopped_processes;
 
 #[test]
-#[ignore = "needs Debian's 6.1 kernel: cargo xtask vm-test runs it"]
-fn iterator_and_procfs_agree_on_stopped_processes_on_6_1() {
+#[ignore = "vm: needs Debian's 6.1 kernel: cargo xtask vm-test runs it"]
+fn iterator_and_procfs_agree_on_stopped_processes_on_6_1_in_vm() {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert!(
         release.starts_with("6.1."),

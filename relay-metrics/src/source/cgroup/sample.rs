@@ -20,6 +20,7 @@ pub struct CgroupFields {
 
 impl CgroupFields {
     /// Every group.
+    #[cfg(test)]
     pub const ALL: Self = Self {
         cpu: true,
         memory: true,

@@ -181,7 +181,7 @@ pub(super) fn read_small(path: &std::path::Path, buf: &mut Vec<u8>) -> io::Resul
 }
 
 #[cfg(test)]
-mod unit_tests {
+mod tests {
     use super::*;
 
     // Captured on the dev machine (Linux 6.18) from /proc/<pid>/fdinfo of a `relay-metrics watch`

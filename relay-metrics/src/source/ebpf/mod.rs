@@ -30,15 +30,11 @@ use std::os::fd::{AsRawFd as _, OwnedFd};
 
 use aya::maps::{Array, HashMap, IterableMap as _, Map, MapData, MapError, RingBuf};
 use aya::{Ebpf, EbpfLoader};
-pub use relay_metrics_common::{
-    CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES, RUNQ_HIST_BUCKETS,
-};
+pub use relay_metrics_common::{CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES};
 use relay_metrics_common::{Config, OomVictimRecord, COMM_LEN};
 
 use crate::source::file::read_once;
 use crate::source::Roots;
-
-pub use format::{find_field, FormatField};
 
 /// The tracefs-format and BPF-fdinfo parsers, for [`crate::internals`] (the fuzz targets).
 pub(crate) mod fuzzing {
@@ -51,7 +47,7 @@ use mapped::MappedArray;
 use types::map_error;
 pub use types::{
     EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
-    ProgramSpec, ProgramState, ProgramStatus, ReclaimStalls, RunqDelay, ScopeId, PROGRAMS,
+    ProgramSpec, ProgramState, ProgramStatus, ScopeId, PROGRAMS,
 };
 
 /// The eBPF object, committed so that a plain `cargo build` needs no eBPF toolchain.
@@ -528,6 +524,12 @@ impl EbpfSource {
     /// ring-buffer overflows are [`GlobalStats::oom_ringbuf_drops`]).
     pub fn oom_victims_drained(&self) -> u64 {
         self.oom_victims_drained
+    }
+
+    /// Turns on the kernel's run-time statistics of every BPF program (as
+    /// `sysctl kernel.bpf_stats_enabled=1` does) for as long as the returned descriptor lives.
+    pub fn enable_run_time_stats() -> Result<std::os::fd::OwnedFd, EbpfReadError> {
+        aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(EbpfReadError::Stats)
     }
 
     /// Run time and count of each attached program (meaningful while BPF stats are enabled).

@@ -160,7 +160,7 @@ pub(super) fn attach(
 }
 
 #[cfg(test)]
-mod unit_tests {
+mod tests {
     use super::*;
 
     #[test]

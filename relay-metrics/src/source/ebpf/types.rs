@@ -54,18 +54,23 @@ pub enum EbpfReadError {
     /// The map the operation needs was not created.
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
+    /// The kernel refused to turn on the programs' run-time statistics.
+    #[error("enabling BPF run-time statistics: {0}")]
+    Stats(#[source] aya::sys::SyscallError),
 }
 
 pub(super) fn map_error(map: &'static str) -> impl FnOnce(MapError) -> EbpfReadError {
     move |source| EbpfReadError::Map { map, source }
 }
 
-/// Options of [`EbpfSource::load`].
+/// Options of [`EbpfSource::load`](super::EbpfSource::load).
 #[derive(Debug, Clone)]
 pub struct EbpfOptions {
     /// Where `/proc` and `/sys` are (tracefs is looked up below `sys`).
     pub roots: Roots,
-    /// How many OOM victims [`EbpfSource::recent_oom_victims`] keeps (oldest dropped first).
+    /// How many OOM victims
+    /// [`EbpfSource::recent_oom_victims`](super::EbpfSource::recent_oom_victims) keeps (oldest
+    /// dropped first).
     pub max_recent_oom_victims: usize,
 }
 
@@ -138,7 +143,7 @@ pub enum ProgramState {
     Failed(String),
 }
 
-/// The state of one program after [`EbpfSource::load`].
+/// The state of one program after [`EbpfSource::load`](super::EbpfSource::load).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgramStatus {
     /// Which program.
@@ -182,7 +187,8 @@ pub struct ReclaimStalls {
 
 /// Kernel-event counters of a tracked scope (counted by the kernel while each process was a
 /// member, so they never go down) or of a set of processes (summed over their per-tgid
-/// counters): see [`EbpfSource::read_counters`].
+/// counters): see [`EbpfSource::scope_counters`](super::EbpfSource::scope_counters) and
+/// [`EbpfSource::tgid_counters`](super::EbpfSource::tgid_counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EbpfCounters {
     /// Processes created: by the scope's whole tree since it was tracked when a scope is given
@@ -244,7 +250,8 @@ impl EbpfCounters {
     }
 }
 
-/// A process-tree scope counted in the kernel (see [`EbpfSource::track_tree`]).
+/// A process-tree scope counted in the kernel (see
+/// [`EbpfSource::track_tree`](super::EbpfSource::track_tree)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScopeId(pub(super) u32);
 

@@ -88,6 +88,7 @@ impl DrmSource {
     }
 
     /// Number of cards found by the scan (including those that may report nothing).
+    #[cfg(test)]
     pub fn card_count(&self) -> usize {
         self.cards.len()
     }

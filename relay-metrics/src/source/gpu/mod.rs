@@ -20,13 +20,8 @@ mod nvml;
 mod sampler;
 
 pub use drm::{DrmDeviceSample, DrmSource, DrmVendor};
-pub use drm_clients::{
-    drm_device_minor, DrmClientScanner, DrmFdCheck, DrmProcessSample, DRM_MAJOR,
-};
-pub use nvml::{
-    NvmlOptions, NvmlSample, NvmlSource, DEFAULT_NVML_LIBRARY, NVML_LIBRARY_ENV,
-    NVML_RETRY_INTERVAL,
-};
+pub use drm_clients::{DrmClientScanner, DrmFdCheck, DrmProcessSample};
+pub use nvml::{NvmlOptions, NvmlSource, NVML_LIBRARY_ENV};
 pub use sampler::{GpuSample, GpuSampler};
 
 /// One NVIDIA device as NVML reported it.

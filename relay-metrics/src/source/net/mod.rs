@@ -3,12 +3,10 @@
 //! Relay lists `/sys/class/net/` and reads six `statistics/*` files per interface. `/proc/net/dev`
 //! prints the same six counters (both come from `dev_get_stats()`; the live test
 //! `live_proc_net_dev_agrees_with_sysfs_statistics` checks it) for every interface in one read.
-//! Measured here in release mode (held descriptors, `pread`, medians of 10 000 calls, 4
-//! interfaces; test `net_reader_cost`): `/proc/net/dev` read and parsed 5.7–8 µs, the 24 sysfs
-//! files 22–26 µs, i.e. ~5.5 µs per interface. sysfs would only tie with a single selected
-//! interface; from two on, `/proc/net/dev` wins, and it notices interfaces coming and going with
-//! no directory listing. Relay's default selects every interface, so `/proc/net/dev` is the only
-//! source used.
+//! One read costs about what one interface's six sysfs files cost (bench `readers/net`, figures
+//! in docs/PERFORMANCE.md), so from two interfaces on `/proc/net/dev` is cheaper, and it notices
+//! interfaces coming and going with no directory listing. Relay's default selects every
+//! interface, so `/proc/net/dev` is the only source used.
 //!
 //! Namespaces: `/proc/net` is a link to `/proc/self/net`, i.e. the reader's network namespace,
 //! whereas `/sys/class/net` shows the namespace of whoever mounted sysfs. They agree whenever the

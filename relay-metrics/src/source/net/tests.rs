@@ -2,7 +2,6 @@
 
 use super::*;
 use std::net::UdpSocket;
-use std::path::Path;
 use std::time::Duration;
 
 const CAPTURED: &[u8] = include_bytes!("testdata/net_dev");
@@ -289,54 +288,5 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
     assert!(
         low < lo_rx && lo_rx < high,
         "traffic flowed on both sides of the sysfs read"
-    );
-}
-
-/// Cost measure, not a check: `cargo test -p relay-metrics --release net_reader_cost -- --ignored --nocapture`.
-/// Also measures Relay's alternative (six held sysfs files per interface) for the choice above.
-#[test]
-#[ignore = "measurement; run in release mode"]
-fn net_reader_cost() {
-    let mut reader = NetReader::new(&Roots::host());
-    let mut out = Vec::new();
-    let median =
-        crate::source::test_support::median_micros(|| reader.read(&mut out).unwrap(), 10_000);
-    println!(
-        "NetReader::read: median {median:.2} µs over 10000 calls ({} interfaces)",
-        out.len()
-    );
-    let mut files: Vec<HeldFile> = out
-        .iter()
-        .flat_map(|c| {
-            [
-                "rx_bytes",
-                "tx_bytes",
-                "rx_packets",
-                "tx_packets",
-                "rx_errors",
-                "tx_errors",
-            ]
-            .map(|counter| {
-                HeldFile::new(
-                    Path::new("/sys/class/net")
-                        .join(&c.name)
-                        .join("statistics")
-                        .join(counter),
-                )
-            })
-        })
-        .collect();
-    let mut buf = Vec::new();
-    let median = crate::source::test_support::median_micros(
-        || {
-            for file in &mut files {
-                file.read(&mut buf).unwrap();
-            }
-        },
-        10_000,
-    );
-    println!(
-        "sysfs alternative, {} held files: median {median:.2} µs over 10000 calls",
-        files.len()
     );
 }

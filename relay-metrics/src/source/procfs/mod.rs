@@ -16,7 +16,7 @@ pub mod parse;
 mod reader;
 pub(crate) mod sys;
 
-pub use discover::{PidLister, ProcessTreeWalker, DEFAULT_MAX_HELD_TREE_FILES};
+pub use discover::{PidLister, ProcessTreeWalker};
 pub use reader::ProcessReader;
 
 use std::path::PathBuf;
@@ -73,7 +73,7 @@ pub struct ProcessSample {
     pub vsize_bytes: u64,
     /// Scheduler statistics of the whole process: `/proc/<pid>/schedstat` for a single-threaded
     /// process, else the sum over its live threads' `task/<tid>/schedstat` (`None` above
-    /// [`reader::MAX_SCHEDSTAT_THREADS`] threads).
+    /// `reader::MAX_SCHEDSTAT_THREADS` threads).
     pub schedstat: Option<SchedStat>,
     /// `VmHWM` of `/proc/<pid>/status`, KiB.
     pub peak_resident_kib: Option<u64>,

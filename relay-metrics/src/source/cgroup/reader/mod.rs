@@ -31,12 +31,6 @@ impl CgroupReader {
         Self::default()
     }
 
-    /// Closes every file and forgets which files were missing, so the next read probes them
-    /// again (files appear when a controller is enabled for the cgroup).
-    pub fn reset(&mut self) {
-        self.plan = None;
-    }
-
     /// Reads the groups in `want` for `target`. Use one reader per target: a different target
     /// than last time rebuilds the plan (and reopens every file).
     ///

@@ -146,6 +146,7 @@ impl ProcessTreeWalker {
     }
 
     /// Number of descriptors held between walks (at most the cap).
+    #[cfg(test)]
     pub fn held_files(&self) -> usize {
         self.held_files
     }
@@ -344,5 +345,4 @@ fn task_path(proc_root: &Path, pid: u32, tid: Option<u32>) -> PathBuf {
 }
 
 #[cfg(test)]
-#[path = "discover_tests.rs"]
 mod tests;

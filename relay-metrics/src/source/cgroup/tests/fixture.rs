@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::*;
+use super::super::*;
 use crate::source::Roots;
 
 fn fixture(name: &str) -> Roots {

@@ -279,5 +279,4 @@ impl ProcessPassReader {
 }
 
 #[cfg(test)]
-#[path = "processes_iter_tests.rs"]
 pub(crate) mod tests;

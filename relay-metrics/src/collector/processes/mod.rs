@@ -16,7 +16,6 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
-#[path = "processes_iter.rs"]
 mod iter;
 
 #[cfg(test)]
@@ -192,7 +191,7 @@ impl ProcessPassReader {
                         }
                     }
                     reasons.add("process_sampling", format_args!("{reason}"));
-                    return ProcessPass::ListFailed(reason);
+                    return ProcessPass::ListFailed;
                 }
                 self.pids.sort_unstable();
                 self.pids.dedup();
@@ -512,3 +511,6 @@ fn held_process_cap(configured: usize) -> usize {
     let affordable = limit.saturating_sub(RESERVED_DESCRIPTORS) / DESCRIPTORS_PER_PROCESS;
     configured.min(usize::try_from(affordable).unwrap_or(usize::MAX))
 }
+
+#[cfg(test)]
+mod tests;

@@ -578,5 +578,4 @@ fn malformed(proc_root: &Path, pid: u32, kind: Kind, reason: &str) -> ProcessErr
 }
 
 #[cfg(test)]
-#[path = "reader_tests.rs"]
 pub(crate) mod tests;

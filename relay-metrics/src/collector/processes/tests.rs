@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use super::environment::CgroupEpoch;
-use super::processes::{ListingEpoch, ProcessPassReader, TreeEpoch};
-use super::reasons::Reasons;
-use super::test_fixtures::cgroup_v2_machine;
-use super::Target;
+use super::{ListingEpoch, ProcessPassReader, TreeEpoch};
+use crate::collector::environment::CgroupEpoch;
+use crate::collector::reasons::Reasons;
+use crate::collector::test_fixtures::cgroup_v2_machine;
+use crate::collector::Target;
 use crate::config::ResourceMetricsConfig;
 use crate::model::{ProcessPass, Wanted};
 use crate::source::Roots;
