@@ -30,7 +30,9 @@ pub const DRM_MAJOR: u32 = 226;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrmFdCheck {
     /// `stat` through `/proc/<pid>/fd/<fd>`: a character device with major [`DRM_MAJOR`]. What
-    /// the host uses.
+    /// the host uses. Only descriptors whose path lies under `/dev/` are `stat`ed: a `stat` of a
+    /// file on a FUSE mount whose daemon hangs would hang the scan, and sockets, pipes and other
+    /// files cannot be DRM devices (a DRM node opened from outside `/dev` is not seen).
     DeviceNumber,
     /// The link's target names `/dev/dri/card<N>` or `/dev/dri/renderD<N>`. For fixture trees,
     /// which cannot hold device nodes; a renamed device node escapes it.
@@ -42,6 +44,11 @@ impl DrmFdCheck {
     pub fn drm_minor(self, fd_link: &Path) -> Option<u32> {
         match self {
             Self::DeviceNumber => {
+                // readlink renders the path without asking the file's filesystem anything.
+                let target = std::fs::read_link(fd_link).ok()?;
+                if !target.starts_with("/dev/") {
+                    return None;
+                }
                 let metadata = std::fs::metadata(fd_link).ok()?;
                 if !metadata.file_type().is_char_device() {
                     return None;

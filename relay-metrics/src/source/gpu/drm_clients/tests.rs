@@ -16,7 +16,14 @@ fn the_device_number_check_ignores_non_drm_descriptors() {
     let file = tempfile::tempfile().unwrap();
     let null = std::fs::File::open("/dev/null").unwrap();
     let (read, _write) = nix::unistd::pipe().unwrap();
-    for fd in [file.as_raw_fd(), null.as_raw_fd(), read.as_raw_fd()] {
+    // Under /dev/ but a regular file (tmpfs): stat'ed, and not a device.
+    let shm = tempfile::tempfile_in("/dev/shm").unwrap();
+    for fd in [
+        file.as_raw_fd(),
+        null.as_raw_fd(),
+        read.as_raw_fd(),
+        shm.as_raw_fd(),
+    ] {
         let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
         assert_eq!(DrmFdCheck::DeviceNumber.drm_minor(&link), None, "{fd}");
     }
