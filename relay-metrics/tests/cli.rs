@@ -737,6 +737,7 @@ fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
 /// `bench --process-source both` measures the task-iterator and procfs paths side by side; as
 /// root on a kernel that allows it the iterator serves, and each path says which it was.
 #[test]
+#[ignore = "root: loads the BPF task iterator"]
 fn bench_compares_the_iterator_and_procfs_paths_as_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -768,6 +769,7 @@ fn bench_compares_the_iterator_and_procfs_paths_as_root() {
 /// Without privileges the iterator cannot load: procfs serves and the snapshot says why; forcing
 /// the iterator is then a clear error.
 #[test]
+#[ignore = "root: drops to an unprivileged user"]
 fn an_unprivileged_user_gets_procfs_with_the_reason_as_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
