@@ -1,5 +1,5 @@
 //! Relay's `resource_metrics` component configuration: the same keys, defaults, unknown-key
-//! rejection and validation messages (relay-reference §3), read from JSON or TOML, plus our
+//! rejection and validation messages (Relay 0.10.4), read from JSON or TOML, plus our
 //! additions (`cgroup` scope with `cgroup_path`, `root_pid`, and an `extensions` section).
 
 use std::path::Path;

@@ -177,7 +177,7 @@ pub(crate) fn assert_traffic(snap: &Snap, pointer: &str, config: &Value, case: &
     }
 }
 
-/// Relay's wire rules (relay-reference §2): every field of every enabled category, in order;
+/// Relay's wire rules (0.10.4): every field of every enabled category, in order;
 /// measurements exactly `{value, unit}` in the configured or default unit; disabled categories
 /// `null`.
 pub(crate) fn assert_shape(snap: &Snap, config: &Value, case: &str) {

@@ -1,4 +1,4 @@
-//! Summing per-process counters with Relay's coverage rules (relay-reference §4.2).
+//! Summing per-process counters with Relay's coverage rules (Relay 0.10.4).
 
 use super::ProcessCounters;
 

@@ -16,7 +16,7 @@ use crate::units::{
     BandwidthUnit, CapacityUnit, CountUnit, CpuUnit, DataUnit, Measurement, UtilizationUnit,
 };
 
-/// Which per-process values a configuration asks for (relay-reference §4.1 step 1).
+/// Which per-process values a configuration asks for (Relay 0.10.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wanted {
     /// CPU times.

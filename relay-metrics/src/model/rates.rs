@@ -1,4 +1,4 @@
-//! Rates: the previous sample of a series and the deltas against it (relay-reference §4.4).
+//! Rates: the previous sample of a series and the deltas against it (Relay 0.10.4).
 //!
 //! One [`Baselines`] belongs to one series (a collector's on-demand calls, or one sampler).
 //! A counter that decreased gives `None` for that rate (and the new baseline is still stored);

@@ -1,7 +1,7 @@
 //! The snapshot schema: Relay's `resource_metrics` classes, field for field and in Relay's key
 //! order, plus one `extensions` object for everything Relay does not have.
 //!
-//! Conventions (relay-reference §2.1): a disabled category is `null`; an enabled category carries
+//! Conventions (Relay 0.10.4): a disabled category is `null`; an enabled category carries
 //! every field; an unavailable value is `null`, never `0`; measurements are `{value, unit}`.
 
 mod coverage;

@@ -1,5 +1,5 @@
 //! The per-process part of a pass: list the processes of the target, read each once, apply
-//! Relay's rules for processes that exit or fail (relay-reference §4.1).
+//! Relay's rules for processes that exit or fail (Relay 0.10.4).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
