@@ -100,12 +100,9 @@ fn cgroup_v2_relay_test() {
     assert_eq!(at(&s, "/extensions/target/cgroup_path"), "/relay-test");
 }
 
-/// Known collector bug (see the report of the `golden` branch): in the cgroup scope the
-/// schedstat run time is summed with partial coverage, so `precise_cpu.run_time_ns` is the run
-/// time of 4243 alone (4242 has two threads, whose schedstat covers only the main thread) and is
-/// presented as the cgroup's. Nothing says it covers one process of two: it must be `null`, as
-/// in the tree scopes (model/derive.rs sums `run_ns` with the scope's coverage; it needs
-/// `Coverage::Strict` in every scope, and so does the run-time rate in model/rates.rs).
+/// In the cgroup scope a schedstat sum that covers only some processes is `null`, as in the
+/// tree scopes: 4242 has two threads whose schedstat covers only the main thread, so a sum would
+/// be 4243's run time alone, presented as the cgroup's.
 #[test]
 fn cgroup_scope_precise_run_time_is_never_a_partial_sum() {
     let s = run(&case("cgroup_v2_relay_test"));

@@ -10,7 +10,7 @@
 //!
 //! Where: in this process by default; in a short-lived child process once the program called
 //! [`init_child_loader`] (the `relay-metrics` binary does), which keeps aya's parse of the kernel
-//! BTF out of this process's memory (see `loader.rs`).
+//! BTF out of this process's memory (see the `loader` module).
 //!
 //! cgroup attribution: the kernel side keys by `bpf_get_current_cgroup_id`, the cgroup v2 id. On
 //! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid:
