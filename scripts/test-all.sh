@@ -27,7 +27,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # `--include-ignored` runs the tests marked `#[ignore = "root: …"]`; the VM tests (marked
 # `#[ignore = "vm: …"]`, named `…_in_vm`) need a pure cgroup v2 kernel and run in the VM tier.
-cargo test --workspace --locked -- --include-ignored --skip _in_vm 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast -- --include-ignored --skip _in_vm 2>&1 | tee "$log"
 
 echo "== Python package: build relay_metrics into the test virtualenv, then pytest against NeMo Relay 0.10.4"
 # pip builds the wheel in place with maturin (the README's `pip install ./relay-metrics-python`);
