@@ -19,6 +19,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// libcap2-bin installs capsh in /usr/sbin, which is not on an ordinary user's PATH.
+const CAPSH: &str = "/usr/sbin/capsh";
+
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
@@ -78,7 +81,7 @@ fn the_systemd_unit_grants_exactly_the_minimal_known_capabilities() {
         assert_eq!(capabilities, minimal, "{key}");
         for name in &capabilities {
             // systemd drops names it does not know without a word: ask libcap.
-            let known = Command::new("capsh")
+            let known = Command::new(CAPSH)
                 .arg(format!("--supports={name}"))
                 .output()
                 .expect("capsh (libcap2-bin) is installed")
@@ -87,7 +90,7 @@ fn the_systemd_unit_grants_exactly_the_minimal_known_capabilities() {
             assert!(known, "{key}: {name} is not a capability");
         }
     }
-    let bogus = Command::new("capsh")
+    let bogus = Command::new(CAPSH)
         .arg("--supports=CAP_NOT_A_CAPABILITY")
         .output()
         .unwrap();
