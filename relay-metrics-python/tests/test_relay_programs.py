@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-# Values relay-metrics fills where Relay 0.10.4 on Linux gives null: declared, not tolerated at
-# random: both come from relay-metrics' eBPF programs (loaded as root), which count process
-# creations and OOM kills of a process tree even when it shares its cgroup (see the README).
+# Values relay-metrics may fill where Relay 0.10.4 on Linux gives null: declared, not tolerated at
+# random. Both are lifetime counts, filled only where relay-metrics has an exact lifetime source
+# (a tree counted from its root's start, a cgroup's own OOM counters, v1 included; see
+# docs/COMPATIBILITY.md).
 FILLED_BEYOND_RELAY = {"process.lifetime_creation_count", "memory.out_of_memory_event_count"}
 # Lists where relay-metrics may report more items than Relay: limit events it reads that Relay
 # does not (cgroup v1, `terminated`).
