@@ -9,6 +9,7 @@ pub mod fs;
 pub mod gpu;
 pub(crate) mod held;
 pub mod net;
+pub(crate) mod parse;
 pub mod procfs;
 pub mod roots;
 pub mod system;

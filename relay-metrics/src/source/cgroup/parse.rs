@@ -33,10 +33,8 @@ pub struct PsiTotals {
     pub full_usec: Option<u64>,
 }
 
-/// Parses a decimal `u64` (surrounding ASCII whitespace allowed).
-pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
-    std::str::from_utf8(bytes.trim_ascii()).ok()?.parse().ok()
-}
+/// A decimal `u64`, surrounding ASCII whitespace allowed (whole one-value files).
+pub(crate) use crate::source::parse::parse_u64_trimmed;
 
 /// Parses `max` or a decimal number (`memory.max`, `pids.max`).
 pub fn parse_limit(bytes: &[u8]) -> Option<LimitValue> {
@@ -44,12 +42,12 @@ pub fn parse_limit(bytes: &[u8]) -> Option<LimitValue> {
     if bytes == b"max" {
         return Some(LimitValue::Unlimited);
     }
-    parse_u64(bytes).map(LimitValue::Value)
+    parse_u64_trimmed(bytes).map(LimitValue::Value)
 }
 
 /// Parses v1 `memory.limit_in_bytes`; the kernel's "unlimited" sentinel becomes `Unlimited`.
 pub fn parse_v1_memory_limit(bytes: &[u8]) -> Option<LimitValue> {
-    let value = parse_u64(bytes)?;
+    let value = parse_u64_trimmed(bytes)?;
     Some(if value >= V1_UNLIMITED_BYTES {
         LimitValue::Unlimited
     } else {
@@ -63,7 +61,7 @@ pub fn keyed_u64(content: &[u8], key: &[u8]) -> Option<u64> {
     content.split(|&b| b == b'\n').find_map(|line| {
         let rest = line.strip_prefix(key)?;
         let value = rest.strip_prefix(b" ")?;
-        parse_u64(value)
+        parse_u64_trimmed(value)
     })
 }
 

@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::source::file::{read_once, HeldFile};
+// Sysfs counter files end in a newline.
+use crate::source::parse::parse_u64_trimmed;
 use crate::source::Roots;
 
 use super::device_selected;
@@ -101,7 +103,7 @@ impl DrmSource {
             let memory_used_bytes = card
                 .vram_used
                 .as_mut()
-                .and_then(|file| file.read(&mut self.buf).ok().and_then(parse_u64));
+                .and_then(|file| file.read(&mut self.buf).ok().and_then(parse_u64_trimmed));
             let utilization_percent = card
                 .busy_percent
                 .as_mut()
@@ -173,18 +175,9 @@ fn parse_vendor(bytes: &[u8]) -> Option<u16> {
     u16::from_str_radix(hex, 16).ok()
 }
 
-/// A decimal counter file such as `mem_info_vram_used`.
-fn parse_u64(bytes: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(bytes.trim_ascii()).ok()?;
-    if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
-}
-
 /// `gpu_busy_percent`: 0–100; anything above is not a percentage and is dropped.
 fn parse_busy_percent(bytes: &[u8]) -> Option<f64> {
-    let percent = parse_u64(bytes)?;
+    let percent = parse_u64_trimmed(bytes)?;
     (percent <= 100).then_some(percent as f64)
 }
 
@@ -199,9 +192,9 @@ mod tests {
         assert_eq!(parse_vendor(b"0x8086"), Some(0x8086));
         assert_eq!(parse_vendor(b"1002\n"), None);
         assert_eq!(parse_vendor(b"0xzz\n"), None);
-        assert_eq!(parse_u64(b"268435456\n"), Some(268_435_456));
-        assert_eq!(parse_u64(b"-1\n"), None);
-        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64_trimmed(b"268435456\n"), Some(268_435_456));
+        assert_eq!(parse_u64_trimmed(b"-1\n"), None);
+        assert_eq!(parse_u64_trimmed(b""), None);
         assert_eq!(parse_busy_percent(b"37\n"), Some(37.0));
         assert_eq!(parse_busy_percent(b"100\n"), Some(100.0));
         assert_eq!(parse_busy_percent(b"101\n"), None);

@@ -1,6 +1,8 @@
 //! Memory, pids and pressure values.
 
-use super::super::parse::{keyed_u64, parse_limit, parse_psi, parse_u64, parse_v1_memory_limit};
+use super::super::parse::{
+    keyed_u64, parse_limit, parse_psi, parse_u64_trimmed, parse_v1_memory_limit,
+};
 use super::super::sample::{MemorySample, PidsSample, PressureSample};
 use super::super::target::CgroupTarget;
 use super::super::{CgroupError, CgroupVersion};
@@ -70,7 +72,7 @@ impl MemoryPlan {
                     sample.oom_events = keyed_u64(bytes, b"oom");
                     sample.oom_kill_events = keyed_u64(bytes, b"oom_kill");
                 }
-                CgroupVersion::V1 => sample.max_events = parse_u64(bytes),
+                CgroupVersion::V1 => sample.max_events = parse_u64_trimmed(bytes),
             }
         }
         if let Outcome::Data(bytes) = data(self.oom_control.as_mut(), io.buf, &mut io.got_data)? {

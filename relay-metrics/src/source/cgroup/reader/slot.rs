@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::parse::{parse_u64, LimitValue};
+use super::super::parse::{parse_u64_trimmed, LimitValue};
 use super::super::target::CgroupDir;
 use super::super::CgroupError;
 use super::Io;
@@ -126,7 +126,7 @@ pub(super) fn chain_min(
 
 pub(super) fn read_u64(slot: &mut Slot, io: &mut Io<'_>) -> Result<Option<u64>, CgroupError> {
     Ok(match slot.read(io.buf, &mut io.got_data)? {
-        Outcome::Data(bytes) => parse_u64(bytes),
+        Outcome::Data(bytes) => parse_u64_trimmed(bytes),
         Outcome::Absent | Outcome::Unreadable => None,
     })
 }
