@@ -150,6 +150,8 @@ enum ScopeArg {
 }
 
 fn main() {
+    // The guard of `run`'s command (this binary re-run) never returns from here.
+    run::guard_if_requested();
     // First of all: in the eBPF loader child (this binary re-run) this loads the programs, hands
     // them over and exits. Here it makes kernel events load in that child, so aya's parse of the
     // kernel BTF (~16 MiB at its peak) never counts in this long-running process.

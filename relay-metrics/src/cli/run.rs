@@ -5,9 +5,13 @@
 //! process group; when `run` must stop early (it cannot write its stream), it ends the whole
 //! group (SIGTERM, then SIGKILL after a grace period) instead of leaving the command running
 //! under init; with a terminal, the command's group gets the foreground, as a shell would do.
+//! A signal `run` cannot catch (SIGKILL, the OOM killer) is covered by a guard process, which
+//! ends the group when `run` disappears without saying it is done.
 
-use std::io::Write;
+use std::io::{Read as _, Write};
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,9 @@ use relay_metrics::Collector;
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
+
+/// Set in the guard process's environment, to the command's process group.
+const GUARD_ENV: &str = "RELAY_METRICS_RUN_GUARD";
 
 /// The signals `run` passes on to the command.
 const FORWARDED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
@@ -37,9 +44,24 @@ enum Event {
 struct CommandGroup {
     pid: Pid,
     reaped: bool,
+    /// Ends the group should `run` be killed; released once `run` is done with the group.
+    guard: Option<Guard>,
 }
 
 impl CommandGroup {
+    fn new(pid: Pid) -> Self {
+        let guard = Guard::start(pid)
+            .inspect_err(|error| {
+                tracing::warn!("the command is not guarded against run being killed: {error:#}");
+            })
+            .ok();
+        Self {
+            pid,
+            reaped: false,
+            guard,
+        }
+    }
+
     fn signal(&self, signal: Signal) {
         // ESRCH: nobody left in the group.
         let _ = killpg(self.pid, signal);
@@ -48,8 +70,7 @@ impl CommandGroup {
     /// Ends the group: SIGTERM, up to [`ABORT_GRACE`] for the command to exit, then SIGKILL for
     /// whatever is left of the group (descendants that outlived it too).
     fn end(&mut self, events: &Receiver<Event>) {
-        self.signal(Signal::SIGTERM);
-        self.signal(Signal::SIGCONT);
+        end_group(self.pid, Signal::SIGTERM);
         let deadline = Instant::now() + ABORT_GRACE;
         loop {
             match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
@@ -65,15 +86,23 @@ impl CommandGroup {
         loop {
             match waitpid(self.pid, None).context("cannot wait for the command")? {
                 WaitStatus::Exited(_, code) => {
-                    self.reaped = true;
+                    self.reaped();
                     return Ok(code);
                 }
                 WaitStatus::Signaled(_, signal, _) => {
-                    self.reaped = true;
+                    self.reaped();
                     return Ok(128 + signal as i32);
                 }
                 _ => continue,
             }
+        }
+    }
+
+    /// From here on the group's id may be reused: the guard must no longer signal it.
+    fn reaped(&mut self) {
+        self.reaped = true;
+        if let Some(guard) = self.guard.take() {
+            guard.release();
         }
     }
 }
@@ -83,8 +112,91 @@ impl Drop for CommandGroup {
         if !self.reaped {
             self.signal(Signal::SIGKILL);
             let _ = waitpid(self.pid, None);
+            self.reaped();
         }
     }
+}
+
+/// A process that ends the command's group if `run` dies without releasing it. `run` holds
+/// the write end of a pipe whose read end is the guard's stdin: the kernel closes it whatever
+/// ends `run`, and the guard reads end-of-file instead of the release byte. The guard is this
+/// executable re-run (shown as `relay-metrics-run-guard`), started before anything else that
+/// could fork, and it holds nothing of `run`'s but that pipe.
+struct Guard {
+    release: std::fs::File,
+    process: Child,
+}
+
+impl Guard {
+    fn start(group: Pid) -> Result<Self> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .context("cannot make the guard's pipe")?;
+        let process = std::process::Command::new("/proc/self/exe")
+            .arg0("relay-metrics-run-guard")
+            .env(GUARD_ENV, group.as_raw().to_string())
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start the guard process")?;
+        Ok(Self {
+            release: std::fs::File::from(write),
+            process,
+        })
+    }
+
+    /// Tells the guard to leave the group alone, and reaps it.
+    fn release(mut self) {
+        // A guard that is gone already (killed by someone) fails the write: nothing to do.
+        let _ = self.release.write_all(b"r");
+        drop(self.release);
+        let _ = self.process.wait();
+    }
+}
+
+/// The guard's body, when this executable runs as one; returns at once otherwise. Call it first
+/// thing in `main`.
+pub(crate) fn guard_if_requested() {
+    let Some(group) = std::env::var_os(GUARD_ENV) else {
+        return;
+    };
+    let group = match group.to_str().and_then(|g| g.parse::<i32>().ok()) {
+        Some(group) if group > 1 => Pid::from_raw(group),
+        _ => {
+            eprintln!("relay-metrics: {GUARD_ENV} is not a process group id");
+            std::process::exit(2);
+        }
+    };
+    // Only the pipe decides: signals meant for `run`'s own group do not end the guard (SIGKILL
+    // still does).
+    let _ = SigSet::all().thread_block();
+    let mut byte = [0u8; 1];
+    let mut stdin = std::io::stdin().lock();
+    let released = loop {
+        match stdin.read(&mut byte) {
+            Ok(0) => break false,
+            Ok(_) => break true,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break false,
+        }
+    };
+    if !released {
+        end_group(group, Signal::SIGTERM);
+        let deadline = Instant::now() + ABORT_GRACE;
+        // Signal 0 probes the group: ESRCH once nobody is left.
+        while killpg(group, None).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        end_group(group, Signal::SIGKILL);
+    }
+    std::process::exit(0);
+}
+
+/// Sends `signal` to the group, and SIGCONT so that stopped members see it.
+fn end_group(group: Pid, signal: Signal) {
+    // ESRCH: nobody left in the group.
+    let _ = killpg(group, signal);
+    let _ = killpg(group, Signal::SIGCONT);
 }
 
 /// Hands the terminal's foreground to the command's group while it runs (so that it can read
@@ -151,7 +263,7 @@ pub(crate) fn run_command(
             .with_context(|| format!("cannot start {program}"))?
     };
     let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    let mut group = CommandGroup { pid, reaped: false };
+    let mut group = CommandGroup::new(pid);
     // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
     // leaves it as is) and before any thread starts, so every thread inherits the mask and the
     // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in

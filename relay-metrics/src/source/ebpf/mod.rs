@@ -75,21 +75,36 @@ enum Attachment {
         /// Held only to keep the programs attached until dropped.
         links: Vec<OwnedFd>,
         programs: Vec<(ProgramSpec, OwnedFd)>,
+        /// Starts the process that detaches the links when this is dropped.
+        loader: LoaderCommand,
     },
 }
 
+impl Attachment {
+    /// Lets go of the links: handed to a detaching child (`loader::detach`), so that this
+    /// process need not wait for the kernel's detach, or closed here when that fails. Returns
+    /// the child's pid, or why the links were closed here.
+    fn detach(&mut self) -> Result<u32, String> {
+        let Self::Handed { links, loader, .. } = self else {
+            return Err("loaded in this process: aya detaches on drop".into());
+        };
+        if links.is_empty() {
+            return Err("no link left to detach".into());
+        }
+        match loader::hand_over(loader, std::mem::take(links)) {
+            Ok(pid) => Ok(pid),
+            Err((links, why)) => {
+                loader::close_concurrently(links);
+                Err(why)
+            }
+        }
+    }
+}
+
 impl Drop for Attachment {
-    /// Closes the links concurrently: each detach waits for the kernel's RCU grace periods
-    /// (tens of ms per tracepoint), and concurrent waits can share them, which shortens a
-    /// collector's drop (and `relay-metrics run`'s exit) compared with one detach after another.
     fn drop(&mut self) {
-        if let Self::Handed { links, .. } = self {
-            std::thread::scope(|scope| {
-                for link in links.drain(..) {
-                    // A thread that cannot start leaves its link to the sequential close below.
-                    let _ = std::thread::Builder::new().spawn_scoped(scope, move || drop(link));
-                }
-            });
+        if let Err(why) = self.detach() {
+            tracing::debug!("eBPF links closed in this process: {why}");
         }
     }
 }
@@ -194,6 +209,7 @@ impl EbpfSource {
                     let attachment = Attachment::Handed {
                         links: handover.links,
                         programs: handover.programs,
+                        loader: loader.clone(),
                     };
                     return Ok(Self::assemble(
                         handover.maps,

@@ -20,6 +20,7 @@
 //! [`EbpfSource::load`]: super::EbpfSource::load
 
 mod child;
+mod detach;
 #[cfg(test)]
 pub(super) mod tests;
 
@@ -41,6 +42,7 @@ use super::fds;
 use super::types::{EbpfUnavailable, ProgramSpec, ProgramState, ProgramStatus, PROGRAMS};
 use super::MAP_NAMES;
 use crate::source::Roots;
+pub(super) use detach::{close_concurrently, hand_over};
 
 /// Set (to the protocol version) in the loader child's environment.
 const LOADER_ENV: &str = "RELAY_METRICS_EBPF_LOADER";
@@ -127,6 +129,9 @@ pub(crate) fn command() -> Option<&'static LoaderCommand> {
 pub fn init_child_loader() {
     if std::env::var_os(LOADER_ENV).is_some() {
         child::serve_parent();
+    }
+    if std::env::var_os(detach::DETACH_ENV).is_some() {
+        detach::serve_parent();
     }
     if std::env::var_os(crate::source::task_iter::LOADER_ENV).is_some() {
         crate::source::task_iter::serve_parent();

@@ -11,6 +11,9 @@ pub(crate) fn run_child_if_requested() {
     if std::env::var_os(LOADER_ENV).is_some() {
         child::serve_parent();
     }
+    if std::env::var_os(detach::DETACH_ENV).is_some() {
+        detach::serve_parent();
+    }
 }
 
 /// This test binary, re-run as a loader child (see [`run_child_if_requested`]).
@@ -221,6 +224,49 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
     assert!(after >= before + 10, "{before} -> {after}");
     source.untrack(scope).expect("untrack");
 
+    crate::source::ebpf::tests::assert_drop_unloads_every_program(source);
+}
+
+#[test]
+#[ignore = "root: the loader child loads eBPF programs (CAP_BPF, tracefs)"]
+fn dropping_hands_the_links_to_a_detaching_child_as_root() {
+    let _serial = crate::source::ebpf::tests::SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this eBPF test needs root (CAP_BPF, tracefs); run it as root as CI does"
+    );
+    let mut source = EbpfSource::load_via(&EbpfOptions::default(), Some(&test_loader()))
+        .expect("loading through the child");
+    let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
+    let our_links = || -> Vec<u32> {
+        std::fs::read_dir("/proc/self/fdinfo")
+            .expect("fdinfo")
+            .filter_map(|entry| std::fs::read(entry.ok()?.path()).ok())
+            .filter_map(|fdinfo| fds::link_program_id(&fdinfo))
+            .filter(|id| ids.contains(id))
+            .collect()
+    };
+    assert_eq!(our_links().len(), ids.len(), "one link per program before");
+
+    let pid = source
+        .attachment
+        .detach()
+        .expect("handed to a detaching child");
+    assert!(
+        our_links().is_empty(),
+        "our link descriptors are closed at once"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the detaching child {pid} is still there after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Dropping now has nothing left to detach, and unloads every program.
     crate::source::ebpf::tests::assert_drop_unloads_every_program(source);
 }
 
