@@ -25,32 +25,13 @@ use relay_metrics::config::ScopeSetting;
 use relay_metrics::internals::Roots;
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
-use support::{SyntheticTree, CGROUP_PATH, ROOT_PID};
+use support::{bench_config as config, or_die, SyntheticTree, CGROUP_PATH, ROOT_PID};
 
 /// The tree sizes of the synthetic benches.
 const SIZES: [usize; 3] = [10, 1_000, 10_000];
 
 /// The v1 hierarchies the live cgroup bench creates its cgroup in.
 const V1_CONTROLLERS: [&str; 4] = ["cpu", "cpuacct", "memory", "pids"];
-
-/// Panics with `what` and the error: a bench that cannot set itself up must not report a number.
-fn or_die<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
-    match result {
-        Ok(value) => value,
-        Err(error) => panic!("{what}: {error}"),
-    }
-}
-
-/// Every category but GPU, `/` and `/tmp` as filesystem paths.
-fn config(scope: ScopeSetting) -> ResourceMetricsConfig {
-    let mut config = ResourceMetricsConfig {
-        measurement_scope: scope,
-        ..Default::default()
-    };
-    config.gpu.enabled = false;
-    config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
-    config
-}
 
 /// A collector after its warm-up collect, checked to sample what it should.
 fn warmed_up(

@@ -5,42 +5,20 @@
 //!
 //! Run with `cargo bench -p relay-metrics-suite --bench exports`.
 
-#[expect(dead_code, reason = "the collect bench uses the rest of the generator")]
 mod support;
 
 use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relay_metrics::config::{MetricNames, ScopeSetting};
-use relay_metrics::internals::Roots;
 use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
 use relay_metrics::output::prometheus;
-use relay_metrics::ResourceMetricsConfig;
 
-use support::{SyntheticTree, ROOT_PID};
-
-fn or_die<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
-    match result {
-        Ok(value) => value,
-        Err(error) => panic!("{what}: {error}"),
-    }
-}
+use support::{or_die, quick, second_snapshot, SyntheticTree};
 
 fn exports(c: &mut Criterion) {
     let tree = or_die(SyntheticTree::generate(10), "generating the tree");
-    let mut config = ResourceMetricsConfig {
-        measurement_scope: ScopeSetting::Global,
-        root_pid: Some(ROOT_PID),
-        ..Default::default()
-    };
-    config.gpu.enabled = false;
-    config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
-    let mut collector = or_die(
-        relay_metrics::internals::collector_with_roots(config, Roots::fixture(tree.path())),
-        "creating the collector",
-    );
-    drop(collector.collect());
-    let snapshot = collector.collect();
+    let snapshot = second_snapshot(&tree, ScopeSetting::Global);
 
     let mut group = c.benchmark_group("exports");
     let mut text = String::with_capacity(16 * 1024);
@@ -76,15 +54,9 @@ fn exports(c: &mut Criterion) {
     group.finish();
 }
 
-fn quick() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-}
-
 criterion_group! {
     name = benches;
-    config = quick();
+    config = quick(Duration::from_secs(2));
     targets = exports
 }
 criterion_main!(benches);

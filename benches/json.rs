@@ -4,24 +4,14 @@
 //!
 //! Run with `cargo bench -p relay-metrics-suite --bench json`.
 
-#[expect(dead_code, reason = "the collect bench uses the rest of the generator")]
 mod support;
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use relay_metrics::config::ScopeSetting;
-use relay_metrics::internals::Roots;
-use relay_metrics::ResourceMetricsConfig;
 
-use support::{SyntheticTree, ROOT_PID};
-
-fn or_die<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
-    match result {
-        Ok(value) => value,
-        Err(error) => panic!("{what}: {error}"),
-    }
-}
+use support::{or_die, quick, second_snapshot, SyntheticTree};
 
 fn json(c: &mut Criterion) {
     let tree = or_die(SyntheticTree::generate(10), "generating the tree");
@@ -30,19 +20,7 @@ fn json(c: &mut Criterion) {
         ("process_tree", ScopeSetting::ProcessTree),
         ("global", ScopeSetting::Global),
     ] {
-        let mut config = ResourceMetricsConfig {
-            measurement_scope: scope,
-            root_pid: Some(ROOT_PID),
-            ..Default::default()
-        };
-        config.gpu.enabled = false;
-        config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
-        let mut collector = or_die(
-            relay_metrics::internals::collector_with_roots(config, Roots::fixture(tree.path())),
-            "creating the collector",
-        );
-        drop(collector.collect());
-        let snapshot = collector.collect();
+        let snapshot = second_snapshot(&tree, scope);
         let mut buf = Vec::with_capacity(16 * 1024);
         or_die(serde_json::to_writer(&mut buf, &*snapshot), "serialising");
         let mut fast = Vec::with_capacity(16 * 1024);
@@ -69,15 +47,9 @@ fn json(c: &mut Criterion) {
     group.finish();
 }
 
-fn quick() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-}
-
 criterion_group! {
     name = benches;
-    config = quick();
+    config = quick(Duration::from_secs(2));
     targets = json
 }
 criterion_main!(benches);

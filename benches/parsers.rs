@@ -3,11 +3,15 @@
 //!
 //! Run with `cargo bench -p relay-metrics-suite --bench parsers`.
 
+mod support;
+
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relay_metrics::internals::{cgroup, procfs as parse, system};
+
+use support::quick;
 
 macro_rules! testdata {
     ($path:literal) => {
@@ -138,15 +142,9 @@ fn cgroup_files(c: &mut Criterion) {
     group.finish();
 }
 
-fn quick() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(1))
-}
-
 criterion_group! {
     name = benches;
-    config = quick();
+    config = quick(Duration::from_secs(1));
     targets = procfs, system_files, cgroup_files
 }
 criterion_main!(benches);

@@ -4,6 +4,8 @@
 //!
 //! Run with `cargo bench -p relay-metrics-suite --bench readers` (no root needed).
 
+mod support;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
@@ -14,12 +16,7 @@ use relay_metrics::internals::system::NetReader;
 use relay_metrics::internals::system::{SystemFields, SystemReader, SystemSample};
 use relay_metrics::internals::{HeldFile, Roots};
 
-fn or_die<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
-    match result {
-        Ok(value) => value,
-        Err(error) => panic!("{what}: {error}"),
-    }
-}
+use support::{or_die, quick};
 
 fn network(c: &mut Criterion) {
     let mut group = c.benchmark_group("readers/net");
@@ -139,15 +136,9 @@ fn process(c: &mut Criterion) {
     group.finish();
 }
 
-fn quick() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-}
-
 criterion_group! {
     name = benches;
-    config = quick();
+    config = quick(Duration::from_secs(2));
     targets = network, system_wide, process
 }
 criterion_main!(benches);

@@ -5,12 +5,66 @@
 //! sleeping process on the dev machine (`relay-metrics/src/source/procfs/testdata/sleep_*`) with
 //! pid-dependent fields rewritten; system files are the captured `system/` and `net/` testdata
 //! (2 CPUs, 4 interfaces); cgroup files follow `tests/fixtures/cgroup-v2`.
+//!
+//! Also the setup every bench shares: [`or_die`], [`quick`], [`bench_config`] and
+//! [`second_snapshot`].
+
+#![allow(dead_code, reason = "each bench uses its own subset of the helpers")]
 
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::Criterion;
+use relay_metrics::config::ScopeSetting;
+use relay_metrics::internals::Roots;
+use relay_metrics::{ResourceMetricsConfig, ResourceMetricsSnapshot};
+
+/// Panics with `what` and the error: a bench that cannot set itself up must not report a number.
+pub fn or_die<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> T {
+    match result {
+        Ok(value) => value,
+        Err(error) => panic!("{what}: {error}"),
+    }
+}
+
+/// Criterion with a 0.5 s warm-up and `measurement` per bench, so a whole bench file runs in
+/// minutes on a shared machine.
+pub fn quick(measurement: Duration) -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(measurement)
+}
+
+/// Every category but GPU, `/` and `/tmp` as filesystem paths.
+pub fn bench_config(scope: ScopeSetting) -> ResourceMetricsConfig {
+    let mut config = ResourceMetricsConfig {
+        measurement_scope: scope,
+        ..Default::default()
+    };
+    config.gpu.enabled = false;
+    config.disk.filesystem_paths = vec!["/".into(), "/tmp".into()];
+    config
+}
+
+/// The second snapshot (so rates are present) of a collector over `tree` in `scope`, rooted at
+/// [`ROOT_PID`], with [`bench_config`].
+pub fn second_snapshot(tree: &SyntheticTree, scope: ScopeSetting) -> Arc<ResourceMetricsSnapshot> {
+    let config = ResourceMetricsConfig {
+        root_pid: Some(ROOT_PID),
+        ..bench_config(scope)
+    };
+    let mut collector = or_die(
+        relay_metrics::internals::collector_with_roots(config, Roots::fixture(tree.path())),
+        "creating the collector",
+    );
+    drop(collector.collect());
+    collector.collect()
+}
 
 /// First pid of the tree; the root process.
 pub const ROOT_PID: u32 = 1000;

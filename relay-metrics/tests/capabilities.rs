@@ -14,13 +14,14 @@
     reason = "test helpers fail loudly when their setup breaks"
 )]
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{free_address, Reaped};
 use serde_json::Value;
 
 /// The unit's capabilities, in setpriv's names (`CAP_BPF` → `bpf`).
@@ -35,20 +36,8 @@ fn unit_capabilities() -> Vec<String> {
         .collect()
 }
 
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn assert_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test changes uid and grants capabilities: run it as root"
-    );
+    common::assert_root("it changes uid and grants capabilities");
 }
 
 /// A copy of the binary that uid 65534 can run wherever the checkout is.
@@ -60,26 +49,11 @@ fn binary(dir: &Path) -> PathBuf {
     path
 }
 
-fn free_address() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().to_string()
-}
-
+/// `GET path` on a new connection; `None` while the agent does not answer.
 fn get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(address).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    let response = common::exchange(address, &request, Duration::from_secs(10)).ok()?;
+    Some((response.status, response.text()))
 }
 
 /// Runs the agent (under `setpriv` with `capabilities` unless `as_root`) until its second

@@ -8,38 +8,13 @@
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 
-use std::io::Write;
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::{assert_root, json_of, relay_metrics, Reaped};
 use serde_json::Value;
-
-fn relay_metrics(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn json_of(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "exit {:?}, stderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("stdout is one JSON document")
-}
-
-/// Kills and reaps a child when dropped, also when an assertion fails.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn spawn(script: &str) -> Reaped {
     Reaped(
@@ -155,11 +130,15 @@ fn a_busy_child_consumes_one_processor_and_an_idle_tree_none() {
     let independent = (cpu_ticks(pid) - ticks_before) / 100.0 / started.elapsed().as_secs_f64();
     assert_eq!(snapshot["measurement_scope"], "process_tree");
     let rate = value(&snapshot["cpu"]["consumption_rate"]);
-    // On an idle machine both are about 1.0; when other work shares the 2 cores, the
-    // collector must still agree with the kernel's own accounting over the same period.
-    assert!(rate > 0.3, "a busy loop must look busy, got {rate}");
+    // On an idle machine both are about 1.0; when other work shares the 2 cores the loop gets
+    // less (0.17 was seen with the root tests and other builds running), so the collector is
+    // held to the kernel's own accounting over about the same period, not to a fixed share.
     assert!(
-        (rate - independent).abs() < 0.2,
+        independent > 0.05,
+        "the kernel counted only {independent} processors for the busy loop"
+    );
+    assert!(
+        rate > independent / 2.0 && (rate - independent).abs() < 0.2,
         "collector {rate} vs kernel {independent}"
     );
     assert!(snapshot["disk"]["read_throughput"]["value"].is_number());
@@ -260,17 +239,8 @@ fn process_values_agree_with_the_kernel_files() {
         value(&snapshot["disk"]["write_data"]),
         io_value("write_bytes:")
     );
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let total = meminfo
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<f64>()
-        .unwrap();
-    assert_eq!(value(&snapshot["memory"]["system_total"]), total);
+    let total = common::meminfo_total_kib();
+    assert_eq!(value(&snapshot["memory"]["system_total"]), total as f64);
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
     let private: f64 = smaps
         .lines()
@@ -296,12 +266,7 @@ fn watch_streams_fixed_rate_ndjson() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let lines: Vec<Value> = output
-        .stdout
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).unwrap())
-        .collect();
+    let lines = common::json_lines(&output.stdout);
     assert_eq!(lines.len(), 5);
     let mut previous_index = None;
     for line in &lines {
@@ -363,10 +328,7 @@ fn run_measures_the_command_and_returns_its_exit_code() {
 #[test]
 #[ignore = "root: counts creations with the eBPF programs"]
 fn run_counts_every_process_the_command_creates_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "kernel event counters need root"
-    );
+    assert_root("kernel event counters need root");
     let output = relay_metrics(&[
         "run",
         "--interval-ms",
@@ -402,10 +364,7 @@ fn run_counts_every_process_the_command_creates_as_root() {
 #[test]
 #[ignore = "root: counts creations with the eBPF programs"]
 fn global_scope_counts_processes_created_machine_wide_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "kernel event counters need root"
-    );
+    assert_root("kernel event counters need root");
     // Starts its 20 processes once the collector has had time to attach.
     let _spawner = spawn("sleep 1.2; for i in $(seq 20); do /bin/true; done; sleep 30");
     let snapshot = json_of(&relay_metrics(&[
@@ -478,11 +437,7 @@ fn watch_peak_rss_kib(env: &[(&str, &str)]) -> (u64, Value) {
     };
     assert!(status.success(), "watch exited with {status}");
     let text = reader.join().unwrap();
-    let lines: Vec<Value> = text
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).unwrap())
-        .collect();
+    let lines = common::json_lines(&text);
     assert_eq!(lines.len(), 1500);
     assert!(
         readings >= 10,
@@ -499,10 +454,7 @@ fn watch_peak_rss_kib(env: &[(&str, &str)]) -> (u64, Value) {
 #[test]
 #[ignore = "root: loads the eBPF programs in the loader child"]
 fn watch_with_kernel_events_keeps_its_own_memory_under_8_mib_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "kernel event counters need root"
-    );
+    assert_root("kernel event counters need root");
     let (peak_kib, events) = watch_peak_rss_kib(&[]);
     assert_eq!(events["active"], true, "{events}");
     assert!(
@@ -516,10 +468,7 @@ fn watch_with_kernel_events_keeps_its_own_memory_under_8_mib_as_root() {
 #[test]
 #[ignore = "root: loads the eBPF programs in process"]
 fn the_in_process_opt_out_loads_in_the_watch_process_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "kernel event counters need root"
-    );
+    assert_root("kernel event counters need root");
     let (peak_kib, events) = watch_peak_rss_kib(&[("RELAY_METRICS_EBPF_IN_PROCESS", "1")]);
     assert_eq!(events["active"], true, "{events}");
     assert!(
@@ -533,10 +482,7 @@ fn the_in_process_opt_out_loads_in_the_watch_process_as_root() {
 #[test]
 #[ignore = "root: drops to an unprivileged user"]
 fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test drops from root to nobody"
-    );
+    assert_root("this test drops from root to nobody");
     let output = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -568,86 +514,70 @@ fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
 
 fn assert_clear_error(args: &[&str], expected: &str) {
     let output = relay_metrics(args);
+    common::assert_refused(&output, expected);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{args:?} succeeded");
-    assert!(
-        output.stdout.is_empty(),
-        "{args:?} printed: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     assert_eq!(
         stderr.lines().count(),
         1,
         "{args:?}: one line expected: {stderr}"
     );
-    assert!(
-        stderr.contains(expected),
-        "{args:?}: expected {expected:?} in {stderr}"
-    );
 }
 
 #[test]
 fn bad_input_gets_one_clear_error_line() {
-    assert_clear_error(
-        &["snapshot", "--pid", "999999999"],
-        "process 999999999 does not exist",
-    );
-    assert_clear_error(
-        &["snapshot", "--cgroup", "/relay-metrics-no-such-cgroup"],
-        "does not exist",
-    );
-    assert_clear_error(
-        &["snapshot", "--cgroup", "/a/../../etc"],
-        "must not contain '..'",
-    );
-    assert_clear_error(
-        &["snapshot", "--cgroup", "relative"],
-        "cgroup_path must be absolute",
-    );
-    assert_clear_error(
-        &["snapshot", "--scope", "global", "--pid", "1"],
-        "drop --pid",
-    );
-    assert_clear_error(&["snapshot", "--scope", "process_tree"], "needs --pid");
-    assert_clear_error(
-        &["snapshot", "--config", "/nonexistent/relay.toml"],
-        "cannot read config file",
-    );
-    assert_clear_error(
-        &["run", "--", "/nonexistent/command"],
-        "cannot start /nonexistent/command",
-    );
+    for (args, expected) in [
+        (
+            &["snapshot", "--pid", "999999999"][..],
+            "process 999999999 does not exist",
+        ),
+        (
+            &["snapshot", "--cgroup", "/relay-metrics-no-such-cgroup"],
+            "does not exist",
+        ),
+        (
+            &["snapshot", "--cgroup", "/a/../../etc"],
+            "must not contain '..'",
+        ),
+        (
+            &["snapshot", "--cgroup", "relative"],
+            "cgroup_path must be absolute",
+        ),
+        (
+            &["snapshot", "--scope", "global", "--pid", "1"],
+            "drop --pid",
+        ),
+        (&["snapshot", "--scope", "process_tree"], "needs --pid"),
+        (
+            &["snapshot", "--config", "/nonexistent/relay.toml"],
+            "cannot read config file",
+        ),
+        (
+            &["run", "--", "/nonexistent/command"],
+            "cannot start /nonexistent/command",
+        ),
+    ] {
+        assert_clear_error(args, expected);
+    }
 
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, text: &str| {
+    for (name, text, expected) in [
+        (
+            "zero.json",
+            r#"{"polling": {"interval_millis": 0}}"#,
+            "invalid resource metrics config: invalid argument: resource_metrics.polling.interval_millis must be greater than zero",
+        ),
+        ("unknown.toml", "foo = 1\n", "unknown field `foo`"),
+        (
+            "family.json",
+            r#"{"units": {"memory": {"resident": "seconds"}}}"#,
+            "unknown variant `seconds`",
+        ),
+        ("garbage.conf", "{{{{", "is not valid JSON or TOML"),
+    ] {
         let path = dir.path().join(name);
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        path.to_str().unwrap().to_string()
-    };
-    let zero = write("zero.json", r#"{"polling": {"interval_millis": 0}}"#);
-    assert_clear_error(
-        &["snapshot", "--config", &zero],
-        "invalid resource metrics config: invalid argument: resource_metrics.polling.interval_millis must be greater than zero",
-    );
-    let unknown = write("unknown.toml", "foo = 1\n");
-    assert_clear_error(&["snapshot", "--config", &unknown], "unknown field `foo`");
-    let family = write(
-        "family.json",
-        r#"{"units": {"memory": {"resident": "seconds"}}}"#,
-    );
-    assert_clear_error(
-        &["snapshot", "--config", &family],
-        "unknown variant `seconds`",
-    );
-    let garbage = write("garbage.conf", "{{{{");
-    assert_clear_error(
-        &["snapshot", "--config", &garbage],
-        "is not valid JSON or TOML",
-    );
+        std::fs::write(&path, text).unwrap();
+        assert_clear_error(&["snapshot", "--config", path.to_str().unwrap()], expected);
+    }
 }
 
 #[test]
@@ -683,10 +613,7 @@ impl Drop for V1Cgroups {
 #[ignore = "root: creates v1 cgroups under /sys/fs/cgroup"]
 fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
     let _serial = CPU_SENSITIVE.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test creates v1 cgroups and must run as root"
-    );
+    assert_root("this test creates v1 cgroups and must run as root");
     let name = format!("relay-metrics-cli-test-{}", std::process::id());
     let cpu = format!("/sys/fs/cgroup/cpu/{name}");
     let memory = format!("/sys/fs/cgroup/memory/{name}");
@@ -747,10 +674,7 @@ fn cgroup_scope_reports_v1_quota_throttling_and_memory_limit_as_root() {
 #[test]
 #[ignore = "root: loads the BPF task iterator"]
 fn bench_compares_the_iterator_and_procfs_paths_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the task iterator needs root"
-    );
+    assert_root("the task iterator needs root");
     let output = relay_metrics(&[
         "bench",
         "--scope",
@@ -779,10 +703,7 @@ fn bench_compares_the_iterator_and_procfs_paths_as_root() {
 #[test]
 #[ignore = "root: drops to an unprivileged user"]
 fn an_unprivileged_user_gets_procfs_with_the_reason_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test drops from root to nobody"
-    );
+    assert_root("this test drops from root to nobody");
     let unprivileged = |args: &[&str]| {
         Command::new("setpriv")
             .args([

@@ -8,52 +8,15 @@
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{assert_refused, json_of, relay_metrics, Reaped};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
-
-fn relay_metrics(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the binary runs")
-}
-
-fn json_of(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "exit {:?}, stderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("stdout is one JSON document")
-}
-
-/// Asserts a failure with no output and no panic, whose stderr contains `expected`.
-fn assert_refused(output: &Output, expected: &str) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "succeeded: {stderr}");
-    assert!(output.stdout.is_empty(), "printed to stdout");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(
-        stderr.contains(expected),
-        "expected {expected:?} in {stderr}"
-    );
-}
-
-/// Kills and reaps a child when dropped, also when an assertion fails.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn sleeper(seconds: &str) -> Reaped {
     Reaped(
@@ -208,12 +171,7 @@ fn watch_ends_with_a_clear_line_once_its_target_exited() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains(&format!("process {pid} ")), "{stderr}");
     assert!(stderr.trim_end().ends_with(": stopping"), "{stderr}");
-    let lines: Vec<Value> = output
-        .stdout
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).unwrap())
-        .collect();
+    let lines = common::json_lines(&output.stdout);
     assert!(!lines.is_empty(), "no snapshot before the target exited");
     // No all-null snapshot of a vanished process.
     assert!(lines

@@ -13,10 +13,13 @@
     reason = "test helpers fail loudly when their setup breaks"
 )]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::venv_bin;
 use serde_json::Value;
 
 /// libcap2-bin installs capsh in /usr/sbin, which is not on an ordinary user's PATH.
@@ -97,16 +100,6 @@ fn the_systemd_unit_grants_exactly_the_minimal_known_capabilities() {
     assert!(!bogus.status.success(), "capsh must refuse unknown names");
     assert!(unit.contains("\nNoNewPrivileges=yes\n"));
     assert!(unit.contains("\nDynamicUser=yes\n"));
-}
-
-fn venv_bin(name: &str) -> PathBuf {
-    let path = repo("target/otlp-venv/bin").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/install-deps.sh",
-        path.display()
-    );
-    path
 }
 
 fn kubernetes_validate(path: &Path) -> (bool, String) {

@@ -26,10 +26,7 @@ struct HungMount {
 
 impl HungMount {
     fn new() -> Self {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "this test mounts a FUSE filesystem: run it as root"
-        );
+        common::assert_root("this test mounts a FUSE filesystem");
         let dir = tempfile::tempdir().unwrap();
         let device = std::fs::OpenOptions::new()
             .read(true)

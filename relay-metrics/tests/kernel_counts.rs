@@ -6,15 +6,14 @@
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 
+mod common;
+
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 fn assert_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test loads eBPF programs: run it as root"
-    );
+    common::assert_root("it loads eBPF programs");
 }
 
 /// Runs `relay-metrics run` on `script` and returns its NDJSON lines.
@@ -37,12 +36,7 @@ fn run(interval_ms: &str, script: &str) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    output
-        .stdout
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).unwrap())
-        .collect()
+    common::json_lines(&output.stdout)
 }
 
 #[test]

@@ -3,120 +3,21 @@
 //! by Prometheus's `promtool`, and in OTLP exactly Relay's names with the configured unit,
 //! decoded by opentelemetry-proto's Python classes (`tests/otlp_receiver.py`).
 
-#![expect(
-    clippy::expect_used,
-    clippy::unwrap_used,
-    reason = "test helpers fail loudly when their setup breaks"
-)]
+mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use common::{meminfo_total_kib, sample, start_agent, Agent};
 use serde_json::Value;
 
-/// Kills and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_address() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().to_string()
-}
-
-/// Starts `serve` on a free port with `args`; returns it and its address.
-fn start_agent(args: &[&str]) -> (Reaped, String) {
-    let address = free_address();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_relay-metrics"));
-    command
-        .args(["serve", "--listen", &address, "--interval-ms", "200"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (name, _) in std::env::vars() {
-        if name.starts_with("OTEL_") {
-            command.env_remove(name);
-        }
-    }
-    let agent = Reaped(command.spawn().expect("the agent starts"));
-    (agent, address)
-}
-
-/// GET `/metrics` until it answers 200 (the first snapshot is published); returns the body.
-fn metrics(address: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(address) {
-            stream
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            write!(
-                stream,
-                "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut response = String::new();
-            let _ = stream.read_to_string(&mut response);
-            if response.starts_with("HTTP/1.1 200") {
-                let (_, body) = response.split_once("\r\n\r\n").unwrap();
-                return body.to_owned();
-            }
-        }
-        assert!(Instant::now() < deadline, "no /metrics within 20 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn meminfo_total_kib() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    meminfo
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// The value of the first series of `name`.
-fn sample(exposition: &str, name: &str) -> String {
-    exposition
-        .lines()
-        .find(|line| line.starts_with(&format!("{name}{{")))
-        .and_then(|line| line.rsplit(' ').next())
-        .unwrap_or_else(|| panic!("{name} missing"))
-        .to_owned()
+/// `/metrics` once the first snapshot is published.
+fn metrics(agent: &Agent) -> String {
+    common::wait_ready(&agent.address);
+    common::get(&agent.address, "/metrics").text()
 }
 
 /// `promtool check metrics`: Relay's names break only its naming lints (`_count` and `_total`
 /// suffixes on gauges); any other line (a parse error) fails.
 fn assert_promtool_parses(exposition: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is installed (scripts/install-deps.sh)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
+    let (_, text) = common::promtool_check(exposition);
     for line in text.lines() {
         assert!(
             line.ends_with("metrics should not have \"_count\" suffix")
@@ -137,8 +38,8 @@ fn promtool_reports_a_broken_exposition_other_than_by_lint() {
 
 #[test]
 fn prometheus_gets_relays_names_without_unit_suffixes_and_the_unit_in_unit_and_help() {
-    let (_agent, address) = start_agent(&["--scope", "global", "--metric-names", "relay"]);
-    let text = metrics(&address);
+    let agent = start_agent(&["--scope", "global", "--metric-names", "relay"]);
+    let text = metrics(&agent);
     // The snapshot's families are Relay's; only the agent's own health series keep our names.
     for line in text.lines().filter(|line| line.contains("relay_metrics_")) {
         assert!(
@@ -183,8 +84,8 @@ fn the_config_key_selects_relays_names_and_the_name_never_changes_with_the_units
             "units": {"memory": {"system_total": "mebibytes"}}}"#,
     )
     .unwrap();
-    let (_agent, address) = start_agent(&["--config", config.to_str().unwrap()]);
-    let text = metrics(&address);
+    let agent = start_agent(&["--config", config.to_str().unwrap()]);
+    let text = metrics(&agent);
     let name = "nemo_relay_resource_memory_system_total";
     assert!(
         text.contains(&format!("# UNIT {name} mebibytes\n")),
@@ -194,13 +95,13 @@ fn the_config_key_selects_relays_names_and_the_name_never_changes_with_the_units
     assert_eq!(value, meminfo_total_kib() as f64 / 1024.0);
 
     // The flag wins over the config.
-    let (_agent, address) = start_agent(&[
+    let agent = start_agent(&[
         "--config",
         config.to_str().unwrap(),
         "--metric-names",
         "relay_metrics",
     ]);
-    let text = metrics(&address);
+    let text = metrics(&agent);
     assert_eq!(
         sample(&text, "relay_metrics_memory_system_total_bytes"),
         (meminfo_total_kib() * 1024).to_string()
@@ -210,23 +111,10 @@ fn the_config_key_selects_relays_names_and_the_name_never_changes_with_the_units
 
 #[test]
 fn otlp_gets_exactly_relays_names_with_the_configured_unit() {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/otlp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "run scripts/install-deps.sh (OTLP virtualenv)"
-    );
-    let mut receiver = Command::new(python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp_receiver.py"))
-        .args(["--protocol", "grpc"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(receiver.stdout.take().unwrap()).lines();
-    let _receiver = Reaped(receiver);
-    let port = lines.next().unwrap().unwrap();
-    let port = port.strip_prefix("listening ").unwrap().to_owned();
+    let receiver = common::OtlpReceiver::start(&["--protocol", "grpc"]);
+    let port = receiver.port;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let (_agent, _) = start_agent(&[
+    let _agent = start_agent(&[
         "--scope",
         "global",
         "--metric-names",
@@ -236,7 +124,7 @@ fn otlp_gets_exactly_relays_names_with_the_configured_unit() {
         "--otlp-endpoint",
         &endpoint,
     ]);
-    let record: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let record: Value = receiver.next();
     assert_eq!(record["status"], "OK", "{record}");
     let metrics = record["request"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
         .as_array()

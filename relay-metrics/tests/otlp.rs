@@ -12,161 +12,33 @@
     reason = "test helpers fail loudly when their setup breaks"
 )]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::OtlpReceiver as Collector;
 use serde_json::Value;
 
-/// Kills and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn venv_python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/otlp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/install-deps.sh (it creates the OTLP virtualenv)",
-        python.display()
-    );
-    python
-}
-
-/// A running `otlp_receiver.py` and the requests it has decoded.
-struct Collector {
-    _child: Reaped,
-    port: u16,
-    requests: Receiver<Value>,
-}
-
-impl Collector {
-    fn start(args: &[&str]) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp_receiver.py");
-        let mut child = Command::new(venv_python())
-            .arg(script)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the receiver starts");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("receiver said {line:?}"))
-            .parse()
-            .unwrap();
-        let (sender, requests) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                let _ = sender.send(serde_json::from_str(&line).unwrap());
-            }
-        });
-        Self {
-            _child: Reaped(child),
-            port,
-            requests,
-        }
-    }
-
-    fn next(&self) -> Value {
-        match self.requests.recv_timeout(Duration::from_secs(20)) {
-            Ok(request) => request,
-            Err(RecvTimeoutError::Timeout) => panic!("no export within 20 s"),
-            Err(RecvTimeoutError::Disconnected) => panic!("the receiver exited"),
-        }
-    }
-
-    fn none_within(&self, wait: Duration) -> bool {
-        matches!(
-            self.requests.recv_timeout(wait),
-            Err(RecvTimeoutError::Timeout)
-        )
-    }
-}
-
-/// The agent and the lines it has written on stderr.
-struct Agent {
-    _child: Reaped,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
+/// The agent in global scope with `args` and the environment `env`, exporting as configured.
+struct Agent(common::Agent);
 
 impl Agent {
     fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_relay-metrics"));
-        command.args(["serve", "--listen", "127.0.0.1:0", "--scope", "global"]);
-        if !args.contains(&"--interval-ms") {
-            command.args(["--interval-ms", "200"]);
-        }
-        command
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // The test's own environment must not leak an exporter setting in.
-        for (name, _) in std::env::vars() {
-            if name.starts_with("OTEL_") {
-                command.env_remove(name);
-            }
-        }
+        let mut command = common::agent_command(&[&["--scope", "global"], args].concat());
         command.envs(env.iter().copied());
-        let mut child = command.spawn().expect("the agent starts");
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                eprintln!("agent: {line}");
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Self {
-            _child: Reaped(child),
-            stderr: lines,
-        }
+        Self(common::start_command(command))
     }
 
     /// Waits until a stderr line contains `text`; returns it.
     fn wait_for_line(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(line) = self
-                .stderr
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|l| l.contains(text))
-            {
-                return line.clone();
-            }
-            assert!(Instant::now() < deadline, "no line with {text:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.0.expect_line(text)
     }
 }
 
 fn meminfo_total_bytes() -> f64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let kib: f64 = meminfo
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    kib * 1024.0
+    (common::meminfo_total_kib() * 1024) as f64
 }
 
 /// The metrics of a decoded request (MessageToDict's camelCase form), by name.
@@ -508,25 +380,28 @@ fn a_busy_http_collector_is_retried_after_its_retry_after_with_the_newest_snapsh
     );
 }
 
-#[test]
-fn an_unavailable_grpc_collector_is_retried_with_backoff() {
-    let collector = Collector::start(&["--protocol", "grpc", "--fail", "1:UNAVAILABLE"]);
+/// Exports over gRPC with `extra` flags to a receiver that first fails as `fail` says (its
+/// `--fail` syntax); returns the failed attempt and the retry, which must have succeeded.
+fn grpc_first_failed_then_retried(fail: &str, extra: &[&str]) -> (Value, Value) {
+    let collector = Collector::start(&["--protocol", "grpc", "--fail", fail]);
     let endpoint = format!("http://127.0.0.1:{}", collector.port);
-    let _agent = Agent::start(
-        &[
-            "--otlp-protocol",
-            "grpc",
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-compression",
-            "gzip",
-        ],
-        &[],
-    );
+    let flags = [
+        &["--otlp-protocol", "grpc", "--otlp-endpoint", &endpoint][..],
+        extra,
+    ]
+    .concat();
+    let _agent = Agent::start(&flags, &[]);
     let first = collector.next();
     let second = collector.next();
-    assert_eq!(first["status"], "UNAVAILABLE");
     assert_eq!(second["status"], "OK", "{second}");
+    (first, second)
+}
+
+#[test]
+fn an_unavailable_grpc_collector_is_retried_with_backoff() {
+    let (first, second) =
+        grpc_first_failed_then_retried("1:UNAVAILABLE", &["--otlp-compression", "gzip"]);
+    assert_eq!(first["status"], "UNAVAILABLE");
     // The first backoff is 500 ms less up to a fifth of jitter.
     let gap = seconds(&second) - seconds(&first);
     assert!(gap >= 0.39, "retried after {gap:.3} s");
@@ -536,23 +411,9 @@ fn an_unavailable_grpc_collector_is_retried_with_backoff() {
 #[test]
 fn a_grpc_collector_out_of_resources_is_retried_when_its_retry_info_says() {
     // RESOURCE_EXHAUSTED is retryable only with a RetryInfo, here of 1 s.
-    let collector = Collector::start(&["--protocol", "grpc", "--fail", "1:RESOURCE_EXHAUSTED:1"]);
-    let endpoint = format!("http://127.0.0.1:{}", collector.port);
-    let _agent = Agent::start(
-        &[
-            "--otlp-protocol",
-            "grpc",
-            "--otlp-endpoint",
-            &endpoint,
-            "--interval-ms",
-            "5000",
-        ],
-        &[],
-    );
-    let first = collector.next();
-    let second = collector.next();
+    let (first, second) =
+        grpc_first_failed_then_retried("1:RESOURCE_EXHAUSTED:1", &["--interval-ms", "5000"]);
     assert_eq!(first["status"], "RESOURCE_EXHAUSTED");
-    assert_eq!(second["status"], "OK", "{second}");
     // Not the next snapshot (5 s later) and not the first backoff (0.4-0.5 s): the 1 s asked for.
     let gap = seconds(&second) - seconds(&first);
     assert!((0.95..4.0).contains(&gap), "retried after {gap:.3} s");

@@ -3,38 +3,22 @@
 //! must stop early.
 
 #![expect(
-    clippy::expect_used,
     clippy::unwrap_used,
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{json_lines, Reaped};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
-
-/// Kills and reaps a child when dropped, also when an assertion fails.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    stdout
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice(line).expect("each line is JSON"))
-        .collect()
-}
 
 /// Runs `run` with `args`, failing (and killing it) if it takes longer than `limit`.
 fn run_within(args: &[&str], limit: Duration) -> (Output, Duration) {

@@ -12,106 +12,37 @@
     reason = "test helpers fail loudly when their setup breaks"
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{free_address, start_agent, venv_python, wait_ready, Reaped};
 use serde_json::Value;
-
-/// Kills and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `relay-metrics serve` on a free port; returns it and its address.
-fn start_agent(extra: &[&str]) -> (Reaped, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval-ms", "200"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the agent starts");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    // Keep draining stderr (on the test's own stderr), so the agent's later lines are seen.
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            eprintln!("agent: {line}");
-        }
-    });
-    let address = line
-        .split_once("serving http://")
-        .and_then(|(_, rest)| rest.trim().strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
-    (Reaped(child), address)
-}
 
 /// One HTTP GET; returns the status code and the body.
 fn get(address: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .expect("a complete response");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
-}
-
-/// Waits until the agent has published its first snapshot.
-fn wait_ready(address: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while get(address, "/metrics").0 != 200 {
-        assert!(Instant::now() < deadline, "no snapshot published in time");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let response = common::get(address, path);
+    (response.status, response.text())
 }
 
 fn meminfo_total_bytes() -> f64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let kib: f64 = meminfo
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    kib * 1024.0
+    (common::meminfo_total_kib() * 1024) as f64
 }
 
 /// The value of the first series of `name` in an exposition.
 fn sample(exposition: &str, name: &str) -> f64 {
-    exposition
-        .lines()
-        .find(|line| line.starts_with(&format!("{name}{{")))
-        .and_then(|line| line.rsplit(' ').next())
-        .unwrap_or_else(|| panic!("{name} missing"))
+    common::sample(exposition, name)
         .parse()
-        .unwrap()
+        .unwrap_or_else(|error| panic!("{name}: {error}"))
 }
 
 #[test]
 fn serves_valid_prometheus_text_and_the_snapshot_json() {
-    let (_agent, address) = start_agent(&["--scope", "global"]);
+    let agent = start_agent(&["--scope", "global"]);
+    let address = agent.address.clone();
     wait_ready(&address);
     let (status, metrics) = get(&address, "/metrics");
     assert_eq!(status, 200);
@@ -123,26 +54,8 @@ fn serves_valid_prometheus_text_and_the_snapshot_json() {
         .contains("relay_metrics_network_received_bytes_total{scope=\"global\",interface=\"lo\"}"));
     assert!(sample(&metrics, "relay_metrics_processes") > 0.0);
 
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus, installed by scripts/install-deps.sh)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    assert!(
-        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let (passed, printed) = common::promtool_check(&metrics);
+    assert!(passed && printed.is_empty(), "promtool: {printed}");
 
     let (status, json) = get(&address, "/snapshot");
     assert_eq!(status, 200);
@@ -154,7 +67,8 @@ fn serves_valid_prometheus_text_and_the_snapshot_json() {
 
 #[test]
 fn a_prometheus_server_scrapes_the_agent() {
-    let (_agent, address) = start_agent(&["--scope", "global"]);
+    let agent = start_agent(&["--scope", "global"]);
+    let address = agent.address.clone();
     wait_ready(&address);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prometheus.yml");
@@ -165,10 +79,7 @@ fn a_prometheus_server_scrapes_the_agent() {
         ),
     )
     .unwrap();
-    let web = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let web = free_address();
     let _prometheus = Reaped(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
@@ -261,13 +172,7 @@ fn receive_one_request(listener: std::net::TcpListener) -> (String, Vec<u8>) {
 /// Parses an OTLP/HTTP JSON body with opentelemetry-proto's bindings (unknown or mistyped
 /// fields are errors); returns the metric names.
 fn parse_with_opentelemetry_proto(body: &[u8]) -> Vec<String> {
-    let python =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/otlp-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/install-deps.sh (it creates the opentelemetry-proto virtualenv)",
-        python.display()
-    );
+    let python = venv_python();
     let script = "import sys\n\
         from google.protobuf import json_format\n\
         from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service\n\
@@ -301,7 +206,7 @@ fn parse_with_opentelemetry_proto(body: &[u8]) -> Vec<String> {
 fn exports_snapshots_as_otlp_that_opentelemetry_proto_accepts() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let (_agent, _) = start_agent(&[
+    let _agent = start_agent(&[
         "--scope",
         "global",
         "--otlp-endpoint",
@@ -352,11 +257,7 @@ fn an_endpoint_that_is_not_http_is_refused_at_start() {
 
 #[test]
 fn an_agent_whose_stderr_is_closed_keeps_serving_and_exporting() {
-    let free_port = || {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
-    let (address, nobody_listens) = (free_port(), free_port());
+    let (address, nobody_listens) = (free_address(), free_address());
     let mut child = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
         .args(["serve", "--listen", &address, "--interval-ms", "100"])
         .args(["--otlp-endpoint", &format!("http://{nobody_listens}")])
@@ -388,10 +289,7 @@ fn an_agent_out_of_descriptors_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.json");
     std::fs::write(&config, r#"{"extensions": {"kernel_events": false}}"#).unwrap();
-    let address = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let address = free_address();
     // A few descriptors above what the agent needs for itself: most connections cannot be
     // accepted until others close.
     let script = format!(

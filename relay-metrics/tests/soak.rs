@@ -13,18 +13,20 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "the soak fails loudly when its environment or the binary misbehaves"
 )]
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::Reaped;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
@@ -49,16 +51,6 @@ fn scale() -> u64 {
         .ok()
         .and_then(|scale| scale.parse().ok())
         .unwrap_or(1)
-}
-
-/// Kills (the whole group) and reaps a child when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// What the soak keeps of one NDJSON line.
@@ -291,50 +283,6 @@ fn wait_for_file(path: &Path, limit: Duration) {
     }
 }
 
-/// One HTTP/1.1 GET on 127.0.0.1; returns (status, body).
-fn get(address: &str, path: &str) -> (u16, Vec<u8>) {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a complete response head");
-    let head = String::from_utf8_lossy(&response[..head_end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut body = response[head_end + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    (status, body)
-}
-
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&body[..line_end]).unwrap().trim(), 16)
-                .unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[line_end + 2..line_end + 2 + size]);
-        body = &body[line_end + 4 + size..];
-    }
-}
-
 /// Checks the tick accounting of one stream: indexes strictly increase, every skipped index is
 /// counted in `missed_ticks_total`, and no more snapshots came than deadlines passed.
 fn check_ticks(watch: &Watch) -> (u64, u64) {
@@ -372,10 +320,7 @@ fn check_ticks(watch: &Watch) -> (u64, u64) {
 #[test]
 #[ignore = "root: counts processes with eBPF and creates a cgroup"]
 fn churn_soak_as_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the soak loads eBPF programs and creates a cgroup: run it as root"
-    );
+    common::assert_root("the soak loads eBPF programs and creates a cgroup");
     let scale = scale();
     let (forks, threads, cycles) = (FORKS * scale, THREADS * scale, CGROUP_CYCLES * scale);
     let dir = tempfile::tempdir().unwrap();
@@ -387,29 +332,8 @@ fn churn_soak_as_root() {
         .processes_created
         .expect("global counts creations");
 
-    let mut serve = Reaped(
-        Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--scope", "global"])
-            .args(["--interval-ms", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut serve_log = BufReader::new(serve.0.stderr.take().unwrap());
-    // The log line that names the bound address (whatever the log format around it).
-    let mut address = None;
-    for _ in 0..20 {
-        let mut line = String::new();
-        serve_log.read_line(&mut line).unwrap();
-        if let Some(rest) = line.split("serving http://").nth(1) {
-            address = rest.trim().strip_suffix("/metrics").map(str::to_string);
-            break;
-        }
-    }
-    let address = address.expect("serve logs the address it serves on");
-    std::thread::spawn(move || for _ in serve_log.lines() {});
+    let serve = common::start_agent(&["--scope", "global", "--interval-ms", "1"]);
+    let address = serve.address.clone();
 
     let (tree_shell, tree_go, tree_done, tree_end) = storm(dir.path(), "tree", forks, threads);
     let mut tree = Watch::start("process_tree", &["--pid", &tree_shell.0.id().to_string()]);
@@ -429,7 +353,7 @@ fn churn_soak_as_root() {
     for watch in [&mut global, &mut tree, &mut scoped] {
         watch.mark_warm();
     }
-    let serve_warm = usage(serve.0.id());
+    let serve_warm = usage(serve.child.0.id());
     let tree_before = tree.last().processes_created.unwrap();
     let cgroup_before = scoped.last().processes_created.unwrap();
 
@@ -439,12 +363,13 @@ fn churn_soak_as_root() {
         let (stop, scrapes, address) = (Arc::clone(&stop), Arc::clone(&scrapes), address.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let (status, body) = get(&address, "/metrics");
-                assert_eq!(status, 200);
-                assert!(String::from_utf8_lossy(&body).contains("relay_metrics_"));
-                let (status, body) = get(&address, "/snapshot");
-                assert_eq!(status, 200);
-                let snapshot: Value = serde_json::from_slice(&body).expect("/snapshot is JSON");
+                let metrics = common::get(&address, "/metrics");
+                assert_eq!(metrics.status, 200);
+                assert!(metrics.text().contains("relay_metrics_"));
+                let snapshot = common::get(&address, "/snapshot");
+                assert_eq!(snapshot.status, 200);
+                let snapshot: Value =
+                    serde_json::from_slice(&snapshot.body).expect("/snapshot is JSON");
                 assert_eq!(snapshot["measurement_scope"], "global");
                 scrapes.fetch_add(2, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
@@ -492,7 +417,7 @@ fn churn_soak_as_root() {
         growth.push((watch.name, fds, rss - warm_rss, rss));
     }
     // The agent measures the same global scope as the global watch.
-    let (fds, rss) = usage(serve.0.id());
+    let (fds, rss) = usage(serve.child.0.id());
     let fds = fds - serve_warm.0 - FDS_PER_PROCESS * global.more_processes();
     growth.push(("serve", fds, rss - serve_warm.1, rss));
     release(&tree_end);

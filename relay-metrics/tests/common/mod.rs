@@ -1,18 +1,25 @@
-//! Helpers shared by the agent's HTTP tests: start `relay-metrics serve` on a free loopback
-//! port, talk HTTP/1.1 to it with plain sockets, and hold many connections open.
+//! Helpers shared by the binary's tests: run `relay-metrics`, reap children, read this
+//! machine's facts, find the test virtualenv, start an agent and talk HTTP/1.1 to it
+//! ([`agent`]), receive its OTLP exports ([`otlp`]).
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary uses its own subset of the helpers"
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+mod agent;
+mod otlp;
 
-/// Kills and reaps a child when dropped.
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub use agent::*;
+pub use otlp::OtlpReceiver;
+
+/// Kills and reaps a child when dropped, also when an assertion fails.
 pub struct Reaped(pub Child);
 
 impl Drop for Reaped {
@@ -22,210 +29,132 @@ impl Drop for Reaped {
     }
 }
 
-/// A started agent: the child, its address and its stderr lines (also echoed on the test's
-/// stderr, so a failing test shows them).
-pub struct Agent {
-    pub child: Reaped,
-    pub address: String,
-    pub lines: Receiver<String>,
-}
-
-impl Agent {
-    /// Waits up to `timeout` for a stderr line containing `needle`; returns it.
-    pub fn wait_line(&self, needle: &str, timeout: Duration) -> Option<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return Some(line),
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-
-    /// Waits up to `timeout` for the agent to exit; its status code (`None` if it did not).
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(status)) = self.child.0.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// The agent binary.
+/// The binary under test.
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_relay-metrics")
 }
 
-/// Starts `relay-metrics serve --listen 127.0.0.1:0 --interval-ms 200 EXTRA...`, waits for the
-/// line that names its address.
-pub fn start_agent(extra: &[&str]) -> Agent {
-    let mut command = Command::new(binary());
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--interval-ms", "200"])
-        .args(extra);
-    start_command(command)
+/// Runs the binary with `args` (stdin closed) to completion.
+pub fn relay_metrics(args: &[&str]) -> Output {
+    Command::new(binary())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|error| panic!("the binary runs: {error}"))
 }
 
-/// Starts an agent from a prepared command (stdout discarded, stderr read).
-pub fn start_command(mut command: Command) -> Agent {
-    let mut child = command
-        .stdout(Stdio::null())
+/// The JSON document a successful run printed.
+pub fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("stdout is one JSON document: {error}"))
+}
+
+/// The JSON documents of an NDJSON stream (empty lines skipped); fails on any other line.
+pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    stdout
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            serde_json::from_slice(line).unwrap_or_else(|error| {
+                panic!("{error} in line {:?}", String::from_utf8_lossy(line))
+            })
+        })
+        .collect()
+}
+
+/// Asserts a failure with no output and no panic, whose stderr contains `expected`.
+pub fn assert_refused(output: &Output, expected: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "succeeded: {stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "printed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in {stderr}"
+    );
+}
+
+/// Fails the test unless it runs as root; `why` says what needs root.
+pub fn assert_root(why: &str) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root ({why}): run it as root with `cargo test -- --include-ignored`"
+    );
+}
+
+/// `MemTotal` of `/proc/meminfo`, in KiB.
+pub fn meminfo_total_kib() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_else(|error| panic!("/proc/meminfo: {error}"));
+    meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no MemTotal in /proc/meminfo"))
+}
+
+/// The value of the first series of `name` in a Prometheus exposition.
+pub fn sample<'a>(exposition: &'a str, name: &str) -> &'a str {
+    exposition
+        .lines()
+        .find(|line| line.starts_with(&format!("{name}{{")))
+        .and_then(|line| line.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// `promtool check metrics` on `exposition`: whether it passed, and what it printed
+/// (`promtool` comes from Debian's `prometheus`, which `scripts/install-deps.sh` installs).
+pub fn promtool_check(exposition: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|error| panic!("the agent starts: {error}"));
-    let stderr = BufReader::new(child.stderr.take().unwrap_or_else(|| unreachable!()));
-    let (sender, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            eprintln!("agent: {line}");
-            let _ = sender.send(line);
-        }
-    });
-    let mut agent = Agent {
-        child: Reaped(child),
-        address: String::new(),
-        lines,
-    };
-    let line = agent
-        .wait_line("serving http", Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("the agent never said where it serves"));
-    let start = line
-        .find("://")
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        + 3;
-    let rest = &line[start..];
-    agent.address = rest[..rest.find('/').unwrap_or(rest.len())].to_string();
-    agent
+        .unwrap_or_else(|error| {
+            panic!("promtool (Debian package prometheus: run scripts/install-deps.sh): {error}")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap_or_else(|| unreachable!())
+        .write_all(exposition.as_bytes())
+        .unwrap_or_else(|error| panic!("writing to promtool: {error}"));
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|error| panic!("promtool: {error}"));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
 }
 
-/// An HTTP response read with `Connection: close`.
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    /// Header lines, names lower-cased.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+/// The Python of the virtualenv `scripts/install-deps.sh` makes in `target/otlp-venv`
+/// (opentelemetry-proto, grpcio, kubernetes-validate); fails the test when it is missing.
+pub fn venv_python() -> PathBuf {
+    venv_bin("python")
 }
 
-impl Response {
-    /// The first header named `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The body as text.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// Sends `request` (a whole request head, and body if any) on a new connection and reads the
-/// response until the server closes; every step must finish within `timeout` overall.
-pub fn exchange(address: &str, request: &str, timeout: Duration) -> Result<Response, String> {
-    let deadline = Instant::now() + timeout;
-    let socket = address
-        .parse()
-        .map_err(|error| format!("address {address}: {error}"))?;
-    let mut stream = TcpStream::connect_timeout(&socket, timeout)
-        .map_err(|error| format!("connect: {error}"))?;
-    let left = || {
-        deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| "timed out".to_string())
-    };
-    stream
-        .set_write_timeout(Some(left()?))
-        .map_err(|e| e.to_string())?;
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|error| format!("write: {error}"))?;
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        stream
-            .set_read_timeout(Some(left()?))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(read) => raw.extend_from_slice(&chunk[..read]),
-            Err(error) => return Err(format!("read after {} bytes: {error}", raw.len())),
-        }
-    }
-    parse_response(&raw)
-}
-
-/// Parses one complete response (with a Content-Length body, or none).
-pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("no complete head in {} bytes", raw.len()))?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Ok(Response {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    })
-}
-
-/// `GET path` with `Connection: close`, within 10 s.
-pub fn get(address: &str, path: &str) -> Response {
-    exchange(
-        address,
-        &format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
-        Duration::from_secs(10),
-    )
-    .unwrap_or_else(|error| panic!("GET {path}: {error}"))
-}
-
-/// Waits until the agent has published its first snapshot.
-pub fn wait_ready(address: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while get(address, "/metrics").status != 200 {
-        assert!(Instant::now() < deadline, "no snapshot published in time");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Raises this process's open-file soft limit to its hard limit (no privilege needed) and
-/// returns it, so a test can hold many connections.
-pub fn raise_fd_limit() -> u64 {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap_or((1024, 1024));
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        return hard;
-    }
-    soft
-}
-
-/// A free loopback address (bound and released).
-pub fn free_address() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    probe
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .to_string()
+/// A program of that virtualenv; fails the test when it is missing.
+pub fn venv_bin(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/otlp-venv/bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-deps.sh as root (it creates the test virtualenv)",
+        path.display()
+    );
+    path
 }
