@@ -48,6 +48,20 @@ use script::{
     DEVICE_COUNT, MIB,
 };
 
+/// Exports an NVML entry point, except in the `missing-optional-symbols` build, which leaves it
+/// out as a driver too old for it would (the function stays, under a mangled name).
+macro_rules! optional_symbol {
+    ($(#[$meta:meta])* pub unsafe extern "C" fn $name:ident $($rest:tt)*) => {
+        $(#[$meta])*
+        #[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
+        #[cfg_attr(
+            feature = "missing-optional-symbols",
+            expect(non_snake_case, reason = "NVML's C name, left unexported in this build")
+        )]
+        pub unsafe extern "C" fn $name $($rest)*
+    };
+}
+
 /// `None` until `nvmlInit_v2` succeeds (and again after `nvmlShutdown`).
 static STATE: Mutex<Option<Script>> = Mutex::new(None);
 
@@ -81,6 +95,33 @@ fn with_device(
         None => ERROR_INVALID_ARGUMENT,
     }
 }
+
+/// Answers a per-device query with one struct: `NOT_SUPPORTED` for device 1 in the
+/// `not_supported` scenario, else `value(index)` written to `out`.
+///
+/// # Safety
+/// `out` must be valid for a write.
+unsafe fn device_struct<T>(
+    device: *mut c_void,
+    out: *mut T,
+    value: impl FnOnce(usize) -> T,
+) -> NvmlReturn {
+    with_device(device, |script, index| {
+        if index == 1 && script.scenario == Scenario::NotSupported {
+            return ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { write_out(out, value(index)) }
+    })
+}
+
+/// Memory in use on device `index` as NVML's v1 struct counts it (the reserved MiB included).
+fn used_with_reserved(index: usize) -> u64 {
+    (index as u64 + 1) * 4 * MIB
+}
+
+/// Every device's memory.
+const TOTAL_MEMORY: u64 = 16 * 1024 * MIB;
 
 /// `nvmlInit_v2`: reads the scenario and PIDs from the environment.
 #[unsafe(no_mangle)]
@@ -217,36 +258,24 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     })
 }
 
-/// `nvmlDeviceGetMemoryInfo` (v1 struct; `used` includes the driver's reserved memory).
-///
-/// # Safety
-/// `memory` must be valid for a write.
-#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
-#[cfg_attr(
-    feature = "missing-optional-symbols",
-    expect(
-        non_snake_case,
-        reason = "NVML's C name, left unexported in this build"
-    )
-)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
-    device: *mut c_void,
-    memory: *mut Memory,
-) -> NvmlReturn {
-    with_device(device, |script, index| {
-        if index == 1 && script.scenario == Scenario::NotSupported {
-            return ERROR_NOT_SUPPORTED;
-        }
-        let used = (index as u64 + 1) * 4 * MIB;
-        let total = 16 * 1024 * MIB;
-        let value = Memory {
-            total,
-            free: total - used,
-            used,
-        };
+optional_symbol! {
+    /// `nvmlDeviceGetMemoryInfo` (v1 struct; `used` includes the driver's reserved memory).
+    ///
+    /// # Safety
+    /// `memory` must be valid for a write.
+    pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+        device: *mut c_void,
+        memory: *mut Memory,
+    ) -> NvmlReturn {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { write_out(memory, value) }
-    })
+        unsafe {
+            device_struct(device, memory, |index| Memory {
+                total: TOTAL_MEMORY,
+                free: TOTAL_MEMORY - used_with_reserved(index),
+                used: used_with_reserved(index),
+            })
+        }
+    }
 }
 
 /// `nvmlDeviceGetMemoryInfo_v2` (`used` excludes the 1 MiB reserved).
@@ -258,52 +287,38 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: *mut c_void,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
-    with_device(device, |script, index| {
-        if index == 1 && script.scenario == Scenario::NotSupported {
-            return ERROR_NOT_SUPPORTED;
-        }
-        let reserved = MIB;
-        let used = (index as u64 + 1) * 4 * MIB - reserved;
-        let total = 16 * 1024 * MIB;
-        let value = MemoryV2 {
-            version: (std::mem::size_of::<MemoryV2>() | (2 << 24)) as c_uint,
-            total,
-            reserved,
-            free: total - used - reserved,
-            used,
-        };
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { write_out(memory, value) }
-    })
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        device_struct(device, memory, |index| {
+            let used = used_with_reserved(index) - MIB;
+            MemoryV2 {
+                version: (std::mem::size_of::<MemoryV2>() | (2 << 24)) as c_uint,
+                total: TOTAL_MEMORY,
+                reserved: MIB,
+                free: TOTAL_MEMORY - used - MIB,
+                used,
+            }
+        })
+    }
 }
 
-/// `nvmlDeviceGetUtilizationRates`.
-///
-/// # Safety
-/// `utilization` must be valid for a write.
-#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
-#[cfg_attr(
-    feature = "missing-optional-symbols",
-    expect(
-        non_snake_case,
-        reason = "NVML's C name, left unexported in this build"
-    )
-)]
-pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
-    device: *mut c_void,
-    utilization: *mut Utilization,
-) -> NvmlReturn {
-    with_device(device, |script, index| {
-        if index == 1 && script.scenario == Scenario::NotSupported {
-            return ERROR_NOT_SUPPORTED;
-        }
-        let value = Utilization {
-            gpu: (index as c_uint + 1) * 25,
-            memory: 10,
-        };
+optional_symbol! {
+    /// `nvmlDeviceGetUtilizationRates`.
+    ///
+    /// # Safety
+    /// `utilization` must be valid for a write.
+    pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+        device: *mut c_void,
+        utilization: *mut Utilization,
+    ) -> NvmlReturn {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { write_out(utilization, value) }
-    })
+        unsafe {
+            device_struct(device, utilization, |index| Utilization {
+                gpu: (index as c_uint + 1) * 25,
+                memory: 10,
+            })
+        }
+    }
 }
 
 /// `nvmlDeviceGetComputeRunningProcesses_v3`.
@@ -326,62 +341,50 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     })
 }
 
-/// `nvmlDeviceGetGraphicsRunningProcesses_v3`.
-///
-/// # Safety
-/// As for `nvmlDeviceGetComputeRunningProcesses_v3`.
-#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
-#[cfg_attr(
-    feature = "missing-optional-symbols",
-    expect(
-        non_snake_case,
-        reason = "NVML's C name, left unexported in this build"
-    )
-)]
-pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
-    device: *mut c_void,
-    info_count: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    with_device(device, |script, index| {
-        let list = graphics_processes(script, index);
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { fill_list(&list, info_count, infos) }
-    })
+optional_symbol! {
+    /// `nvmlDeviceGetGraphicsRunningProcesses_v3`.
+    ///
+    /// # Safety
+    /// As for `nvmlDeviceGetComputeRunningProcesses_v3`.
+    pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+        device: *mut c_void,
+        info_count: *mut c_uint,
+        infos: *mut ProcessInfo,
+    ) -> NvmlReturn {
+        with_device(device, |script, index| {
+            let list = graphics_processes(script, index);
+            // SAFETY: forwarded from the caller's contract.
+            unsafe { fill_list(&list, info_count, infos) }
+        })
+    }
 }
 
-/// `nvmlDeviceGetProcessUtilization`: samples newer than `last_seen_time_stamp`; a null buffer
-/// asks for the count of the next query.
-///
-/// # Safety
-/// `samples_count` must be valid for reads and writes; `utilization`, if not null, for
-/// `*samples_count` writes.
-#[cfg_attr(not(feature = "missing-optional-symbols"), unsafe(no_mangle))]
-#[cfg_attr(
-    feature = "missing-optional-symbols",
-    expect(
-        non_snake_case,
-        reason = "NVML's C name, left unexported in this build"
-    )
-)]
-pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
-    device: *mut c_void,
-    utilization: *mut ProcessUtilizationSample,
-    samples_count: *mut c_uint,
-    last_seen_time_stamp: c_ulonglong,
-) -> NvmlReturn {
-    with_device(device, |script, index| {
-        // A count query previews the next generation; only a filled query advances the clock.
-        let generation = script.utilization_generation[index] + 1;
-        let samples = utilization_samples(script, index, generation, last_seen_time_stamp);
-        if samples.is_empty() {
-            return ERROR_NOT_FOUND;
-        }
-        // SAFETY: forwarded from the caller's contract.
-        let code = unsafe { fill_list(&samples, samples_count, utilization) };
-        if code == SUCCESS && !utilization.is_null() {
-            script.utilization_generation[index] = generation;
-        }
-        code
-    })
+optional_symbol! {
+    /// `nvmlDeviceGetProcessUtilization`: samples newer than `last_seen_time_stamp`; a null buffer
+    /// asks for the count of the next query.
+    ///
+    /// # Safety
+    /// `samples_count` must be valid for reads and writes; `utilization`, if not null, for
+    /// `*samples_count` writes.
+    pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+        device: *mut c_void,
+        utilization: *mut ProcessUtilizationSample,
+        samples_count: *mut c_uint,
+        last_seen_time_stamp: c_ulonglong,
+    ) -> NvmlReturn {
+        with_device(device, |script, index| {
+            // A count query previews the next generation; only a filled query advances the clock.
+            let generation = script.utilization_generation[index] + 1;
+            let samples = utilization_samples(script, index, generation, last_seen_time_stamp);
+            if samples.is_empty() {
+                return ERROR_NOT_FOUND;
+            }
+            // SAFETY: forwarded from the caller's contract.
+            let code = unsafe { fill_list(&samples, samples_count, utilization) };
+            if code == SUCCESS && !utilization.is_null() {
+                script.utilization_generation[index] = generation;
+            }
+            code
+        })
+    }
 }

@@ -32,6 +32,24 @@ macro_rules! families {
     (@label $key:literal, $value:literal) => { Some(($key, $value)) };
 }
 
+/// Families of one series whose value is computed from the section (a count made a
+/// measurement): name, kind, base unit, help, then the function.
+macro_rules! computed {
+    ($section:ty: $(
+        $name:literal, $kind:ident, $unit:ident, $help:literal, |$arg:ident| $value:expr ;
+    )*) => {
+        &[$(
+            Def::<$section> {
+                name: $name,
+                kind: Kind::$kind,
+                unit: Unit::$unit,
+                help: $help,
+                series: &[(None, |$arg: &$section| $value)],
+            },
+        )*]
+    };
+}
+
 #[rustfmt::skip]
 pub(super) const CPU: &[Def<CpuMetrics>] = families!(CpuMetrics:
     "relay_metrics_cpu_user_seconds_total", Counter, Seconds, "User-mode CPU time of the processes in scope.", user_time;
@@ -117,52 +135,19 @@ pub(super) const NETWORK: &[Def<NetworkTrafficMetrics>] = families!(NetworkTraff
 );
 
 /// Process-sampling coverage: plain counts in the snapshot, made measurements here.
-pub(super) const SAMPLING: &[Def<ProcessSamplingMetadata>] = &[
-    Def {
-        name: "relay_metrics_sampling_visible_processes",
-        kind: Kind::Gauge,
-        unit: Unit::Count,
-        help: "Processes listed by the last snapshot.",
-        series: &[(None, |s| {
-            Some(Measurement::count(
-                s.visible_processes,
-                CountUnit::Processes,
-            ))
-        })],
-    },
-    Def {
-        name: "relay_metrics_sampling_sampled_processes",
-        kind: Kind::Gauge,
-        unit: Unit::Count,
-        help: "Processes whose base query succeeded in the last snapshot.",
-        series: &[(None, |s| {
-            Some(Measurement::count(
-                s.sampled_processes,
-                CountUnit::Processes,
-            ))
-        })],
-    },
-];
+#[rustfmt::skip]
+pub(super) const SAMPLING: &[Def<ProcessSamplingMetadata>] = computed!(ProcessSamplingMetadata:
+    "relay_metrics_sampling_visible_processes", Gauge, Count, "Processes listed by the last snapshot.",
+        |s| Some(Measurement::count(s.visible_processes, CountUnit::Processes));
+    "relay_metrics_sampling_sampled_processes", Gauge, Count, "Processes whose base query succeeded in the last snapshot.",
+        |s| Some(Measurement::count(s.sampled_processes, CountUnit::Processes));
+);
 
 /// The collector's own figures.
-pub(super) const COLLECTOR: &[Def<CollectorInfo>] = &[
-    Def {
-        name: "relay_metrics_collect_duration_seconds",
-        kind: Kind::Gauge,
-        unit: Unit::Seconds,
-        help: "Wall time the last collection took.",
-        series: &[(None, |c| {
-            let us = DurationUnit::Microseconds;
-            Some(Measurement::integer(c.collect_duration_usec, us, us))
-        })],
-    },
-    Def {
-        name: "relay_metrics_snapshots_total",
-        kind: Kind::Counter,
-        unit: Unit::Count,
-        help: "Snapshots taken by this collector.",
-        series: &[(None, |c| {
-            Some(Measurement::count(c.sequence, CountUnit::Events))
-        })],
-    },
-];
+#[rustfmt::skip]
+pub(super) const COLLECTOR: &[Def<CollectorInfo>] = computed!(CollectorInfo:
+    "relay_metrics_collect_duration_seconds", Gauge, Seconds, "Wall time the last collection took.",
+        |c| Some(Measurement::integer(c.collect_duration_usec, DurationUnit::Microseconds, DurationUnit::Microseconds));
+    "relay_metrics_snapshots_total", Counter, Count, "Snapshots taken by this collector.",
+        |c| Some(Measurement::count(c.sequence, CountUnit::Events));
+);
