@@ -485,24 +485,30 @@ pub(crate) fn at<'v>(snapshot: &'v Value, pointer: &str) -> &'v Value {
         .unwrap_or_else(|| panic!("{pointer} is missing"))
 }
 
+/// The value of the measurement at `pointer`, read with `read` once its unit is asserted.
+#[track_caller]
+fn measured<T>(
+    snapshot: &Value,
+    pointer: &str,
+    unit: &str,
+    read: fn(&Value) -> Option<T>,
+    what: &str,
+) -> T {
+    let m = at(snapshot, pointer);
+    assert_eq!(m["unit"], unit, "unit of {pointer}");
+    read(&m["value"]).unwrap_or_else(|| panic!("{pointer} is not {what}: {m}"))
+}
+
 /// An integer measurement: asserts its unit and returns its value.
 #[track_caller]
 pub(crate) fn int(snapshot: &Value, pointer: &str, unit: &str) -> u64 {
-    let m = at(snapshot, pointer);
-    assert_eq!(m["unit"], unit, "unit of {pointer}");
-    m["value"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{pointer} is not an integer: {m}"))
+    measured(snapshot, pointer, unit, Value::as_u64, "an integer")
 }
 
 /// Any numeric measurement as f64: asserts its unit.
 #[track_caller]
 pub(crate) fn num(snapshot: &Value, pointer: &str, unit: &str) -> f64 {
-    let m = at(snapshot, pointer);
-    assert_eq!(m["unit"], unit, "unit of {pointer}");
-    m["value"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{pointer} is not a number: {m}"))
+    measured(snapshot, pointer, unit, Value::as_f64, "a number")
 }
 
 #[track_caller]
