@@ -22,7 +22,7 @@ typedef __u32 u32;
 typedef __s64 s64;
 typedef __s32 s32;
 
-enum bpf_map_type { BPF_MAP_TYPE_UNSPEC = 0 };
+enum bpf_map_type { BPF_MAP_TYPE_UNSPEC = 0, BPF_MAP_TYPE_PERCPU_ARRAY = 6 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -52,6 +52,28 @@ struct prev_cputime {
 
 struct sched_entity {
 	u64 sum_exec_runtime;
+};
+
+struct sched_info {
+	unsigned long long run_delay;
+};
+
+struct pid_namespace;
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+};
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[];
+};
+
+/* Only the per-CPU value pointers of a per-CPU array map (see task_iter.bpf.c). */
+struct bpf_array {
+	u32 elem_size;
+	void *pptrs[];
 };
 
 struct kernfs_node {
@@ -112,7 +134,10 @@ struct task_struct {
 	int pid;
 	int tgid;
 	struct task_struct *real_parent;
+	struct task_struct *group_leader;
 	struct list_head thread_node;
+	struct pid *thread_pid;
+	struct sched_info sched_info;
 	u64 utime;
 	u64 stime;
 	u64 start_boottime;

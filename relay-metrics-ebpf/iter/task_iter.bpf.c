@@ -22,6 +22,11 @@
 #define STATUS_RSS_ATOMIC 8
 #define STATUS_RSS_PERCPU 16
 #define STATUS_HAS_FILES 32
+#define STATUS_RSS_SUMMED 64
+
+/* The most CPUs whose per-CPU rss parts the program adds up: beyond this, three reads per CPU
+ * per process cost more than reading statm, which user space then does. */
+#define MAX_SUM_CPUS 16
 
 /* All fields 64-bit: no padding, the same layout on every compiler. */
 struct task_record {
@@ -53,7 +58,89 @@ struct task_record {
 	/* Open descriptors: population count of the fd table's open bitmap. */
 	u64 open_fds;
 	u64 cgroup_id;
+	/* Live threads only, as the sum of task/<tid>/schedstat: run time and run-queue wait, ns. */
+	u64 live_runtime_ns;
+	u64 run_delay_ns;
+	/* 6.2+: each rss counter's central count plus every CPU's part (percpu_counter_sum),
+	 * unclamped; valid with STATUS_RSS_SUMMED. */
+	s64 rss_sum_file;
+	s64 rss_sum_anon;
+	s64 rss_sum_shmem;
 };
+
+/* Never read or written: its per-CPU value addresses give the kernel's per-CPU base offsets
+ * (below). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} cpu_base SEC(".maps");
+
+/* The kernel's per-CPU offset of each CPU (__per_cpu_offset[cpu]), found on the first visit:
+ * cpu_offsets_state 0 = not yet, 1 = cpu_count offsets known, 2 = not available. */
+u64 cpu_offsets[MAX_SUM_CPUS];
+u32 cpu_count;
+u32 cpu_offsets_state;
+
+/* The value of a pointer as a plain number, through memory, so that the verifier lets it take
+ * part in arithmetic (it refuses arithmetic on map pointers). */
+static __always_inline u64 address_of(const void *pointer)
+{
+	u64 value = 0;
+	bpf_probe_read_kernel(&value, sizeof(value), &pointer);
+	return value;
+}
+
+/* A per-CPU pointer P is reached on CPU c at P + __per_cpu_offset[c]. That symbol is not
+ * visible to BPF here (no KALLSYMS_ALL, no __percpu BTF tags), but the map above holds one
+ * per-CPU pointer (bpf_array.pptrs[0]) and the kernel hands out its per-CPU addresses
+ * (bpf_map_lookup_percpu_elem): the difference is the CPU's offset. */
+static __always_inline void find_cpu_offsets(void)
+{
+	u64 map = address_of(&cpu_base);
+	u64 base = 0;
+	u32 key = 0;
+	u32 cpu;
+	if (bpf_probe_read_kernel(&base, sizeof(base),
+				  (void *)(map + bpf_core_field_offset(struct bpf_array, pptrs))) ||
+	    !base) {
+		cpu_offsets_state = 2;
+		return;
+	}
+	for (cpu = 0; cpu <= MAX_SUM_CPUS; cpu++) {
+		void *value = bpf_map_lookup_percpu_elem(&cpu_base, &key, cpu);
+		if (!value)
+			break;
+		if (cpu == MAX_SUM_CPUS) {
+			cpu_offsets_state = 2;
+			return;
+		}
+		cpu_offsets[cpu] = address_of(value) - base;
+	}
+	cpu_count = cpu;
+	cpu_offsets_state = 1;
+}
+
+/* percpu_counter_sum without the lock: the central count plus every CPU's part. The array
+ * index must be a constant where the CO-RE read is written (the kernel's element size differs
+ * from the declared one), hence a macro. */
+#define COUNTER_SUM(mm, kind)                                                                      \
+	counter_sum(BPF_CORE_READ(mm, rss_stat[kind].count),                                      \
+		    (u64)BPF_CORE_READ(mm, rss_stat[kind].counters))
+
+static __always_inline s64 counter_sum(s64 sum, u64 counters)
+{
+	u32 cpu;
+	for (cpu = 0; cpu < MAX_SUM_CPUS; cpu++) {
+		if (cpu >= cpu_count)
+			break;
+		s32 part = 0;
+		bpf_probe_read_kernel(&part, sizeof(part), (void *)(counters + cpu_offsets[cpu]));
+		sum += part;
+	}
+	return sum;
+}
 
 #define MM_FILEPAGES 0
 #define MM_ANONPAGES 1
@@ -72,6 +159,14 @@ static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r
 		r->rss_anon = BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count);
 		r->rss_shmem = BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count);
 		r->status |= STATUS_RSS_PERCPU;
+		if (cpu_offsets_state == 0)
+			find_cpu_offsets();
+		if (cpu_offsets_state == 1) {
+			r->rss_sum_file = COUNTER_SUM(mm, MM_FILEPAGES);
+			r->rss_sum_anon = COUNTER_SUM(mm, MM_ANONPAGES);
+			r->rss_sum_shmem = COUNTER_SUM(mm, MM_SHMEMPAGES);
+			r->status |= STATUS_RSS_SUMMED;
+		}
 	}
 }
 
@@ -101,7 +196,10 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 		struct task_struct *t = (void *)pos - node_offset;
 		r->utime_ns += BPF_CORE_READ(t, utime);
 		r->stime_ns += BPF_CORE_READ(t, stime);
-		r->runtime_ns += BPF_CORE_READ(t, se.sum_exec_runtime);
+		u64 runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
+		r->runtime_ns += runtime;
+		r->live_runtime_ns += runtime;
+		r->run_delay_ns += BPF_CORE_READ(t, sched_info.run_delay);
 		r->read_bytes += BPF_CORE_READ(t, ioac.read_bytes);
 		r->write_bytes += BPF_CORE_READ(t, ioac.write_bytes);
 		r->syscr += BPF_CORE_READ(t, ioac.syscr);
@@ -135,6 +233,18 @@ static __always_inline void read_fds(struct task_struct *task, struct task_recor
 	r->open_fds = count;
 }
 
+/* pid_nr_ns: the number of `pid` in namespace `ns` at `level`, 0 where it has none. */
+static __always_inline u32 pid_nr_in(struct pid *pid, unsigned int level, struct pid_namespace *ns)
+{
+	if (!pid || level > 32 || BPF_CORE_READ(pid, level) < level)
+		return 0;
+	struct upid *upid = (void *)pid + bpf_core_field_offset(struct pid, numbers) +
+			    (u64)level * bpf_core_type_size(struct upid);
+	if (BPF_CORE_READ(upid, ns) != ns)
+		return 0;
+	return (u32)BPF_CORE_READ(upid, nr);
+}
+
 SEC("iter/task")
 int task_leaders(struct bpf_iter__task *ctx)
 {
@@ -146,9 +256,25 @@ int task_leaders(struct bpf_iter__task *ctx)
 	if (pid != tgid)
 		return 0;
 
+	/* Pids as the reading process's PID namespace sees them: the iterator runs in read(2), so
+	 * the current task is the reader. task->tgid is the initial namespace's number. */
+	struct task_struct *reader = (void *)bpf_get_current_task();
+	struct pid *reader_pid = BPF_CORE_READ(reader, thread_pid);
+	if (!reader_pid)
+		return 0;
+	unsigned int level = BPF_CORE_READ(reader_pid, level);
+	if (level > 32)
+		return 0;
+	struct upid *reader_upid = (void *)reader_pid + bpf_core_field_offset(struct pid, numbers) +
+				   (u64)level * bpf_core_type_size(struct upid);
+	struct pid_namespace *ns = BPF_CORE_READ(reader_upid, ns);
+
 	struct task_record r = {};
-	r.tgid = (u32)tgid;
-	r.ppid = (u32)BPF_CORE_READ(task, real_parent, tgid);
+	r.tgid = pid_nr_in(BPF_CORE_READ(task, thread_pid), level, ns);
+	if (!r.tgid)
+		return 0;
+	/* As task_ppid_nr_ns: the real parent's thread group, not the thread that forked. */
+	r.ppid = pid_nr_in(BPF_CORE_READ(task, real_parent, group_leader, thread_pid), level, ns);
 	r.flags = BPF_CORE_READ(task, flags);
 	r.start_boottime_ns = BPF_CORE_READ(task, start_boottime);
 	r.cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);

@@ -24,7 +24,7 @@ mod kernel_events;
 mod lifetime;
 mod processes;
 #[cfg(test)]
-pub(crate) use processes::assert_paths_agree_on_stopped_processes;
+pub(crate) use processes::{assert_paths_agree_on_stopped_processes, IterTestScope};
 mod reasons;
 mod system_wide;
 mod target;

@@ -1,8 +1,9 @@
 //! The task iterator on Debian's 6.1 kernel, whose `rss_stat` is an atomic array (the host's
-//! 6.18 has per-CPU counters): the iterator and procfs paths agree on stopped processes, and
-//! the resident size there comes from the record itself.
+//! 6.18 has per-CPU counters): the iterator and procfs paths agree on stopped processes, in the
+//! global scope and in a cgroup (pure cgroup v2 here), and the resident size there comes from
+//! the record itself.
 
-use crate::collector::assert_paths_agree_on_stopped_processes;
+use crate::collector::{assert_paths_agree_on_stopped_processes, IterTestScope};
 
 #[test]
 #[ignore = "vm: needs Debian's 6.1 kernel: cargo xtask vm-test runs it"]
@@ -12,5 +13,11 @@ fn iterator_and_procfs_agree_on_stopped_processes_on_6_1_in_vm() {
         release.starts_with("6.1."),
         "not the VM's 6.1 kernel: {release}"
     );
-    assert_eq!(assert_paths_agree_on_stopped_processes(), 3);
+    for scope in [IterTestScope::Global, IterTestScope::Cgroup] {
+        assert_eq!(
+            assert_paths_agree_on_stopped_processes(scope),
+            3,
+            "{scope:?}"
+        );
+    }
 }

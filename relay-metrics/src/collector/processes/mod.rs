@@ -19,7 +19,7 @@ use crate::source::Roots;
 mod iter;
 
 #[cfg(test)]
-pub(crate) use iter::tests::assert_paths_agree_on_stopped_processes;
+pub(crate) use iter::tests::{assert_paths_agree_on_stopped_processes, Scope as IterTestScope};
 
 use super::environment::{CgroupEpoch, MEMBERSHIP_MAX_AGE};
 use super::reasons::Reasons;
@@ -202,10 +202,11 @@ impl ProcessPassReader {
             processes.clear();
             // Only a tree's members have their parents listed.
             let check_parents = reuse_listing && is_tree;
-            let sampled = match self.sample_listed_iter(&mut processes, reasons) {
-                Some(sampled) => sampled,
-                None => self.sample_listed(target, check_parents, &mut processes),
-            };
+            let sampled =
+                match self.sample_listed_iter(target, check_parents, &mut processes, reasons) {
+                    Some(sampled) => sampled,
+                    None => self.sample_listed(target, check_parents, &mut processes),
+                };
             match sampled {
                 Sampled::Done(outcome) => {
                     if outcome.member_gone {

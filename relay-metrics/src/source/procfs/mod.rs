@@ -17,7 +17,7 @@ mod reader;
 pub(crate) mod sys;
 
 pub use discover::{PidLister, ProcessTreeWalker};
-pub use reader::ProcessReader;
+pub use reader::{ProcessReader, MAX_SCHEDSTAT_THREADS};
 
 use std::path::PathBuf;
 

@@ -40,8 +40,11 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
 /// The program's name in [`OBJECT`].
 const PROGRAM: &str = "task_leaders";
 
-/// Size of one record: 21 little-endian 64-bit fields (`struct task_record`).
-pub const RECORD_BYTES: usize = 21 * 8;
+/// Fields of one record (`struct task_record`), each a little-endian 64-bit value.
+const RECORD_FIELDS: usize = 26;
+
+/// Size of one record.
+pub const RECORD_BYTES: usize = RECORD_FIELDS * 8;
 
 /// Descriptors a [`TaskIter::read`] holds while the program runs (the iterator's own): for the
 /// collector's own process, in flight in the sense of `source::held::own_fd_count`.
@@ -53,6 +56,7 @@ const STATUS_FDS_TRUNCATED: u64 = 2;
 const STATUS_HAS_MM: u64 = 4;
 const STATUS_RSS_ATOMIC: u64 = 8;
 const STATUS_RSS_PERCPU: u64 = 16;
+const STATUS_RSS_SUMMED: u64 = 64;
 
 /// `PF_KTHREAD` in `task_struct.flags`.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -60,9 +64,10 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// One thread-group leader as the iterator saw it: raw kernel values, ns and pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TaskRecord {
-    /// Process id in the initial PID namespace (`task->tgid`).
+    /// Process id as the reading process's PID namespace sees it.
     pub tgid: u32,
-    /// The real parent's tgid (0 for children of the idle task).
+    /// The real parent's process id in that namespace (0 for children of the idle task, and
+    /// where the parent is outside the namespace), as `stat` prints it.
     pub ppid: u32,
     /// `task->flags`.
     pub flags: u64,
@@ -93,6 +98,15 @@ pub struct TaskRecord {
     pub open_fds: u64,
     /// Default-hierarchy (v2) cgroup id.
     pub cgroup_id: u64,
+    /// Scheduler run time of the live threads, ns (the sum of `task/<tid>/schedstat`'s first
+    /// field).
+    pub live_runtime_ns: u64,
+    /// Run-queue wait of the live threads, ns (the sum of `task/<tid>/schedstat`'s second field).
+    pub run_delay_ns: u64,
+    /// Linux 6.2+: the rss counters (file, anon, shmem) as `percpu_counter_sum` computes them
+    /// (central count plus every CPU's part), pages, unclamped; `None` where the program could
+    /// not add the parts up (more CPUs than it sums, older layout).
+    pub rss_sum_pages: Option<[i64; 3]>,
 }
 
 /// Where a record's resident size can come from.
@@ -100,8 +114,10 @@ pub struct TaskRecord {
 pub enum ResidentSource {
     /// The record's counters are what `statm` and `stat` print (Linux ≤ 6.1: atomics).
     Exact,
+    /// Linux 6.16+: the per-CPU counters summed as `statm` sums them ([`TaskRecord::rss_sum_pages`]).
+    Summed,
     /// The record has only the per-CPU counters' central counts (Linux 6.2+): equal to `stat`'s
-    /// rss, not to `statm`, which sums every CPU's part. `statm` must be read.
+    /// rss, not necessarily to `statm`. `statm` must be read.
     CentralCountOnly,
     /// No address space (kernel thread, zombie): 0.
     None,
@@ -113,7 +129,7 @@ impl TaskRecord {
         if bytes.len() != RECORD_BYTES {
             return None;
         }
-        let mut fields = [0u64; 21];
+        let mut fields = [0u64; RECORD_FIELDS];
         for (field, chunk) in fields.iter_mut().zip(bytes.chunks_exact(8)) {
             *field = u64::from_le_bytes(chunk.try_into().ok()?);
         }
@@ -135,6 +151,10 @@ impl TaskRecord {
             io: [fields[15], fields[16], fields[17], fields[18]],
             open_fds: fields[19],
             cgroup_id: fields[20],
+            live_runtime_ns: fields[21],
+            run_delay_ns: fields[22],
+            rss_sum_pages: (fields[3] & STATUS_RSS_SUMMED != 0)
+                .then(|| [signed(fields[23]), signed(fields[24]), signed(fields[25])]),
         })
     }
 
@@ -149,12 +169,15 @@ impl TaskRecord {
         self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
     }
 
-    /// What the resident size can be taken from (see [`ResidentSource`]).
-    pub fn resident_source(&self) -> ResidentSource {
+    /// What the resident size can be taken from (see [`ResidentSource`]). `statm_sums` says
+    /// whether this kernel's `statm` sums the per-CPU parts ([`statm_sums_per_cpu_parts`]).
+    pub fn resident_source(&self, statm_sums: bool) -> ResidentSource {
         if self.status & STATUS_HAS_MM == 0 {
             ResidentSource::None
         } else if self.status & STATUS_RSS_ATOMIC != 0 {
             ResidentSource::Exact
+        } else if statm_sums && self.rss_sum_pages.is_some() {
+            ResidentSource::Summed
         } else if self.status & STATUS_RSS_PERCPU != 0 {
             ResidentSource::CentralCountOnly
         } else {
@@ -170,6 +193,17 @@ impl TaskRecord {
             .iter()
             .map(|&pages| u64::try_from(pages).unwrap_or(0))
             .fold(0, u64::saturating_add)
+    }
+
+    /// `statm`'s resident size in pages from the summed counters (each clamped at 0, as
+    /// `get_mm_counter_sum` does); `None` without them.
+    pub fn summed_rss_pages(&self) -> Option<u64> {
+        self.rss_sum_pages.map(|pages| {
+            pages
+                .iter()
+                .map(|&pages| u64::try_from(pages).unwrap_or(0))
+                .fold(0, u64::saturating_add)
+        })
     }
 
     /// `(utime, stime)` in ns as `/proc/<pid>/stat` computes them now (`cputime_adjust` with the
@@ -220,6 +254,31 @@ pub fn cputime_adjust(
     (utime, stime)
 }
 
+/// Whether `/proc/<pid>/statm` on the kernel `release` (`uname -r`) prints the per-CPU rss
+/// counters' full sums (`get_mm_counter_sum`, Linux 6.16 and later) rather than their central
+/// counts (6.2 to 6.15; before 6.2 the counters are plain atomics and this does not matter).
+/// Unknown releases say `false`, so `statm` is read.
+pub fn statm_sums_per_cpu_parts(release: &str) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (6, 16),
+        _ => false,
+    }
+}
+
+/// Whether the program's per-CPU sums can be trusted on this machine: it adds up CPUs
+/// `0..nr_cpu_ids`, which are exactly the possible CPUs when those are numbered without gaps
+/// (`/sys/devices/system/cpu/possible` is `0` or `0-N`).
+pub fn possible_cpus_are_contiguous(possible: &str) -> bool {
+    let possible = possible.trim();
+    possible == "0"
+        || possible
+            .strip_prefix("0-")
+            .is_some_and(|last| last.parse::<u32>().is_ok())
+}
+
 /// `nsec_to_clock_t`: ns to clock ticks as procfs prints them. `None` when the tick rate does
 /// not divide a second (the kernel then scales differently; no such rate exists on Linux
 /// today, but nothing here guesses).
@@ -245,6 +304,8 @@ pub struct TaskIter {
     /// collector's own descriptor count leaves out (see `source::held`).
     _published: Published,
     buf: Vec<u8>,
+    /// See [`TaskIter::statm_sums`].
+    statm_sums: bool,
 }
 
 impl TaskIter {
@@ -264,12 +325,24 @@ impl TaskIter {
             link,
             _published: published,
             buf: Vec::with_capacity(64 * 1024),
+            statm_sums: statm_sums_per_cpu_parts(
+                &std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            ) && possible_cpus_are_contiguous(
+                &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
+            ),
         };
         let mut records = Vec::new();
         iter.read(&mut records)
             .map_err(|error| Unavailable(format!("reading the task iterator: {error}")))?;
         verify_own_record(&roots.proc, &records)?;
         Ok(iter)
+    }
+
+    /// Whether the records' summed rss counters are what `statm` prints here: the kernel sums
+    /// the per-CPU parts in `statm` and the program's sums cover every possible CPU. The
+    /// `statm_sums` argument of [`TaskRecord::resident_source`].
+    pub fn statm_sums(&self) -> bool {
+        self.statm_sums
     }
 
     /// Runs the iterator once, replacing `out` with one record per thread-group leader, in the
@@ -340,15 +413,6 @@ fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
     }
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return fail("the kernel has no BTF (/sys/kernel/btf/vmlinux is missing)");
-    }
-    let status = std::fs::read_to_string(roots.proc.join("self/status")).unwrap_or_default();
-    if let Some(nspid) = status.lines().find_map(|line| line.strip_prefix("NSpid:")) {
-        if nspid.split_whitespace().count() > 1 {
-            return fail(
-                "the collector runs in a PID namespace below the initial one, whose pids the \
-                 task iterator reports",
-            );
-        }
     }
     let offsets =
         std::fs::read_to_string(roots.proc.join("self/timens_offsets")).unwrap_or_default();
@@ -423,7 +487,16 @@ fn verify_own_record(proc_root: &Path, records: &[TaskRecord]) -> Result<(), Una
         )));
     };
     match ns_to_ticks(own.start_boottime_ns, ticks) {
-        Some(start) if start == stat.start_time_ticks && stat.pid == pid => Ok(()),
+        Some(start)
+            if start == stat.start_time_ticks && stat.pid == pid && own.ppid == stat.ppid =>
+        {
+            Ok(())
+        }
+        Some(_) if own.ppid != stat.ppid => Err(Unavailable(format!(
+            "the task iterator's parent pid of this process ({}) differs from /proc/self/stat's \
+             ({}): pids are not this namespace's",
+            own.ppid, stat.ppid
+        ))),
         Some(start) => Err(Unavailable(format!(
             "the task iterator's start time of this process ({start} ticks) differs from \
              /proc/self/stat's ({})",

@@ -46,7 +46,7 @@ fn ns_to_ticks_truncates_and_refuses_rates_that_do_not_divide_a_second() {
     assert_eq!(ns_to_ticks(5, 7), None);
 }
 
-fn record_bytes(fields: [u64; 21]) -> Vec<u8> {
+fn record_bytes(fields: [u64; RECORD_FIELDS]) -> Vec<u8> {
     fields
         .iter()
         .flat_map(|field| field.to_le_bytes())
@@ -55,7 +55,7 @@ fn record_bytes(fields: [u64; 21]) -> Vec<u8> {
 
 #[test]
 fn a_record_parses_field_by_field() {
-    let mut fields: [u64; 21] = std::array::from_fn(|index| index as u64 + 1);
+    let mut fields: [u64; RECORD_FIELDS] = std::array::from_fn(|index| index as u64 + 1);
     fields[14] = u64::MAX; // rss_shmem = -1
     fields[3] = STATUS_HAS_MM | STATUS_RSS_ATOMIC;
     let record = TaskRecord::parse(&record_bytes(fields)).unwrap();
@@ -66,15 +66,52 @@ fn a_record_parses_field_by_field() {
     assert_eq!(record.io, [16, 17, 18, 19]);
     assert_eq!(record.open_fds, 20);
     assert_eq!(record.cgroup_id, 21);
+    assert_eq!(record.live_runtime_ns, 22);
+    assert_eq!(record.run_delay_ns, 23);
+    // Without STATUS_RSS_SUMMED the sums are not there.
+    assert_eq!(record.rss_sum_pages, None);
     // A negative counter counts as 0, as get_mm_counter clamps it.
     assert_eq!(record.stat_rss_pages(), 27);
-    assert_eq!(record.resident_source(), ResidentSource::Exact);
+    assert_eq!(record.resident_source(true), ResidentSource::Exact);
     assert!(!record.is_truncated());
+
+    fields[3] = STATUS_HAS_MM | STATUS_RSS_PERCPU | STATUS_RSS_SUMMED;
+    fields[25] = u64::MAX; // summed shmem = -1
+    let record = TaskRecord::parse(&record_bytes(fields)).unwrap();
+    assert_eq!(record.rss_sum_pages, Some([24, 25, -1]));
+    assert_eq!(record.summed_rss_pages(), Some(49));
+    assert_eq!(record.resident_source(true), ResidentSource::Summed);
+    // Where statm prints the central counts, the sums are not what it prints.
+    assert_eq!(
+        record.resident_source(false),
+        ResidentSource::CentralCountOnly
+    );
+}
+
+#[test]
+fn statm_sums_the_per_cpu_parts_from_6_16() {
+    assert!(statm_sums_per_cpu_parts("6.18.44-fc-v1147\n"));
+    assert!(statm_sums_per_cpu_parts("6.16.0"));
+    assert!(statm_sums_per_cpu_parts("7.0.1"));
+    assert!(!statm_sums_per_cpu_parts("6.15.9-arch1"));
+    assert!(!statm_sums_per_cpu_parts("6.1.0-41-cloud-amd64"));
+    assert!(!statm_sums_per_cpu_parts(""));
+    assert!(!statm_sums_per_cpu_parts("garbage"));
+}
+
+#[test]
+fn only_gapless_possible_cpu_lists_are_summed() {
+    assert!(possible_cpus_are_contiguous("0-1\n"));
+    assert!(possible_cpus_are_contiguous("0"));
+    assert!(possible_cpus_are_contiguous("0-255"));
+    assert!(!possible_cpus_are_contiguous("0-3,8-11"));
+    assert!(!possible_cpus_are_contiguous("1-3"));
+    assert!(!possible_cpus_are_contiguous(""));
 }
 
 #[test]
 fn short_long_and_out_of_range_records_are_refused() {
-    let fields = [1u64; 21];
+    let fields = [1u64; RECORD_FIELDS];
     let bytes = record_bytes(fields);
     assert!(TaskRecord::parse(&bytes[..RECORD_BYTES - 1]).is_none());
     let mut long = bytes.clone();
@@ -91,9 +128,9 @@ fn status_bits_choose_the_resident_source_and_flag_truncation() {
         status,
         ..TaskRecord::default()
     };
-    assert_eq!(with(0).resident_source(), ResidentSource::None);
+    assert_eq!(with(0).resident_source(true), ResidentSource::None);
     assert_eq!(
-        with(STATUS_HAS_MM | STATUS_RSS_PERCPU).resident_source(),
+        with(STATUS_HAS_MM | STATUS_RSS_PERCPU).resident_source(true),
         ResidentSource::CentralCountOnly
     );
     assert!(with(STATUS_THREADS_TRUNCATED).is_truncated());
@@ -126,5 +163,5 @@ fn the_iterator_describes_this_process_as_procfs_does() {
     // Kernel threads are there, without an address space.
     let kthreadd = records.iter().find(|record| record.tgid == 2).unwrap();
     assert!(kthreadd.is_kernel_thread());
-    assert_eq!(kthreadd.resident_source(), ResidentSource::None);
+    assert_eq!(kthreadd.resident_source(true), ResidentSource::None);
 }

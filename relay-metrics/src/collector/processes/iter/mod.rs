@@ -25,8 +25,14 @@ pub(crate) enum SourceState {
         iter: TaskIter,
         records: Vec<TaskRecord>,
         page_size_bytes: u64,
+        /// Whether the kernel keeps scheduler statistics (`CONFIG_SCHED_INFO`): without them
+        /// `schedstat` prints zeros, which the iterator's values must then be too.
+        sched_info_on: bool,
         /// Why the last pass fell back to procfs, if it did.
         failed: Option<Arc<str>>,
+        /// For a scope smaller than the machine (cgroup, process tree): what chooses, each pass,
+        /// the cheaper path. `None` in the global scope, which the iterator always serves.
+        crossover: Option<Crossover>,
         /// The pids the last pass read through procfs entirely (not shown by the iterator,
         /// or past its walks' bounds).
         procfs_pids: Vec<u32>,
@@ -65,8 +71,11 @@ impl SourceState {
         if !wanted.needs_processes() {
             return Ok(SourceState::Procfs { reason: None });
         }
-        if !matches!(target, Target::Global) {
-            return refused("the task iterator serves the global scope only");
+        if matches!(target, Target::Process { tree: false, .. }) {
+            // One process costs a few reads through procfs, far below one pass over every task.
+            return refused(
+                "a single process is read through procfs (cheaper than a pass over every task)",
+            );
         }
         let Some(page_size_bytes) = procfs::page_size_bytes() else {
             return refused("the page size is unknown");
@@ -79,7 +88,11 @@ impl SourceState {
                 iter,
                 records: Vec::new(),
                 page_size_bytes,
+                sched_info_on: sched_info_on(roots),
                 failed: None,
+                // Forced ("bpf_iter"), the iterator serves whatever the cost.
+                crossover: (mode == ProcessSource::Auto && !matches!(target, Target::Global))
+                    .then(Crossover::new),
                 procfs_pids: Vec::new(),
                 held_at_read: 0,
             }),
@@ -100,11 +113,81 @@ impl SourceState {
     }
 }
 
+/// Estimated cost of one iterator pass: a fixed part, then every task on the machine (threads
+/// too: the kernel walks them all), then each record the scope keeps. And of reading one
+/// process through procfs in a cgroup or tree scope (stat, statm, io, fd/, schedstat).
+/// Measured with `bench --process-source both` (docs/PROCESS_SOURCE.md, "Crossover").
+const ITER_FIXED_NS: u64 = 30_000;
+const ITER_PER_TASK_NS: u64 = 250;
+const ITER_PER_LISTED_NS: u64 = 1_000;
+const PROCFS_PER_LISTED_NS: u64 = 9_000;
+
+/// Whether reading `listed` processes through procfs costs no more than an iterator pass over
+/// a machine of `tasks` tasks.
+fn procfs_is_cheaper(listed: u64, tasks: u64) -> bool {
+    let iter_ns = ITER_FIXED_NS
+        .saturating_add(tasks.saturating_mul(ITER_PER_TASK_NS))
+        .saturating_add(listed.saturating_mul(ITER_PER_LISTED_NS));
+    listed.saturating_mul(PROCFS_PER_LISTED_NS) <= iter_ns
+}
+
+/// Chooses, per pass, between the iterator and procfs for a scope that holds only some of the
+/// machine's processes: the iterator's cost grows with the machine, procfs's with the scope.
+pub(crate) struct Crossover {
+    /// `/proc/loadavg`, whose fourth field counts the machine's tasks (threads included).
+    loadavg: Option<std::fs::File>,
+    buf: Vec<u8>,
+}
+
+impl Crossover {
+    fn new() -> Self {
+        Self {
+            loadavg: std::fs::File::open("/proc/loadavg").ok(),
+            buf: vec![0; 128],
+        }
+    }
+
+    /// The machine's task count (`/proc/loadavg`'s `running/total`).
+    fn tasks(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt as _;
+        let read = self.loadavg.as_ref()?.read_at(&mut self.buf, 0).ok()?;
+        let text = std::str::from_utf8(self.buf.get(..read)?).ok()?;
+        let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
+        total.parse().ok()
+    }
+
+    /// Why procfs is cheaper for a scope of `listed` processes, or `None` when the iterator is.
+    fn prefer_procfs(&mut self, listed: usize) -> Option<Arc<str>> {
+        let listed = u64::try_from(listed).unwrap_or(u64::MAX);
+        // Without the task count, the iterator (exact either way) serves.
+        let tasks = self.tasks()?;
+        procfs_is_cheaper(listed, tasks).then(|| {
+            Arc::from(format!(
+                "procfs is cheaper for this scope's {listed} process(es) than a task-iterator \
+                 pass over the machine's {tasks} tasks"
+            ))
+        })
+    }
+}
+
+/// `schedstat` of this process: a live process has run, so zeros mean the kernel keeps no
+/// scheduler statistics and prints `0 0 0` for every task.
+fn sched_info_on(roots: &Roots) -> bool {
+    std::fs::read(roots.proc.join("self/schedstat"))
+        .ok()
+        .and_then(|bytes| procfs::parse::parse_schedstat(&bytes))
+        .is_none_or(|stat| stat.run_ns != 0)
+}
+
 impl ProcessPassReader {
     /// Samples the listed pids from one iterator read; `None` when the iterator does not serve
-    /// (then the caller reads every pid through procfs).
+    /// (then the caller reads every pid through procfs). The same rules as `sample_listed`:
+    /// a tree's root that is gone or replaced ends the pass, and with `check_parents` (a reused
+    /// walk) a member whose parent is not listed means the tree changed.
     pub(super) fn sample_listed_iter(
         &mut self,
+        target: &Target,
+        check_parents: bool,
         processes: &mut Vec<ProcessCounters>,
         reasons: &mut Reasons,
     ) -> Option<Sampled> {
@@ -112,6 +195,7 @@ impl ProcessPassReader {
             iter,
             records,
             failed,
+            crossover,
             procfs_pids,
             held_at_read,
             ..
@@ -120,6 +204,12 @@ impl ProcessPassReader {
             return None;
         };
         procfs_pids.clear();
+        if let Some(crossover) = crossover {
+            if let Some(reason) = crossover.prefer_procfs(self.pids.len()) {
+                *failed = Some(reason);
+                return None;
+            }
+        }
         *held_at_read = held::held_descriptors();
         if let Err(error) = iter.read(records) {
             let reason = format!("reading the task iterator failed, procfs served: {error}");
@@ -137,6 +227,29 @@ impl ProcessPassReader {
             records.sort_unstable_by_key(|record| record.tgid);
         }
         let records = std::mem::take(records);
+        let sampled = self.merge_records(&records, target, check_parents, processes);
+        if let SourceState::Iter { records: kept, .. } = &mut self.source {
+            *kept = records;
+        }
+        Some(sampled)
+    }
+
+    /// Each listed pid from its record, or through procfs where there is none.
+    fn merge_records(
+        &mut self,
+        records: &[TaskRecord],
+        target: &Target,
+        check_parents: bool,
+        processes: &mut Vec<ProcessCounters>,
+    ) -> Sampled {
+        let (root, root_start) = match target {
+            Target::Process {
+                pid,
+                start_time_ticks,
+                ..
+            } => (Some(*pid), Some(*start_time_ticks)),
+            _ => (None, None),
+        };
         self.private.begin_pass();
         let mut outcome = PassOutcome::default();
         let mut next = 0;
@@ -149,7 +262,9 @@ impl ProcessPassReader {
                 .get(next)
                 .filter(|record| record.tgid == pid && !record.is_truncated());
             let result = match record {
-                Some(record) => self.counters_of_record(record),
+                Some(record) => self
+                    .counters_of_record(record)
+                    .map(|counters| (counters, record.ppid)),
                 // Not shown by the iterator (pid 1 on some hosts, a process started after the
                 // iterator passed its pid) or too large for its walks.
                 None => {
@@ -157,23 +272,37 @@ impl ProcessPassReader {
                         procfs_pids.push(pid);
                     }
                     self.sample_procfs(pid)
-                        .map(|(sample, private_kib)| counters(&sample, private_kib))
+                        .map(|(sample, private_kib)| (counters(&sample, private_kib), sample.ppid))
                 }
             };
-            match result {
-                Ok(counters) => processes.push(counters),
-                Err(error) if error.is_gone() => outcome.member_gone = true,
+            let (counters, ppid) = match result {
+                Ok(read) => read,
                 Err(error) => {
-                    outcome.failures += 1;
-                    outcome.first_failure.get_or_insert(error);
+                    if Some(pid) == root {
+                        return Sampled::RootUnavailable(error.to_string());
+                    }
+                    if error.is_gone() {
+                        outcome.member_gone = true;
+                    } else {
+                        outcome.failures += 1;
+                        outcome.first_failure.get_or_insert(error);
+                    }
+                    continue;
                 }
+            };
+            if Some(pid) == root && Some(counters.start_time_ticks) != root_start {
+                return Sampled::RootUnavailable(format!(
+                    "process {pid} was replaced by another process with the same pid"
+                ));
             }
+            // Reparented (its parent exited) or adopted by a process outside the list.
+            if check_parents && Some(pid) != root && self.pids.binary_search(&ppid).is_err() {
+                return Sampled::Reparented;
+            }
+            processes.push(counters);
         }
         self.private.end_pass();
-        if let SourceState::Iter { records: kept, .. } = &mut self.source {
-            *kept = records;
-        }
-        Some(Sampled::Done(outcome))
+        Sampled::Done(outcome)
     }
 
     /// The counters procfs would give for the process of `record`, reading through procfs only
@@ -183,19 +312,26 @@ impl ProcessPassReader {
         record: &TaskRecord,
     ) -> Result<ProcessCounters, procfs::ProcessError> {
         let SourceState::Iter {
+            iter,
             page_size_bytes,
             held_at_read,
+            sched_info_on,
             ..
         } = &self.source
         else {
             return Err(procfs::ProcessError::Gone { pid: record.tgid });
         };
-        let (page_size_bytes, held_at_read) = (*page_size_bytes, *held_at_read);
+        let (page_size_bytes, held_at_read, statm_sums, sched_info_on) = (
+            *page_size_bytes,
+            *held_at_read,
+            iter.statm_sums(),
+            *sched_info_on,
+        );
         let pid = record.tgid;
         let ticks = |ns| task_iter::ns_to_ticks(ns, self.ticks_per_second).unwrap_or(0);
         let start_time_ticks = ticks(record.start_boottime_ns);
         let (utime_ns, stime_ns) = record.adjusted_cputime_ns();
-        let resident = record.resident_source();
+        let resident = record.resident_source(statm_sums);
         let read_statm = self.fields.exact_resident && resident == ResidentSource::CentralCountOnly;
         let mut read_private = self.fields.private_memory && self.private.needs_read(pid);
         if self.fields.private_memory
@@ -210,10 +346,24 @@ impl ProcessPassReader {
         } else {
             (None, None)
         };
+        // As the procfs reader: the live threads' schedstat summed, none above its thread bound.
+        let schedstat = (self.fields.schedstat
+            && record.nr_threads <= procfs::MAX_SCHEDSTAT_THREADS)
+            .then_some(if sched_info_on {
+                (record.live_runtime_ns, record.run_delay_ns)
+            } else {
+                (0, 0)
+            });
         let stat_rss_bytes = record.stat_rss_pages().saturating_mul(page_size_bytes);
         let rss_bytes = match resident {
             ResidentSource::None => 0,
             ResidentSource::Exact => stat_rss_bytes,
+            // statm's value where the procfs path reads statm, else stat's.
+            ResidentSource::Summed if self.fields.exact_resident => record
+                .summed_rss_pages()
+                .unwrap_or(0)
+                .saturating_mul(page_size_bytes),
+            ResidentSource::Summed => stat_rss_bytes,
             // As the procfs path: statm when asked and readable, else stat's value.
             ResidentSource::CentralCountOnly => statm_bytes.unwrap_or(stat_rss_bytes),
         };
@@ -258,8 +408,8 @@ impl ProcessPassReader {
                 read_syscalls: record.io[2],
                 write_syscalls: record.io[3],
             }),
-            run_time_ns: None,
-            run_queue_wait_ns: None,
+            run_time_ns: schedstat.map(|(run, _)| run),
+            run_queue_wait_ns: schedstat.map(|(_, wait)| wait),
         })
     }
 
@@ -278,5 +428,7 @@ impl ProcessPassReader {
     }
 }
 
+#[cfg(test)]
+mod namespace_tests;
 #[cfg(test)]
 pub(crate) mod tests;
