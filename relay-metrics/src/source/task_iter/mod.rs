@@ -439,7 +439,7 @@ fn load_and_attach() -> Result<OwnedFd, String> {
     let mut ebpf = aya::EbpfLoader::new()
         .btf(Some(&btf))
         .load(OBJECT)
-        .map_err(|error| format!("loading the task iterator object: {error}"))?;
+        .map_err(|error| format!("loading the task iterator object: {}", describe(&error)))?;
     let program: &mut aya::programs::Iter = ebpf
         .program_mut(PROGRAM)
         .ok_or_else(|| format!("the object has no program {PROGRAM}"))?
