@@ -56,8 +56,9 @@ pub(crate) struct Schema {
     /// Unit value → `DataUnit` member, for the fields typed `DataUnit`.
     data_unit_members: Py<PyDict>,
     data_unit_cache: [PyOnceLock<Py<PyAny>>; UNIT_SLOTS],
-    /// `fn(future, value, error)`: completes an asyncio future unless it was cancelled.
-    pub(crate) resolve: Py<PyAny>,
+    /// `fn() -> (future, LoopWaker)`: a future of the running loop for an await to yield, and
+    /// the loop's waker.
+    pub(crate) wait_future: Py<PyAny>,
 }
 
 static SCHEMA: PyOnceLock<Schema> = PyOnceLock::new();
@@ -103,7 +104,7 @@ pub(crate) fn _install(py: Python<'_>, classes: &Bound<'_, PyDict>) -> PyResult<
             .cast_into::<PyDict>()?
             .unbind(),
         data_unit_cache: std::array::from_fn(|_| PyOnceLock::new()),
-        resolve: get("_resolve")?,
+        wait_future: get("_wait_future")?,
     };
     // A second import (a reload) keeps the first registration: the classes are the same.
     let _ = SCHEMA.set(py, schema);

@@ -189,6 +189,101 @@ def test_a_cancelled_await_leaves_the_collector_usable() -> None:
     assert asyncio.run(run()).cpu is not None
 
 
+def test_a_cancelled_await_whose_loop_closed_before_the_collection_ended_is_harmless() -> None:
+    # The worker completes a request whose task was cancelled and whose loop is gone.
+    with relay_metrics.Collector({"measurement_scope": "global", **FAST}) as collector:
+
+        async def cancel_and_leave() -> None:
+            task = asyncio.ensure_future(collector.acollect())
+            await asyncio.sleep(0)
+            task.cancel()
+
+        asyncio.run(cancel_and_leave())
+        first = collector.collect()
+        second = asyncio.run(collector.acollect())
+    assert first.extensions is not None and second.extensions is not None
+    assert second.extensions["collector"]["sequence"] > first.extensions["collector"]["sequence"]
+
+
+def test_the_loop_runs_other_tasks_while_a_collection_is_awaited() -> None:
+    async def run() -> int:
+        ticks = 0
+        done = False
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not done:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        with relay_metrics.Collector({"measurement_scope": "global", **FAST}) as collector:
+            beating = asyncio.ensure_future(heartbeat())
+            await asyncio.sleep(0)
+            before = ticks
+            await collector.acollect()
+            during = ticks - before
+            done = True
+            await beating
+        return during
+
+    assert asyncio.run(run()) > 0
+
+
+def test_a_collection_awaited_after_it_ended_and_awaited_twice() -> None:
+    async def run() -> None:
+        with relay_metrics.Collector(FAST) as collector:
+            pending = collector._native.acollect()
+            time.sleep(0.2)  # the worker finishes first: the await then takes the ready result
+            snapshot = await pending
+            assert isinstance(snapshot, ResourceMetricsSnapshot)
+            with pytest.raises(RuntimeError, match="already awaited"):
+                await pending
+
+    asyncio.run(run())
+
+
+def test_awaits_with_the_worker_parked_between_them_and_from_several_loops() -> None:
+    async def run(pause: float) -> list[int]:
+        sequences = []
+        for _ in range(3):
+            snapshot = await collector.acollect()
+            assert snapshot.extensions is not None
+            sequences.append(snapshot.extensions["collector"]["sequence"])
+            await asyncio.sleep(pause)
+        return sequences
+
+    with relay_metrics.Collector(FAST) as collector:
+        assert asyncio.run(run(0)) == [1, 2, 3]
+        assert asyncio.run(run(0.01)) == [4, 5, 6]  # each asyncio.run: a new loop and its waker
+        loop = asyncio.new_event_loop()
+        try:
+            assert loop.run_until_complete(run(0)) == [7, 8, 9]
+            assert loop.run_until_complete(run(0)) == [10, 11, 12]  # the same loop's waker again
+        finally:
+            loop.close()
+
+
+def test_the_interpreter_exits_cleanly_right_after_an_await() -> None:
+    # The worker must not be inside the interpreter when it finalises (it was, now and then,
+    # when it woke the loop itself: "Fatal Python error: PyGILState_Release").
+    program = (
+        "import asyncio, relay_metrics\n"
+        f"c = relay_metrics.Collector({FAST!r})\n"
+        "asyncio.run(c.acollect())\n"
+    )
+    for _ in range(10):
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and not done.stderr, (done.returncode, done.stderr)
+
+
+def test_fork_child_awaiting_the_parents_collector_gets_a_clear_error() -> None:
+    with relay_metrics.Collector(FAST) as collector:
+        asyncio.run(collector.acollect())
+        message = _in_child(lambda: asyncio.run(collector.acollect()))
+        assert message.startswith("RuntimeError: ") and "was inherited across fork" in message
+        assert asyncio.run(collector.acollect()).cpu is not None
+
+
 def test_fork_child_gets_a_clear_error_and_parent_goes_on() -> None:
     collector = relay_metrics.Collector(FAST)
     collector.collect()

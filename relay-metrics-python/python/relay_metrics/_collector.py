@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Mapping
@@ -47,10 +46,8 @@ class Collector:
 
     async def acollect(self) -> ResourceMetricsSnapshot:
         """Takes a snapshot on the collector's own thread; the event loop keeps running."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ResourceMetricsSnapshot] = loop.create_future()
-        self._native.submit(loop, future)
-        return await future
+        snapshot: ResourceMetricsSnapshot = await self._native.acollect()
+        return snapshot
 
     def close(self) -> None:
         """Releases the collector (open files, eBPF programs). Idempotent."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
@@ -366,13 +367,23 @@ def _unit_members(*families: type[StrEnum]) -> dict[str, StrEnum]:
     return {member.value: member for family in families for member in family}
 
 
-def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
+# One waker per event loop, registered with the loop once and dropped with it.
+_loop_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _native.LoopWaker] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _wait_future() -> tuple[asyncio.Future[None], _native.LoopWaker]:
+    """A future for a relay_metrics await to yield on the running loop, and that loop's waker."""
+    loop = asyncio.get_running_loop()
+    waker = _loop_wakers.get(loop)
+    if waker is None:
+        waker = _native.LoopWaker()
+        loop.add_reader(waker.fileno(), waker.drain)
+        _loop_wakers[loop] = waker
+    future = loop.create_future()
+    future._asyncio_future_blocking = True
+    return future, waker
 
 
 _native._install(
@@ -390,7 +401,7 @@ _native._install(
             DurationUnit, CapacityUnit, BandwidthUnit, CpuUnit, UtilizationUnit, CountUnit
         ),
         "_data_unit_members": _unit_members(DataUnit),
-        "_resolve": _resolve,
+        "_wait_future": _wait_future,
     }
 )
 

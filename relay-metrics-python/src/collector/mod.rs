@@ -3,17 +3,18 @@
 //!
 //! Concurrency: the series' state sits behind one mutex, as in Relay (concurrent awaits collect
 //! one after another, each with its own snapshot). Asynchronous requests queue to the collector's
-//! own worker thread, which collects with no GIL held and completes the asyncio future through
-//! `loop.call_soon_threadsafe`, so the event loop's thread never waits for a read.
+//! own worker thread, which collects with no GIL held (`awaitable`), so the event loop's thread
+//! never waits for a read.
 //!
 //! Fork: threads do not survive `fork()`, and a mutex held by one of them at that moment stays
 //! locked forever in the child. Every entry point first compares the process id with the
 //! creator's and refuses, before touching any lock, in another process.
 
+mod awaitable;
+mod polling;
+
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -25,6 +26,10 @@ use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
 use crate::objects::schema;
 
+use awaitable::Queue;
+pub(crate) use awaitable::{Collecting, LoopWaker};
+use polling::{poll, Polling};
+
 /// A collected snapshot and its CLI JSON, made without the GIL.
 type Collected = (Arc<ResourceMetricsSnapshot>, String);
 
@@ -35,6 +40,15 @@ struct Series {
 
 impl Series {
     fn collect(&self, sampler: Option<SamplerInfo>) -> Result<Collected, String> {
+        let snapshot = self.snapshot(sampler)?;
+        let json = cli_json(&snapshot)?;
+        Ok((snapshot, json))
+    }
+
+    fn snapshot(
+        &self,
+        sampler: Option<SamplerInfo>,
+    ) -> Result<Arc<ResourceMetricsSnapshot>, String> {
         let mut guard = self
             .collector
             .lock()
@@ -42,28 +56,18 @@ impl Series {
         let collector = guard
             .as_mut()
             .ok_or_else(|| "this collector is closed".to_owned())?;
-        let snapshot = match sampler {
+        Ok(match sampler {
             Some(sampler) => collector.collect_with_sampler(sampler),
             None => collector.collect(),
-        };
-        drop(guard);
-        let mut json = Vec::with_capacity(8192);
-        snapshot.write_json(&mut json);
-        let json = String::from_utf8(json).map_err(|error| error.to_string())?;
-        Ok((snapshot, json))
+        })
     }
 }
 
-/// One asynchronous request: the loop to answer on and the future to complete.
-struct Job {
-    event_loop: Py<PyAny>,
-    future: Py<PyAny>,
-}
-
-/// The polling thread and its stop signal.
-struct Polling {
-    stop: Arc<(Mutex<bool>, Condvar)>,
-    thread: JoinHandle<()>,
+/// The snapshot's CLI JSON (kept for `to_json()` and `extensions`).
+fn cli_json(snapshot: &ResourceMetricsSnapshot) -> Result<String, String> {
+    let mut json = Vec::with_capacity(8192);
+    snapshot.write_json(&mut json);
+    String::from_utf8(json).map_err(|error| error.to_string())
 }
 
 /// A relay-metrics collector: one series of snapshots.
@@ -71,7 +75,7 @@ struct Polling {
 pub(crate) struct NativeCollector {
     series: Arc<Series>,
     owner_pid: u32,
-    worker: Mutex<Option<mpsc::Sender<Job>>>,
+    queue: Arc<Queue>,
     polling: Mutex<Option<Polling>>,
 }
 
@@ -112,7 +116,7 @@ impl NativeCollector {
                 collector: Mutex::new(Some(collector)),
             }),
             owner_pid: std::process::id(),
-            worker: Mutex::new(None),
+            queue: Arc::new(Queue::new()),
             polling: Mutex::new(None),
         })
     }
@@ -127,36 +131,12 @@ impl NativeCollector {
         schema(py)?.snapshot(py, &snapshot, &json)
     }
 
-    /// Queues a snapshot for `future` (an asyncio future of `event_loop`): the worker thread
-    /// collects, builds the objects and completes the future on the loop's thread.
-    fn submit(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
-        self.check_process()?;
-        let mut worker = self
-            .worker
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("the collector's worker lock is poisoned"))?;
-        let job = Job { event_loop, future };
-        let job = match worker.as_ref() {
-            Some(sender) => match sender.send(job) {
-                Ok(()) => return Ok(()),
-                // The worker is gone (it only ends when its channel closes): start another.
-                Err(mpsc::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (sender, receiver) = mpsc::channel();
-        let series = Arc::clone(&self.series);
-        std::thread::Builder::new()
-            .name("relay-metrics-collect".into())
-            .spawn(move || work(&series, &receiver))
-            .map_err(|error| {
-                PyRuntimeError::new_err(format!("cannot start the collector thread: {error}"))
-            })?;
-        sender
-            .send(job)
-            .map_err(|_| PyRuntimeError::new_err("the collector thread ended at start"))?;
-        *worker = Some(sender);
-        Ok(())
+    /// Queues a snapshot to the collector's worker thread; the awaitable of its result.
+    fn acollect(&self) -> Collecting {
+        if std::process::id() != self.owner_pid {
+            return Collecting::failed(inherited_message(self.owner_pid), self.owner_pid);
+        }
+        self.queue.submit(&self.series, self.owner_pid)
     }
 
     /// Starts the fixed-rate polling thread: every `interval_millis` it collects and calls
@@ -204,7 +184,7 @@ impl NativeCollector {
             .lock()
             .ok()
             .and_then(|mut polling| polling.take());
-        let worker = self.worker.lock().ok().and_then(|mut worker| worker.take());
+        self.queue.close();
         let series = Arc::clone(&self.series);
         py.detach(move || {
             if let Some(polling) = polling {
@@ -215,11 +195,37 @@ impl NativeCollector {
                 // A panic in the thread has already been reported on stderr.
                 let _ = polling.thread.join();
             }
-            drop(worker);
             let collector = series.collector.lock().ok().and_then(|mut c| c.take());
             drop(collector);
         });
         Ok(())
+    }
+
+    /// For the benchmark (`benches/await_breakdown.py`): `iterations` synchronous collections
+    /// on this thread, each as nanoseconds spent collecting, writing the JSON and building the
+    /// Python objects.
+    fn _phase_times(&self, py: Python<'_>, iterations: usize) -> PyResult<Vec<(u64, u64, u64)>> {
+        self.check_process()?;
+        let nanos = |since: Instant| u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let schema = schema(py)?;
+        let mut times = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let series = Arc::clone(&self.series);
+            let (snapshot, json, collect, write) = py
+                .detach(move || -> Result<_, String> {
+                    let started = Instant::now();
+                    let snapshot = series.snapshot(None)?;
+                    let collect = nanos(started);
+                    let started = Instant::now();
+                    let json = cli_json(&snapshot)?;
+                    Ok((snapshot, json, collect, nanos(started)))
+                })
+                .map_err(PyRuntimeError::new_err)?;
+            let started = Instant::now();
+            drop(schema.snapshot(py, &snapshot, &json)?);
+            times.push((collect, write, nanos(started)));
+        }
+        Ok(times)
     }
 
     /// For the benchmark (`benches/collect_vs_relay.py`): collects once, then builds the Python
@@ -262,16 +268,24 @@ impl NativeCollector {
 
 impl NativeCollector {
     fn check_process(&self) -> PyResult<()> {
-        let pid = std::process::id();
-        if pid == self.owner_pid {
+        if std::process::id() == self.owner_pid {
             return Ok(());
         }
-        Err(PyRuntimeError::new_err(format!(
-            "this relay_metrics collector was created in process {} and was inherited across \
-             fork by process {pid}; create a new collector (or activate again) in the child",
-            self.owner_pid
-        )))
+        Err(inherited_error(self.owner_pid))
     }
+}
+
+/// What using a collector in a fork child of its creator `owner_pid` says.
+fn inherited_message(owner_pid: u32) -> String {
+    format!(
+        "this relay_metrics collector was created in process {owner_pid} and was inherited \
+         across fork by process {}; create a new collector (or activate again) in the child",
+        std::process::id()
+    )
+}
+
+fn inherited_error(owner_pid: u32) -> PyErr {
+    PyRuntimeError::new_err(inherited_message(owner_pid))
 }
 
 impl Drop for NativeCollector {
@@ -286,6 +300,7 @@ impl Drop for NativeCollector {
             }
             return;
         }
+        self.queue.close();
         if let Ok(mut polling) = self.polling.lock() {
             if let Some(polling) = polling.take() {
                 if let Ok(mut stopped) = polling.stop.0.lock() {
@@ -295,90 +310,6 @@ impl Drop for NativeCollector {
                 // Not joined: the thread may be waiting for the GIL that the dropping thread
                 // holds. It sees the stop flag and ends on its own.
             }
-        }
-    }
-}
-
-/// The worker thread: one collection per request, in order.
-fn work(series: &Series, receiver: &mpsc::Receiver<Job>) {
-    while let Ok(job) = receiver.recv() {
-        let collected = series.collect(None);
-        Python::attach(|py| {
-            let Ok(schema) = schema(py) else {
-                return;
-            };
-            let (value, error) = match collected
-                .map_err(PyRuntimeError::new_err)
-                .and_then(|(snapshot, json)| schema.snapshot(py, &snapshot, &json))
-            {
-                Ok(value) => (value, py.None().into_bound(py)),
-                Err(error) => (
-                    py.None().into_bound(py),
-                    error.into_value(py).into_any().into_bound(py),
-                ),
-            };
-            // Fails only when the loop is closed: then nobody awaits the future any more.
-            let _ = job.event_loop.bind(py).call_method1(
-                pyo3::intern!(py, "call_soon_threadsafe"),
-                (schema.resolve.bind(py), job.future.bind(py), value, error),
-            );
-        });
-    }
-}
-
-/// The polling thread: fixed-rate ticks (deadlines `start + n × period`); a tick that a slow
-/// collection overran is skipped and counted, never fired late in a burst.
-fn poll(series: &Series, period: Duration, stop: &(Mutex<bool>, Condvar), emit: &Py<PyAny>) {
-    let start = Instant::now();
-    let period_ns = period.as_nanos().max(1);
-    let mut tick: u64 = 0;
-    let mut missed: u64 = 0;
-    loop {
-        let deadline = start
-            + Duration::from_nanos(u64::try_from(period_ns * u128::from(tick)).unwrap_or(u64::MAX));
-        if wait_until(stop, deadline) {
-            return;
-        }
-        let lateness = Instant::now().saturating_duration_since(deadline);
-        let sampler = SamplerInfo {
-            interval_usec: u64::try_from(period.as_micros()).unwrap_or(u64::MAX),
-            tick_index: tick,
-            tick_lateness_usec: u64::try_from(lateness.as_micros()).unwrap_or(u64::MAX),
-            missed_ticks_total: missed,
-        };
-        match series.collect(Some(sampler)) {
-            Ok((snapshot, _)) => Python::attach(|py| {
-                if let Err(error) = crate::marks::emit(py, &snapshot, emit) {
-                    error.print(py);
-                }
-            }),
-            // Relay logs a failed poll and goes on with the next one.
-            Err(error) => eprintln!("relay_metrics: resource metrics poll failed: {error}"),
-        }
-        let elapsed = start.elapsed().as_nanos();
-        let next = u64::try_from(elapsed / period_ns + 1).unwrap_or(u64::MAX);
-        missed += next.saturating_sub(tick + 1);
-        tick = next;
-    }
-}
-
-/// Sleeps until `deadline`; true when asked to stop meanwhile.
-fn wait_until(stop: &(Mutex<bool>, Condvar), deadline: Instant) -> bool {
-    let (flag, wake) = stop;
-    let Ok(mut stopped) = flag.lock() else {
-        return true;
-    };
-    loop {
-        if *stopped {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        match wake.wait_timeout(stopped, deadline - now) {
-            Ok((guard, _)) => stopped = guard,
-            Err(_) => return true,
         }
     }
 }

@@ -1,0 +1,80 @@
+//! The fixed-rate polling thread of a collector with `polling.enabled`: it collects on absolute
+//! deadlines and emits Relay's metric marks.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+
+use relay_metrics::snapshot::SamplerInfo;
+
+use super::Series;
+
+/// The polling thread and its stop signal.
+pub(super) struct Polling {
+    pub(super) stop: Arc<(Mutex<bool>, Condvar)>,
+    pub(super) thread: JoinHandle<()>,
+}
+
+/// The polling thread: fixed-rate ticks (deadlines `start + n × period`); a tick that a slow
+/// collection overran is skipped and counted, never fired late in a burst.
+pub(super) fn poll(
+    series: &Series,
+    period: Duration,
+    stop: &(Mutex<bool>, Condvar),
+    emit: &Py<PyAny>,
+) {
+    let start = Instant::now();
+    let period_ns = period.as_nanos().max(1);
+    let mut tick: u64 = 0;
+    let mut missed: u64 = 0;
+    loop {
+        let deadline = start
+            + Duration::from_nanos(u64::try_from(period_ns * u128::from(tick)).unwrap_or(u64::MAX));
+        if wait_until(stop, deadline) {
+            return;
+        }
+        let lateness = Instant::now().saturating_duration_since(deadline);
+        let sampler = SamplerInfo {
+            interval_usec: u64::try_from(period.as_micros()).unwrap_or(u64::MAX),
+            tick_index: tick,
+            tick_lateness_usec: u64::try_from(lateness.as_micros()).unwrap_or(u64::MAX),
+            missed_ticks_total: missed,
+        };
+        match series.collect(Some(sampler)) {
+            Ok((snapshot, _)) => Python::attach(|py| {
+                if let Err(error) = crate::marks::emit(py, &snapshot, emit) {
+                    error.print(py);
+                }
+            }),
+            // Relay logs a failed poll and goes on with the next one.
+            Err(error) => eprintln!("relay_metrics: resource metrics poll failed: {error}"),
+        }
+        let elapsed = start.elapsed().as_nanos();
+        let next = u64::try_from(elapsed / period_ns + 1).unwrap_or(u64::MAX);
+        missed += next.saturating_sub(tick + 1);
+        tick = next;
+    }
+}
+
+/// Sleeps until `deadline`; true when asked to stop meanwhile.
+fn wait_until(stop: &(Mutex<bool>, Condvar), deadline: Instant) -> bool {
+    let (flag, wake) = stop;
+    let Ok(mut stopped) = flag.lock() else {
+        return true;
+    };
+    loop {
+        if *stopped {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        match wake.wait_timeout(stopped, deadline - now) {
+            Ok((guard, _)) => stopped = guard,
+            Err(_) => return true,
+        }
+    }
+}
