@@ -23,11 +23,11 @@ fuzz_target!(|data: &[u8]| {
             layout
                 .v1
                 .iter()
-                .find(|h| h.matches_proc_field(entry.controllers))
+                .find(|h| h.matches_proc_field(&entry.controllers))
                 .map(|h| &h.mount)
         };
         if let Some(mount) = mount {
-            if let Some(dir) = mount.dir_of(entry.path) {
+            if let Some(dir) = mount.dir_of(&entry.path) {
                 assert!(dir.starts_with(&mount.mount_point));
             }
         }

@@ -1,9 +1,14 @@
 //! Where the cgroup hierarchies are mounted (`/proc/self/mountinfo`) and which cgroups a process
-//! belongs to (`/proc/<pid>/cgroup`).
+//! belongs to (`/proc/<pid>/cgroup`). Both are read once per collector, so their lines are split
+//! by `procfs-core` (it allocates per line, which does not matter here); the per-collect parsers
+//! stay allocation-free (`docs/PERFORMANCE.md`, "Parsing").
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+
+use procfs_core::process::MountInfo;
+use procfs_core::{FromBufRead, ProcessCGroups};
 
 use super::CgroupError;
 use crate::source::file::read_once;
@@ -65,11 +70,12 @@ impl V1Hierarchy {
     }
 
     /// True when this hierarchy is the one a `/proc/<pid>/cgroup` line's controller field names
-    /// (`cpu,cpuacct`, `name=systemd`, …): same set of controllers and same name.
-    pub fn matches_proc_field(&self, field: &str) -> bool {
+    /// (`cpu,cpuacct`, `name=systemd`, …, split at the commas): same set of controllers and same
+    /// name.
+    pub fn matches_proc_field(&self, field: &[String]) -> bool {
         let mut name = None;
         let mut count = 0;
-        for item in field.split(',').filter(|item| !item.is_empty()) {
+        for item in field.iter().filter(|item| !item.is_empty()) {
             if let Some(value) = item.strip_prefix("name=") {
                 name = Some(value);
             } else if self.has(item) {
@@ -98,34 +104,44 @@ impl CgroupLayout {
     }
 
     /// Builds the layout from mountinfo content, mapping mount points through `roots`.
-    /// Malformed lines are skipped.
+    /// Malformed lines (and lines that are not UTF-8, which `procfs-core` cannot take) are
+    /// skipped.
     pub fn from_mountinfo(content: &[u8], roots: &Roots) -> Self {
         let mut layout = Self::default();
         for line in content.split(|&b| b == b'\n') {
-            let Some(entry) = parse_mountinfo_line(line) else {
+            let Some(entry) = std::str::from_utf8(line)
+                .ok()
+                .and_then(|line| MountInfo::from_line(line).ok())
+            else {
                 continue;
             };
+            if entry.fs_type != "cgroup2" && entry.fs_type != "cgroup" {
+                continue;
+            }
+            // procfs-core leaves mountinfo's octal escapes in both paths.
             let mount = Mount {
-                root: String::from_utf8_lossy(&unescape(entry.root)).into_owned(),
-                mount_point: roots.map(Path::new(&OsString::from_vec(unescape(entry.mount_point)))),
+                root: String::from_utf8_lossy(&unescape(entry.root.as_bytes())).into_owned(),
+                mount_point: roots.map(Path::new(&OsString::from_vec(unescape(
+                    entry.mount_point.as_os_str().as_bytes(),
+                )))),
             };
-            match entry.fs_type {
-                b"cgroup2" if layout.v2.is_none() => layout.v2 = Some(mount),
-                b"cgroup" => {
-                    let (controllers, name) = v1_controllers(entry.super_options);
-                    let seen = layout
-                        .v1
-                        .iter()
-                        .any(|h| h.controllers == controllers && h.name == name);
-                    if !seen {
-                        layout.v1.push(V1Hierarchy {
-                            mount,
-                            controllers,
-                            name,
-                        });
-                    }
+            if entry.fs_type == "cgroup2" {
+                if layout.v2.is_none() {
+                    layout.v2 = Some(mount);
                 }
-                _ => {}
+                continue;
+            }
+            let (controllers, name) = v1_controllers(&entry);
+            let seen = layout
+                .v1
+                .iter()
+                .any(|h| h.controllers == controllers && h.name == name);
+            if !seen {
+                layout.v1.push(V1Hierarchy {
+                    mount,
+                    controllers,
+                    name,
+                });
             }
         }
         layout
@@ -148,39 +164,6 @@ pub fn discover(roots: &Roots) -> Result<CgroupLayout, CgroupError> {
     let mut buf = Vec::new();
     let content = read_once(&path, &mut buf)?;
     Ok(CgroupLayout::from_mountinfo(content, roots))
-}
-
-struct MountinfoEntry<'a> {
-    root: &'a [u8],
-    mount_point: &'a [u8],
-    fs_type: &'a [u8],
-    super_options: &'a [u8],
-}
-
-/// `id parent maj:min root mount_point options [optional...] - fstype source super_options`
-fn parse_mountinfo_line(line: &[u8]) -> Option<MountinfoEntry<'_>> {
-    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
-    let _id = fields.next()?;
-    let _parent = fields.next()?;
-    let _device = fields.next()?;
-    let root = fields.next()?;
-    let mount_point = fields.next()?;
-    let _options = fields.next()?;
-    // Optional fields (`shared:4`, `master:1`, …) run up to a lone `-`.
-    for field in fields.by_ref() {
-        if field == b"-" {
-            break;
-        }
-    }
-    let fs_type = fields.next()?;
-    let _source = fields.next()?;
-    let super_options = fields.next().unwrap_or(b"");
-    Some(MountinfoEntry {
-        root,
-        mount_point,
-        fs_type,
-        super_options,
-    })
 }
 
 /// Undoes mountinfo's octal escapes (`\040` space, `\011` tab, `\012` newline, `\134` backslash).
@@ -213,9 +196,10 @@ fn octal_byte(digits: &[u8]) -> Option<u8> {
 }
 
 /// Splits v1 super options into controllers and a hierarchy name. Everything that is not a known
-/// cgroup mount option is a controller, so controllers added by newer kernels are kept.
-fn v1_controllers(super_options: &[u8]) -> (Vec<String>, Option<String>) {
-    const OPTIONS: [&str; 8] = [
+/// cgroup mount option is a controller, so controllers added by newer kernels are kept. They come
+/// sorted: procfs-core keeps the options in a map, so the kernel's order is lost.
+fn v1_controllers(entry: &MountInfo) -> (Vec<String>, Option<String>) {
+    const OPTIONS: [&str; 9] = [
         "rw",
         "ro",
         "none",
@@ -224,59 +208,57 @@ fn v1_controllers(super_options: &[u8]) -> (Vec<String>, Option<String>) {
         "clone_children",
         "xattr",
         "cpuset_v2_mode",
+        "favordynmods",
     ];
-    let text = String::from_utf8_lossy(super_options);
     let mut controllers = Vec::new();
     let mut name = None;
-    for option in text.split(',').filter(|o| !o.is_empty()) {
-        if let Some(value) = option.strip_prefix("name=") {
-            name = Some(value.to_owned());
-        } else if OPTIONS.contains(&option)
-            || option == "favordynmods"
-            || option.starts_with("release_agent=")
-        {
-            continue;
-        } else {
-            controllers.push(option.to_owned());
+    for (option, value) in &entry.super_options {
+        match (option.as_str(), value) {
+            ("name", Some(value)) => name = Some(value.clone()),
+            ("release_agent", Some(_)) => {}
+            (option, None) if OPTIONS.contains(&option) || option.is_empty() => {}
+            (option, None) => controllers.push(option.to_owned()),
+            // Another `key=value` option is not a controller.
+            (_, Some(_)) => {}
         }
     }
+    controllers.sort_unstable();
     (controllers, name)
 }
 
 /// One line of `/proc/<pid>/cgroup`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcCgroupEntry<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcCgroupEntry {
     /// Hierarchy id (0 for the unified hierarchy).
     pub hierarchy_id: u32,
-    /// Controller list (`cpu,cpuacct`, `name=systemd`; empty for v2).
-    pub controllers: &'a str,
+    /// Controller list (`cpu`, `cpuacct`; `name=systemd`; empty for v2).
+    pub controllers: Vec<String>,
     /// The cgroup path within that hierarchy.
-    pub path: &'a str,
+    pub path: String,
 }
 
-impl ProcCgroupEntry<'_> {
+impl ProcCgroupEntry {
     /// True for the unified hierarchy's line (`0::/path`).
     pub fn is_v2(&self) -> bool {
         self.hierarchy_id == 0 && self.controllers.is_empty()
     }
 }
 
-/// Iterates the well-formed lines of `/proc/<pid>/cgroup` content (`id:controllers:path`).
-/// The path is everything after the second colon, since paths may contain colons.
-pub fn parse_proc_cgroup(content: &[u8]) -> impl Iterator<Item = ProcCgroupEntry<'_>> {
-    content.split(|&b| b == b'\n').filter_map(|line| {
-        let line = std::str::from_utf8(line).ok()?;
-        let (id, rest) = line.split_once(':')?;
-        let (controllers, path) = rest.split_once(':')?;
-        if !path.starts_with('/') {
-            return None;
-        }
-        Some(ProcCgroupEntry {
-            hierarchy_id: id.parse().ok()?,
-            controllers,
-            path,
+/// The well-formed lines of `/proc/<pid>/cgroup` content (`id:controllers:path`), split by
+/// procfs-core one line at a time so one bad line costs only itself. The path is everything after
+/// the second colon, since paths may contain colons; a path that is not absolute is refused.
+pub fn parse_proc_cgroup(content: &[u8]) -> impl Iterator<Item = ProcCgroupEntry> + '_ {
+    content
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| ProcessCGroups::from_buf_read(line).ok())
+        .flat_map(|groups| groups.0)
+        .filter(|group| group.pathname.starts_with('/'))
+        .map(|group| ProcCgroupEntry {
+            hierarchy_id: group.hierarchy,
+            controllers: group.controllers,
+            path: group.pathname,
         })
-    })
 }
 
 #[cfg(test)]
@@ -338,10 +320,11 @@ mod tests {
             layout.v1[0].mount.mount_point,
             PathBuf::from("/sys/fs/cgroup/cpu,cpuacct")
         );
-        assert!(layout.v1[0].matches_proc_field("cpu,cpuacct"));
-        assert!(layout.v1[0].matches_proc_field("cpuacct,cpu"));
-        assert!(!layout.v1[0].matches_proc_field("cpu"));
-        assert!(!layout.v1[0].matches_proc_field("cpu,cpuacct,name=x"));
+        let field = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(layout.v1[0].matches_proc_field(&field(&["cpu", "cpuacct"])));
+        assert!(layout.v1[0].matches_proc_field(&field(&["cpuacct", "cpu"])));
+        assert!(!layout.v1[0].matches_proc_field(&field(&["cpu"])));
+        assert!(!layout.v1[0].matches_proc_field(&field(&["cpu", "cpuacct", "name=x"])));
     }
 
     #[test]
@@ -362,6 +345,22 @@ mod tests {
         let layout = CgroupLayout::from_mountinfo(content, &Roots::host());
         assert_eq!(layout.v2.unwrap().mount_point, PathBuf::from("/first"));
         assert!(layout.v1.is_empty());
+    }
+
+    #[test]
+    fn a_line_procfs_core_cannot_take_costs_only_itself() {
+        let content = b"40 31 0:37 / /sys/fs/cgroup/\xff rw - cgroup cgroup rw,pids\n\
+41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+42 31 0:39 / /sys/fs/cgroup/memory rw shared:x - cgroup cgroup rw,memory\n\
+43 31 0:40 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpuacct,cpu,foo=bar\n";
+        let layout = CgroupLayout::from_mountinfo(content, &Roots::host());
+        assert_eq!(
+            layout.v2.unwrap().mount_point,
+            PathBuf::from("/sys/fs/cgroup/unified")
+        );
+        assert_eq!(layout.v1.len(), 1);
+        // Sorted, and a `key=value` option is not a controller.
+        assert_eq!(layout.v1[0].controllers, vec!["cpu", "cpuacct"]);
     }
 
     #[test]
@@ -431,7 +430,7 @@ mod tests {
             b"9:name=systemd:/\n4:memory:/process_api/068ab\n1:cpu:/\n0::/a:b\nbad line\n";
         let entries: Vec<_> = parse_proc_cgroup(content).collect();
         assert_eq!(entries.len(), 4);
-        assert_eq!(entries[0].controllers, "name=systemd");
+        assert_eq!(entries[0].controllers, vec!["name=systemd"]);
         assert_eq!(entries[1].hierarchy_id, 4);
         assert_eq!(entries[1].path, "/process_api/068ab");
         assert!(entries[3].is_v2());

@@ -184,18 +184,18 @@ pub fn resolve_for_pid(
                 v2 = layout
                     .v2
                     .as_ref()
-                    .and_then(|mount| CgroupDir::new(mount, entry.path));
+                    .and_then(|mount| CgroupDir::new(mount, &entry.path));
             }
             continue;
         }
         let Some(hierarchy) = layout
             .v1
             .iter()
-            .find(|h| h.matches_proc_field(entry.controllers))
+            .find(|h| h.matches_proc_field(&entry.controllers))
         else {
             continue;
         };
-        if let Some(dir) = CgroupDir::new(&hierarchy.mount, entry.path) {
+        if let Some(dir) = CgroupDir::new(&hierarchy.mount, &entry.path) {
             v1.push(V1Dir {
                 controllers: hierarchy.controllers.clone(),
                 name: hierarchy.name.clone(),
