@@ -40,13 +40,16 @@ pub enum ConfigError {
     DuplicateComponent,
 }
 
-/// Which processes to measure, as configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Which processes to measure, as configured (also the CLI's `--scope`, which has no
+/// `runtime_default`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum ScopeSetting {
     /// `process_tree` rooted at the calling process in the library (Relay's embedded APIs);
     /// `global` in the CLI when neither `--pid` nor `--cgroup` is given.
     #[default]
+    #[value(skip)]
     RuntimeDefault,
     /// Every process of the system.
     Global,

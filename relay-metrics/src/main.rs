@@ -116,7 +116,7 @@ struct TargetArgs {
     /// Measurement scope (default: the config's, else process_tree with --pid, cgroup with
     /// --cgroup, else global).
     #[arg(long, value_enum)]
-    scope: Option<ScopeArg>,
+    scope: Option<ScopeSetting>,
     /// Root process of process_tree / application_process (alone, implies process_tree).
     #[arg(long)]
     pid: Option<u32>,
@@ -138,15 +138,6 @@ enum ProcessSourceArg {
     BpfIter,
     Procfs,
     Both,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-#[value(rename_all = "snake_case")]
-enum ScopeArg {
-    Global,
-    ApplicationProcess,
-    ProcessTree,
-    Cgroup,
 }
 
 fn main() {
@@ -294,38 +285,28 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     };
     // Precedence: --scope, then a scope written in the config, then the one --pid or --cgroup
     // implies, then global (Relay's CLI default).
-    let configured = match config.measurement_scope {
-        ScopeSetting::RuntimeDefault => None,
-        ScopeSetting::Global => Some(ScopeArg::Global),
-        ScopeSetting::ApplicationProcess => Some(ScopeArg::ApplicationProcess),
-        ScopeSetting::ProcessTree => Some(ScopeArg::ProcessTree),
-        ScopeSetting::Cgroup => Some(ScopeArg::Cgroup),
-    };
+    let configured = (config.measurement_scope != ScopeSetting::RuntimeDefault)
+        .then_some(config.measurement_scope);
     let (scope, origin) = match (args.scope, configured, args.pid, &args.cgroup) {
         (Some(scope), ..) => (scope, "--scope"),
         (None, Some(scope), ..) => (scope, "the config's measurement_scope"),
-        (None, None, Some(_), None) => (ScopeArg::ProcessTree, "--pid"),
-        (None, None, None, Some(_)) => (ScopeArg::Cgroup, "--cgroup"),
+        (None, None, Some(_), None) => (ScopeSetting::ProcessTree, "--pid"),
+        (None, None, None, Some(_)) => (ScopeSetting::Cgroup, "--cgroup"),
         (None, None, Some(_), Some(_)) => {
             bail!("--pid and --cgroup select different scopes: give --scope")
         }
-        (None, None, None, None) => (ScopeArg::Global, "the default"),
+        (None, None, None, None) => (ScopeSetting::Global, "the default"),
     };
-    config.measurement_scope = match scope {
-        ScopeArg::Global => ScopeSetting::Global,
-        ScopeArg::ApplicationProcess => ScopeSetting::ApplicationProcess,
-        ScopeArg::ProcessTree => ScopeSetting::ProcessTree,
-        ScopeArg::Cgroup => ScopeSetting::Cgroup,
-    };
+    config.measurement_scope = scope;
     let name = scope_name(scope);
     match scope {
-        ScopeArg::Global if args.pid.is_some() || args.cgroup.is_some() => {
+        ScopeSetting::Global if args.pid.is_some() || args.cgroup.is_some() => {
             bail!("{origin} {name} measures every process: drop --pid / --cgroup")
         }
-        ScopeArg::ApplicationProcess | ScopeArg::ProcessTree if args.cgroup.is_some() => {
+        ScopeSetting::ApplicationProcess | ScopeSetting::ProcessTree if args.cgroup.is_some() => {
             bail!("{origin} {name} measures processes: --cgroup needs the cgroup scope")
         }
-        ScopeArg::Cgroup if args.pid.is_some() => {
+        ScopeSetting::Cgroup if args.pid.is_some() => {
             bail!("{origin} {name} measures a cgroup: --pid needs process_tree or application_process")
         }
         _ => {}
@@ -336,8 +317,10 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     if let Some(path) = &args.cgroup {
         config.cgroup_path = Some(path.clone());
     }
-    if matches!(scope, ScopeArg::ApplicationProcess | ScopeArg::ProcessTree)
-        && config.root_pid.is_none()
+    if matches!(
+        scope,
+        ScopeSetting::ApplicationProcess | ScopeSetting::ProcessTree
+    ) && config.root_pid.is_none()
     {
         bail!("{origin} {name} needs --pid (the CLI has no process of its own to measure)");
     }
@@ -345,13 +328,11 @@ fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     Ok(config)
 }
 
-fn scope_name(scope: ScopeArg) -> &'static str {
-    match scope {
-        ScopeArg::Global => "global",
-        ScopeArg::ApplicationProcess => "application_process",
-        ScopeArg::ProcessTree => "process_tree",
-        ScopeArg::Cgroup => "cgroup",
-    }
+/// The `--scope` spelling (`runtime_default` never reaches here: it has none).
+fn scope_name(scope: ScopeSetting) -> String {
+    scope
+        .to_possible_value()
+        .map_or_else(|| format!("{scope:?}"), |value| value.get_name().to_owned())
 }
 
 /// The most collects `bench` times.
