@@ -1,19 +1,14 @@
 //! From a [`Sample`] to a snapshot: sums, rates and units, following Relay's field rules.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 
 use super::aggregate::{sum, ticks_to_ms, Coverage, Sum};
 use super::rates::ProcessRates;
-use super::{Baselines, ProcessCounters, ProcessPass, Sample};
+use super::{Baselines, CgroupValues, ProcessCounters, ProcessPass, ProcessSet, Sample};
 use crate::config::ResourceMetricsConfig;
 use crate::snapshot::{
-    Extensions, MeasurementScope, OperatingSystem, PreciseCpu, ResourceLimitEventKind,
-    ResourceLimitResource, ResourceMetricsSnapshot, SampleAges,
-};
-use crate::units::{
-    BandwidthUnit, CapacityUnit, CountUnit, CpuUnit, DataUnit, Measurement, UtilizationUnit,
+    Extensions, MeasurementScope, OperatingSystem, PreciseCpu, ProcessSamplingMetadata,
+    ResourceMetricsSnapshot, SampleAges,
 };
 
 /// Which per-process values a configuration asks for (Relay 0.10.4).
@@ -76,15 +71,9 @@ pub fn derive_into(
     timestamp: DateTime<Utc>,
     out: &mut ResourceMetricsSnapshot,
 ) {
-    let scope = sample.scope;
-    let wanted = Wanted::from_config(config, scope);
-    let coverage = match scope {
-        MeasurementScope::ApplicationProcess | MeasurementScope::ProcessTree => Coverage::Strict,
-        MeasurementScope::Global | MeasurementScope::Cgroup => Coverage::Partial,
-    };
     out.timestamp = timestamp;
     out.operating_system = OperatingSystem::Linux;
-    out.measurement_scope = scope;
+    out.measurement_scope = sample.scope;
     fill_extensions(&mut out.extensions, sample);
 
     if let ProcessPass::RootUnavailable(_) = &sample.processes {
@@ -93,218 +82,139 @@ pub fn derive_into(
         return;
     }
 
-    let (processes, complete) = match &sample.processes {
-        ProcessPass::Sampled(set) => (Some(set), set.incomplete.is_none()),
-        _ => (None, false),
-    };
-    // Relay nulls process sums of an incomplete tree/application pass; partial scopes keep them.
-    let summable = processes
-        .filter(|_| complete || coverage == Coverage::Partial)
-        .map(|set| set.processes.as_slice());
-    let sums = summable.map(|list| Sums::of(list, coverage, sample.clock_ticks_per_second));
-    let clock = (sample.instant, sample.boottime_ns);
-    let rates = match summable {
-        Some(list) if wanted.any_sum() => {
-            baselines.process_rates(list, clock, sample.clock_ticks_per_second, coverage, true)
-        }
-        _ => {
-            baselines.process_rates(&[], clock, 1, coverage, false);
-            ProcessRates::default()
-        }
-    };
-    // An incomplete tree/application pass cannot tell whether the set owns its cgroup.
-    let cgroup = sample
-        .cgroup
-        .as_ref()
-        .filter(|_| complete || coverage == Coverage::Partial);
-    let cgroup_usage_rate =
-        baselines.cgroup_usage_rate(sample.instant, cgroup.and_then(|c| c.usage_ns));
-    let system_cpu_rate = if scope == MeasurementScope::Global && config.cpu.enabled {
-        baselines.system_cpu_rate(sample.instant, &sample.system.cpu_ticks)
-    } else {
-        None
-    };
-
-    out.extensions.precise_cpu = wanted.cpu.then(|| PreciseCpu {
-        run_time_ns: sums.as_ref().and_then(|s| s.run_ns.value),
-        run_queue_wait_ns: sums.as_ref().and_then(|s| s.run_wait_ns.value),
-        run_rate_logical_processors: rates.run_logical_processors,
-        cgroup_usage_ns: cgroup.and_then(|c| c.usage_ns),
-        cgroup_usage_rate_logical_processors: cgroup_usage_rate,
-    });
-
-    out.process_sampling = match processes {
-        Some(set) if wanted.any_sum() => Some(sampling_metadata(
-            set.visible,
-            set.processes.len(),
-            sums.as_ref(),
-            &rates,
-            wanted,
-            scope,
-        )),
-        _ => None,
-    };
-
-    let units = &config.units;
-    let ms = |value: Option<u64>, unit| value.map(|v| duration_ms(v, unit));
-    fill(&mut out.cpu, config.cpu.enabled, |cpu| {
-        let pressure = if scope == MeasurementScope::Global {
-            sample.system.cpu_pressure
-        } else {
-            cgroup.map(|c| c.cpu_pressure).unwrap_or_default()
-        };
-        let consumption_rate = match scope {
-            MeasurementScope::Global => system_cpu_rate,
-            // The cgroup's own usage counter (ns) also covers processes that exited during
-            // the interval; the process sum is the fallback where there is none.
-            MeasurementScope::Cgroup => cgroup_usage_rate.or(rates.cpu_logical_processors),
-            _ => rates.cpu_logical_processors,
-        };
-        let sum = |select: fn(&Sums) -> Sum| sums.as_ref().and_then(|s| select(s).value);
-        cpu.user_time = ms(sum(|s| s.user_ms), units.cpu.user_time);
-        cpu.system_time = ms(sum(|s| s.system_ms), units.cpu.system_time);
-        cpu.total_time = ms(sum(|s| s.total_ms), units.cpu.total_time);
-        cpu.consumption_rate = consumption_rate.and_then(|rate| {
-            Measurement::decimal(rate, CpuUnit::LogicalProcessors, units.cpu.consumption_rate)
-        });
-        // Relay truncates µs to ms at collection; converting afterwards keeps its numbers.
-        cpu.throttled_time = ms(
-            cgroup
-                .and_then(|c| c.throttled_usec)
-                .map(|usec| usec / 1000),
-            units.cpu.throttled_time,
-        );
-        cpu.effective_limit = cgroup
-            .and_then(|c| c.effective_cpu_limit)
-            .and_then(|limit| {
-                Measurement::decimal(limit, CpuUnit::LogicalProcessors, units.cpu.effective_limit)
-            });
-        cpu.some_pressure_stall_time = ms(
-            pressure.some_usec.map(|u| u / 1000),
-            units.cpu.some_pressure_stall_time,
-        );
-        cpu.full_pressure_stall_time = ms(
-            pressure.full_usec.map(|u| u / 1000),
-            units.cpu.full_pressure_stall_time,
-        );
-        fill_limit_events(
-            &mut cpu.limit_events,
-            &[(
-                ResourceLimitResource::Cpu,
-                ResourceLimitEventKind::Throttled,
-                cgroup.and_then(|c| c.throttled_periods),
-            )],
-        );
-    });
-
+    let pass = Pass::new(config, sample, baselines);
+    out.extensions.precise_cpu = pass.wanted.cpu.then(|| pass.precise_cpu());
+    out.process_sampling = pass.sampling();
+    fill(&mut out.cpu, config.cpu.enabled, |cpu| fill_cpu(cpu, &pass));
     fill(&mut out.memory, config.memory.enabled, |memory| {
-        fill_memory(memory, config, sample, scope, sums.as_ref(), cgroup)
+        fill_memory(
+            memory,
+            config,
+            sample,
+            pass.scope,
+            pass.sums.as_ref(),
+            pass.cgroup,
+        )
     });
-
     fill(&mut out.process, config.process.enabled, |process| {
-        let counted = summable.map(|list| list.len() as u64);
-        let active = match scope {
-            MeasurementScope::Global => processes.map(|set| set.visible),
-            _ => counted,
-        };
-        let descendants = match scope {
-            MeasurementScope::ProcessTree | MeasurementScope::ApplicationProcess => {
-                active.and_then(|a| a.checked_sub(1))
-            }
-            MeasurementScope::Global | MeasurementScope::Cgroup => None,
-        };
-        let count = |value: Option<u64>, unit| value.map(|v| Measurement::count(v, unit));
-        let sum = |select: fn(&Sums) -> Sum| sums.as_ref().and_then(|s| select(s).value);
-        process.active_count = count(active, CountUnit::Processes);
-        process.descendant_count = count(descendants, CountUnit::Processes);
-        process.thread_count = count(sum(|s| s.threads), CountUnit::Threads);
-        process.lifetime_creation_count =
-            count(sample.lifetime.processes_created, CountUnit::Processes);
-        process.open_file_descriptor_count = count(sum(|s| s.open_fds), CountUnit::FileDescriptors);
-        process.windows_handle_count = None;
-        fill_limit_events(
-            &mut process.limit_events,
-            &[(
-                ResourceLimitResource::Processes,
-                ResourceLimitEventKind::Maximum,
-                cgroup.and_then(|c| c.pids_max_events),
-            )],
-        );
+        fill_process(process, &pass)
     });
-
     fill(&mut out.disk, config.disk.enabled, |disk| {
-        let process_io = config.disk.process_io;
-        let io = |select: fn(&Sums) -> Sum| {
-            sums.as_ref()
-                .filter(|_| process_io)
-                .and_then(|s| select(s).value)
-        };
-        let data = |value: Option<u64>, unit| {
-            value.map(|v| Measurement::integer(v, DataUnit::Bytes, unit))
-        };
-        let bandwidth = |value: Option<f64>, unit| {
-            value
-                .filter(|_| process_io)
-                .and_then(|v| Measurement::decimal(v, BandwidthUnit::BytesPerSecond, unit))
-        };
-        let operations =
-            |value: Option<u64>| value.map(|v| Measurement::count(v, CountUnit::Operations));
-        disk.read_data = data(io(|s| s.read_bytes), units.disk.read_data);
-        disk.write_data = data(io(|s| s.write_bytes), units.disk.write_data);
-        disk.read_throughput = bandwidth(rates.read_bytes_per_second, units.disk.read_throughput);
-        disk.write_throughput =
-            bandwidth(rates.write_bytes_per_second, units.disk.write_throughput);
-        disk.read_operations = operations(io(|s| s.read_syscalls));
-        disk.write_operations = operations(io(|s| s.write_syscalls));
-        let capacity =
-            |v: Option<u64>, unit| v.map(|v| Measurement::integer(v, CapacityUnit::Bytes, unit));
-        refill(&mut disk.filesystems, &sample.filesystems, |entry, fs| {
-            entry.path = Arc::clone(&fs.path);
-            entry.total_capacity = capacity(fs.total_bytes, units.disk.filesystem_total_capacity);
-            entry.available_capacity =
-                capacity(fs.available_bytes, units.disk.filesystem_available_capacity);
-            entry.free_capacity = capacity(fs.free_bytes, units.disk.filesystem_free_capacity);
-        });
+        fill_disk(disk, &pass)
     });
-
-    fill(&mut out.gpu, config.gpu.enabled, |gpu| {
-        let memory = |bytes: Option<u64>, unit| {
-            bytes.map(|b| Measurement::integer(b / 1024, CapacityUnit::Kibibytes, unit))
-        };
-        let utilization = |percent: Option<f64>, unit| {
-            percent.and_then(|p| Measurement::decimal(p, UtilizationUnit::Percentage, unit))
-        };
-        fill(
-            &mut gpu.device_metrics,
-            config.gpu.device_metrics,
-            |devices| {
-                refill(devices, &sample.gpu.devices, |entry, d| {
-                    entry.vendor = d.vendor;
-                    entry.device_identifier = Arc::clone(&d.identifier);
-                    entry.device_index = d.index;
-                    entry.memory_used = memory(d.memory_used_bytes, units.gpu.device_memory_used);
-                    entry.compute_utilization =
-                        utilization(d.utilization_percent, units.gpu.device_compute_utilization);
-                });
-            },
-        );
-        let process_records = config.gpu.process_metrics && summable.is_some();
-        fill(&mut gpu.process_metrics, process_records, |list| {
-            refill(list, &sample.gpu.processes, |entry, p| {
-                entry.vendor = p.vendor;
-                entry.device_identifier = Arc::clone(&p.identifier);
-                entry.device_index = p.index;
-                entry.process_id = p.pid;
-                entry.memory_used = memory(p.memory_used_bytes, units.gpu.process_memory_used);
-                entry.compute_utilization =
-                    utilization(p.utilization_percent, units.gpu.process_compute_utilization);
-            });
-        });
-    });
-
+    fill(&mut out.gpu, config.gpu.enabled, |gpu| fill_gpu(gpu, &pass));
     fill(&mut out.network, config.network.enabled, |network| {
         fill_network(network, config, sample, baselines)
     });
+}
+
+/// What the categories of one snapshot are derived from: the sample and configuration, and the
+/// sums, rates and cgroup values computed once for all categories.
+struct Pass<'a> {
+    config: &'a ResourceMetricsConfig,
+    sample: &'a Sample,
+    scope: MeasurementScope,
+    wanted: Wanted,
+    processes: Option<&'a ProcessSet>,
+    /// The processes whose counters are summed: none for an incomplete tree/application pass
+    /// (Relay nulls its sums; partial scopes keep them).
+    summable: Option<&'a [ProcessCounters]>,
+    sums: Option<Sums>,
+    rates: ProcessRates,
+    /// The cgroup values that apply: none for an incomplete tree/application pass, which cannot
+    /// tell whether the set owns its cgroup.
+    cgroup: Option<&'a CgroupValues>,
+    cgroup_usage_rate: Option<f64>,
+    system_cpu_rate: Option<f64>,
+}
+
+impl<'a> Pass<'a> {
+    /// Sums the processes and advances the rate baselines of every series this sample feeds.
+    fn new(
+        config: &'a ResourceMetricsConfig,
+        sample: &'a Sample,
+        baselines: &mut Baselines,
+    ) -> Self {
+        let scope = sample.scope;
+        let wanted = Wanted::from_config(config, scope);
+        let coverage = match scope {
+            MeasurementScope::ApplicationProcess | MeasurementScope::ProcessTree => {
+                Coverage::Strict
+            }
+            MeasurementScope::Global | MeasurementScope::Cgroup => Coverage::Partial,
+        };
+        let (processes, complete) = match &sample.processes {
+            ProcessPass::Sampled(set) => (Some(set), set.incomplete.is_none()),
+            _ => (None, false),
+        };
+        let applies = complete || coverage == Coverage::Partial;
+        let summable = processes
+            .filter(|_| applies)
+            .map(|set| set.processes.as_slice());
+        let sums = summable.map(|list| Sums::of(list, coverage, sample.clock_ticks_per_second));
+        let clock = (sample.instant, sample.boottime_ns);
+        let rates = match summable {
+            Some(list) if wanted.any_sum() => {
+                baselines.process_rates(list, clock, sample.clock_ticks_per_second, coverage, true)
+            }
+            _ => {
+                baselines.process_rates(&[], clock, 1, coverage, false);
+                ProcessRates::default()
+            }
+        };
+        let cgroup = sample.cgroup.as_ref().filter(|_| applies);
+        let cgroup_usage_rate =
+            baselines.cgroup_usage_rate(sample.instant, cgroup.and_then(|c| c.usage_ns));
+        let system_cpu_rate = if scope == MeasurementScope::Global && config.cpu.enabled {
+            baselines.system_cpu_rate(sample.instant, &sample.system.cpu_ticks)
+        } else {
+            None
+        };
+        Self {
+            config,
+            sample,
+            scope,
+            wanted,
+            processes,
+            summable,
+            sums,
+            rates,
+            cgroup,
+            cgroup_usage_rate,
+            system_cpu_rate,
+        }
+    }
+
+    /// One field of the process sums, when there are sums and the field has a value.
+    fn sum(&self, select: fn(&Sums) -> Sum) -> Option<u64> {
+        self.sums.as_ref().and_then(|s| select(s).value)
+    }
+
+    /// `extensions.precise_cpu`: ns CPU time and the cgroup's own usage.
+    fn precise_cpu(&self) -> PreciseCpu {
+        PreciseCpu {
+            run_time_ns: self.sum(|s| s.run_ns),
+            run_queue_wait_ns: self.sum(|s| s.run_wait_ns),
+            run_rate_logical_processors: self.rates.run_logical_processors,
+            cgroup_usage_ns: self.cgroup.and_then(|c| c.usage_ns),
+            cgroup_usage_rate_logical_processors: self.cgroup_usage_rate,
+        }
+    }
+
+    /// `process_sampling`, reported whenever per-process counters are summed.
+    fn sampling(&self) -> Option<ProcessSamplingMetadata> {
+        match self.processes {
+            Some(set) if self.wanted.any_sum() => Some(sampling_metadata(
+                set.visible,
+                set.processes.len(),
+                self.sums.as_ref(),
+                &self.rates,
+                self.wanted,
+                self.scope,
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Sets `slot` to `None` when disabled, otherwise updates the value in place (creating it once).
@@ -414,6 +324,9 @@ impl Sums {
 
 mod sections;
 
+mod categories;
+
+use categories::{fill_cpu, fill_disk, fill_gpu, fill_process};
 use sections::{
     duration_ms, fill_limit_events, fill_memory, fill_network, fill_unavailable, sampling_metadata,
 };
