@@ -13,14 +13,19 @@ For one component config it times, in alternating blocks (same machine load for 
 - `phases`: the sync collection's parts, measured in Rust: collecting, writing the CLI JSON,
   building the Python objects.
 
+With `--no-relay`, NeMo Relay is neither activated nor measured: its runtime's threads then do
+not share the process (with them active, our thread wake-ups measured faster and our synchronous
+collect slower), which isolates relay_metrics' own await cost, for comparing two builds.
+
 Run (after `pip install ./relay-metrics-python` and `pip install nemo-relay==0.10.4`):
-    python benches/await_breakdown.py [--blocks 20] [--per-block 50]
+    python benches/await_breakdown.py [--blocks 20] [--per-block 50] [--no-relay]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -58,7 +63,9 @@ def collect_duration(snapshot: Any) -> float:
     return float(snapshot.extensions["collector"]["collect_duration_usec"])
 
 
-async def breakdown(base: dict[str, Any], ours_extra: dict[str, Any], blocks: int, per_block: int) -> dict[str, Any]:
+async def breakdown(
+    base: dict[str, Any], ours_extra: dict[str, Any], blocks: int, per_block: int, with_relay: bool
+) -> dict[str, Any]:
     config = {**base, "disk": {"filesystem_paths": ["/"]}}
     ours = {**config, **ours_extra}
     loop = asyncio.get_running_loop()
@@ -73,24 +80,25 @@ async def breakdown(base: dict[str, Any], ours_extra: dict[str, Any], blocks: in
     async def executor_hop() -> None:
         await loop.run_in_executor(None, noop)
 
-    async def sync() -> None:
-        times.setdefault("collect_us", []).append(collect_duration(collector.collect()))
+    async def sync() -> Any:
+        return collector.collect()
 
-    async def acollect() -> None:
-        times.setdefault("collect_us", []).append(collect_duration(await collector.acollect()))
+    async def acollect() -> Any:
+        return await collector.acollect()
 
     async def smaps() -> None:
         read_smaps_rollup()
 
     columns: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-        ("relay", relay_rm.collect),
+        *([("relay", relay_rm.collect)] if with_relay else []),
         ("public", our_rm.collect),
         ("acollect", acollect),
         ("sync", sync),
         ("smaps_rollup", smaps),
         ("executor_hop", executor_hop),
     ]
-    async with relay_plugin.activate(component(config)), our_plugin.activate(component(ours)):
+    relay = relay_plugin.activate(component(config)) if with_relay else contextlib.nullcontext()
+    async with relay, our_plugin.activate(component(ours)):
         for _, call in columns:
             for _ in range(5):
                 await call()
@@ -100,24 +108,31 @@ async def breakdown(base: dict[str, Any], ours_extra: dict[str, Any], blocks: in
                 column = times.setdefault(name, [])
                 for _ in range(per_block):
                     started = time.perf_counter_ns()
-                    await call()
+                    value = await call()
                     column.append((time.perf_counter_ns() - started) / 1000)
+                    if name in ("acollect", "sync"):
+                        # Outside the timed span: `extensions` parses the snapshot's JSON.
+                        times.setdefault("collect_us", []).append(collect_duration(value))
         phases = collector._native._phase_times(blocks * per_block) if timed else []
     collector.close()
     medians = {name: round(statistics.median(values), 1) for name, values in times.items()}
     for index, phase in enumerate(("collect", "json", "build") if phases else ()):
         medians[f"phase_{phase}"] = round(statistics.median(p[index] for p in phases) / 1000, 1)
-    return {"calls_each": blocks * per_block, "median_us": medians, "relay_over_8_us": round(medians["relay"] / 8, 1)}
+    result: dict[str, Any] = {"calls_each": blocks * per_block, "median_us": medians}
+    if with_relay:
+        result["relay_over_8_us"] = round(medians["relay"] / 8, 1)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=20)
     parser.add_argument("--per-block", type=int, default=50)
+    parser.add_argument("--no-relay", action="store_true", help="measure relay_metrics alone")
     args = parser.parse_args()
     print(json.dumps({"load_average": os.getloadavg()}))
     for name, base, extra in CASES:
-        result = asyncio.run(breakdown(base, extra, args.blocks, args.per_block))
+        result = asyncio.run(breakdown(base, extra, args.blocks, args.per_block, not args.no_relay))
         print(json.dumps({"case": name, **result}))
 
 
