@@ -174,13 +174,12 @@ fn sigterm_and_sigint_reach_the_command() {
     }
 }
 
-#[test]
-fn a_reader_that_goes_away_ends_the_command_and_its_descendants() {
-    let dir = tempfile::tempdir().unwrap();
+/// `run` on a command whose background child ignores SIGTERM (only the group's SIGKILL ends
+/// it); returns `run`, the command's pid and the child's, both checked alive.
+fn run_with_a_stubborn_descendant(dir: &tempfile::TempDir) -> (Reaped, i32, i32) {
     let pids = dir.path().join("pids");
-    // The background sleep ignores SIGTERM: only the group's SIGKILL ends it.
-    let (mut run, command) = run_script(
-        &dir,
+    let (run, command) = run_script(
+        dir,
         &format!(
             "(trap '' TERM; exec sleep 60) & echo $! > {}",
             pids.display()
@@ -192,6 +191,13 @@ fn a_reader_that_goes_away_ends_the_command_and_its_descendants() {
         .parse()
         .unwrap();
     assert!(alive(command) && alive(descendant));
+    (run, command, descendant)
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_and_its_descendants() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut run, command, descendant) = run_with_a_stubborn_descendant(&dir);
     // The reader reads one line, then goes away: the next write fails.
     let mut stdout = BufReader::new(run.0.stdout.take().unwrap());
     let mut line = String::new();
@@ -206,21 +212,7 @@ fn a_reader_that_goes_away_ends_the_command_and_its_descendants() {
 #[test]
 fn a_killed_run_leaves_neither_the_command_nor_its_descendants() {
     let dir = tempfile::tempdir().unwrap();
-    let pids = dir.path().join("pids");
-    // The background sleep ignores SIGTERM: only the group's SIGKILL ends it.
-    let (mut run, command) = run_script(
-        &dir,
-        &format!(
-            "(trap '' TERM; exec sleep 60) & echo $! > {}",
-            pids.display()
-        ),
-    );
-    let descendant: i32 = std::fs::read_to_string(&pids)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(alive(command) && alive(descendant));
+    let (mut run, command, descendant) = run_with_a_stubborn_descendant(&dir);
     // SIGKILL: run itself can do nothing about it.
     run.0.kill().unwrap();
     run.0.wait().unwrap();
