@@ -60,8 +60,12 @@ pub struct Config {
     pub victim_oom_score_adj: u16,
     /// `vmscan:mm_vmscan_throttled` `usec_delayed` (int).
     pub throttled_usec_delayed: u16,
+    /// Non-zero: the scheduler programs skip the threads of processes outside every tracked
+    /// scope (`TRACKED`), returning before any clock read; their per-tgid run-queue counters
+    /// stay zero. Set when nothing reads those counters for untracked processes.
+    pub sched_tracked_only: u16,
     /// Explicit padding.
-    pub _pad: [u16; 2],
+    pub _pad: u16,
     /// Bits of `sched_switch`'s `prev_state` that report a sleeping state: a switch with none of
     /// them set is involuntary (preempted, or yielded while runnable).
     pub sleep_state_mask: u64,
@@ -90,7 +94,8 @@ impl Config {
             victim_pgtables: NO_FIELD,
             victim_oom_score_adj: NO_FIELD,
             throttled_usec_delayed: NO_FIELD,
-            _pad: [0; 2],
+            sched_tracked_only: 0,
+            _pad: 0,
             sleep_state_mask: 0xff,
         }
     }
@@ -245,8 +250,14 @@ pub struct TidState {
     /// 1 when it was queued by an involuntary switch: counted when it next runs, where its tgid's
     /// counters are looked up anyway (saving a lookup per preemption).
     pub preempted: u32,
+    /// The value of `TRACKING_GENERATION` when `tracked` was looked up (0: never, unless
+    /// userspace has tracked nothing yet, when nothing is tracked indeed).
+    pub tracked_generation: u32,
+    /// 1 when the thread's tgid was in `TRACKED` at `tracked_generation`: a cache, so that
+    /// [`Config::sched_tracked_only`] costs no hash lookup per event.
+    pub tracked: u32,
 }
-const _: () = assert!(core::mem::size_of::<TidState>() == 16);
+const _: () = assert!(core::mem::size_of::<TidState>() == 24);
 
 /// One OOM victim, pushed through the ring buffer by `oom:mark_victim`.
 #[repr(C)]

@@ -59,7 +59,7 @@ static SCOPES: Array<ScopeStats> = Array::with_max_entries(MAX_SCOPES, BPF_F_MMA
 static TRACKING_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
 /// Per-thread scheduler state of threads whose id is below [`TID_SLOT_COUNT`], indexed by thread
 /// id: the verifier inlines an array lookup to a bounds check and an add, where a hash lookup
-/// costs ~50 ns here (see the README's overhead table). 16 bytes a slot, 1 MiB in all; a slot is
+/// costs ~50 ns here (see the README's overhead table). 24 bytes a slot, 1.5 MiB in all; a slot is
 /// reset by `task_newtask` when its id is given to a new thread and zeroed when that thread exits.
 #[map]
 static TID_SLOTS: Array<TidState> = Array::with_max_entries(TID_SLOT_COUNT, 0);
@@ -128,13 +128,19 @@ fn tgid_stats(tgid: u32) -> Option<*mut TgidStats> {
     stats
 }
 
+/// The current [`TRACKING_GENERATION`]: an array lookup the verifier inlines (no helper call).
+#[inline(always)]
+fn tracking_generation() -> u32 {
+    TRACKING_GENERATION.get(0).copied().unwrap_or(0)
+}
+
 /// The counters of the tracked scope `tgid` belongs to, if any. `stats` is its [`TGIDS`] entry,
 /// which caches the scope: it is looked up in [`TRACKED`] again only after userspace changed
 /// that map (a new generation) or when the entry is new. The processes the kernel itself adds to
 /// or removes from `TRACKED` have a new entry (created after the fork) or none (deleted at exit).
 #[inline(always)]
 fn scope_of(tgid: u32, stats: *mut TgidStats) -> Option<*mut ScopeStats> {
-    let generation = TRACKING_GENERATION.get(0).copied().unwrap_or(0);
+    let generation = tracking_generation();
     // SAFETY: map value pointer from the kernel; concurrent refreshes write the same values.
     let scope_plus_one = unsafe {
         if (*stats).scope_generation != generation {

@@ -9,13 +9,53 @@
 //! Costs (README, "Kernel events"): a map-helper lookup is ~50 ns on our machines and the clock
 //! read ~70 ns, so states below `TID_SLOT_COUNT` live in an array the verifier inlines, and the
 //! clock is read only when a wait starts or ends.
+//!
+//! With `CONFIG.sched_tracked_only` (a process tree or a cgroup is measured, and nothing reads
+//! other processes' counters), a thread outside every tracked scope is skipped before any clock
+//! read or hash lookup: whether its tgid is in `TRACKED` is cached in its state with the
+//! `TRACKING_GENERATION` it was looked up at, so the check is two inlined array reads, and
+//! the hash lookup happens once per thread after each change userspace makes to `TRACKED`. The
+//! kernel's own changes to `TRACKED` need no new generation: a process it adds is new (its
+//! threads' states are reset by `task_newtask`), one it removes has exited (states cleared).
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns, macros::tracepoint, programs::TracePointContext, EbpfContext,
 };
 use relay_metrics_common::{TidState, NO_FIELD, RUNQ_HIST_BUCKETS};
 
-use crate::{add, count_events, ctx, current_tgid, insert_failed, CONFIG, TIDS, TID_SLOTS};
+use crate::{
+    add, count_events, ctx, current_tgid, insert_failed, tracking_generation, CONFIG, TIDS,
+    TID_SLOTS, TRACKED,
+};
+
+/// True when the programs skip threads outside every tracked scope (a frozen `.rodata` value:
+/// the verifier removes the branch not taken).
+#[inline(always)]
+fn tracked_only() -> bool {
+    cfg!(sched_tracked_only) != 0
+}
+
+/// Whether the thread of `state` belongs to a tracked process (its tgid must be known), from the
+/// cache in its state while `generation` is the one it was looked up at. A thread found
+/// untracked forgets any wait it was in: it is not timed while untracked, so a wait recorded
+/// before must not be closed after it is tracked again.
+#[inline(always)]
+fn is_tracked(state: *mut TidState, generation: u32) -> bool {
+    // SAFETY: map value pointer from the kernel; concurrent refreshes write the same values.
+    unsafe {
+        if (*state).tracked_generation != generation {
+            let tgid = (*state).tgid;
+            let tracked = TRACKED.get(&tgid).is_some();
+            if !tracked {
+                (*state).queued_ns = 0;
+                (*state).preempted = 0;
+            }
+            (*state).tracked = tracked as u32;
+            (*state).tracked_generation = generation;
+        }
+        (*state).tracked != 0
+    }
+}
 
 /// The state of thread `tid`; `None` only for an id beyond the array that has no hash entry.
 #[inline(always)]
@@ -39,9 +79,8 @@ fn insert_tid_state(tid: u32, state: &TidState) {
 #[inline(always)]
 pub(crate) fn new_thread(tid: u32, tgid: u32) {
     let state = TidState {
-        queued_ns: 0,
         tgid,
-        preempted: 0,
+        ..TidState::default()
     };
     match tid_state(tid) {
         // SAFETY: map value pointer from the kernel; the new thread has not run or been queued.
@@ -72,9 +111,21 @@ fn on_wakeup(ctx: &TracePointContext, off: u16) -> u32 {
     if tid == 0 {
         return 0;
     }
+    let state = tid_state(tid);
+    if tracked_only() {
+        // A thread whose tgid is still unknown (it existed before loading and has not run
+        // since) could not have this wait counted anyway: see `sched_switch`.
+        let Some(state) = state else {
+            return 0;
+        };
+        // SAFETY: map value pointer from the kernel.
+        if unsafe { (*state).tgid } == 0 || !is_tracked(state, tracking_generation()) {
+            return 0;
+        }
+    }
     // SAFETY: helper without arguments.
     let now_ns = unsafe { bpf_ktime_get_ns() };
-    match tid_state(tid) {
+    match state {
         // SAFETY: map value pointer from the kernel; a thread is queued by one CPU at a time.
         Some(state) => unsafe {
             (*state).queued_ns = now_ns;
@@ -85,8 +136,7 @@ fn on_wakeup(ctx: &TracePointContext, off: u16) -> u32 {
             tid,
             &TidState {
                 queued_ns: now_ns,
-                tgid: 0,
-                preempted: 0,
+                ..TidState::default()
             },
         ),
     }
@@ -137,6 +187,12 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         }
         now_cache
     };
+    // Read only when threads are filtered (the verifier removes the read otherwise).
+    let generation = if tracked_only() {
+        tracking_generation()
+    } else {
+        0
+    };
     if prev != 0 {
         // SAFETY: CONFIG is a valid static.
         let sleep_mask = unsafe { core::ptr::read_volatile(&CONFIG.sleep_state_mask) };
@@ -147,7 +203,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
                 if (*s).tgid == 0 {
                     (*s).tgid = current_tgid();
                 }
-                if runnable {
+                if tracked_only() && !is_tracked(s, generation) {
+                    // Not timed: `is_tracked` cleared any wait when it found it untracked.
+                } else if runnable {
                     (*s).queued_ns = now_ns();
                     (*s).preempted = 1;
                 } else if (*s).queued_ns != 0 {
@@ -157,13 +215,20 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
                 }
             },
             None => {
-                let queued_ns = if runnable { now_ns() } else { 0 };
+                let tgid = current_tgid();
+                // A thread id beyond the array, first seen: its state caches whether it is
+                // tracked, so that later events need no `TRACKED` lookup either.
+                // SAFETY: the value is a plain u32 checked for presence only.
+                let tracked = !tracked_only() || unsafe { TRACKED.get(&tgid) }.is_some();
+                let queued = runnable && tracked;
                 insert_tid_state(
                     prev,
                     &TidState {
-                        queued_ns,
-                        tgid: current_tgid(),
-                        preempted: runnable as u32,
+                        queued_ns: if queued { now_ns() } else { 0 },
+                        tgid,
+                        preempted: queued as u32,
+                        tracked_generation: generation,
+                        tracked: tracked as u32,
                     },
                 );
             }
@@ -175,6 +240,12 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let Some(state) = tid_state(next) else {
         return 0;
     };
+    if tracked_only() {
+        // SAFETY: map value pointer from the kernel.
+        if unsafe { (*state).tgid } == 0 || !is_tracked(state, generation) {
+            return 0;
+        }
+    }
     // SAFETY: map value pointer from the kernel; only this CPU switches `next` in.
     let (queued_ns, tgid, preempted) =
         unsafe { ((*state).queued_ns, (*state).tgid, (*state).preempted) };

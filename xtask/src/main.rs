@@ -9,9 +9,10 @@
 //!   [`ITER_OBJECT`], with clang's version in [`ITER_STAMP`].
 //! - `check-ebpf-fresh`: rebuilds both into a scratch directory and fails if a result differs
 //!   from the committed object (byte for byte when the toolchain is the one in the stamp).
-//! - `vm-test [FILTER] [--repeat N]`: runs relay-metrics' tests matching FILTER (default
-//!   `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in one boot
-//!   (to hunt intermittent failures).
+//! - `vm-test [FILTER] [--repeat N] [--lockdown]`: runs relay-metrics' tests matching FILTER
+//!   (default `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in
+//!   one boot (to hunt intermittent failures); `--lockdown` boots it with
+//!   `lockdown=confidentiality` (default FILTER `vm_tests::lockdown`).
 
 use std::env;
 use std::ffi::OsString;
@@ -45,7 +46,7 @@ const CLANG: &str = "/usr/bin/clang-22";
 const ITER_APT_PACKAGES: [&str; 2] = ["clang-22", "libbpf-dev"];
 
 const USAGE: &str = "cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | \
-                     vm-test [FILTER] [--repeat N]>";
+                     vm-test [FILTER] [--repeat N] [--lockdown]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -53,9 +54,9 @@ fn main() -> ExitCode {
         Some("install-toolchain") => install_toolchain(),
         Some("build-ebpf") => build_ebpf(),
         Some("check-ebpf-fresh") => check_ebpf_fresh(),
-        Some("vm-test") => vm_test_args(&args[1..])
-            .and_then(|(filter, repeat)| Ok((workspace_root()?, filter, repeat)))
-            .and_then(|(root, filter, repeat)| vm::vm_test(&root, &filter, repeat)),
+        Some("vm-test") => vm_test_args(&args[1..]).and_then(|args| {
+            vm::vm_test(&workspace_root()?, &args.filter, args.repeat, args.lockdown)
+        }),
         _ => {
             eprintln!("usage: {USAGE}");
             return ExitCode::from(2);
@@ -70,10 +71,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// `[FILTER] [--repeat N]` of `vm-test`.
-fn vm_test_args(args: &[String]) -> Result<(String, u32)> {
+/// What `vm-test` runs: FILTER, `--repeat N`, `--lockdown`.
+#[derive(Debug, PartialEq, Eq)]
+struct VmTestArgs {
+    filter: String,
+    repeat: u32,
+    lockdown: bool,
+}
+
+/// `[FILTER] [--repeat N] [--lockdown]` of `vm-test`.
+fn vm_test_args(args: &[String]) -> Result<VmTestArgs> {
     let mut filter = None;
     let mut repeat = 1;
+    let mut lockdown = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--repeat" {
@@ -82,13 +92,24 @@ fn vm_test_args(args: &[String]) -> Result<(String, u32)> {
                 value.parse().ok().filter(|&n| n > 0).with_context(|| {
                     format!("--repeat {value:?}: expected a count of at least 1")
                 })?;
+        } else if arg == "--lockdown" {
+            lockdown = true;
         } else if filter.is_none() && !arg.starts_with('-') {
             filter = Some(arg.clone());
         } else {
             bail!("unexpected argument {arg:?}; usage: {USAGE}");
         }
     }
-    Ok((filter.unwrap_or_else(|| "source::ebpf".to_owned()), repeat))
+    let default = if lockdown {
+        vm::LOCKDOWN_TESTS
+    } else {
+        "source::ebpf"
+    };
+    Ok(VmTestArgs {
+        filter: filter.unwrap_or_else(|| default.to_owned()),
+        repeat,
+        lockdown,
+    })
 }
 
 fn workspace_root() -> Result<PathBuf> {
@@ -362,17 +383,33 @@ fn check_iter_fresh(root: &Path, out: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<(String, u32)> {
+    fn parse(args: &[&str]) -> Result<(String, u32, bool)> {
         vm_test_args(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
+            .map(|args| (args.filter, args.repeat, args.lockdown))
     }
 
     #[test]
     fn vm_test_takes_a_filter_and_a_repeat_count_in_any_order() {
-        assert_eq!(parse(&[]).unwrap(), ("source::ebpf".to_owned(), 1));
-        assert_eq!(parse(&["vm_tests"]).unwrap(), ("vm_tests".to_owned(), 1));
+        assert_eq!(parse(&[]).unwrap(), ("source::ebpf".to_owned(), 1, false));
+        assert_eq!(
+            parse(&["vm_tests"]).unwrap(),
+            ("vm_tests".to_owned(), 1, false)
+        );
         assert_eq!(
             parse(&["--repeat", "3", "vm_tests"]).unwrap(),
-            ("vm_tests".to_owned(), 3)
+            ("vm_tests".to_owned(), 3, false)
+        );
+    }
+
+    #[test]
+    fn vm_test_lockdown_defaults_to_the_lockdown_tests() {
+        assert_eq!(
+            parse(&["--lockdown"]).unwrap(),
+            ("vm_tests::lockdown".to_owned(), 1, true)
+        );
+        assert_eq!(
+            parse(&["vm_tests::lockdown::a", "--lockdown"]).unwrap(),
+            ("vm_tests::lockdown::a".to_owned(), 1, true)
         );
     }
 

@@ -7,6 +7,9 @@
 //! limit-event tests, which the host never runs); a FILTER inside `vm_tests` runs only those. The
 //! run fails unless every test listed on the host for each run printed `ok` in the VM and each
 //! run's `test result:` line counts exactly those tests as passed.
+//!
+//! `--lockdown` boots the kernel with `lockdown=confidentiality` and runs only FILTER (by default
+//! `vm_tests::lockdown`, the tests of the fallbacks there, which the other runs skip).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,13 +29,16 @@ const RUN_EXIT_MARKER: &str = "VM-TEST-RUN-EXIT=";
 const WATCHDOG_PREFIX: &str = "watchdog: ";
 /// The module of tests that only the VM runs (the host's test command skips them).
 const VM_ONLY_TESTS: &str = "vm_tests";
+/// The tests that only the lockdown boot runs.
+pub const LOCKDOWN_TESTS: &str = "vm_tests::lockdown";
 
 /// One invocation of the test binary in the VM.
 #[derive(Clone)]
 struct TestRun {
     filter: String,
-    /// Leaves out `vm_tests` (they have a run of their own).
-    skip_vm_only: bool,
+    /// Test-name filters left out (`vm_tests`, which have a run of their own; the lockdown
+    /// tests, which need their own boot).
+    skips: Vec<String>,
     /// The tests it must run, as listed by the same binary on the host.
     expected: Vec<String>,
 }
@@ -44,25 +50,31 @@ impl TestRun {
             "--test-threads=1".to_owned(),
             "--include-ignored".to_owned(),
         ];
-        if self.skip_vm_only {
-            args.extend(["--skip".to_owned(), format!("{VM_ONLY_TESTS}::")]);
+        for skip in &self.skips {
+            args.extend(["--skip".to_owned(), skip.clone()]);
         }
         args
     }
 }
 
 /// FILTER's tests but `vm_tests`, then every `vm_tests` test (a FILTER inside `vm_tests`
-/// selects just those).
-fn plan(filter: &str) -> Vec<TestRun> {
-    let run = |filter: &str, skip_vm_only| TestRun {
+/// selects just those), the lockdown tests left out; under `lockdown`, FILTER alone.
+fn plan(filter: &str, lockdown: bool) -> Vec<TestRun> {
+    let run = |filter: &str, skips: &[&str]| TestRun {
         filter: filter.to_owned(),
-        skip_vm_only,
+        skips: skips.iter().map(|skip| (*skip).to_owned()).collect(),
         expected: Vec::new(),
     };
-    if filter.starts_with(VM_ONLY_TESTS) {
-        vec![run(filter, false)]
+    let lockdown_tests = format!("{LOCKDOWN_TESTS}::");
+    if lockdown {
+        vec![run(filter, &[])]
+    } else if filter.starts_with(VM_ONLY_TESTS) {
+        vec![run(filter, &[&lockdown_tests])]
     } else {
-        vec![run(filter, true), run(VM_ONLY_TESTS, false)]
+        vec![
+            run(filter, &[&format!("{VM_ONLY_TESTS}::")]),
+            run(VM_ONLY_TESTS, &[&lockdown_tests]),
+        ]
     }
 }
 
@@ -126,14 +138,14 @@ fn check_console(console: &str, runs: &[TestRun]) -> Vec<String> {
     problems
 }
 
-pub fn vm_test(root: &Path, filter: &str, repeat: u32) -> Result<()> {
+pub fn vm_test(root: &Path, filter: &str, repeat: u32, lockdown: bool) -> Result<()> {
     let started = Instant::now();
     ensure_apt_packages(&VM_PACKAGES)?;
     let work = root.join("target").join("vm-test");
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let kernel = kernel_image(&work)?;
     let tests = build_test_binary(root)?;
-    let mut once = plan(filter);
+    let mut once = plan(filter, lockdown);
     list_expected(&tests, &mut once)?;
     let runs: Vec<TestRun> = (0..repeat).flat_map(|_| once.iter().cloned()).collect();
     for run in &once {
@@ -149,7 +161,15 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32) -> Result<()> {
         );
     }
     let initramfs = make_initramfs(&work, &tests, &runs)?;
-    eprintln!("xtask: booting {} under qemu (TCG)", kernel.display());
+    let append = if lockdown {
+        "console=ttyS0 panic=-1 quiet lockdown=confidentiality"
+    } else {
+        "console=ttyS0 panic=-1 quiet"
+    };
+    eprintln!(
+        "xtask: booting {} under qemu (TCG) with {append:?}",
+        kernel.display()
+    );
     // One pass takes about a minute under TCG; the margin is for a slow machine.
     let timeout_secs = 1200 + 300 * (u64::from(repeat) - 1);
     let out = Command::new("timeout")
@@ -161,7 +181,7 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32) -> Result<()> {
         .arg(&kernel)
         .arg("-initrd")
         .arg(&initramfs)
-        .args(["-append", "console=ttyS0 panic=-1 quiet"])
+        .args(["-append", append])
         .output()
         .context("starting qemu-system-x86_64")?;
     let console = String::from_utf8_lossy(&out.stdout);
@@ -335,6 +355,7 @@ fn make_initramfs(work: &Path, tests: &Path, runs: &[TestRun]) -> Result<PathBuf
          mount -t tmpfs tmp /tmp\n\
          mount -t cgroup2 none /sys/fs/cgroup\n\
          mount -t tracefs nodev /sys/kernel/tracing\n\
+         mount -t securityfs none /sys/kernel/security\n\
          echo '+cpu +memory +pids' > /sys/fs/cgroup/cgroup.subtree_control\n\
          echo \"kernel: $(uname -r); cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers); \
          enabled for children: $(cat /sys/fs/cgroup/cgroup.subtree_control)\"\n\
@@ -364,7 +385,7 @@ mod tests {
     use super::*;
 
     fn runs() -> Vec<TestRun> {
-        let mut runs = plan("source::ebpf");
+        let mut runs = plan("source::ebpf", false);
         runs[0].expected = vec!["source::ebpf::a".into()];
         runs[1].expected = vec!["vm_tests::b".into(), "vm_tests::c".into()];
         runs
@@ -381,18 +402,29 @@ mod tests {
 
     #[test]
     fn the_default_runs_filter_but_vm_tests_then_every_vm_test_all_including_ignored() {
-        let runs = plan("source::ebpf");
+        let runs = plan("source::ebpf", false);
         assert_eq!(runs.len(), 2);
         let skip_vm_tests = ["--skip".to_owned(), "vm_tests::".to_owned()];
+        let skip_lockdown = ["--skip".to_owned(), "vm_tests::lockdown::".to_owned()];
         assert!(runs[0].args().contains(&"--include-ignored".to_owned()));
         assert!(runs[0].args().windows(2).any(|pair| pair == skip_vm_tests));
         assert_eq!(runs[1].filter, "vm_tests");
         assert!(runs[1].args().contains(&"--include-ignored".to_owned()));
-        assert!(!runs[1].args().contains(&"--skip".to_owned()));
-        let only = plan("vm_tests::oom");
+        assert!(runs[1].args().windows(2).any(|pair| pair == skip_lockdown));
+        assert!(!runs[1].args().windows(2).any(|pair| pair == skip_vm_tests));
+        let only = plan("vm_tests::oom", false);
         assert_eq!(only.len(), 1);
         assert!(only[0].args().contains(&"--include-ignored".to_owned()));
-        assert!(!only[0].args().contains(&"--skip".to_owned()));
+        assert!(only[0].args().windows(2).any(|pair| pair == skip_lockdown));
+    }
+
+    #[test]
+    fn the_lockdown_boot_runs_its_filter_alone() {
+        let runs = plan(LOCKDOWN_TESTS, true);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].filter, "vm_tests::lockdown");
+        assert!(runs[0].args().contains(&"--include-ignored".to_owned()));
+        assert!(!runs[0].args().contains(&"--skip".to_owned()));
     }
 
     #[test]

@@ -57,6 +57,9 @@ impl KernelEventFeed {
             let options = EbpfOptions {
                 roots: roots.clone(),
                 max_recent_oom_victims: 64,
+                // Only a single process is read from its own per-process counters; a tree or a
+                // cgroup is read from its scope, and global reads no scheduler counter.
+                tracked_only: !matches!(target, Target::Process { tree: false, .. }),
             };
             match EbpfSource::load(&options) {
                 Ok(source) => {
@@ -219,6 +222,11 @@ impl KernelEventFeed {
         }
         let counters = &self.counters;
         let per_process = !matches!(target, Target::Global);
+        // Untracked processes' scheduler events are not counted when the programs count only
+        // tracked ones: without a scope (tracking failed, with its reason), the per-process
+        // sums would read zeros.
+        let scheduler_counted = per_process
+            && (scope.is_some() || !source.tracks_only_scopes() || self.current_pids.is_empty());
         let global_stats = source.global().ok();
         out.processes_created = match target {
             // The maps are created with the collector: the count starts at its start.
@@ -232,10 +240,10 @@ impl KernelEventFeed {
             Target::Global => global_stats.map(|stats| stats.oom_kills),
             _ => scope.map(|_| counters.oom_kills),
         };
-        out.involuntary_switches = per_process.then_some(counters.involuntary_switches);
-        out.run_queue_delay_count = per_process.then_some(counters.runq_delay.count);
-        out.run_queue_delay_total_ns = per_process.then_some(counters.runq_delay.total_ns);
-        match (&mut out.run_queue_delay_log2_ns, per_process) {
+        out.involuntary_switches = scheduler_counted.then_some(counters.involuntary_switches);
+        out.run_queue_delay_count = scheduler_counted.then_some(counters.runq_delay.count);
+        out.run_queue_delay_total_ns = scheduler_counted.then_some(counters.runq_delay.total_ns);
+        match (&mut out.run_queue_delay_log2_ns, scheduler_counted) {
             (Some(histogram), true) => {
                 histogram.clear();
                 histogram.extend_from_slice(&counters.runq_delay.hist);

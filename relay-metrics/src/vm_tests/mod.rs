@@ -20,6 +20,7 @@ use crate::units::{Measurement, MeasurementValue};
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use watchdog::Watchdog;
 
+mod lockdown;
 mod task_iter;
 mod watchdog;
 

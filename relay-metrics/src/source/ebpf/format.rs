@@ -111,7 +111,8 @@ pub fn config(formats: &Formats) -> Config {
         victim_pgtables: offset_of(victim, "pgtables", 8),
         victim_oom_score_adj: offset_of(victim, "oom_score_adj", 2),
         throttled_usec_delayed: offset_of(&formats.throttled, "usec_delayed", 4),
-        _pad: [0; 2],
+        sched_tracked_only: 0,
+        _pad: 0,
         sleep_state_mask: sleep_state_mask(&formats.switch).unwrap_or(0xff),
     }
 }

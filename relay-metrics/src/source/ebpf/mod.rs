@@ -19,6 +19,7 @@
 pub(crate) mod fds;
 mod format;
 pub(crate) mod loader;
+mod lockdown;
 mod mapped;
 mod setup;
 #[cfg(test)]
@@ -118,10 +119,16 @@ struct Loaded {
 
 /// The load steps shared by both places: privilege, tracefs, this kernel's record layouts, the
 /// object, then each program attached on its own.
-fn load_programs(roots: &Roots) -> Result<Loaded, EbpfUnavailable> {
+fn load_programs(roots: &Roots, tracked_only: bool) -> Result<Loaded, EbpfUnavailable> {
     setup::check_privilege(roots)?;
-    let events = setup::tracefs_events(roots)?;
-    let config = format::config(&setup::read_formats(&events));
+    if lockdown::is_confidentiality(roots) {
+        return Err(EbpfUnavailable::TracingDisabled {
+            why: "kernel lockdown is 'confidentiality'".to_owned(),
+        });
+    }
+    let events = setup::tracefs_events(roots).map_err(lockdown::explain_busy_tracefs)?;
+    let mut config = format::config(&setup::read_formats(&events));
+    config.sched_tracked_only = u16::from(tracked_only);
     let mut ebpf = EbpfLoader::new()
         .override_global("CONFIG", &config, true)
         .load(OBJECT)
@@ -204,7 +211,7 @@ impl EbpfSource {
         if let Some(loader) = loader {
             // Cheap, and it spares an unprivileged process the child.
             setup::check_privilege(&options.roots)?;
-            match loader::load_in_child(&options.roots, loader) {
+            match loader::load_in_child(&options.roots, options.tracked_only, loader) {
                 ChildOutcome::Handed(handover) => {
                     let attachment = Attachment::Handed {
                         links: handover.links,
@@ -228,7 +235,7 @@ impl EbpfSource {
             mut ebpf,
             status,
             config,
-        } = load_programs(&options.roots)?;
+        } = load_programs(&options.roots, options.tracked_only)?;
         let maps = MAP_NAMES
             .iter()
             .filter_map(|&name| Some((name, ebpf.take_map(name)?)))
@@ -309,6 +316,12 @@ impl EbpfSource {
     /// The field offsets given to the programs.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// True when the scheduler programs count only the threads of tracked processes (loaded
+    /// with [`EbpfOptions::tracked_only`]).
+    pub fn tracks_only_scopes(&self) -> bool {
+        self.config.sched_tracked_only != 0
     }
 
     /// The counters of one tgid, `None` when it has none (nothing counted, or evicted).

@@ -542,3 +542,134 @@ fn removing_a_process_the_kernel_already_forgot_is_not_an_error_as_root() {
         .expect("a member that is already gone is not an error");
     source.untrack(scope).expect("untracking");
 }
+
+/// With [`EbpfOptions::tracked_only`], the scheduler programs skip untracked threads (this test
+/// process's ping-pong counts nothing) and count a tracked tree exactly as the programs that
+/// count every thread do: both sources are attached at once, so they see the same events.
+#[test]
+#[ignore = "root: loads eBPF programs (CAP_BPF, tracefs) and creates cgroups"]
+fn tracked_only_skips_untracked_threads_and_counts_tracked_ones_as_before_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut every = load_as_root();
+    let mut tracked_only = EbpfSource::load(&EbpfOptions {
+        tracked_only: true,
+        ..EbpfOptions::default()
+    })
+    .expect("loading the eBPF programs");
+    assert!(tracked_only.tracks_only_scopes() && !every.tracks_only_scopes());
+    let _stats = EbpfSource::enable_run_time_stats().expect("enabling BPF stats");
+
+    let mut shell = held_shell("i=0; while [ $i -lt 100 ]; do sleep 0.001; i=$((i+1)); done");
+    // A wait that started before tracking is counted by the programs that time every thread,
+    // not by the others: track the shell only once it sleeps waiting for its stdin.
+    let syscall = format!("/proc/{}/syscall", shell.id());
+    let waits_for_stdin = |text: &str| {
+        let mut fields = text.split_whitespace();
+        // x86-64 numbers: read(0, …); poll and ppoll, where busybox's `read` waits first.
+        matches!(
+            (fields.next(), fields.next()),
+            (Some("0"), Some("0x0")) | (Some("7" | "271"), _)
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = String::new();
+    while !waits_for_stdin(&last) {
+        assert!(
+            Instant::now() < deadline,
+            "sh never blocked waiting for stdin: {syscall}: {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        last = std::fs::read_to_string(&syscall).unwrap_or_default();
+    }
+    let scopes = [
+        every.track_tree(&[shell.id()]).expect("tracking"),
+        tracked_only.track_tree(&[shell.id()]).expect("tracking"),
+    ];
+    release_and_wait(&mut shell);
+    let counted = |source: &EbpfSource, scope| {
+        let mut counters = EbpfCounters::default();
+        source
+            .scope_counters(scope, &mut counters)
+            .expect("reading");
+        counters
+    };
+    let (all, only) = (
+        counted(&every, scopes[0]),
+        counted(&tracked_only, scopes[1]),
+    );
+    assert!(all.runq_delay.count >= 100, "{all:?}");
+    assert_eq!(
+        only.runq_delay.count, all.runq_delay.count,
+        "{only:?}\n{all:?}"
+    );
+    assert_eq!(
+        only.runq_delay.hist.iter().sum::<u64>(),
+        only.runq_delay.count
+    );
+    assert_eq!(only.involuntary_switches, all.involuntary_switches);
+    assert_eq!(only.processes_created, all.processes_created);
+    assert_eq!(only.processes_exited, all.processes_exited);
+
+    let switch_runs = |source: &EbpfSource| {
+        source
+            .program_run_stats()
+            .into_iter()
+            .find(|stats| stats.spec.program == "sched_switch")
+            .expect("sched_switch attached")
+            .run_count
+    };
+    let runq_count = |source: &EbpfSource| {
+        source
+            .tgid(std::process::id())
+            .expect("lookup")
+            .map_or(0, |stats| stats.events.runq_count)
+    };
+    let (runs_before, every_before) = (switch_runs(&tracked_only), runq_count(&every));
+    let round_trips = 10_000;
+    ping_pong(round_trips);
+    assert!(switch_runs(&tracked_only) - runs_before >= 2 * round_trips as u64);
+    assert!(runq_count(&every) - every_before >= round_trips as u64);
+    assert_eq!(
+        runq_count(&tracked_only),
+        0,
+        "an untracked process was counted"
+    );
+}
+
+#[test]
+fn lockdown_confidentiality_is_the_reason_given() {
+    let dir = super::loader::tests::fixture("000001ffffffffff");
+    let security = dir.path().join("sys/kernel/security");
+    std::fs::create_dir_all(&security).expect("creating the fixture");
+    std::fs::write(
+        security.join("lockdown"),
+        "none integrity [confidentiality]\n",
+    )
+    .expect("writing the fixture");
+    let options = EbpfOptions {
+        roots: Roots::fixture(dir.path()),
+        ..EbpfOptions::default()
+    };
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::TracingDisabled { .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().starts_with(
+            "tracing is disabled by the kernel (kernel lockdown is 'confidentiality')"
+        ),
+        "{error}"
+    );
+    // Integrity mode refuses nothing the programs need: the next step (tracefs) is reached.
+    std::fs::write(
+        security.join("lockdown"),
+        "none [integrity] confidentiality\n",
+    )
+    .expect("writing the fixture");
+    let error = EbpfSource::load(&options).expect_err("must not load");
+    assert!(
+        matches!(error, EbpfUnavailable::NoTracefs { .. }),
+        "{error}"
+    );
+}

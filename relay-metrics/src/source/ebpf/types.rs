@@ -29,6 +29,13 @@ pub enum EbpfUnavailable {
         /// Why mounting failed.
         source: io::Error,
     },
+    /// The kernel disabled tracing, so no tracepoint can be attached: their ids and formats are
+    /// tracefs files, and tracefs is empty (kernel lockdown `confidentiality` does this).
+    #[error("tracing is disabled by the kernel ({why}): the tracepoints' ids and record formats are tracefs files, so no program can be attached")]
+    TracingDisabled {
+        /// What showed it.
+        why: String,
+    },
     /// The object could not be loaded (maps creation, relocation).
     #[error("loading the eBPF object: {0}")]
     Load(#[source] Box<aya::EbpfError>),
@@ -72,6 +79,13 @@ pub struct EbpfOptions {
     /// [`EbpfSource::recent_oom_victims`](super::EbpfSource::recent_oom_victims) keeps (oldest
     /// dropped first).
     pub max_recent_oom_victims: usize,
+    /// The scheduler programs (`sched_switch`, `sched_wakeup`, `sched_wakeup_new`) skip the
+    /// threads of processes outside every tracked scope (see
+    /// [`EbpfSource::track_tree`](super::EbpfSource::track_tree)), at close to the cost of an
+    /// empty program: the run-queue and preemption counters of untracked processes
+    /// ([`EbpfSource::tgid`](super::EbpfSource::tgid)) then stay zero. For a caller that reads
+    /// only scopes (a process tree, a cgroup) or nothing per process (global).
+    pub tracked_only: bool,
 }
 
 impl Default for EbpfOptions {
@@ -79,6 +93,7 @@ impl Default for EbpfOptions {
         Self {
             roots: Roots::host(),
             max_recent_oom_victims: 64,
+            tracked_only: false,
         }
     }
 }

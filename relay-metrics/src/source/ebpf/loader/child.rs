@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use aya::maps::{Map, MapData};
 
-use super::{config_bytes, ProgramReport, Report, LOADER_ENV, PROC_ENV, PROTOCOL, SYS_ENV};
+use super::{
+    config_bytes, ProgramReport, Report, LOADER_ENV, PROC_ENV, PROTOCOL, SYS_ENV, TRACKED_ONLY_ENV,
+};
 use crate::source::ebpf::types::{EbpfUnavailable, ProgramState};
 use crate::source::ebpf::{fds, load_programs, Loaded, MAP_NAMES};
 use crate::source::Roots;
@@ -31,7 +33,8 @@ pub(super) fn serve_parent() -> ! {
         sys: std::env::var_os(SYS_ENV).map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
     };
     // `loaded` stays alive until the process exits: the descriptors sent are borrowed from it.
-    let loaded = load_programs(&roots);
+    let tracked_only = std::env::var_os(TRACKED_ONLY_ENV).is_some_and(|value| value == "1");
+    let loaded = load_programs(&roots, tracked_only);
     let mut sent = Vec::new();
     let report = match &loaded {
         Ok(loaded) => describe(loaded, &roots, &mut sent),
@@ -62,6 +65,7 @@ fn report_error(error: &EbpfUnavailable) -> Report {
         EbpfUnavailable::NothingAttached(failures) => Report::NothingAttached {
             failures: failures.clone(),
         },
+        EbpfUnavailable::TracingDisabled { why } => Report::TracingDisabled { why: why.clone() },
         EbpfUnavailable::Load(error) => Report::LoadInParent {
             why: format!("the object failed to load in the loader process ({error})"),
         },

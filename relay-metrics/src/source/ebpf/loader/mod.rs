@@ -48,6 +48,8 @@ pub(super) use detach::{close_concurrently, hand_over};
 const LOADER_ENV: &str = "RELAY_METRICS_EBPF_LOADER";
 const PROC_ENV: &str = "RELAY_METRICS_EBPF_LOADER_PROC";
 const SYS_ENV: &str = "RELAY_METRICS_EBPF_LOADER_SYS";
+/// `1` when the scheduler programs count only tracked processes (`EbpfOptions::tracked_only`).
+const TRACKED_ONLY_ENV: &str = "RELAY_METRICS_EBPF_LOADER_TRACKED_ONLY";
 const PROTOCOL: &str = "1";
 /// Set to `1`, [`init_child_loader`] leaves loading in this process.
 pub const IN_PROCESS_ENV: &str = "RELAY_METRICS_EBPF_IN_PROCESS";
@@ -160,6 +162,9 @@ enum Report {
     NothingAttached {
         failures: String,
     },
+    TracingDisabled {
+        why: String,
+    },
     /// The parent must load in-process (why).
     LoadInParent {
         why: String,
@@ -214,8 +219,13 @@ pub(super) struct Handover {
     pub(super) programs: Vec<(ProgramSpec, OwnedFd)>,
 }
 
-/// Runs the loader child for `roots` and takes what it hands over.
-pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutcome {
+/// Runs the loader child for `roots` (and [`EbpfOptions::tracked_only`](super::EbpfOptions))
+/// and takes what it hands over.
+pub(super) fn load_in_child(
+    roots: &Roots,
+    tracked_only: bool,
+    command: &LoaderCommand,
+) -> ChildOutcome {
     let (ours, theirs) = match UnixStream::pair() {
         Ok(pair) => pair,
         Err(error) => return ChildOutcome::InProcess(format!("no socket pair: {error}")),
@@ -226,6 +236,7 @@ pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutc
         .env(LOADER_ENV, PROTOCOL)
         .env(PROC_ENV, &roots.proc)
         .env(SYS_ENV, &roots.sys)
+        .env(TRACKED_ONLY_ENV, if tracked_only { "1" } else { "0" })
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
@@ -300,6 +311,9 @@ pub(super) fn load_in_child(roots: &Roots, command: &LoaderCommand) -> ChildOutc
         }),
         Report::NothingAttached { failures } => {
             ChildOutcome::Failed(EbpfUnavailable::NothingAttached(failures))
+        }
+        Report::TracingDisabled { why } => {
+            ChildOutcome::Failed(EbpfUnavailable::TracingDisabled { why })
         }
         Report::LoadInParent { why } => ChildOutcome::InProcess(why),
     }

@@ -58,7 +58,7 @@ fn a_missing_tracefs_comes_back_from_the_child_as_in_process() {
         ..EbpfOptions::default()
     };
     let in_process = EbpfSource::load_via(&options, None).expect_err("no tracefs");
-    let outcome = load_in_child(&options.roots, &test_loader());
+    let outcome = load_in_child(&options.roots, false, &test_loader());
     let ChildOutcome::Failed(from_child) = outcome else {
         panic!("the child's error did not come back as an error");
     };
@@ -105,7 +105,8 @@ fn a_loader_that_cannot_start_means_loading_in_process() {
         arg0: None,
         timeout: LOADER_TIMEOUT,
     };
-    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), &missing) else {
+    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), false, &missing)
+    else {
         panic!("a missing loader must mean loading in-process");
     };
     assert!(why.contains("no-such-loader"), "{why}");
@@ -120,7 +121,8 @@ fn a_child_that_dies_is_reported() {
         arg0: None,
         timeout: LOADER_TIMEOUT,
     };
-    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &dies) else {
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), false, &dies)
+    else {
         panic!("a dead loader must be an error");
     };
     let text = error.to_string();
@@ -133,7 +135,8 @@ fn a_child_that_hands_nothing_over_in_time_is_killed() {
     let dir = fixture("000001ffffffffff");
     let started = Instant::now();
     let silent = shell_loader("exec sleep 30", Duration::from_millis(300));
-    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &silent) else {
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), false, &silent)
+    else {
         panic!("a silent loader must be an error");
     };
     assert!(
@@ -151,7 +154,8 @@ fn a_child_that_sends_too_much_is_cut_off_not_waited_for() {
     // Far more than the report limit; the child would block on a full socket for ever.
     let flood = shell_loader("head -c 40000000 /dev/zero >&0", LOADER_TIMEOUT);
     let started = Instant::now();
-    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), &flood) else {
+    let ChildOutcome::Failed(error) = load_in_child(&Roots::fixture(dir.path()), false, &flood)
+    else {
         panic!("a flooding loader must be an error");
     };
     assert!(
@@ -170,7 +174,8 @@ fn a_loader_that_is_not_this_program_means_loading_in_process() {
     // A wrapper (ld.so, valgrind) behind /proc/self/exe exits on the loader's arguments (its
     // message would go to the shared stderr, where the VM tier matches libtest's lines).
     let wrapper = shell_loader("exit 1", LOADER_TIMEOUT);
-    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), &wrapper) else {
+    let ChildOutcome::InProcess(why) = load_in_child(&Roots::fixture(dir.path()), false, &wrapper)
+    else {
         panic!("a loader that is not ours must mean loading in-process");
     };
     assert!(why.contains("exit status: 1"), "{why}");
