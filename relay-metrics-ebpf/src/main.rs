@@ -2,7 +2,9 @@
 //! switches, memory-reclaim stalls and throttling, OOM kills.
 //!
 //! Everything is read from classic tracepoint records (or from `bpf_get_current_*` helpers): no
-//! kernel-memory reads, so the programs load under lockdown=confidentiality too. Field offsets are
+//! kernel-memory reads. (Under lockdown=confidentiality they would pass the verifier, but the
+//! kernel creates no tracefs files there, so they cannot be attached: see the loader's
+//! `lockdown` module.) Field offsets are
 //! not compiled in: userspace parses them from tracefs `format` files and writes them into the
 //! `.rodata` global [`CONFIG`]; the verifier treats those values as constants, so each field
 //! access below resolves to a single load at a constant offset (the other branches are dead code
