@@ -77,6 +77,16 @@ struct {
 	__type(value, u64);
 } cpu_base SEC(".maps");
 
+/* Set by user space at load: whether the exact resident size is wanted (the per-CPU sums cost
+ * a dozen reads per process). */
+const volatile u32 sum_rss = 0;
+
+/* The reading process's PID namespace and level, for the read session `reader_session`
+ * (bpf_iter_meta.session_id, unique per read): found on the session's first task. */
+u64 reader_session;
+u64 reader_ns;
+u32 reader_level;
+
 /* The kernel's per-CPU offset of each CPU (__per_cpu_offset[cpu]), found on the first visit:
  * cpu_offsets_state 0 = not yet, 1 = cpu_count offsets known, 2 = not available. */
 u64 cpu_offsets[MAX_SUM_CPUS];
@@ -159,9 +169,9 @@ static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r
 		r->rss_anon = BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count);
 		r->rss_shmem = BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count);
 		r->status |= STATUS_RSS_PERCPU;
-		if (cpu_offsets_state == 0)
+		if (sum_rss && cpu_offsets_state == 0)
 			find_cpu_offsets();
-		if (cpu_offsets_state == 1) {
+		if (sum_rss && cpu_offsets_state == 1) {
 			r->rss_sum_file = COUNTER_SUM(mm, MM_FILEPAGES);
 			r->rss_sum_anon = COUNTER_SUM(mm, MM_ANONPAGES);
 			r->rss_sum_shmem = COUNTER_SUM(mm, MM_SHMEMPAGES);
@@ -251,30 +261,46 @@ int task_leaders(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task)
 		return 0;
-	int pid = BPF_CORE_READ(task, pid);
-	int tgid = BPF_CORE_READ(task, tgid);
+	/* Direct loads from the iterator's trusted task pointer: every thread passes here. */
+	int pid = task->pid;
+	int tgid = task->tgid;
 	if (pid != tgid)
 		return 0;
 
 	/* Pids as the reading process's PID namespace sees them: the iterator runs in read(2), so
 	 * the current task is the reader. task->tgid is the initial namespace's number. */
-	struct task_struct *reader = (void *)bpf_get_current_task();
-	struct pid *reader_pid = BPF_CORE_READ(reader, thread_pid);
-	if (!reader_pid)
-		return 0;
-	unsigned int level = BPF_CORE_READ(reader_pid, level);
-	if (level > 32)
-		return 0;
-	struct upid *reader_upid = (void *)reader_pid + bpf_core_field_offset(struct pid, numbers) +
-				   (u64)level * bpf_core_type_size(struct upid);
-	struct pid_namespace *ns = BPF_CORE_READ(reader_upid, ns);
+	u64 session = ctx->meta->session_id;
+	if (session != reader_session) {
+		struct task_struct *reader = (void *)bpf_get_current_task();
+		struct pid *reader_pid = BPF_CORE_READ(reader, thread_pid);
+		if (!reader_pid)
+			return 0;
+		unsigned int reader_pid_level = BPF_CORE_READ(reader_pid, level);
+		if (reader_pid_level > 32)
+			return 0;
+		struct upid *reader_upid = (void *)reader_pid +
+					   bpf_core_field_offset(struct pid, numbers) +
+					   (u64)reader_pid_level * bpf_core_type_size(struct upid);
+		reader_ns = (u64)BPF_CORE_READ(reader_upid, ns);
+		reader_level = reader_pid_level;
+		reader_session = session;
+	}
+	unsigned int level = reader_level;
+	struct pid_namespace *ns = (void *)reader_ns;
 
 	struct task_record r = {};
-	r.tgid = pid_nr_in(BPF_CORE_READ(task, thread_pid), level, ns);
-	if (!r.tgid)
-		return 0;
-	/* As task_ppid_nr_ns: the real parent's thread group, not the thread that forked. */
-	r.ppid = pid_nr_in(BPF_CORE_READ(task, real_parent, group_leader, thread_pid), level, ns);
+	if (level == 0) {
+		/* The initial namespace: its numbers are the task's own. */
+		r.tgid = (u32)tgid;
+		r.ppid = (u32)BPF_CORE_READ(task, real_parent, tgid);
+	} else {
+		r.tgid = pid_nr_in(BPF_CORE_READ(task, thread_pid), level, ns);
+		if (!r.tgid)
+			return 0;
+		/* As task_ppid_nr_ns: the real parent's thread group, not the thread that forked. */
+		r.ppid = pid_nr_in(BPF_CORE_READ(task, real_parent, group_leader, thread_pid), level,
+				   ns);
+	}
 	r.flags = BPF_CORE_READ(task, flags);
 	r.start_boottime_ns = BPF_CORE_READ(task, start_boottime);
 	r.cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);

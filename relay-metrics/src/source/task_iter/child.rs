@@ -15,6 +15,8 @@ use crate::source::ebpf::loader::LoaderCommand;
 pub const LOADER_ENV: &str = "RELAY_METRICS_TASK_ITER_LOADER";
 
 const LOADED: &[u8] = b"loaded";
+/// [`LOADER_ENV`]'s value asking for the per-CPU rss sums.
+const SUM_RSS: &str = "sum-rss";
 const FAILED: &[u8] = b"failed: ";
 
 /// The child's side: load, send the link (or why not), exit.
@@ -26,7 +28,9 @@ pub(crate) fn serve_parent() -> ! {
         eprintln!("relay-metrics: {LOADER_ENV} is set but stdin is not the loader's socket");
         std::process::exit(2);
     }
-    let (data, link) = match super::load_and_attach() {
+    // The parent sets the variable to SUM_RSS when it wants the per-CPU rss sums.
+    let sum_rss = std::env::var_os(LOADER_ENV).is_some_and(|value| value == SUM_RSS);
+    let (data, link) = match super::load_and_attach(sum_rss) {
         Ok(link) => (LOADED.to_vec(), Some(link)),
         Err(reason) => ([FAILED, reason.as_bytes()].concat(), None),
     };
@@ -42,11 +46,11 @@ pub(crate) fn serve_parent() -> ! {
 }
 
 /// The parent's side: runs the child and takes the link it sends.
-pub(super) fn load_in_child(command: &LoaderCommand) -> Result<OwnedFd, String> {
+pub(super) fn load_in_child(command: &LoaderCommand, sum_rss: bool) -> Result<OwnedFd, String> {
     let (ours, theirs) = UnixStream::pair().map_err(|error| format!("no socket pair: {error}"))?;
     let mut child_command = command.command();
     child_command
-        .env(LOADER_ENV, "1")
+        .env(LOADER_ENV, if sum_rss { SUM_RSS } else { "1" })
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

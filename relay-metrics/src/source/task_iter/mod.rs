@@ -310,13 +310,15 @@ pub struct TaskIter {
 
 impl TaskIter {
     /// Loads and attaches the program, after the checks that give a clear reason, and proves on
-    /// a first read that its records describe this process as `/proc/self/stat` does (pid as
-    /// this namespace sees it, start time).
-    pub fn load(roots: &Roots) -> Result<Self, Unavailable> {
+    /// a first read that its records describe this process as `/proc/self/stat` does (pid and
+    /// parent pid as this namespace sees them, start time). With `sum_rss` the program adds up
+    /// the per-CPU rss parts ([`TaskRecord::rss_sum_pages`]): a dozen more reads per process,
+    /// worth it only where the exact resident size is wanted.
+    pub fn load(roots: &Roots, sum_rss: bool) -> Result<Self, Unavailable> {
         preconditions(roots)?;
         let link = match crate::source::ebpf::loader::command() {
-            Some(command) => child::load_in_child(command),
-            None => load_and_attach(),
+            Some(command) => child::load_in_child(command, sum_rss),
+            None => load_and_attach(sum_rss),
         }
         .map_err(Unavailable)?;
         let mut published = Published::default();
@@ -434,10 +436,12 @@ fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
 /// Loads the object with aya (which relocates its CO-RE reads against the kernel's BTF), then
 /// creates the iterator link itself: aya 0.14 exposes no link descriptor that can be re-read.
 /// In this process, or in the loader child when the program enabled it (see `child`).
-fn load_and_attach() -> Result<OwnedFd, String> {
+fn load_and_attach(sum_rss: bool) -> Result<OwnedFd, String> {
     let btf = aya::Btf::from_sys_fs().map_err(|error| format!("kernel BTF: {error}"))?;
+    let sum_rss = u32::from(sum_rss);
     let mut ebpf = aya::EbpfLoader::new()
         .btf(Some(&btf))
+        .override_global("sum_rss", &sum_rss, true)
         .load(OBJECT)
         .map_err(|error| format!("loading the task iterator object: {}", describe(&error)))?;
     let program: &mut aya::programs::Iter = ebpf

@@ -139,7 +139,7 @@ fn status_bits_choose_the_resident_source_and_flag_truncation() {
 
 #[test]
 fn a_fixture_proc_root_is_refused_with_its_reason() {
-    let error = TaskIter::load(&Roots::fixture("/nonexistent")).unwrap_err();
+    let error = TaskIter::load(&Roots::fixture("/nonexistent"), false).unwrap_err();
     assert!(error.0.contains("fixture"), "{error}");
 }
 
@@ -149,7 +149,7 @@ fn a_fixture_proc_root_is_refused_with_its_reason() {
 #[ignore = "root: loads the BPF task iterator"]
 fn the_iterator_describes_this_process_as_procfs_does() {
     assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
-    let mut iter = TaskIter::load(&Roots::host()).unwrap();
+    let mut iter = TaskIter::load(&Roots::host(), true).unwrap();
     let mut records = Vec::new();
     iter.read(&mut records).unwrap();
     let pid = std::process::id();
@@ -164,4 +164,52 @@ fn the_iterator_describes_this_process_as_procfs_does() {
     let kthreadd = records.iter().find(|record| record.tgid == 2).unwrap();
     assert!(kthreadd.is_kernel_thread());
     assert_eq!(kthreadd.resident_source(true), ResidentSource::None);
+}
+
+/// Where `statm` sums the per-CPU parts (6.16+, this host), the program's own sums are what it
+/// prints, for a process that stands still; before 6.2 the record's atomics are.
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn the_records_resident_size_is_statms_for_a_stopped_process() {
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
+    };
+    while !stopped() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut iter = TaskIter::load(&Roots::host(), true).unwrap();
+    let mut records = Vec::new();
+    iter.read(&mut records).unwrap();
+    let record = *records.iter().find(|record| record.tgid == pid).unwrap();
+    let statm: u64 = std::fs::read_to_string(format!("/proc/{pid}/statm"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    match record.resident_source(iter.statm_sums()) {
+        ResidentSource::Summed => assert_eq!(record.summed_rss_pages(), Some(statm)),
+        ResidentSource::Exact => assert_eq!(record.stat_rss_pages(), statm),
+        other => {
+            assert!(
+                !statm_sums_per_cpu_parts(&release),
+                "kernel {release} sums statm, but the record gives {other:?}"
+            );
+        }
+    }
 }

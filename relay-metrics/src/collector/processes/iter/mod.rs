@@ -83,7 +83,7 @@ impl SourceState {
         if task_iter::ns_to_ticks(0, procfs::clock_ticks_per_second().unwrap_or(0)).is_none() {
             return refused("the clock tick rate is unknown or does not divide a second");
         }
-        match TaskIter::load(roots) {
+        match TaskIter::load(roots, wanted.memory) {
             Ok(iter) => Ok(SourceState::Iter {
                 iter,
                 records: Vec::new(),

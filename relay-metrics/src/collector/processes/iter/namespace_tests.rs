@@ -71,7 +71,7 @@ fn inside_the_namespace() {
     }
 
     // The records themselves: pids and parent pids as this namespace numbers them.
-    let mut task_iter = TaskIter::load(&Roots::host()).unwrap();
+    let mut task_iter = TaskIter::load(&Roots::host(), true).unwrap();
     let mut records = Vec::new();
     task_iter.read(&mut records).unwrap();
     let listed = proc_pids();
