@@ -3,6 +3,7 @@
 //! end-to-end tests (`tests/`: collectors over fixture trees, the fake-NVML tests). Nothing here is
 //! a supported API: it moves whenever the code it points to moves.
 
+pub use crate::source::file::pread_all;
 pub use crate::source::{HeldFile, Roots};
 
 use crate::{Collector, CollectorError, ResourceMetricsConfig};
@@ -30,6 +31,7 @@ pub mod procfs {
         parse_children, parse_io, parse_schedstat, parse_smaps_rollup_private_kib, parse_stat,
         parse_statm_resident_pages, parse_status_vm_hwm_kib,
     };
+    pub use crate::source::procfs::sys::DirentBuffer;
     pub use crate::source::procfs::{ProcessFields, ProcessReader};
 }
 

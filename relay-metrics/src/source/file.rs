@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::held::Published;
@@ -132,39 +131,22 @@ pub fn read_once<'b>(path: &Path, buf: &'b mut Vec<u8>) -> Result<&'b [u8], Sour
 
 /// `pread` from offset 0 until end of file into `buf` (cleared, capacity kept), growing it only
 /// when the content does not fit. procfs and sysfs regenerate a file on every read from
-/// offset 0. Reads go straight into the buffer's spare capacity: zero-filling it first cost
-/// more than the copy itself on every read.
-pub(crate) fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
+/// offset 0. Reads go straight into the buffer's spare capacity (rustix's `spare_capacity`):
+/// zero-filling it first cost more than the copy itself on every read.
+pub fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
     }
     loop {
-        let filled = buf.len();
-        let spare = buf.capacity() - filled;
-        let offset = libc::off_t::try_from(filled)
+        let spare = buf.capacity() - buf.len();
+        let offset = u64::try_from(buf.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
-        // SAFETY: the pointer is `spare` writable bytes of the vector's allocation, right after
-        // its initialised part; the kernel writes at most `spare` bytes there and the fd is open
-        // for the duration of the call (borrowed from `file`).
-        let read = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                buf.as_mut_ptr().add(filled).cast(),
-                spare,
-                offset,
-            )
+        let read = match rustix::io::pread(file, rustix::buffer::spare_capacity(buf), offset) {
+            Ok(read) => read,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => return Err(errno.into()),
         };
-        if read < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        let read = usize::try_from(read).unwrap_or(0).min(spare);
-        // SAFETY: the kernel initialised `read` bytes right after the `filled` ones.
-        unsafe { buf.set_len(filled + read) };
         if read == 0 || read < spare {
             return Ok(buf.as_slice());
         }

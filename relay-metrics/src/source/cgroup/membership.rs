@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use super::target::CgroupTarget;
 use super::{CgroupError, CgroupVersion};
 use crate::source::file::{is_gone, SourceError};
-use crate::source::procfs::sys::{
-    is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer, DT_DIR,
-};
+use crate::source::procfs::sys::{is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer};
 
 /// Lists the processes of cgroup subtrees with reused buffers and directory descriptors
 /// opened relative to their parent: after the first walk of a subtree, walking it again
@@ -188,8 +186,8 @@ impl SubtreeWalker {
         }
         self.names.clear();
         let names = &mut self.names;
-        self.dirents.for_each_typed(dir.as_fd(), |name, kind| {
-            if kind == DT_DIR && !is_dot(name) {
+        self.dirents.for_each_typed(dir.as_fd(), |name, is_dir| {
+            if is_dir && !is_dot(name) {
                 names.extend_from_slice(name);
                 names.push(0);
             }

@@ -1,23 +1,18 @@
 //! Descriptors across processes: `SCM_RIGHTS` over a Unix stream socket, and the kernel's
 //! `fdinfo` of BPF objects (which program a link runs, a program's id and run statistics).
 
-use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::io::{self, IoSlice, IoSliceMut, Read as _, Write as _};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
+use nix::errno::Errno;
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+
 /// The kernel accepts at most this many descriptors in one `SCM_RIGHTS` message (`SCM_MAX_FD`).
 pub(super) const MAX_FDS: usize = 253;
-
-const FD_BYTES: usize = std::mem::size_of::<RawFd>();
-
-/// `CMSG_SPACE` for `count` descriptors, as u64 words (the control buffer must be aligned for
-/// `cmsghdr`, which a `Vec<u8>` is not).
-fn control_words(count: usize) -> Vec<u64> {
-    // SAFETY: CMSG_SPACE only computes a size.
-    let bytes = unsafe { libc::CMSG_SPACE((count * FD_BYTES) as u32) } as usize;
-    vec![0u64; bytes.div_ceil(8)]
-}
 
 /// Sends `data` (not empty: descriptors travel with data bytes) and `fds` in one go. The
 /// receiver gets its own descriptors for the same open files; ours stay open.
@@ -25,41 +20,20 @@ pub(crate) fn send(socket: &UnixStream, data: &[u8], fds: &[RawFd]) -> io::Resul
     if data.is_empty() || fds.len() > MAX_FDS {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
-    let mut control = control_words(fds.len());
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr().cast_mut().cast(),
-        iov_len: data.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() * 8;
-        // SAFETY: msg_control points to a zeroed, aligned buffer of at least CMSG_SPACE(fds)
-        // bytes, so CMSG_FIRSTHDR is non-null and CMSG_DATA has room for every descriptor.
-        unsafe {
-            let header = libc::CMSG_FIRSTHDR(&msg);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN((fds.len() * FD_BYTES) as u32) as usize;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(header),
-                fds.len() * FD_BYTES,
-            );
-        }
-    }
+    let iov = [IoSlice::new(data)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let control: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
     let sent = loop {
-        // SAFETY: msg and the buffers it points to live across the call.
-        let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-        if sent >= 0 {
-            break sent as usize;
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
+        match sendmsg::<()>(
+            socket.as_raw_fd(),
+            &iov,
+            control,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Ok(sent) => break sent,
+            Err(Errno::EINTR) => continue,
+            Err(errno) => return Err(errno.into()),
         }
     };
     // The descriptors went with the first byte; a stream socket may take the rest separately.
@@ -77,7 +51,7 @@ pub(crate) fn receive_all(
     let mut data = Vec::new();
     let mut fds = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
-    let mut control = control_words(MAX_FDS);
+    let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -88,60 +62,32 @@ pub(crate) fn receive_all(
         }
         // SO_RCVTIMEO: recvmsg below fails with EAGAIN once it passes.
         socket.set_read_timeout(Some(remaining))?;
-        let mut iov = libc::iovec {
-            iov_base: chunk.as_mut_ptr().cast(),
-            iov_len: chunk.len(),
-        };
-        // SAFETY: an all-zero msghdr is a valid empty message.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() * 8;
-        // SAFETY: msg points to live buffers of the lengths it states.
+        let mut iov = [IoSliceMut::new(&mut chunk)];
+        // Dropping the buffer closes any descriptor not taken out of it.
+        let mut control = RecvAncillaryBuffer::new(&mut space);
         let received =
-            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if received < 0 {
-            let error = io::Error::last_os_error();
-            match error.kind() {
-                io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock => continue,
-                _ => return Err(error),
+            match rustix::net::recvmsg(socket, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+                Ok(received) => received,
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => continue,
+                Err(errno) => return Err(errno.into()),
+            };
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = message {
+                fds.extend(rights);
             }
         }
-        take_descriptors(&msg, &mut fds);
-        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        if received.flags.contains(ReturnFlags::CTRUNC) {
             // The kernel closed the descriptors that did not fit: the set is incomplete.
             return Err(io::Error::other("descriptors were truncated (MSG_CTRUNC)"));
         }
-        if received == 0 {
+        if received.bytes == 0 {
             return Ok((data, fds));
         }
-        data.extend_from_slice(&chunk[..received as usize]);
+        data.extend_from_slice(&chunk[..received.bytes.min(chunk.len())]);
         if data.len() > max_bytes {
             return Err(io::Error::other(format!(
                 "more than {max_bytes} bytes from the loader"
             )));
-        }
-    }
-}
-
-/// Moves the `SCM_RIGHTS` descriptors of a received message into `fds`.
-fn take_descriptors(msg: &libc::msghdr, fds: &mut Vec<OwnedFd>) {
-    // SAFETY: msg was filled by recvmsg; the CMSG_* macros stay within msg_controllen, and each
-    // SCM_RIGHTS payload holds (cmsg_len - CMSG_LEN(0)) / 4 descriptors now owned by this
-    // process (read unaligned: CMSG_DATA need not be aligned for RawFd).
-    unsafe {
-        let mut header = libc::CMSG_FIRSTHDR(msg);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let payload = (*header).cmsg_len - libc::CMSG_LEN(0) as usize;
-                let data = libc::CMSG_DATA(header);
-                for i in 0..payload / FD_BYTES {
-                    let fd = std::ptr::read_unaligned(data.add(i * FD_BYTES).cast::<RawFd>());
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            header = libc::CMSG_NXTHDR(msg, header);
         }
     }
 }
@@ -239,8 +185,7 @@ mod tests {
         assert_eq!(fds.len(), 2);
         for fd in &fds {
             assert_ne!(fd.as_raw_fd(), -1);
-            // SAFETY: F_GETFD on an owned descriptor.
-            let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+            let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).expect("F_GETFD");
             assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
         }
         assert!(send(&right, b"", &[]).is_err());

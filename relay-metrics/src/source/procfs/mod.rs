@@ -21,6 +21,8 @@ pub use reader::{ProcessReader, MAX_SCHEDSTAT_THREADS};
 
 use std::path::PathBuf;
 
+use nix::unistd::{sysconf, SysconfVar};
+
 use super::SourceError;
 
 /// `/proc/<pid>/schedstat`: scheduler statistics with ns precision.
@@ -154,19 +156,18 @@ impl ProcessError {
 /// `sysconf(_SC_CLK_TCK)`: the unit of the tick counters in `stat`. `None` if sysconf fails;
 /// the caller decides whether to fall back to 100 (and should say so), nothing here guesses.
 pub fn clock_ticks_per_second() -> Option<u64> {
-    positive_sysconf(libc::_SC_CLK_TCK)
+    positive_sysconf(SysconfVar::CLK_TCK)
 }
 
 /// `sysconf(_SC_PAGESIZE)`: the unit of `rss` in `stat`. `None` if sysconf fails; nothing here
 /// falls back to 4096 silently.
 pub fn page_size_bytes() -> Option<u64> {
-    positive_sysconf(libc::_SC_PAGESIZE)
+    positive_sysconf(SysconfVar::PAGE_SIZE)
 }
 
 /// `sysconf` of a variable whose only valid values are positive (-1 means unknown).
-fn positive_sysconf(variable: libc::c_int) -> Option<u64> {
-    // SAFETY: sysconf takes a plain integer, touches no memory of ours and is thread-safe.
-    let value = unsafe { libc::sysconf(variable) };
+fn positive_sysconf(variable: SysconfVar) -> Option<u64> {
+    let value = sysconf(variable).ok().flatten()?;
     u64::try_from(value).ok().filter(|value| *value > 0)
 }
 

@@ -1,40 +1,35 @@
 //! The syscalls of this module, allocation-free in steady state: `openat` with names formatted on
-//! the stack, `pread` into reused buffers, and directory listing with `getdents64` on a held
-//! descriptor into a reused buffer (no `DIR*`; a rewind with `lseek` instead of a reopen).
+//! the stack, `pread` into reused buffers, and directory listing with `getdents64` (rustix's
+//! `RawDir`) on a held descriptor into a reused buffer (no `DIR*`; a rewind with `lseek` instead
+//! of a reopen).
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::Mode;
 use nix::unistd::{lseek, Whence};
+use rustix::fs::{FileType, RawDir};
 
 use crate::source::{Roots, SourceError};
 
 /// Room for about a thousand `/proc` entries per `getdents64` call.
 const DIRENT_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Offsets inside `struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }`.
-const RECLEN_OFFSET: usize = 16;
-const TYPE_OFFSET: usize = 18;
-const NAME_OFFSET: usize = 19;
-
-/// `d_type` of a directory (`DT_DIR`).
-pub(crate) const DT_DIR: u8 = 4;
-
 /// A reused buffer for `getdents64`.
 #[derive(Debug, Default)]
-pub(crate) struct DirentBuffer {
-    buf: Vec<u8>,
+pub struct DirentBuffer {
+    buf: Vec<MaybeUninit<u8>>,
 }
 
 impl DirentBuffer {
     /// Lists the directory open on `dir` from its start, calling `entry` with each name (without
     /// the trailing NUL), `.` and `..` included. The first call allocates the buffer; later ones
     /// reuse it.
-    pub(crate) fn for_each(
+    pub fn for_each(
         &mut self,
         dir: BorrowedFd<'_>,
         mut entry: impl FnMut(&[u8]),
@@ -42,60 +37,28 @@ impl DirentBuffer {
         self.for_each_typed(dir, |name, _| entry(name))
     }
 
-    /// Like [`Self::for_each`], also passing each entry's `d_type` (`DT_DIR`, ...; 0 when the
-    /// file system does not say).
+    /// Like [`Self::for_each`], also passing whether each entry is a directory (`false` also
+    /// when the file system does not say).
     pub(crate) fn for_each_typed(
         &mut self,
         dir: BorrowedFd<'_>,
-        mut entry: impl FnMut(&[u8], u8),
+        mut entry: impl FnMut(&[u8], bool),
     ) -> io::Result<()> {
         if self.buf.len() < DIRENT_BUFFER_BYTES {
-            self.buf.resize(DIRENT_BUFFER_BYTES, 0);
+            self.buf.resize(DIRENT_BUFFER_BYTES, MaybeUninit::uninit());
         }
         lseek(dir, 0, Whence::SeekSet).map_err(io::Error::from)?;
+        let mut listing = RawDir::new(dir, &mut self.buf);
         loop {
-            // SAFETY: the pointer and length describe `self.buf`, which is valid for writes of
-            // its whole length and outlives the call; the kernel writes at most that many bytes.
-            let read = unsafe {
-                libc::syscall(
-                    libc::SYS_getdents64,
-                    dir.as_raw_fd(),
-                    self.buf.as_mut_ptr(),
-                    self.buf.len(),
-                )
-            };
-            if read < 0 {
-                let error = io::Error::last_os_error();
-                if error.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(error);
-            }
-            let filled = usize::try_from(read).unwrap_or(0).min(self.buf.len());
-            if filled == 0 {
-                return Ok(());
-            }
-            let mut offset = 0;
-            while let Some(record) = self.buf.get(offset..filled) {
-                let Some(reclen) = record
-                    .get(RECLEN_OFFSET..RECLEN_OFFSET + 2)
-                    .map(|bytes| usize::from(u16::from_ne_bytes([bytes[0], bytes[1]])))
-                else {
-                    break;
-                };
-                if reclen <= NAME_OFFSET || reclen > record.len() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "getdents64 returned a malformed record",
-                    ));
-                }
-                let name = &record[NAME_OFFSET..reclen];
-                let name = name
-                    .iter()
-                    .position(|&b| b == 0)
-                    .map_or(name, |end| &name[..end]);
-                entry(name, record[TYPE_OFFSET]);
-                offset += reclen;
+            match listing.next() {
+                None => return Ok(()),
+                Some(Ok(found)) => entry(
+                    found.file_name().to_bytes(),
+                    found.file_type() == FileType::Directory,
+                ),
+                // Nothing was consumed: the next call repeats the same getdents64.
+                Some(Err(rustix::io::Errno::INTR)) => {}
+                Some(Err(errno)) => return Err(errno.into()),
             }
         }
     }

@@ -100,8 +100,7 @@ fn independent(cpu: &Path, cpuacct: Option<&Path>, memory: &Path) -> Independent
 #[ignore = "root: creates v1 cgroups under /sys/fs/cgroup"]
 fn live_v1_needs_root_throttling_limits_and_membership() {
     assert!(
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() } == 0,
+        nix::unistd::geteuid().is_root(),
         "this test needs root: it creates cgroups under /sys/fs/cgroup"
     );
     let roots = Roots::host();
