@@ -117,10 +117,11 @@ impl SourceState {
 /// too: the kernel walks them all), then each record the scope keeps. And of reading one
 /// process through procfs in a cgroup or tree scope (stat, statm, io, fd/, schedstat).
 /// Measured with `bench --process-source both` (docs/PROCESS_SOURCE.md, "Crossover").
-const ITER_FIXED_NS: u64 = 30_000;
-const ITER_PER_TASK_NS: u64 = 250;
-const ITER_PER_LISTED_NS: u64 = 1_000;
-const PROCFS_PER_LISTED_NS: u64 = 9_000;
+/// Private memory (`smaps_rollup`) is left out: both paths read it alike.
+const ITER_FIXED_NS: u64 = 20_000;
+const ITER_PER_TASK_NS: u64 = 500;
+const ITER_PER_LISTED_NS: u64 = 600;
+const PROCFS_PER_LISTED_NS: u64 = 5_000;
 
 /// Whether reading `listed` processes through procfs costs no more than an iterator pass over
 /// a machine of `tasks` tasks.
