@@ -313,7 +313,8 @@ fn memory_used_bytes(nvml: &Nvml, device: &Device<'_>) -> Option<u64> {
             used: 0,
         };
         // SAFETY: the handle comes from this open session and outlives the call; `MemoryV1` has
-        // the layout of `nvmlMemory_t`, which the function only writes.
+        // the layout of `nvmlMemory_t`, which the function only writes. No safe wrapper exists:
+        // nvml-wrapper 0.13's `Device::memory_info` calls only `nvmlDeviceGetMemoryInfo_v2`.
         let code = unsafe { function(device.handle(), (&raw mut memory).cast()) };
         if code == 0 {
             return Some(memory.used);
