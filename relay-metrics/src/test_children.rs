@@ -13,4 +13,6 @@ static RUN_CHILD_IF_REQUESTED: extern "C" fn() = run_child_if_requested;
 extern "C" fn run_child_if_requested() {
     crate::source::ebpf::tests::run_child_if_requested();
     crate::vm_tests::run_child_if_requested();
+    crate::collector::processes::iter::tests::run_child_if_requested();
+    crate::collector::processes::iter::namespace_tests::run_child_if_requested();
 }

@@ -22,7 +22,7 @@ mod environment;
 mod gpu;
 mod kernel_events;
 mod lifetime;
-mod processes;
+pub(crate) mod processes;
 #[cfg(test)]
 pub(crate) use processes::{assert_paths_agree_on_stopped_processes, IterTestScope};
 mod reasons;

@@ -16,7 +16,7 @@ use crate::source::procfs::{
 use crate::source::system::SystemSample;
 use crate::source::Roots;
 
-mod iter;
+pub(crate) mod iter;
 
 #[cfg(test)]
 pub(crate) use iter::tests::{assert_paths_agree_on_stopped_processes, Scope as IterTestScope};

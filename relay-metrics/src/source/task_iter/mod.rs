@@ -401,7 +401,7 @@ impl TaskIter {
 }
 
 /// What can be known before loading: each a reason procfs serves instead.
-fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
+pub(crate) fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
     let fail = |reason: &str| Err(Unavailable(reason.to_owned()));
     if roots.proc != Path::new("/proc") {
         return fail("the proc root is not /proc (fixture tree)");

@@ -39,6 +39,18 @@ pub(crate) enum SourceState {
         /// Descriptors the readers held when the records were taken (see `source::held`).
         held_at_read: usize,
     },
+    /// `auto` for a scope smaller than the machine, while procfs is the cheaper path: the
+    /// iterator is loaded only once the scope grows past the crossover, so a small scope never
+    /// pays for the load (nor, where it happens in this process, for aya's parse of the kernel
+    /// BTF, which leaves ~16 MiB resident).
+    Deferred {
+        roots: Roots,
+        page_size_bytes: u64,
+        /// Whether the records must carry memory values (`TaskIter::load`).
+        memory: bool,
+        crossover: Crossover,
+        reason: Option<Arc<str>>,
+    },
     Procfs {
         reason: Option<Arc<str>>,
     },
@@ -83,21 +95,74 @@ impl SourceState {
         if task_iter::ns_to_ticks(0, procfs::clock_ticks_per_second().unwrap_or(0)).is_none() {
             return refused("the clock tick rate is unknown or does not divide a second");
         }
-        match TaskIter::load(roots, wanted.memory) {
-            Ok(iter) => Ok(SourceState::Iter {
-                iter,
-                records: Vec::new(),
+        if mode == ProcessSource::Auto && !matches!(target, Target::Global) {
+            // What is known without loading is said at once.
+            if let Err(unavailable) = task_iter::preconditions(roots) {
+                return refused(&unavailable.0);
+            }
+            return Ok(SourceState::Deferred {
+                roots: roots.clone(),
                 page_size_bytes,
-                sched_info_on: sched_info_on(roots),
-                failed: None,
-                // Forced ("bpf_iter"), the iterator serves whatever the cost.
-                crossover: (mode == ProcessSource::Auto && !matches!(target, Target::Global))
-                    .then(Crossover::new),
-                procfs_pids: Vec::new(),
-                held_at_read: 0,
-            }),
+                memory: wanted.memory,
+                crossover: Crossover::new(roots),
+                reason: None,
+            });
+        }
+        match TaskIter::load(roots, wanted.memory) {
+            // Forced ("bpf_iter") or global, the iterator serves whatever the cost.
+            Ok(iter) => Ok(Self::loaded(iter, roots, page_size_bytes, None)),
             Err(error) => refused(&error.0),
         }
+    }
+
+    fn loaded(
+        iter: TaskIter,
+        roots: &Roots,
+        page_size_bytes: u64,
+        crossover: Option<Crossover>,
+    ) -> Self {
+        SourceState::Iter {
+            iter,
+            records: Vec::new(),
+            page_size_bytes,
+            sched_info_on: sched_info_on(roots),
+            failed: None,
+            crossover,
+            procfs_pids: Vec::new(),
+            held_at_read: 0,
+        }
+    }
+
+    /// A deferred iterator is loaded once a scope of `listed` processes makes it the cheaper
+    /// path; a load that fails leaves procfs serving for good, with the reason.
+    fn load_when_cheaper(&mut self, listed: usize) {
+        let SourceState::Deferred {
+            crossover, reason, ..
+        } = self
+        else {
+            return;
+        };
+        if let Some(why) = crossover.prefer_procfs(listed) {
+            *reason = Some(why);
+            return;
+        }
+        let deferred = std::mem::replace(self, SourceState::Procfs { reason: None });
+        let SourceState::Deferred {
+            roots,
+            page_size_bytes,
+            memory,
+            crossover,
+            ..
+        } = deferred
+        else {
+            return;
+        };
+        *self = match TaskIter::load(&roots, memory) {
+            Ok(iter) => Self::loaded(iter, &roots, page_size_bytes, Some(crossover)),
+            Err(error) => SourceState::Procfs {
+                reason: Some(Arc::from(error.0)),
+            },
+        };
     }
 
     /// The `process_source` and `process_source_reason` of the last pass.
@@ -108,7 +173,9 @@ impl SourceState {
                 failed: Some(reason),
                 ..
             } => (PROCFS, Some(reason)),
-            SourceState::Procfs { reason } => (PROCFS, reason.as_ref()),
+            SourceState::Deferred { reason, .. } | SourceState::Procfs { reason } => {
+                (PROCFS, reason.as_ref())
+            }
         }
     }
 }
@@ -138,13 +205,19 @@ pub(crate) struct Crossover {
     /// `/proc/loadavg`, whose fourth field counts the machine's tasks (threads included).
     loadavg: Option<std::fs::File>,
     buf: Vec<u8>,
+    /// Made once: a collect of a fixed scope allocates nothing (`tests/allocations.rs`).
+    reason: Arc<str>,
 }
 
 impl Crossover {
-    fn new() -> Self {
+    fn new(roots: &Roots) -> Self {
         Self {
-            loadavg: std::fs::File::open("/proc/loadavg").ok(),
+            loadavg: std::fs::File::open(roots.proc.join("loadavg")).ok(),
             buf: vec![0; 128],
+            reason: Arc::from(
+                "procfs is cheaper for this scope's processes than a task-iterator pass over \
+                 every task of the machine",
+            ),
         }
     }
 
@@ -162,12 +235,7 @@ impl Crossover {
         let listed = u64::try_from(listed).unwrap_or(u64::MAX);
         // Without the task count, the iterator (exact either way) serves.
         let tasks = self.tasks()?;
-        procfs_is_cheaper(listed, tasks).then(|| {
-            Arc::from(format!(
-                "procfs is cheaper for this scope's {listed} process(es) than a task-iterator \
-                 pass over the machine's {tasks} tasks"
-            ))
-        })
+        procfs_is_cheaper(listed, tasks).then(|| Arc::clone(&self.reason))
     }
 }
 
@@ -192,6 +260,7 @@ impl ProcessPassReader {
         processes: &mut Vec<ProcessCounters>,
         reasons: &mut Reasons,
     ) -> Option<Sampled> {
+        self.source.load_when_cheaper(self.pids.len());
         let SourceState::Iter {
             iter,
             records,
@@ -419,7 +488,7 @@ impl ProcessPassReader {
     pub(crate) fn procfs_pids(&self) -> &[u32] {
         match &self.source {
             SourceState::Iter { procfs_pids, .. } => procfs_pids,
-            SourceState::Procfs { .. } => &[],
+            SourceState::Deferred { .. } | SourceState::Procfs { .. } => &[],
         }
     }
 
@@ -430,6 +499,6 @@ impl ProcessPassReader {
 }
 
 #[cfg(test)]
-mod namespace_tests;
+pub(crate) mod namespace_tests;
 #[cfg(test)]
 pub(crate) mod tests;

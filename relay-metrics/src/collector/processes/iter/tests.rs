@@ -7,19 +7,18 @@ use std::time::{Duration, Instant};
 use super::super::super::reasons::Reasons;
 use super::super::super::Target;
 use super::super::ProcessPassReader;
-use super::{BPF_ITER, PROCFS};
+use super::{SourceState, BPF_ITER, PROCFS};
 use crate::config::{ProcessSource, ResourceMetricsConfig, ScopeSetting};
 use crate::model::{ProcessCounters, ProcessPass, Wanted};
 use crate::source::Roots;
 
 const CHILD_MODE: &str = "RELAY_METRICS_TASK_ITER_WORKLOAD";
-const CHILD_TEST: &str = "collector::processes::iter::tests::workload_child";
 
-/// Not a test of its own: the body of the workload processes (a no-op without the variable).
-/// Threads that read and write files, one of which exits first (its counts move to the
-/// process's dead-thread totals), CPU work, open descriptors; then it waits to be stopped.
-#[test]
-fn workload_child() {
+/// The body of the workload processes, when this test binary runs as one (`crate::test_children`;
+/// returns at once without the variable). Threads that read and write files, one of which exits
+/// first (its counts move to the process's dead-thread totals), CPU work, open descriptors; then
+/// it waits to be stopped.
+pub(crate) fn run_child_if_requested() {
     let Ok(mode) = std::env::var(CHILD_MODE) else {
         return;
     };
@@ -63,7 +62,6 @@ fn workload_child() {
     }
     work(0, dir.clone());
     let _ = std::fs::remove_dir_all(&dir);
-    // After the harness's "test <name> ... " on the same line.
     println!(" ready");
     std::hint::black_box(&held);
     loop {
@@ -77,7 +75,6 @@ struct Stopped(Child);
 impl Stopped {
     fn start(threads: usize) -> Self {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([CHILD_TEST, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_MODE, threads.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -422,6 +419,10 @@ fn a_small_cgroup_is_read_through_procfs_in_auto_with_the_reason() {
     let (source, reason) = auto.process_source();
     assert_eq!(source, PROCFS);
     assert!(reason.unwrap().contains("cheaper"), "{reason:?}");
+    assert!(
+        matches!(auto.source, SourceState::Deferred { .. }),
+        "a scope that procfs serves more cheaply does not load the iterator"
+    );
     let mut forced = reader(ProcessSource::BpfIter, &target);
     assert_eq!(pass(&mut forced, &target).len(), 1);
     assert_eq!(forced.process_source(), (BPF_ITER, None));
