@@ -3,7 +3,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut, Read as _, Write as _};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
@@ -13,6 +13,14 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFl
 
 /// The kernel accepts at most this many descriptors in one `SCM_RIGHTS` message (`SCM_MAX_FD`).
 pub(super) const MAX_FDS: usize = 253;
+
+/// The socket a parent put on this child's stdin: a duplicate of descriptor 0, ours to own; an
+/// error when stdin is not a Unix socket.
+pub(crate) fn socket_on_stdin() -> io::Result<UnixStream> {
+    let socket = UnixStream::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    socket.local_addr()?;
+    Ok(socket)
+}
 
 /// Sends `data` (not empty: descriptors travel with data bytes) and `fds` in one go. The
 /// receiver gets its own descriptors for the same open files; ours stay open.

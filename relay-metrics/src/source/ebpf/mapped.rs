@@ -46,8 +46,9 @@ impl<V: Pod> MappedArray<V> {
         }
         let stride = value_size.div_ceil(8) * 8;
         let entries = info.max_entries();
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let page = crate::source::procfs::page_size_bytes()
+            .and_then(|page| usize::try_from(page).ok())
+            .unwrap_or(4096);
         let len_bytes = stride
             .checked_mul(usize::try_from(entries).unwrap_or(usize::MAX))
             .ok_or("map too large to map")?

@@ -3,7 +3,7 @@
 //! resident at its peak), which a long-running collector should never hold. The child loads,
 //! attaches, sends the one link descriptor back with `SCM_RIGHTS` and exits.
 
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::time::Instant;
@@ -21,13 +21,15 @@ const FAILED: &[u8] = b"failed: ";
 
 /// The child's side: load, send the link (or why not), exit.
 pub(crate) fn serve_parent() -> ! {
-    // SAFETY: the parent put the socket on stdin for this process, which uses stdin for nothing
-    // else: taking ownership of fd 0 is sound.
-    let socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
-    if socket.local_addr().is_err() {
-        eprintln!("relay-metrics: {LOADER_ENV} is set but stdin is not the loader's socket");
-        std::process::exit(2);
-    }
+    let socket = match fds::socket_on_stdin() {
+        Ok(socket) => socket,
+        Err(error) => {
+            eprintln!(
+                "relay-metrics: {LOADER_ENV} is set but stdin is not the parent's socket: {error}"
+            );
+            std::process::exit(2);
+        }
+    };
     // The parent sets the variable to SUM_RSS when it wants the per-CPU rss sums.
     let sum_rss = std::env::var_os(LOADER_ENV).is_some_and(|value| value == SUM_RSS);
     let (data, link) = match super::load_and_attach(sum_rss) {

@@ -358,29 +358,13 @@ impl TaskIter {
             if self.buf.capacity() - self.buf.len() < 16 * 1024 {
                 self.buf.reserve(64 * 1024);
             }
-            let spare = self.buf.spare_capacity_mut();
-            // SAFETY: `spare` is writable, uninitialised memory of `spare.len()` bytes owned by
-            // `buf`; read(2) writes at most that many bytes and returns how many it wrote.
-            let read = unsafe {
-                libc::read(
-                    iter.as_raw_fd(),
-                    spare.as_mut_ptr().cast::<libc::c_void>(),
-                    spare.len(),
-                )
-            };
-            let read = match usize::try_from(read) {
+            // Straight into the spare capacity: rustix sets the length to what the kernel wrote.
+            match rustix::io::read(&iter, rustix::buffer::spare_capacity(&mut self.buf)) {
                 Ok(0) => break,
-                Ok(read) => read,
-                Err(_) => {
-                    let error = io::Error::last_os_error();
-                    if error.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    return Err(error);
-                }
-            };
-            // SAFETY: the kernel initialised `read` bytes after the current length.
-            unsafe { self.buf.set_len(self.buf.len() + read) };
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(errno) => return Err(errno.into()),
+            }
         }
         if !self.buf.len().is_multiple_of(RECORD_BYTES) {
             return Err(io::Error::new(

@@ -2,8 +2,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsFd as _, AsRawFd as _, RawFd};
 use std::path::PathBuf;
 
 use aya::maps::{Map, MapData};
@@ -21,13 +20,15 @@ pub(super) fn serve_parent() -> ! {
         eprintln!("relay-metrics: {LOADER_ENV} is set to an unknown protocol version");
         std::process::exit(2);
     }
-    // SAFETY: the parent put the socket on stdin for this process, which uses stdin for nothing
-    // else: taking ownership of fd 0 is sound.
-    let socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
-    if socket.local_addr().is_err() {
-        eprintln!("relay-metrics: {LOADER_ENV} is set but stdin is not the loader's socket");
-        std::process::exit(2);
-    }
+    let socket = match fds::socket_on_stdin() {
+        Ok(socket) => socket,
+        Err(error) => {
+            eprintln!(
+                "relay-metrics: {LOADER_ENV} is set but stdin is not the parent's socket: {error}"
+            );
+            std::process::exit(2);
+        }
+    };
     let roots = Roots {
         proc: std::env::var_os(PROC_ENV).map_or_else(|| PathBuf::from("/proc"), PathBuf::from),
         sys: std::env::var_os(SYS_ENV).map_or_else(|| PathBuf::from("/sys"), PathBuf::from),

@@ -9,7 +9,7 @@
 //! references, and the child's last closes do the detaching after we are gone. The programs
 //! stay attached for that fraction of a second, counting into maps nobody reads.
 
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Stdio};
 use std::time::Instant;
@@ -104,9 +104,15 @@ pub(crate) fn close_concurrently(links: Vec<OwnedFd>) {
 
 /// The detaching child's side: takes the links from stdin, closes them, exits.
 pub(in crate::source::ebpf) fn serve_parent() -> ! {
-    // SAFETY: the parent put the socket on stdin for this process, which uses stdin for nothing
-    // else: taking ownership of fd 0 is sound.
-    let socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(0) });
+    let socket = match fds::socket_on_stdin() {
+        Ok(socket) => socket,
+        Err(error) => {
+            eprintln!(
+                "relay-metrics: {DETACH_ENV} is set but stdin is not the parent's socket: {error}"
+            );
+            std::process::exit(2);
+        }
+    };
     let deadline = Instant::now() + super::LOADER_TIMEOUT;
     let code = match fds::receive_all(&socket, MESSAGE.len(), deadline) {
         Ok((message, links)) if message == MESSAGE => {
