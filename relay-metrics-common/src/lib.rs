@@ -23,6 +23,15 @@ pub const COMM_LEN: usize = 16;
 /// verifier sees them as constants. A field the format lacks is [`NO_FIELD`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "user",
+    derive(
+        zerocopy::FromBytes,
+        zerocopy::IntoBytes,
+        zerocopy::Immutable,
+        zerocopy::KnownLayout
+    )
+)]
 pub struct Config {
     /// `task:task_newtask` `pid` (pid_t, 4 bytes).
     pub newtask_pid: u16,
@@ -262,6 +271,15 @@ const _: () = assert!(core::mem::size_of::<TidState>() == 24);
 /// One OOM victim, pushed through the ring buffer by `oom:mark_victim`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "user",
+    derive(
+        zerocopy::FromBytes,
+        zerocopy::IntoBytes,
+        zerocopy::Immutable,
+        zerocopy::KnownLayout
+    )
+)]
 pub struct OomVictimRecord {
     /// `bpf_ktime_get_boot_ns` at the kill (ns since boot, suspend included).
     pub time_boot_ns: u64,

@@ -514,13 +514,10 @@ impl EbpfSource {
         };
         let mut drained = 0;
         while let Some(item) = ring.next() {
-            if item.len() < std::mem::size_of::<OomVictimRecord>() {
+            let Ok((record, _)) = <OomVictimRecord as zerocopy::FromBytes>::read_from_prefix(&item)
+            else {
                 continue;
-            }
-            // SAFETY: the item holds at least one OomVictimRecord written by the program;
-            // read_unaligned copes with any alignment, and every bit pattern is valid.
-            let record =
-                unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<OomVictimRecord>()) };
+            };
             drained += 1;
             if self.max_recent_oom == 0 {
                 continue;

@@ -180,23 +180,11 @@ struct ProgramReport {
 }
 
 fn config_bytes(config: &Config) -> Vec<u8> {
-    // SAFETY: Config is #[repr(C)] with explicit padding and integer fields only: all of its
-    // size_of bytes are initialized.
-    unsafe {
-        std::slice::from_raw_parts(
-            (config as *const Config).cast::<u8>(),
-            std::mem::size_of::<Config>(),
-        )
-    }
-    .to_vec()
+    zerocopy::IntoBytes::as_bytes(config).to_vec()
 }
 
 fn config_from_bytes(bytes: &[u8]) -> Option<Config> {
-    (bytes.len() == std::mem::size_of::<Config>()).then(|| {
-        // SAFETY: the length is checked, Config has integer fields only (every bit pattern is
-        // valid), and read_unaligned copes with the Vec's alignment.
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Config>()) }
-    })
+    <Config as zerocopy::FromBytes>::read_from_bytes(bytes).ok()
 }
 
 /// What the parent got from the child.
