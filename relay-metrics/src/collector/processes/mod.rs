@@ -69,6 +69,18 @@ struct PassOutcome {
     member_gone: bool,
 }
 
+impl PassOutcome {
+    /// A listed process (not the root) that could not be read: gone, or a failure to count.
+    fn missed(&mut self, error: procfs::ProcessError) {
+        if error.is_gone() {
+            self.member_gone = true;
+        } else {
+            self.failures += 1;
+            self.first_failure.get_or_insert(error);
+        }
+    }
+}
+
 /// Reads the processes of a target, holding their files open between passes.
 pub(super) struct ProcessPassReader {
     wanted: Wanted,
@@ -245,12 +257,7 @@ impl ProcessPassReader {
                     if Some(pid) == root {
                         return Sampled::RootUnavailable(error.to_string());
                     }
-                    if error.is_gone() {
-                        outcome.member_gone = true;
-                    } else {
-                        outcome.failures += 1;
-                        outcome.first_failure.get_or_insert(error);
-                    }
+                    outcome.missed(error);
                     continue;
                 }
             };

@@ -351,12 +351,7 @@ impl ProcessPassReader {
                     if Some(pid) == root {
                         return Sampled::RootUnavailable(error.to_string());
                     }
-                    if error.is_gone() {
-                        outcome.member_gone = true;
-                    } else {
-                        outcome.failures += 1;
-                        outcome.first_failure.get_or_insert(error);
-                    }
+                    outcome.missed(error);
                     continue;
                 }
             };

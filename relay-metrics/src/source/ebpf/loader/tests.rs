@@ -182,21 +182,27 @@ fn a_loader_that_is_not_this_program_means_loading_in_process() {
     assert!(why.contains("no report"), "{why}");
 }
 
-/// The whole path as root: the child loads and attaches, this process reads and writes the
-/// maps it handed over, the programs outlive the child, and dropping the source detaches and
-/// unloads them.
-#[test]
-#[ignore = "root: the loader child loads eBPF programs (CAP_BPF, tracefs)"]
-fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
-    let _serial = crate::source::ebpf::tests::SERIAL
+/// Loads the programs through the test loader child, holding the eBPF tests' lock (as root).
+fn load_through_the_child_as_root() -> (std::sync::MutexGuard<'static, ()>, EbpfSource) {
+    let serial = crate::source::ebpf::tests::SERIAL
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     assert!(
         nix::unistd::geteuid().is_root(),
         "this eBPF test needs root (CAP_BPF, tracefs); run it as root as CI does"
     );
-    let mut source = EbpfSource::load_via(&EbpfOptions::default(), Some(&test_loader()))
+    let source = EbpfSource::load_via(&EbpfOptions::default(), Some(&test_loader()))
         .expect("loading through the child");
+    (serial, source)
+}
+
+/// The whole path as root: the child loads and attaches, this process reads and writes the
+/// maps it handed over, the programs outlive the child, and dropping the source detaches and
+/// unloads them.
+#[test]
+#[ignore = "root: the loader child loads eBPF programs (CAP_BPF, tracefs)"]
+fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
+    let (_serial, mut source) = load_through_the_child_as_root();
     let LoadedBy::ChildProcess { pid } = *source.loaded_by() else {
         panic!("loaded in-process: {:?}", source.loaded_by());
     };
@@ -235,15 +241,7 @@ fn loads_in_a_child_counts_and_detaches_on_drop_as_root() {
 #[test]
 #[ignore = "root: the loader child loads eBPF programs (CAP_BPF, tracefs)"]
 fn dropping_hands_the_links_to_a_detaching_child_as_root() {
-    let _serial = crate::source::ebpf::tests::SERIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this eBPF test needs root (CAP_BPF, tracefs); run it as root as CI does"
-    );
-    let mut source = EbpfSource::load_via(&EbpfOptions::default(), Some(&test_loader()))
-        .expect("loading through the child");
+    let (_serial, mut source) = load_through_the_child_as_root();
     let ids: Vec<u32> = source.program_run_stats().iter().map(|p| p.id).collect();
     let our_links = || -> Vec<u32> {
         std::fs::read_dir("/proc/self/fdinfo")
