@@ -14,12 +14,21 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFl
 /// The kernel accepts at most this many descriptors in one `SCM_RIGHTS` message (`SCM_MAX_FD`).
 pub(super) const MAX_FDS: usize = 253;
 
-/// The socket a parent put on this child's stdin: a duplicate of descriptor 0, ours to own; an
-/// error when stdin is not a Unix socket.
-pub(crate) fn socket_on_stdin() -> io::Result<UnixStream> {
-    let socket = UnixStream::from(std::io::stdin().as_fd().try_clone_to_owned()?);
-    socket.local_addr()?;
-    Ok(socket)
+/// The socket a parent put on this child's stdin: a duplicate of descriptor 0, ours to own.
+/// A child started with `env` set but without that socket exits (status 2) saying so.
+pub(crate) fn socket_on_stdin_or_exit(env: &str) -> UnixStream {
+    let socket = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(UnixStream::from)
+        .and_then(|socket| socket.local_addr().map(|_| socket));
+    match socket {
+        Ok(socket) => socket,
+        Err(error) => {
+            eprintln!("relay-metrics: {env} is set but stdin is not the parent's socket: {error}");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// Sends `data` (not empty: descriptors travel with data bytes) and `fds` in one go. The

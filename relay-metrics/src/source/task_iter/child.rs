@@ -21,15 +21,7 @@ const FAILED: &[u8] = b"failed: ";
 
 /// The child's side: load, send the link (or why not), exit.
 pub(crate) fn serve_parent() -> ! {
-    let socket = match fds::socket_on_stdin() {
-        Ok(socket) => socket,
-        Err(error) => {
-            eprintln!(
-                "relay-metrics: {LOADER_ENV} is set but stdin is not the parent's socket: {error}"
-            );
-            std::process::exit(2);
-        }
-    };
+    let socket = fds::socket_on_stdin_or_exit(LOADER_ENV);
     // The parent sets the variable to SUM_RSS when it wants the per-CPU rss sums.
     let sum_rss = std::env::var_os(LOADER_ENV).is_some_and(|value| value == SUM_RSS);
     let (data, link) = match super::load_and_attach(sum_rss) {

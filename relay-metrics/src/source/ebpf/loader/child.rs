@@ -20,15 +20,7 @@ pub(super) fn serve_parent() -> ! {
         eprintln!("relay-metrics: {LOADER_ENV} is set to an unknown protocol version");
         std::process::exit(2);
     }
-    let socket = match fds::socket_on_stdin() {
-        Ok(socket) => socket,
-        Err(error) => {
-            eprintln!(
-                "relay-metrics: {LOADER_ENV} is set but stdin is not the parent's socket: {error}"
-            );
-            std::process::exit(2);
-        }
-    };
+    let socket = fds::socket_on_stdin_or_exit(LOADER_ENV);
     let roots = Roots {
         proc: std::env::var_os(PROC_ENV).map_or_else(|| PathBuf::from("/proc"), PathBuf::from),
         sys: std::env::var_os(SYS_ENV).map_or_else(|| PathBuf::from("/sys"), PathBuf::from),

@@ -104,15 +104,7 @@ pub(crate) fn close_concurrently(links: Vec<OwnedFd>) {
 
 /// The detaching child's side: takes the links from stdin, closes them, exits.
 pub(in crate::source::ebpf) fn serve_parent() -> ! {
-    let socket = match fds::socket_on_stdin() {
-        Ok(socket) => socket,
-        Err(error) => {
-            eprintln!(
-                "relay-metrics: {DETACH_ENV} is set but stdin is not the parent's socket: {error}"
-            );
-            std::process::exit(2);
-        }
-    };
+    let socket = fds::socket_on_stdin_or_exit(DETACH_ENV);
     let deadline = Instant::now() + super::LOADER_TIMEOUT;
     let code = match fds::receive_all(&socket, MESSAGE.len(), deadline) {
         Ok((message, links)) if message == MESSAGE => {

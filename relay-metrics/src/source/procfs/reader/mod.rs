@@ -283,36 +283,34 @@ impl ProcessReader {
                     Err(_) => None,
                 }
             };
-            let peak_resident_kib = if fields.peak_resident {
-                optional(files, Kind::Status, buf, parse::parse_status_vm_hwm_kib).map_err(gone)?
-            } else {
-                None
-            };
-            let private_kib = if fields.private_memory {
-                optional(
-                    files,
-                    Kind::SmapsRollup,
-                    buf,
-                    parse::parse_smaps_rollup_private_kib,
-                )
-                .map_err(gone)?
-            } else {
-                None
-            };
+            let peak_resident_kib = optional_if(
+                fields.peak_resident,
+                files,
+                Kind::Status,
+                buf,
+                parse::parse_status_vm_hwm_kib,
+            )
+            .map_err(gone)?;
+            let private_kib = optional_if(
+                fields.private_memory,
+                files,
+                Kind::SmapsRollup,
+                buf,
+                parse::parse_smaps_rollup_private_kib,
+            )
+            .map_err(gone)?;
             // stat's rss comes from per-CPU counters that can lag by hundreds of KiB on
             // recent kernels; statm sums them exactly and costs about as little.
-            let statm_resident_bytes = if fields.exact_resident {
-                optional(files, Kind::Statm, buf, parse::parse_statm_resident_pages)
-                    .map_err(gone)?
-                    .and_then(|pages| pages.checked_mul(page_size_bytes))
-            } else {
-                None
-            };
-            let io = if fields.io {
-                optional(files, Kind::Io, buf, parse::parse_io).map_err(gone)?
-            } else {
-                None
-            };
+            let statm_resident_bytes = optional_if(
+                fields.exact_resident,
+                files,
+                Kind::Statm,
+                buf,
+                parse::parse_statm_resident_pages,
+            )
+            .map_err(gone)?
+            .and_then(|pages| pages.checked_mul(page_size_bytes));
+            let io = optional_if(fields.io, files, Kind::Io, buf, parse::parse_io).map_err(gone)?;
             let open_fd_count = if !fields.open_fds {
                 None
             } else if stat.flags & parse::PF_KTHREAD != 0 {
@@ -373,24 +371,23 @@ impl ProcessReader {
                 return Err(ProcessError::Gone { pid });
             }
             let gone = |Gone| ProcessError::Gone { pid };
-            let resident_bytes = if statm {
-                optional(files, Kind::Statm, buf, parse::parse_statm_resident_pages)
-                    .map_err(gone)?
-                    .and_then(|pages| pages.checked_mul(page_size_bytes))
-            } else {
-                None
-            };
-            let private_kib = if private {
-                optional(
-                    files,
-                    Kind::SmapsRollup,
-                    buf,
-                    parse::parse_smaps_rollup_private_kib,
-                )
-                .map_err(gone)?
-            } else {
-                None
-            };
+            let resident_bytes = optional_if(
+                statm,
+                files,
+                Kind::Statm,
+                buf,
+                parse::parse_statm_resident_pages,
+            )
+            .map_err(gone)?
+            .and_then(|pages| pages.checked_mul(page_size_bytes));
+            let private_kib = optional_if(
+                private,
+                files,
+                Kind::SmapsRollup,
+                buf,
+                parse::parse_smaps_rollup_private_kib,
+            )
+            .map_err(gone)?;
             Ok((resident_bytes, private_kib))
         })
     }
@@ -524,6 +521,21 @@ fn read_stat(
 /// to the address space of the moment it was opened, which an `exec` replaces (the held
 /// descriptor then answers ESRCH, never stale numbers). Kernel threads and zombies have no
 /// address space at all and stay `None`.
+/// [`optional`] when the value is `wanted`; `None` without reading otherwise.
+fn optional_if<T>(
+    wanted: bool,
+    files: &mut PidFiles,
+    kind: Kind,
+    buf: &mut Vec<u8>,
+    parse: fn(&[u8]) -> Option<T>,
+) -> Result<Option<T>, Gone> {
+    if wanted {
+        optional(files, kind, buf, parse)
+    } else {
+        Ok(None)
+    }
+}
+
 fn optional<T>(
     files: &mut PidFiles,
     kind: Kind,
