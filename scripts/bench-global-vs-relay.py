@@ -1,5 +1,5 @@
 """`relay-metrics bench --scope global` against NeMo Relay 0.10.4's `await collect()` in the
-global scope, in one run (issue 17's ">= 50x" target; figures in docs/PERFORMANCE.md).
+global scope, in one run (figures in docs/PERFORMANCE.md).
 
 Both get the same config: global scope, every category on (the defaults), filesystem paths `/`
 and `/dev/shm`. Blocks alternate so that both see the same machine load: a block of Relay
