@@ -10,7 +10,7 @@ use relay_metrics::Collector;
 
 /// One path's figures.
 #[derive(serde::Serialize)]
-pub struct PathReport {
+pub(crate) struct PathReport {
     /// `extensions.collector.process_source` of the last snapshot.
     process_source: String,
     /// Why procfs served, when it did.
@@ -24,7 +24,7 @@ pub struct PathReport {
 
 /// Both reports.
 #[derive(serde::Serialize)]
-pub struct SideBySide {
+pub(crate) struct SideBySide {
     scope: relay_metrics::snapshot::MeasurementScope,
     iterations: u64,
     bpf_iter: PathReport,
@@ -33,7 +33,7 @@ pub struct SideBySide {
 
 /// Builds one collector per path (the iterator one fails where the iterator cannot load) and
 /// alternates their collects: 10 untimed each, then `iterations` timed each.
-pub fn run(config: &ResourceMetricsConfig, iterations: u64) -> Result<SideBySide> {
+pub(crate) fn run(config: &ResourceMetricsConfig, iterations: u64) -> Result<SideBySide> {
     let collector = |source| {
         let mut config = config.clone();
         config.extensions.process_source = source;

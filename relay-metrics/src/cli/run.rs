@@ -16,12 +16,35 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
 use relay_metrics::Collector;
+
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// A Relay/relay-metrics config file (JSON or TOML); its scope is replaced by the
+    /// command's process tree.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Period between snapshots.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+    /// Write the NDJSON stream here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// Runs the command under measurement; returns its exit code.
+pub(crate) fn run(args: RunArgs) -> Result<i32> {
+    run_command(args.config, args.interval_ms, args.output, &args.command)
+}
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
@@ -228,7 +251,7 @@ impl Drop for Foreground {
 
 /// Runs `command`, streaming snapshots of its process tree to `output` (stdout if `None`);
 /// returns the command's exit code.
-pub(crate) fn run_command(
+fn run_command(
     config: Option<PathBuf>,
     interval_ms: u64,
     output: Option<PathBuf>,
