@@ -42,14 +42,15 @@ pub enum ConfigError {
 
 /// Which processes to measure, as configured (also the CLI's `--scope`, which has no
 /// `runtime_default`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
+#[cfg_attr(feature = "cli", value(rename_all = "snake_case"))]
 pub enum ScopeSetting {
     /// `process_tree` rooted at the calling process in the library (Relay's embedded APIs);
     /// `global` in the CLI when neither `--pid` nor `--cgroup` is given.
     #[default]
-    #[value(skip)]
+    #[cfg_attr(feature = "cli", value(skip))]
     RuntimeDefault,
     /// Every process of the system.
     Global,
@@ -216,11 +217,10 @@ pub struct ExtensionsConfig {
 }
 
 /// The naming of exported metrics.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
+#[cfg_attr(feature = "cli", value(rename_all = "snake_case"))]
 pub enum MetricNames {
     /// `relay_metrics_*` families in base units (seconds, bytes, …), counters ending in
     /// `_total`.

@@ -9,11 +9,18 @@
 //!   of them ([`Collector::every`]); [`AsyncCollector`] does the same from async code.
 //! - [`ResourceMetricsSnapshot`] ([`snapshot`], with the measurements of [`units`]): the schema,
 //!   serde-compatible with Relay's; [`ResourceMetricsSnapshot::write_json`] writes its JSON fast.
-//! - [`output`]: the agent's encodings and endpoints (JSON, OTLP, the HTTP server) and Relay's
-//!   metric-mark names.
+//! - [`output`]: the encodings (JSON, Prometheus text; OTLP and the HTTP server with the `agent`
+//!   feature) and Relay's metric-mark names.
 //! - [`sampler::FixedRate`]: the fixed-rate ticker behind `every`, for loops of your own.
 //! - [`init_child_loader`]: call it first thing in `main` to load the eBPF programs in a
 //!   short-lived child instead of the long-running process.
+//!
+//! Cargo features: none by default, which is the library core (collector, configuration,
+//! snapshot, JSON, Prometheus text), free of any HTTP, TLS, gRPC or argument-parsing stack.
+//! `agent` adds `output::serve` (the HTTP endpoint, its web config, logging set-up) and
+//! `output::otlp` (hyper, tonic, rustls, bcrypt, tracing-subscriber); `cli` adds clap's derives
+//! on the configuration's enums and the agent's flags, and is what the `relay-metrics` binary
+//! needs (`cargo build --release -p relay-metrics --features cli`).
 //!
 //! Data flows one way inside: sources read kernel files into a sample, a pure model derives
 //! sums, rates and units into a snapshot, and the collector hands it out as an `Arc` so every

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Reproduces every figure of docs/PERFORMANCE.md on the live machine (needs root: v1 cgroups,
 # eBPF, strace). Usage: tools/floor/measure.sh [OUT_DIR]   (release binaries must be built:
-#   cargo build --release -p relay-metrics -p relay-metrics-floor)
+#   cargo build --release -p relay-metrics --features cli -p relay-metrics-floor)
 # Each scenario: RUNS x `relay-metrics bench`, and RUNS x the floor tool, each run started only
 # when the machine looked quiet (≥ 90 % idle over 1 s; waits up to 60 s, then runs anyway and
 # says so).

@@ -1,5 +1,7 @@
 //! Outputs: encodings of a published snapshot (JSON, Prometheus text, OTLP), the agent's HTTP endpoint that
 //! serves them, and NeMo Relay's metric-mark names.
+//!
+//! `otlp` and `serve` are the agent's: they need the `agent` feature.
 
 pub mod json;
 pub(crate) mod metrics;
@@ -9,6 +11,7 @@ pub(crate) mod metrics;
     rustdoc::private_intra_doc_links,
     reason = "links to the crate-private metric families"
 )]
+#[cfg(feature = "agent")]
 pub mod otlp;
 #[allow(
     rustdoc::private_intra_doc_links,
@@ -16,4 +19,5 @@ pub mod otlp;
 )]
 pub mod prometheus;
 pub mod relay_names;
+#[cfg(feature = "agent")]
 pub mod serve;

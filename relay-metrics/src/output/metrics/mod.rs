@@ -48,6 +48,7 @@ pub(crate) enum Unit {
 
 impl Unit {
     /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
+    #[cfg(feature = "agent")]
     pub fn otlp(self) -> &'static str {
         match self {
             Self::Seconds => "s",

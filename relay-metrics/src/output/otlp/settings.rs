@@ -61,43 +61,45 @@ impl Compression {
 }
 
 /// The export flags of `serve`; each OTLP one overrides its `OTEL_EXPORTER_OTLP_*` variable.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct OtlpFlags {
     /// Metric names on `/metrics` and in OTLP: `relay_metrics` (`relay_metrics_*` in base
     /// units) or `relay` (NeMo Relay's `nemo.relay.resource.*` in the configured units).
     /// Overrides the config's `extensions.metric_names`.
-    #[arg(long, value_enum, value_name = "NAMING")]
+    #[cfg_attr(feature = "cli", arg(long, value_enum, value_name = "NAMING"))]
     pub metric_names: Option<MetricNames>,
     /// Push every snapshot to this OTLP endpoint, `http[s]://host[:port][/path]`. For HTTP the
     /// path defaults to `/v1/metrics`; a missing port is 4318 (HTTP) or 4317 (gRPC) over
     /// http, 443 over https. Without it, `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` or
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` turns the export on.
-    #[arg(long, value_name = "URL")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
     pub otlp_endpoint: Option<String>,
     /// grpc, http/protobuf (default) or http/json.
-    #[arg(long, value_name = "PROTOCOL", value_parser = Protocol::parse)]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PROTOCOL", value_parser = Protocol::parse))]
     pub otlp_protocol: Option<Protocol>,
     /// A header sent with every export (repeatable), e.g. `authorization=Bearer T`.
-    #[arg(long = "otlp-header", value_name = "K=V", value_parser = parse_header_flag)]
+    #[cfg_attr(feature = "cli", arg(long = "otlp-header", value_name = "K=V", value_parser = parse_header_flag))]
     pub otlp_headers: Vec<(String, String)>,
     /// PEM file of the certificate authorities that verify the collector (instead of the
     /// system's roots).
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub otlp_ca_file: Option<PathBuf>,
     /// PEM certificate chain presented to the collector (with `--otlp-client-key`).
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub otlp_client_cert: Option<PathBuf>,
     /// PEM private key of `--otlp-client-cert`.
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub otlp_client_key: Option<PathBuf>,
     /// gzip or none (default).
-    #[arg(long, value_name = "KIND", value_parser = Compression::parse)]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "KIND", value_parser = Compression::parse))]
     pub otlp_compression: Option<Compression>,
     /// Longest wait for one export (default 10000).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..)))]
     pub otlp_timeout_ms: Option<u64>,
 }
 
+#[cfg(feature = "cli")]
 fn parse_header_flag(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
