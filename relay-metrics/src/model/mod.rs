@@ -114,6 +114,10 @@ pub struct ProcessCounters {
     pub utime_ticks: u64,
     /// System CPU time (ticks).
     pub stime_ticks: u64,
+    /// User CPU time of the waited-for children (ticks), where the source gives it (procfs).
+    pub cutime_ticks: Option<u64>,
+    /// System CPU time of the waited-for children (ticks), where the source gives it (procfs).
+    pub cstime_ticks: Option<u64>,
     /// Threads.
     pub threads: u64,
     /// Resident set size (bytes).

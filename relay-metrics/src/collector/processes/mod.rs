@@ -386,6 +386,8 @@ fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters
         start_time_ticks: sample.start_time_ticks,
         utime_ticks: sample.utime_ticks,
         stime_ticks: sample.stime_ticks,
+        cutime_ticks: sample.cutime_ticks,
+        cstime_ticks: sample.cstime_ticks,
         threads: sample.num_threads,
         rss_bytes: sample.rss_bytes,
         vsize_bytes: sample.vsize_bytes,

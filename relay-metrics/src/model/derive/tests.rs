@@ -15,6 +15,8 @@ fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
         start_time_ticks: 100,
         utime_ticks,
         stime_ticks: 5,
+        cutime_ticks: Some(0),
+        cstime_ticks: Some(0),
         threads: 2,
         rss_bytes: 8 * 1024 * 1024,
         vsize_bytes: 100 * 1024 * 1024,

@@ -65,6 +65,13 @@ pub struct ProcessSample {
     pub utime_ticks: u64,
     /// stat field 15: system CPU time in clock ticks.
     pub stime_ticks: u64,
+    /// stat field 16: user CPU time of the children the process waited for, in clock ticks
+    /// (the base of cumulative process-tree accounting). `None` where the source does not give
+    /// it: the task iterator's records do not carry it.
+    pub cutime_ticks: Option<u64>,
+    /// stat field 17: system CPU time of the waited-for children, in clock ticks; as
+    /// [`ProcessSample::cutime_ticks`].
+    pub cstime_ticks: Option<u64>,
     /// stat field 20: number of threads.
     pub num_threads: u64,
     /// Resident size: `statm` resident × page size when [`ProcessFields::exact_resident`] was

@@ -20,6 +20,10 @@ pub struct Stat {
     pub utime_ticks: u64,
     /// Field 15: kernel-mode CPU time in clock ticks.
     pub stime_ticks: u64,
+    /// Field 16: user-mode CPU time of the children it waited for, in clock ticks.
+    pub cutime_ticks: u64,
+    /// Field 17: kernel-mode CPU time of the children it waited for, in clock ticks.
+    pub cstime_ticks: u64,
     /// Field 20: number of threads.
     pub num_threads: u64,
     /// Field 22: start time after boot in clock ticks; with the pid, the identity of a process.
@@ -57,7 +61,9 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
     let flags = parse_u64(fields.field(9)?)?;
     let utime_ticks = parse_u64(fields.field(14)?)?;
     let stime_ticks = parse_u64(fields.field(15)?)?;
-    // Fields 16..=19 (cutime, cstime, priority, nice) are skipped; priority and nice may be negative.
+    let cutime_ticks = parse_u64(fields.field(16)?)?;
+    let cstime_ticks = parse_u64(fields.field(17)?)?;
+    // Fields 18 and 19 (priority, nice) are skipped; they may be negative.
     let num_threads = parse_u64(fields.field(20)?)?;
     let start_time_ticks = parse_u64(fields.field(22)?)?;
     let vsize_bytes = parse_u64(fields.field(23)?)?;
@@ -72,6 +78,8 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
         flags,
         utime_ticks,
         stime_ticks,
+        cutime_ticks,
+        cstime_ticks,
         num_threads,
         start_time_ticks,
         vsize_bytes,
@@ -296,6 +304,8 @@ mod tests {
                 flags: 4_194_304,
                 utime_ticks: 0,
                 stime_ticks: 0,
+                cutime_ticks: 0,
+                cstime_ticks: 0,
                 num_threads: 1,
                 start_time_ticks: 37904,
                 vsize_bytes: 2_990_080,
@@ -343,6 +353,8 @@ mod tests {
                 flags: 12,
                 utime_ticks: 1400,
                 stime_ticks: 1500,
+                cutime_ticks: 1600,
+                cstime_ticks: 1700,
                 num_threads: 2000,
                 start_time_ticks: 2200,
                 vsize_bytes: 2300,

@@ -444,6 +444,9 @@ impl ProcessPassReader {
             start_time_ticks,
             utime_ticks: ticks(utime_ns),
             stime_ticks: ticks(stime_ns),
+            // The program does not read signal->cutime/cstime (see docs/PROCESS_SOURCE.md).
+            cutime_ticks: None,
+            cstime_ticks: None,
             threads: record.nr_threads,
             rss_bytes,
             vsize_bytes: if resident == ResidentSource::None {

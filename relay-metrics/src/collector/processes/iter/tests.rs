@@ -274,6 +274,9 @@ pub(crate) fn assert_paths_agree_on_stopped_processes(scope: Scope) -> usize {
             assert_eq!(a.private_kib.is_some(), scope != Scope::Global);
             assert_eq!(b.private_kib.is_some(), scope != Scope::Global);
             (a.private_kib, b.private_kib) = (None, None);
+            // The children's CPU times come from procfs only.
+            assert!(a.cutime_ticks.is_none() && b.cutime_ticks.is_some());
+            (b.cutime_ticks, b.cstime_ticks) = (None, None);
             assert_eq!(
                 a,
                 b,

@@ -339,6 +339,8 @@ impl ProcessReader {
                 start_time_ticks: stat.start_time_ticks,
                 utime_ticks: stat.utime_ticks,
                 stime_ticks: stat.stime_ticks,
+                cutime_ticks: Some(stat.cutime_ticks),
+                cstime_ticks: Some(stat.cstime_ticks),
                 num_threads: stat.num_threads,
                 rss_bytes: statm_resident_bytes.unwrap_or(rss_bytes),
                 vsize_bytes: stat.vsize_bytes,

@@ -372,6 +372,8 @@ fn reads_a_fixture_tree_through_held_descriptors() {
         start_time_ticks: 37904,
         utime_ticks: 0,
         stime_ticks: 0,
+        cutime_ticks: Some(0),
+        cstime_ticks: Some(0),
         num_threads: 1,
         rss_bytes: 424 * page_size_bytes().unwrap(),
         vsize_bytes: 2_990_080,
