@@ -10,10 +10,10 @@ use pyo3::{intern, IntoPyObjectExt};
 
 use chrono::{Datelike, Timelike};
 use relay_metrics::snapshot::{
-    AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CpuMetrics, DiskMetrics,
+    AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CpuMetrics, DiskMetrics, FieldUnit,
     FilesystemCapacityMetrics, GpuMetrics, MemoryMetrics, NetworkInterfaceMetrics, NetworkMetrics,
     NetworkTrafficMetrics, ProcessMetrics, ProcessSamplingMetadata, ResourceLimitEventCount,
-    ResourceMetricsSnapshot,
+    ResourceMetricsSnapshot, SchemaField,
 };
 use relay_metrics::units::{Measurement, MeasurementUnit, MeasurementValue};
 
@@ -120,17 +120,30 @@ pub(crate) fn schema(py: Python<'_>) -> PyResult<&Schema> {
     })
 }
 
-/// Makes an instance of `$cls` with the given field values in its `__dict__`.
+/// Makes an instance of `$cls` with the given field values in its `__dict__`. A key is a field
+/// name (an identifier, as destructured) or a string literal.
 macro_rules! instance {
-    ($py:expr, $schema:expr, $cls:expr, { $($field:literal => $value:expr),* $(,)? }) => {{
+    ($py:expr, $schema:expr, $cls:expr, { $($key:tt => $value:expr),* $(,)? }) => {{
         let py = $py;
         let object = $schema.object_new.bind(py).call1(($cls.bind(py),))?;
         let dict = object.getattr(intern!(py, "__dict__"))?.cast_into::<PyDict>()?;
-        $( dict.set_item(intern!(py, $field), $value)?; )*
+        $( dict.set_item(intern!(py, key!($key)), $value)?; )*
         object
     }};
 }
 
+/// A dataclass field's name: the destructured field's identifier, or a literal.
+macro_rules! key {
+    ($field:ident) => {
+        stringify!($field)
+    };
+    ($key:literal) => {
+        $key
+    };
+}
+
+// Each builder destructures its struct completely, so a field added to the schema table does
+// not compile until it is built here; the keys are the fields' own names.
 impl Schema {
     fn unit<'py>(
         &self,
@@ -157,31 +170,20 @@ impl Schema {
         }
     }
 
+    /// A measurement field; `field` (its schema-table entry) says whether its Python unit is a
+    /// `DataUnit` (disk and network amounts) or the unit family's own enum.
     fn measurement<'py>(
         &self,
         py: Python<'py>,
         measurement: &Option<Measurement>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.typed_measurement(py, measurement, Family::Other)
-    }
-
-    /// A measurement of a field typed `DataUnit` (disk and network amounts).
-    fn data<'py>(
-        &self,
-        py: Python<'py>,
-        measurement: &Option<Measurement>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.typed_measurement(py, measurement, Family::Data)
-    }
-
-    fn typed_measurement<'py>(
-        &self,
-        py: Python<'py>,
-        measurement: &Option<Measurement>,
-        family: Family,
+        field: SchemaField,
     ) -> PyResult<Bound<'py, PyAny>> {
         let Some(measurement) = measurement else {
             return Ok(py.None().into_bound(py));
+        };
+        let family = match field.unit {
+            Some(FieldUnit::Data) => Family::Data,
+            _ => Family::Other,
         };
         let value = match measurement.value {
             MeasurementValue::Integer(value) => value.into_bound_py_any(py)?,
@@ -200,10 +202,15 @@ impl Schema {
     ) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for event in events {
+            let ResourceLimitEventCount {
+                resource,
+                event,
+                count,
+            } = event;
             list.append(instance!(py, self, self.limit_event, {
-                "resource" => PyString::intern(py, event.resource.as_str()),
-                "event" => PyString::intern(py, event.event.as_str()),
-                "count" => self.measurement(py, &event.count)?,
+                resource => PyString::intern(py, resource.as_str()),
+                event => PyString::intern(py, event.as_str()),
+                count => self.measurement(py, count, ResourceLimitEventCount::count)?,
             }))?;
         }
         Ok(list)
@@ -216,18 +223,32 @@ impl Schema {
         snapshot: &ResourceMetricsSnapshot,
         json: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let ResourceMetricsSnapshot {
+            timestamp: at,
+            operating_system,
+            measurement_scope,
+            process_sampling,
+            cpu,
+            memory,
+            process,
+            disk,
+            gpu,
+            network,
+            // Built lazily from the JSON by `_Extensions`.
+            extensions: _,
+        } = snapshot;
         let json = PyString::new(py, json);
         let object = instance!(py, self, self.snapshot, {
-            "timestamp" => timestamp(py, &snapshot.timestamp)?,
-            "operating_system" => PyString::intern(py, snapshot.operating_system.as_str()),
-            "measurement_scope" => PyString::intern(py, snapshot.measurement_scope.as_str()),
-            "process_sampling" => optional(py, &snapshot.process_sampling, |s| self.sampling(py, s))?,
-            "cpu" => optional(py, &snapshot.cpu, |c| self.cpu(py, c))?,
-            "memory" => optional(py, &snapshot.memory, |m| self.memory(py, m))?,
-            "process" => optional(py, &snapshot.process, |p| self.process(py, p))?,
-            "disk" => optional(py, &snapshot.disk, |d| self.disk(py, d))?,
-            "gpu" => optional(py, &snapshot.gpu, |g| self.gpu(py, g))?,
-            "network" => optional(py, &snapshot.network, |n| self.network(py, n))?,
+            timestamp => timestamp(py, at)?,
+            operating_system => PyString::intern(py, operating_system.as_str()),
+            measurement_scope => PyString::intern(py, measurement_scope.as_str()),
+            process_sampling => optional(py, process_sampling, |s| self.sampling(py, s))?,
+            cpu => optional(py, cpu, |c| self.cpu(py, c))?,
+            memory => optional(py, memory, |m| self.memory(py, m))?,
+            process => optional(py, process, |p| self.process(py, p))?,
+            disk => optional(py, disk, |d| self.disk(py, d))?,
+            gpu => optional(py, gpu, |g| self.gpu(py, g))?,
+            network => optional(py, network, |n| self.network(py, n))?,
             "extensions" => self.extensions.bind(py).call1((&json,))?,
             "_relay_metrics_json" => json,
         });
@@ -239,75 +260,129 @@ impl Schema {
         py: Python<'py>,
         sampling: &ProcessSamplingMetadata,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let ProcessSamplingMetadata {
+            visible_processes,
+            sampled_processes,
+            field_sampled_processes,
+        } = sampling;
         let fields = PyDict::new(py);
-        for (key, count) in sampling.field_sampled_processes.iter() {
+        for (key, count) in field_sampled_processes.iter() {
             fields.set_item(PyString::intern(py, key), count)?;
         }
         Ok(instance!(py, self, self.sampling, {
-            "visible_processes" => sampling.visible_processes,
-            "sampled_processes" => sampling.sampled_processes,
-            "field_sampled_processes" => fields,
+            visible_processes => *visible_processes,
+            sampled_processes => *sampled_processes,
+            field_sampled_processes => fields,
         }))
     }
 
     fn cpu<'py>(&self, py: Python<'py>, cpu: &CpuMetrics) -> PyResult<Bound<'py, PyAny>> {
+        type S = CpuMetrics;
+        let CpuMetrics {
+            user_time,
+            system_time,
+            total_time,
+            consumption_rate,
+            throttled_time,
+            effective_limit,
+            some_pressure_stall_time,
+            full_pressure_stall_time,
+            limit_events,
+        } = cpu;
         Ok(instance!(py, self, self.cpu, {
-            "user_time" => self.measurement(py, &cpu.user_time)?,
-            "system_time" => self.measurement(py, &cpu.system_time)?,
-            "total_time" => self.measurement(py, &cpu.total_time)?,
-            "consumption_rate" => self.measurement(py, &cpu.consumption_rate)?,
-            "throttled_time" => self.measurement(py, &cpu.throttled_time)?,
-            "effective_limit" => self.measurement(py, &cpu.effective_limit)?,
-            "some_pressure_stall_time" => self.measurement(py, &cpu.some_pressure_stall_time)?,
-            "full_pressure_stall_time" => self.measurement(py, &cpu.full_pressure_stall_time)?,
-            "limit_events" => self.limit_events(py, &cpu.limit_events)?,
+            user_time => self.measurement(py, user_time, S::user_time)?,
+            system_time => self.measurement(py, system_time, S::system_time)?,
+            total_time => self.measurement(py, total_time, S::total_time)?,
+            consumption_rate => self.measurement(py, consumption_rate, S::consumption_rate)?,
+            throttled_time => self.measurement(py, throttled_time, S::throttled_time)?,
+            effective_limit => self.measurement(py, effective_limit, S::effective_limit)?,
+            some_pressure_stall_time => self.measurement(py, some_pressure_stall_time, S::some_pressure_stall_time)?,
+            full_pressure_stall_time => self.measurement(py, full_pressure_stall_time, S::full_pressure_stall_time)?,
+            limit_events => self.limit_events(py, limit_events)?,
         }))
     }
 
     fn memory<'py>(&self, py: Python<'py>, m: &MemoryMetrics) -> PyResult<Bound<'py, PyAny>> {
+        type S = MemoryMetrics;
+        let MemoryMetrics {
+            system_used,
+            system_total,
+            system_available,
+            resident,
+            private,
+            physical_footprint,
+            virtual_memory,
+            peak_resident,
+            limit,
+            environment_accounted,
+            some_pressure_stall_time,
+            full_pressure_stall_time,
+            out_of_memory_event_count,
+            limit_events,
+        } = m;
         Ok(instance!(py, self, self.memory, {
-            "system_used" => self.measurement(py, &m.system_used)?,
-            "system_total" => self.measurement(py, &m.system_total)?,
-            "system_available" => self.measurement(py, &m.system_available)?,
-            "resident" => self.measurement(py, &m.resident)?,
-            "private" => self.measurement(py, &m.private)?,
-            "physical_footprint" => self.measurement(py, &m.physical_footprint)?,
-            "virtual_memory" => self.measurement(py, &m.virtual_memory)?,
-            "peak_resident" => self.measurement(py, &m.peak_resident)?,
-            "limit" => self.measurement(py, &m.limit)?,
-            "environment_accounted" => self.measurement(py, &m.environment_accounted)?,
-            "some_pressure_stall_time" => self.measurement(py, &m.some_pressure_stall_time)?,
-            "full_pressure_stall_time" => self.measurement(py, &m.full_pressure_stall_time)?,
-            "out_of_memory_event_count" => self.measurement(py, &m.out_of_memory_event_count)?,
-            "limit_events" => self.limit_events(py, &m.limit_events)?,
+            system_used => self.measurement(py, system_used, S::system_used)?,
+            system_total => self.measurement(py, system_total, S::system_total)?,
+            system_available => self.measurement(py, system_available, S::system_available)?,
+            resident => self.measurement(py, resident, S::resident)?,
+            private => self.measurement(py, private, S::private)?,
+            physical_footprint => self.measurement(py, physical_footprint, S::physical_footprint)?,
+            virtual_memory => self.measurement(py, virtual_memory, S::virtual_memory)?,
+            peak_resident => self.measurement(py, peak_resident, S::peak_resident)?,
+            limit => self.measurement(py, limit, S::limit)?,
+            environment_accounted => self.measurement(py, environment_accounted, S::environment_accounted)?,
+            some_pressure_stall_time => self.measurement(py, some_pressure_stall_time, S::some_pressure_stall_time)?,
+            full_pressure_stall_time => self.measurement(py, full_pressure_stall_time, S::full_pressure_stall_time)?,
+            out_of_memory_event_count => self.measurement(py, out_of_memory_event_count, S::out_of_memory_event_count)?,
+            limit_events => self.limit_events(py, limit_events)?,
         }))
     }
 
     fn process<'py>(&self, py: Python<'py>, p: &ProcessMetrics) -> PyResult<Bound<'py, PyAny>> {
+        type S = ProcessMetrics;
+        let ProcessMetrics {
+            active_count,
+            descendant_count,
+            thread_count,
+            lifetime_creation_count,
+            open_file_descriptor_count,
+            windows_handle_count,
+            limit_events,
+        } = p;
         Ok(instance!(py, self, self.process, {
-            "active_count" => self.measurement(py, &p.active_count)?,
-            "descendant_count" => self.measurement(py, &p.descendant_count)?,
-            "thread_count" => self.measurement(py, &p.thread_count)?,
-            "lifetime_creation_count" => self.measurement(py, &p.lifetime_creation_count)?,
-            "open_file_descriptor_count" => self.measurement(py, &p.open_file_descriptor_count)?,
-            "windows_handle_count" => self.measurement(py, &p.windows_handle_count)?,
-            "limit_events" => self.limit_events(py, &p.limit_events)?,
+            active_count => self.measurement(py, active_count, S::active_count)?,
+            descendant_count => self.measurement(py, descendant_count, S::descendant_count)?,
+            thread_count => self.measurement(py, thread_count, S::thread_count)?,
+            lifetime_creation_count => self.measurement(py, lifetime_creation_count, S::lifetime_creation_count)?,
+            open_file_descriptor_count => self.measurement(py, open_file_descriptor_count, S::open_file_descriptor_count)?,
+            windows_handle_count => self.measurement(py, windows_handle_count, S::windows_handle_count)?,
+            limit_events => self.limit_events(py, limit_events)?,
         }))
     }
 
     fn disk<'py>(&self, py: Python<'py>, d: &DiskMetrics) -> PyResult<Bound<'py, PyAny>> {
-        let filesystems = PyList::empty(py);
-        for filesystem in &d.filesystems {
-            filesystems.append(self.filesystem(py, filesystem)?)?;
+        type S = DiskMetrics;
+        let DiskMetrics {
+            read_data,
+            write_data,
+            read_throughput,
+            write_throughput,
+            read_operations,
+            write_operations,
+            filesystems,
+        } = d;
+        let list = PyList::empty(py);
+        for filesystem in filesystems {
+            list.append(self.filesystem(py, filesystem)?)?;
         }
         Ok(instance!(py, self, self.disk, {
-            "read_data" => self.data(py, &d.read_data)?,
-            "write_data" => self.data(py, &d.write_data)?,
-            "read_throughput" => self.measurement(py, &d.read_throughput)?,
-            "write_throughput" => self.measurement(py, &d.write_throughput)?,
-            "read_operations" => self.measurement(py, &d.read_operations)?,
-            "write_operations" => self.measurement(py, &d.write_operations)?,
-            "filesystems" => filesystems,
+            read_data => self.measurement(py, read_data, S::read_data)?,
+            write_data => self.measurement(py, write_data, S::write_data)?,
+            read_throughput => self.measurement(py, read_throughput, S::read_throughput)?,
+            write_throughput => self.measurement(py, write_throughput, S::write_throughput)?,
+            read_operations => self.measurement(py, read_operations, S::read_operations)?,
+            write_operations => self.measurement(py, write_operations, S::write_operations)?,
+            filesystems => list,
         }))
     }
 
@@ -316,23 +391,34 @@ impl Schema {
         py: Python<'py>,
         f: &FilesystemCapacityMetrics,
     ) -> PyResult<Bound<'py, PyAny>> {
+        type S = FilesystemCapacityMetrics;
+        let FilesystemCapacityMetrics {
+            path,
+            total_capacity,
+            available_capacity,
+            free_capacity,
+        } = f;
         Ok(instance!(py, self, self.filesystem, {
-            "path" => PyString::new(py, &f.path),
-            "total_capacity" => self.measurement(py, &f.total_capacity)?,
-            "available_capacity" => self.measurement(py, &f.available_capacity)?,
-            "free_capacity" => self.measurement(py, &f.free_capacity)?,
+            path => PyString::new(py, path),
+            total_capacity => self.measurement(py, total_capacity, S::total_capacity)?,
+            available_capacity => self.measurement(py, available_capacity, S::available_capacity)?,
+            free_capacity => self.measurement(py, free_capacity, S::free_capacity)?,
         }))
     }
 
     fn gpu<'py>(&self, py: Python<'py>, g: &GpuMetrics) -> PyResult<Bound<'py, PyAny>> {
-        let devices = optional(py, &g.device_metrics, |devices| {
+        let GpuMetrics {
+            device_metrics,
+            process_metrics,
+        } = g;
+        let devices = optional(py, device_metrics, |devices| {
             let list = PyList::empty(py);
             for device in devices {
                 list.append(self.device(py, device)?)?;
             }
             Ok(list.into_any())
         })?;
-        let processes = optional(py, &g.process_metrics, |processes| {
+        let processes = optional(py, process_metrics, |processes| {
             let list = PyList::empty(py);
             for process in processes {
                 list.append(self.accelerator_process(py, process)?)?;
@@ -340,8 +426,8 @@ impl Schema {
             Ok(list.into_any())
         })?;
         Ok(instance!(py, self, self.gpu, {
-            "device_metrics" => devices,
-            "process_metrics" => processes,
+            device_metrics => devices,
+            process_metrics => processes,
         }))
     }
 
@@ -350,12 +436,20 @@ impl Schema {
         py: Python<'py>,
         d: &AcceleratorDeviceMetrics,
     ) -> PyResult<Bound<'py, PyAny>> {
+        type S = AcceleratorDeviceMetrics;
+        let AcceleratorDeviceMetrics {
+            vendor,
+            device_identifier,
+            device_index,
+            memory_used,
+            compute_utilization,
+        } = d;
         Ok(instance!(py, self, self.device, {
-            "vendor" => PyString::intern(py, d.vendor.as_str()),
-            "device_identifier" => PyString::new(py, &d.device_identifier),
-            "device_index" => d.device_index,
-            "memory_used" => self.measurement(py, &d.memory_used)?,
-            "compute_utilization" => self.measurement(py, &d.compute_utilization)?,
+            vendor => PyString::intern(py, vendor.as_str()),
+            device_identifier => PyString::new(py, device_identifier),
+            device_index => *device_index,
+            memory_used => self.measurement(py, memory_used, S::memory_used)?,
+            compute_utilization => self.measurement(py, compute_utilization, S::compute_utilization)?,
         }))
     }
 
@@ -364,25 +458,39 @@ impl Schema {
         py: Python<'py>,
         p: &AcceleratorProcessMetrics,
     ) -> PyResult<Bound<'py, PyAny>> {
+        type S = AcceleratorProcessMetrics;
+        let AcceleratorProcessMetrics {
+            vendor,
+            device_identifier,
+            device_index,
+            process_id,
+            memory_used,
+            compute_utilization,
+        } = p;
         Ok(instance!(py, self, self.accelerator_process, {
-            "vendor" => PyString::intern(py, p.vendor.as_str()),
-            "device_identifier" => PyString::new(py, &p.device_identifier),
-            "device_index" => p.device_index,
-            "process_id" => p.process_id,
-            "memory_used" => self.measurement(py, &p.memory_used)?,
-            "compute_utilization" => self.measurement(py, &p.compute_utilization)?,
+            vendor => PyString::intern(py, vendor.as_str()),
+            device_identifier => PyString::new(py, device_identifier),
+            device_index => *device_index,
+            process_id => *process_id,
+            memory_used => self.measurement(py, memory_used, S::memory_used)?,
+            compute_utilization => self.measurement(py, compute_utilization, S::compute_utilization)?,
         }))
     }
 
     fn network<'py>(&self, py: Python<'py>, n: &NetworkMetrics) -> PyResult<Bound<'py, PyAny>> {
-        let interfaces = PyList::empty(py);
-        for interface in &n.interfaces {
-            interfaces.append(self.interface(py, interface)?)?;
+        let NetworkMetrics {
+            measurement_scope,
+            system,
+            interfaces,
+        } = n;
+        let list = PyList::empty(py);
+        for interface in interfaces {
+            list.append(self.interface(py, interface)?)?;
         }
         Ok(instance!(py, self, self.network, {
-            "measurement_scope" => PyString::intern(py, n.measurement_scope.as_str()),
-            "system" => self.traffic(py, &n.system)?,
-            "interfaces" => interfaces,
+            measurement_scope => PyString::intern(py, measurement_scope.as_str()),
+            system => self.traffic(py, system)?,
+            interfaces => list,
         }))
     }
 
@@ -391,9 +499,10 @@ impl Schema {
         py: Python<'py>,
         i: &NetworkInterfaceMetrics,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let NetworkInterfaceMetrics { name, traffic } = i;
         Ok(instance!(py, self, self.interface, {
-            "name" => PyString::new(py, &i.name),
-            "traffic" => self.traffic(py, &i.traffic)?,
+            name => PyString::new(py, name),
+            traffic => self.traffic(py, traffic)?,
         }))
     }
 
@@ -402,15 +511,26 @@ impl Schema {
         py: Python<'py>,
         t: &NetworkTrafficMetrics,
     ) -> PyResult<Bound<'py, PyAny>> {
+        type S = NetworkTrafficMetrics;
+        let NetworkTrafficMetrics {
+            received_data,
+            transmitted_data,
+            receive_throughput,
+            transmit_throughput,
+            received_packets,
+            transmitted_packets,
+            receive_errors,
+            transmit_errors,
+        } = t;
         Ok(instance!(py, self, self.traffic, {
-            "received_data" => self.data(py, &t.received_data)?,
-            "transmitted_data" => self.data(py, &t.transmitted_data)?,
-            "receive_throughput" => self.measurement(py, &t.receive_throughput)?,
-            "transmit_throughput" => self.measurement(py, &t.transmit_throughput)?,
-            "received_packets" => self.measurement(py, &t.received_packets)?,
-            "transmitted_packets" => self.measurement(py, &t.transmitted_packets)?,
-            "receive_errors" => self.measurement(py, &t.receive_errors)?,
-            "transmit_errors" => self.measurement(py, &t.transmit_errors)?,
+            received_data => self.measurement(py, received_data, S::received_data)?,
+            transmitted_data => self.measurement(py, transmitted_data, S::transmitted_data)?,
+            receive_throughput => self.measurement(py, receive_throughput, S::receive_throughput)?,
+            transmit_throughput => self.measurement(py, transmit_throughput, S::transmit_throughput)?,
+            received_packets => self.measurement(py, received_packets, S::received_packets)?,
+            transmitted_packets => self.measurement(py, transmitted_packets, S::transmitted_packets)?,
+            receive_errors => self.measurement(py, receive_errors, S::receive_errors)?,
+            transmit_errors => self.measurement(py, transmit_errors, S::transmit_errors)?,
         }))
     }
 }

@@ -1,6 +1,6 @@
 //! `field_sampled_processes`: how many processes supplied each per-process field.
 //!
-//! Relay serialises a map with sorted keys; the set of keys is fixed (17), so this is a fixed
+//! Relay serialises a map with sorted keys; the set of keys is fixed (17, from the schema table), so this is a fixed
 //! array of optional counts that serialises as that map. Filling it never allocates.
 
 use std::fmt;
@@ -9,26 +9,12 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Every key Relay can report, in Relay's (sorted) order.
-pub const COVERAGE_KEYS: [&str; 17] = [
-    "cpu.system_time",
-    "cpu.total_time",
-    "cpu.user_time",
-    "disk.read_data",
-    "disk.read_operations",
-    "disk.read_throughput",
-    "disk.write_data",
-    "disk.write_operations",
-    "disk.write_throughput",
-    "memory.peak_resident",
-    "memory.physical_footprint",
-    "memory.private",
-    "memory.resident",
-    "memory.virtual_memory",
-    "process.open_file_descriptor_count",
-    "process.thread_count",
-    "process.windows_handle_count",
-];
+use super::schema::{coverage_count, coverage_keys};
+use super::SECTIONS;
+
+/// Every key Relay can report, in Relay's (sorted) order: the fields flagged `sampled` in the
+/// schema table.
+pub const COVERAGE_KEYS: [&str; coverage_count(SECTIONS)] = coverage_keys(SECTIONS);
 
 /// Per canonical field path, how many sampled processes supplied a value; a key that was not
 /// attempted is absent.

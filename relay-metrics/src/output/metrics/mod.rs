@@ -15,7 +15,7 @@
 mod table;
 
 use crate::config::MetricNames;
-use crate::snapshot::ResourceMetricsSnapshot;
+use crate::snapshot::{FieldUnit, ResourceMetricsSnapshot, SchemaField};
 use crate::units::{
     BandwidthUnit, CapacityUnit, CpuUnit, DurationUnit, Measurement, MeasurementUnit, UnitFamily,
     UtilizationUnit,
@@ -47,6 +47,25 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
+    /// The base unit of a field the schema table flags `metric`, from its unit. Evaluated at
+    /// compile time: a field that is not a measurement, or not flagged `metric`, does not
+    /// compile.
+    const fn of(field: SchemaField) -> Self {
+        assert!(
+            field.metric,
+            "a relay_metrics family for a field the schema table does not flag `metric`"
+        );
+        match field.unit {
+            Some(FieldUnit::Duration) => Self::Seconds,
+            Some(FieldUnit::Memory | FieldUnit::Capacity | FieldUnit::Data) => Self::Bytes,
+            Some(FieldUnit::Bandwidth) => Self::BytesPerSecond,
+            Some(FieldUnit::Cpu) => Self::Cores,
+            Some(FieldUnit::Utilization) => Self::Ratio,
+            Some(FieldUnit::Count) => Self::Count,
+            None => panic!("a relay_metrics family for a field that is not a measurement"),
+        }
+    }
+
     /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
     #[cfg(feature = "agent")]
     pub fn otlp(self) -> &'static str {
@@ -104,7 +123,19 @@ pub(super) struct Def<T: 'static> {
     kind: Kind,
     unit: Unit,
     help: &'static str,
-    series: &'static [(Option<SeriesLabel>, Getter<T>)],
+    series: &'static [Series<T>],
+}
+
+/// One series of a family: its own label, if any, and the field it reads.
+pub(super) struct Series<T: 'static> {
+    label: Option<SeriesLabel>,
+    get: Getter<T>,
+    /// The field's base unit, for the tests' check that a family's series share one.
+    #[cfg(test)]
+    unit: Unit,
+    /// The snapshot field, for the tests' check against the schema table.
+    #[cfg(test)]
+    field: &'static str,
 }
 
 /// A series' own label, e.g. `("kind", "some")`.
@@ -251,8 +282,8 @@ impl<S: Sink> Writer<'_, S> {
         let mut started = false;
         for item in items {
             let (fields, item_labels) = section(item);
-            for (series_label, get) in def.series {
-                let Some(value) = get(fields).map(base).filter(|v| v.is_finite()) else {
+            for series in def.series {
+                let Some(value) = (series.get)(fields).map(base).filter(|v| v.is_finite()) else {
                     continue;
                 };
                 if !started {
@@ -262,7 +293,7 @@ impl<S: Sink> Writer<'_, S> {
                 let mut labels = [("", Label::Int(0)); MAX_LABELS];
                 labels[0] = ("scope", Label::Str(self.scope));
                 let mut count = 1;
-                let series_label = series_label.map(|(key, value)| (key, Label::Str(value)));
+                let series_label = series.label.map(|(key, value)| (key, Label::Str(value)));
                 for label in item_labels.iter().copied().chain(series_label) {
                     if count < MAX_LABELS {
                         labels[count] = label;

@@ -1,9 +1,11 @@
 //! The `relay_metrics_*` families, one table per snapshot section, in export order. Each line:
-//! Prometheus name, kind, base unit, help, then the snapshot field(s) it reads; a field marked
+//! Prometheus name, kind, help, then the snapshot field(s) it reads; a field marked
 //! `@ label = value` is one series of a family that has several (PSI `some`/`full`,
-//! filesystem `total`/`available`/`free`).
+//! filesystem `total`/`available`/`free`). A family's base unit comes from its fields' unit in
+//! the schema table ([`crate::snapshot`]); a field the table flags `metric` but missing here
+//! fails this module's tests, by name.
 
-use super::{Def, Kind, Unit};
+use super::{Def, Kind, Series, Unit};
 use crate::snapshot::{
     AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CollectorInfo, CpuMetrics, DiskMetrics,
     FilesystemCapacityMetrics, MemoryMetrics, NetworkTrafficMetrics, ProcessMetrics,
@@ -13,20 +15,32 @@ use crate::units::{CountUnit, DurationUnit, Measurement};
 
 macro_rules! families {
     ($section:ty: $(
-        $name:literal, $kind:ident, $unit:ident, $help:literal,
-        $( $field:ident $(@ $key:literal = $value:literal)? ),+ ;
+        $name:literal, $kind:ident, $help:literal,
+        $first:ident $(@ $first_key:literal = $first_value:literal)?
+        $(, $field:ident $(@ $key:literal = $value:literal)? )* ;
     )*) => {
         &[$(
             Def::<$section> {
                 name: $name,
                 kind: Kind::$kind,
-                unit: Unit::$unit,
+                unit: Unit::of(<$section>::$first),
                 help: $help,
-                series: &[$(
-                    (families!(@label $($key, $value)?), |section: &$section| section.$field),
-                )+],
+                series: &[
+                    families!(@series $section, $first $(, $first_key, $first_value)?),
+                    $( families!(@series $section, $field $(, $key, $value)?), )*
+                ],
             },
         )*]
+    };
+    (@series $section:ty, $field:ident $(, $key:literal, $value:literal)?) => {
+        Series {
+            label: families!(@label $($key, $value)?),
+            get: |section: &$section| section.$field,
+            #[cfg(test)]
+            unit: Unit::of(<$section>::$field),
+            #[cfg(test)]
+            field: stringify!($field),
+        }
     };
     (@label) => { None };
     (@label $key:literal, $value:literal) => { Some(($key, $value)) };
@@ -44,7 +58,14 @@ macro_rules! computed {
                 kind: Kind::$kind,
                 unit: Unit::$unit,
                 help: $help,
-                series: &[(None, |$arg: &$section| $value)],
+                series: &[Series {
+                    label: None,
+                    get: |$arg: &$section| $value,
+                    #[cfg(test)]
+                    unit: Unit::$unit,
+                    #[cfg(test)]
+                    field: "",
+                }],
             },
         )*]
     };
@@ -52,86 +73,86 @@ macro_rules! computed {
 
 #[rustfmt::skip]
 pub(super) const CPU: &[Def<CpuMetrics>] = families!(CpuMetrics:
-    "relay_metrics_cpu_user_seconds_total", Counter, Seconds, "User-mode CPU time of the processes in scope.", user_time;
-    "relay_metrics_cpu_system_seconds_total", Counter, Seconds, "Kernel-mode CPU time of the processes in scope.", system_time;
-    "relay_metrics_cpu_consumption_cores", Gauge, Cores, "Average CPU use since the previous snapshot, in logical processors.", consumption_rate;
-    "relay_metrics_cpu_throttled_seconds_total", Counter, Seconds, "Time the cgroup was throttled by its CPU quota.", throttled_time;
-    "relay_metrics_cpu_effective_limit_cores", Gauge, Cores, "CPU capacity allowed by cgroup quota and cpuset.", effective_limit;
-    "relay_metrics_cpu_pressure_stall_seconds_total", Counter, Seconds, "PSI CPU stall time.",
+    "relay_metrics_cpu_user_seconds_total", Counter, "User-mode CPU time of the processes in scope.", user_time;
+    "relay_metrics_cpu_system_seconds_total", Counter, "Kernel-mode CPU time of the processes in scope.", system_time;
+    "relay_metrics_cpu_consumption_cores", Gauge, "Average CPU use since the previous snapshot, in logical processors.", consumption_rate;
+    "relay_metrics_cpu_throttled_seconds_total", Counter, "Time the cgroup was throttled by its CPU quota.", throttled_time;
+    "relay_metrics_cpu_effective_limit_cores", Gauge, "CPU capacity allowed by cgroup quota and cpuset.", effective_limit;
+    "relay_metrics_cpu_pressure_stall_seconds_total", Counter, "PSI CPU stall time.",
         some_pressure_stall_time @ "kind" = "some", full_pressure_stall_time @ "kind" = "full";
 );
 
 #[rustfmt::skip]
 pub(super) const MEMORY: &[Def<MemoryMetrics>] = families!(MemoryMetrics:
-    "relay_metrics_memory_system_used_bytes", Gauge, Bytes, "System memory in use (total - available).", system_used;
-    "relay_metrics_memory_system_total_bytes", Gauge, Bytes, "Total system memory.", system_total;
-    "relay_metrics_memory_system_available_bytes", Gauge, Bytes, "Available system memory.", system_available;
-    "relay_metrics_memory_resident_bytes", Gauge, Bytes, "Resident memory of the processes in scope.", resident;
-    "relay_metrics_memory_private_bytes", Gauge, Bytes, "Private memory of the processes in scope.", private;
-    "relay_metrics_memory_virtual_bytes", Gauge, Bytes, "Virtual memory of the processes in scope.", virtual_memory;
-    "relay_metrics_memory_peak_resident_bytes", Gauge, Bytes, "Peak resident memory of the application process.", peak_resident;
-    "relay_metrics_memory_limit_bytes", Gauge, Bytes, "Effective memory limit of the cgroup.", limit;
-    "relay_metrics_memory_cgroup_charged_bytes", Gauge, Bytes, "Memory charged to the cgroup.", environment_accounted;
-    "relay_metrics_memory_pressure_stall_seconds_total", Counter, Seconds, "PSI memory stall time.",
+    "relay_metrics_memory_system_used_bytes", Gauge, "System memory in use (total - available).", system_used;
+    "relay_metrics_memory_system_total_bytes", Gauge, "Total system memory.", system_total;
+    "relay_metrics_memory_system_available_bytes", Gauge, "Available system memory.", system_available;
+    "relay_metrics_memory_resident_bytes", Gauge, "Resident memory of the processes in scope.", resident;
+    "relay_metrics_memory_private_bytes", Gauge, "Private memory of the processes in scope.", private;
+    "relay_metrics_memory_virtual_bytes", Gauge, "Virtual memory of the processes in scope.", virtual_memory;
+    "relay_metrics_memory_peak_resident_bytes", Gauge, "Peak resident memory of the application process.", peak_resident;
+    "relay_metrics_memory_limit_bytes", Gauge, "Effective memory limit of the cgroup.", limit;
+    "relay_metrics_memory_cgroup_charged_bytes", Gauge, "Memory charged to the cgroup.", environment_accounted;
+    "relay_metrics_memory_pressure_stall_seconds_total", Counter, "PSI memory stall time.",
         some_pressure_stall_time @ "kind" = "some", full_pressure_stall_time @ "kind" = "full";
 );
 
 /// Labelled with the event's `resource` and `event` by the walk.
 #[rustfmt::skip]
 pub(super) const LIMIT_EVENTS: &[Def<ResourceLimitEventCount>] = families!(ResourceLimitEventCount:
-    "relay_metrics_limit_events_total", Counter, Count, "Resource-limit events (cgroup counters and eBPF).", count;
+    "relay_metrics_limit_events_total", Counter, "Resource-limit events (cgroup counters and eBPF).", count;
 );
 
 #[rustfmt::skip]
 pub(super) const PROCESS: &[Def<ProcessMetrics>] = families!(ProcessMetrics:
-    "relay_metrics_processes", Gauge, Count, "Processes in scope.", active_count;
-    "relay_metrics_threads", Gauge, Count, "Threads of the processes in scope.", thread_count;
-    "relay_metrics_open_file_descriptors", Gauge, Count, "Open file descriptors of the processes in scope.", open_file_descriptor_count;
-    "relay_metrics_processes_created_total", Counter, Count, "Processes created in scope since the collector started.", lifetime_creation_count;
+    "relay_metrics_processes", Gauge, "Processes in scope.", active_count;
+    "relay_metrics_threads", Gauge, "Threads of the processes in scope.", thread_count;
+    "relay_metrics_open_file_descriptors", Gauge, "Open file descriptors of the processes in scope.", open_file_descriptor_count;
+    "relay_metrics_processes_created_total", Counter, "Processes created in scope since the collector started.", lifetime_creation_count;
 );
 
 #[rustfmt::skip]
 pub(super) const DISK: &[Def<DiskMetrics>] = families!(DiskMetrics:
-    "relay_metrics_disk_read_bytes_total", Counter, Bytes, "Bytes read from storage by the processes in scope.", read_data;
-    "relay_metrics_disk_written_bytes_total", Counter, Bytes, "Bytes written to storage by the processes in scope.", write_data;
-    "relay_metrics_disk_read_bytes_per_second", Gauge, BytesPerSecond, "Read rate since the previous snapshot.", read_throughput;
-    "relay_metrics_disk_write_bytes_per_second", Gauge, BytesPerSecond, "Write rate since the previous snapshot.", write_throughput;
-    "relay_metrics_disk_read_operations_total", Counter, Count, "Read system calls of the processes in scope.", read_operations;
-    "relay_metrics_disk_write_operations_total", Counter, Count, "Write system calls of the processes in scope.", write_operations;
+    "relay_metrics_disk_read_bytes_total", Counter, "Bytes read from storage by the processes in scope.", read_data;
+    "relay_metrics_disk_written_bytes_total", Counter, "Bytes written to storage by the processes in scope.", write_data;
+    "relay_metrics_disk_read_bytes_per_second", Gauge, "Read rate since the previous snapshot.", read_throughput;
+    "relay_metrics_disk_write_bytes_per_second", Gauge, "Write rate since the previous snapshot.", write_throughput;
+    "relay_metrics_disk_read_operations_total", Counter, "Read system calls of the processes in scope.", read_operations;
+    "relay_metrics_disk_write_operations_total", Counter, "Write system calls of the processes in scope.", write_operations;
 );
 
 /// Labelled with the filesystem's `path` by the walk.
 #[rustfmt::skip]
 pub(super) const FILESYSTEM: &[Def<FilesystemCapacityMetrics>] = families!(FilesystemCapacityMetrics:
-    "relay_metrics_filesystem_bytes", Gauge, Bytes, "Filesystem capacity of a configured path.",
+    "relay_metrics_filesystem_bytes", Gauge, "Filesystem capacity of a configured path.",
         total_capacity @ "kind" = "total", available_capacity @ "kind" = "available", free_capacity @ "kind" = "free";
 );
 
 /// Labelled with the `device` by the walk.
 #[rustfmt::skip]
 pub(super) const GPU_DEVICE: &[Def<AcceleratorDeviceMetrics>] = families!(AcceleratorDeviceMetrics:
-    "relay_metrics_gpu_memory_used_bytes", Gauge, Bytes, "Accelerator memory in use.", memory_used;
-    "relay_metrics_gpu_utilization_ratio", Gauge, Ratio, "Accelerator compute utilisation (0-1).", compute_utilization;
+    "relay_metrics_gpu_memory_used_bytes", Gauge, "Accelerator memory in use.", memory_used;
+    "relay_metrics_gpu_utilization_ratio", Gauge, "Accelerator compute utilisation (0-1).", compute_utilization;
 );
 
 /// Labelled with the `device` and `pid` by the walk.
 #[rustfmt::skip]
 pub(super) const GPU_PROCESS: &[Def<AcceleratorProcessMetrics>] = families!(AcceleratorProcessMetrics:
-    "relay_metrics_gpu_process_memory_used_bytes", Gauge, Bytes, "Accelerator memory used by a process in scope.", memory_used;
-    "relay_metrics_gpu_process_utilization_ratio", Gauge, Ratio, "Accelerator utilisation of a process in scope (0-1).", compute_utilization;
+    "relay_metrics_gpu_process_memory_used_bytes", Gauge, "Accelerator memory used by a process in scope.", memory_used;
+    "relay_metrics_gpu_process_utilization_ratio", Gauge, "Accelerator utilisation of a process in scope (0-1).", compute_utilization;
 );
 
 /// Labelled with the `interface` by the walk.
 #[rustfmt::skip]
 pub(super) const NETWORK: &[Def<NetworkTrafficMetrics>] = families!(NetworkTrafficMetrics:
-    "relay_metrics_network_received_bytes_total", Counter, Bytes, "Bytes received on the interface.", received_data;
-    "relay_metrics_network_transmitted_bytes_total", Counter, Bytes, "Bytes transmitted on the interface.", transmitted_data;
-    "relay_metrics_network_receive_bytes_per_second", Gauge, BytesPerSecond, "Receive rate since the previous snapshot.", receive_throughput;
-    "relay_metrics_network_transmit_bytes_per_second", Gauge, BytesPerSecond, "Transmit rate since the previous snapshot.", transmit_throughput;
-    "relay_metrics_network_received_packets_total", Counter, Count, "Packets received on the interface.", received_packets;
-    "relay_metrics_network_transmitted_packets_total", Counter, Count, "Packets transmitted on the interface.", transmitted_packets;
-    "relay_metrics_network_receive_errors_total", Counter, Count, "Receive errors on the interface.", receive_errors;
-    "relay_metrics_network_transmit_errors_total", Counter, Count, "Transmit errors on the interface.", transmit_errors;
+    "relay_metrics_network_received_bytes_total", Counter, "Bytes received on the interface.", received_data;
+    "relay_metrics_network_transmitted_bytes_total", Counter, "Bytes transmitted on the interface.", transmitted_data;
+    "relay_metrics_network_receive_bytes_per_second", Gauge, "Receive rate since the previous snapshot.", receive_throughput;
+    "relay_metrics_network_transmit_bytes_per_second", Gauge, "Transmit rate since the previous snapshot.", transmit_throughput;
+    "relay_metrics_network_received_packets_total", Counter, "Packets received on the interface.", received_packets;
+    "relay_metrics_network_transmitted_packets_total", Counter, "Packets transmitted on the interface.", transmitted_packets;
+    "relay_metrics_network_receive_errors_total", Counter, "Receive errors on the interface.", receive_errors;
+    "relay_metrics_network_transmit_errors_total", Counter, "Transmit errors on the interface.", transmit_errors;
 );
 
 /// Process-sampling coverage: plain counts in the snapshot, made measurements here.

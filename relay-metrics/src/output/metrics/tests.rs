@@ -60,8 +60,18 @@ static EMPTY_DEF: Def<(Option<Measurement>, Option<Measurement>)> = Def {
     unit: Unit::Bytes,
     help: "help",
     series: &[
-        (Some(("kind", "a")), |pair| pair.0),
-        (Some(("kind", "b")), |pair| pair.1),
+        Series {
+            label: Some(("kind", "a")),
+            get: |pair| pair.0,
+            unit: Unit::Bytes,
+            field: "a",
+        },
+        Series {
+            label: Some(("kind", "b")),
+            get: |pair| pair.1,
+            unit: Unit::Bytes,
+            field: "b",
+        },
     ],
 };
 
@@ -173,4 +183,90 @@ fn relay_names_are_relays_measurements_grouped_by_name_in_the_configured_units()
         .find(|(name, _, _)| *name == "nemo.relay.resource.sample_count")
         .unwrap();
     assert_eq!(count.2, Number::U64(1));
+}
+
+/// The fields of `T` flagged `metric` in the schema table that `table` (named `place`) does not
+/// read exactly once, and the families whose series mix units, as messages; records `T` as
+/// checked.
+fn missing_families<T: crate::snapshot::Section>(
+    table: &[Def<T>],
+    place: &str,
+    checked: &mut Vec<&'static str>,
+) -> Vec<String> {
+    let section = T::INFO;
+    checked.push(section.name);
+    let mut problems: Vec<String> = section
+        .fields
+        .iter()
+        .filter(|field| field.metric)
+        .filter_map(|field| {
+            let series = table
+                .iter()
+                .flat_map(|def| def.series)
+                .filter(|series| series.field == field.name)
+                .count();
+            (series != 1).then(|| {
+                format!(
+                    "{}.{} is flagged `metric` in the schema table (relay-metrics/src/snapshot/mod.rs) \
+                     but relay-metrics/src/output/metrics/table.rs `{place}` reads it in {series} \
+                     series (want 1: a family line with its name, kind and help)",
+                    section.name, field.name
+                )
+            })
+        })
+        .collect();
+    for def in table {
+        for series in def.series.iter().filter(|series| series.unit != def.unit) {
+            problems.push(format!(
+                "relay-metrics/src/output/metrics/table.rs `{place}`: {} mixes units ({} is {:?}, \
+                 the family {:?})",
+                def.name, series.field, series.unit, def.unit
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_field_flagged_metric_in_the_schema_table_has_one_series() {
+    use crate::snapshot::{AcceleratorDeviceMetrics, AcceleratorProcessMetrics, SECTIONS};
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    problems.extend(missing_families(table::CPU, "CPU", &mut checked));
+    problems.extend(missing_families(table::MEMORY, "MEMORY", &mut checked));
+    problems.extend(missing_families(
+        table::LIMIT_EVENTS,
+        "LIMIT_EVENTS",
+        &mut checked,
+    ));
+    problems.extend(missing_families(table::PROCESS, "PROCESS", &mut checked));
+    problems.extend(missing_families(table::DISK, "DISK", &mut checked));
+    problems.extend(missing_families(
+        table::FILESYSTEM,
+        "FILESYSTEM",
+        &mut checked,
+    ));
+    problems.extend(missing_families::<AcceleratorDeviceMetrics>(
+        table::GPU_DEVICE,
+        "GPU_DEVICE",
+        &mut checked,
+    ));
+    problems.extend(missing_families::<AcceleratorProcessMetrics>(
+        table::GPU_PROCESS,
+        "GPU_PROCESS",
+        &mut checked,
+    ));
+    problems.extend(missing_families(table::NETWORK, "NETWORK", &mut checked));
+    for section in SECTIONS {
+        for field in section.fields.iter().filter(|field| field.metric) {
+            if !checked.contains(&section.name) {
+                problems.push(format!(
+                    "{}.{} is flagged `metric` in the schema table (relay-metrics/src/snapshot/mod.rs) \
+                     but no table of relay-metrics/src/output/metrics/table.rs covers {}",
+                    section.name, field.name, section.name
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

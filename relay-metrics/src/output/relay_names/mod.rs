@@ -21,7 +21,8 @@
 //!   coverage.
 
 use crate::snapshot::{
-    AcceleratorVendor, MeasurementScope, ResourceLimitEventCount, ResourceMetricsSnapshot,
+    AcceleratorVendor, FieldUnit, MeasurementScope, ResourceLimitEventCount,
+    ResourceMetricsSnapshot, SchemaField,
 };
 use crate::units::{CountUnit, Measurement, MeasurementUnit, MeasurementValue};
 
@@ -128,6 +129,23 @@ enum Base {
 }
 
 impl Base {
+    /// The base of a field the schema table flags `relay`, from its unit. Evaluated at compile
+    /// time: a field that is not a measurement, or not flagged `relay`, does not compile.
+    const fn of(field: SchemaField) -> Self {
+        assert!(
+            field.relay,
+            "a Relay mark for a field the schema table does not flag `relay`"
+        );
+        match field.unit {
+            Some(FieldUnit::Duration) => Self::Milliseconds,
+            Some(FieldUnit::Memory) => Self::Kibibytes,
+            Some(FieldUnit::Capacity | FieldUnit::Data) => Self::Bytes,
+            Some(FieldUnit::Count) => Self::Count,
+            Some(FieldUnit::Bandwidth | FieldUnit::Cpu | FieldUnit::Utilization) => Self::Decimal,
+            None => panic!("a Relay mark for a field that is not a measurement"),
+        }
+    }
+
     /// Size of the base unit in its family's smallest unit (µs or bytes).
     fn factor(self) -> Option<u64> {
         match self {
@@ -183,6 +201,9 @@ struct Field<T> {
     description: &'static str,
     base: Base,
     get: fn(&T) -> Option<&Measurement>,
+    /// The snapshot field, for the tests' check against the schema table.
+    #[cfg(test)]
+    field: &'static str,
 }
 
 /// Collects measurements for one snapshot.

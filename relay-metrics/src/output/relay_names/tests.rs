@@ -220,3 +220,80 @@ fn non_finite_decimals_are_left_out() {
         .unwrap();
     assert_eq!(limit.value, RelayValue::F64(0.5));
 }
+
+/// The fields of `T` flagged `relay` in the schema table that `table` (named `place`) does not
+/// carry exactly once, as messages; records `T` as checked.
+fn missing_marks<T: crate::snapshot::Section>(
+    table: &[Field<T>],
+    place: &str,
+    checked: &mut Vec<&'static str>,
+) -> Vec<String> {
+    let section = T::INFO;
+    checked.push(section.name);
+    section
+        .fields
+        .iter()
+        .filter(|field| field.relay)
+        .filter_map(|field| {
+            let lines = table.iter().filter(|line| line.field == field.name).count();
+            (lines != 1).then(|| {
+                format!(
+                    "{}.{} is flagged `relay` in the schema table (relay-metrics/src/snapshot/mod.rs) \
+                     but relay-metrics/src/output/relay_names/table.rs `{place}` has {lines} lines \
+                     for it (want 1: its Relay name and description)",
+                    section.name, field.name
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn every_field_flagged_relay_in_the_schema_table_has_one_mark() {
+    use crate::snapshot::{AcceleratorDeviceMetrics, AcceleratorProcessMetrics, SECTIONS};
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    problems.extend(missing_marks(table::CPU, "CPU", &mut checked));
+    problems.extend(missing_marks(
+        table::LIMIT_EVENT,
+        "LIMIT_EVENT",
+        &mut checked,
+    ));
+    problems.extend(missing_marks(table::MEMORY, "MEMORY", &mut checked));
+    problems.extend(missing_marks(table::PROCESS, "PROCESS", &mut checked));
+    problems.extend(missing_marks(table::DISK, "DISK", &mut checked));
+    problems.extend(missing_marks(table::FILESYSTEM, "FILESYSTEM", &mut checked));
+    problems.extend(missing_marks::<AcceleratorProcessMetrics>(
+        table::ACCELERATOR_PROCESS,
+        "ACCELERATOR_PROCESS",
+        &mut checked,
+    ));
+    problems.extend(missing_marks::<AcceleratorDeviceMetrics>(
+        table::ACCELERATOR_DEVICE,
+        "ACCELERATOR_DEVICE",
+        &mut checked,
+    ));
+    problems.extend(missing_marks(
+        table::NETWORK_SYSTEM,
+        "NETWORK_SYSTEM",
+        &mut checked,
+    ));
+    problems.extend(missing_marks(
+        table::NETWORK_INTERFACE,
+        "NETWORK_INTERFACE",
+        &mut checked,
+    ));
+    for section in SECTIONS {
+        let relay = section.fields.iter().filter(|field| field.relay);
+        for field in relay {
+            if !checked.contains(&section.name) {
+                problems.push(format!(
+                    "{}.{} is flagged `relay` in the schema table (relay-metrics/src/snapshot/mod.rs) \
+                     but no table of relay-metrics/src/output/relay_names/table.rs covers {}",
+                    section.name, field.name, section.name
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,219 @@
+//! The schema table against its other homes that the compiler cannot see: the coverage keys
+//! and the Python dataclasses (the package's public face, written by hand).
+
+use crate::snapshot::{COVERAGE_KEYS, SECTIONS};
+
+const TABLE: &str = "relay-metrics/src/snapshot/mod.rs";
+const PYTHON: &str = "relay-metrics-python/python/relay_metrics/resource_metrics.py";
+
+/// The `@dataclass` classes of a Python module: name, then each annotated field and its
+/// annotation, in order.
+fn dataclasses(source: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut classes: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut decorated = false;
+    let mut inside = false;
+    for line in source.lines() {
+        if line.starts_with("@dataclass") {
+            decorated = true;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("class ") {
+            inside = decorated;
+            decorated = false;
+            if inside {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                classes.push((name, Vec::new()));
+            }
+            continue;
+        }
+        if !line.is_empty() && !line.starts_with(' ') {
+            inside = false;
+            decorated = false;
+            continue;
+        }
+        let Some(body) = line.strip_prefix("    ") else {
+            continue;
+        };
+        if !inside || body.starts_with(' ') {
+            continue;
+        }
+        let Some((name, annotation)) = body.split_once(": ") else {
+            continue;
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let annotation = annotation.split(" = ").next().unwrap_or(annotation);
+        if let Some((_, fields)) = classes.last_mut() {
+            fields.push((name.to_owned(), annotation.trim().to_owned()));
+        }
+    }
+    classes
+}
+
+/// Everything on which the schema table and the Python dataclasses disagree, one message each.
+fn mismatches(source: &str) -> Vec<String> {
+    let classes = dataclasses(source);
+    let mut problems = Vec::new();
+    for section in SECTIONS {
+        let Some((_, python)) = classes.iter().find(|(name, _)| name == section.name) else {
+            problems.push(format!(
+                "{} is a section of the schema table ({TABLE}) but {PYTHON} has no dataclass {}",
+                section.name, section.name
+            ));
+            continue;
+        };
+        for field in section.fields {
+            let Some((_, annotation)) = python.iter().find(|(name, _)| name == field.name) else {
+                problems.push(format!(
+                    "{}.{} is in the schema table ({TABLE}) but not in the dataclass {} of {PYTHON}",
+                    section.name, field.name, section.name
+                ));
+                continue;
+            };
+            match field.unit {
+                Some(unit) => {
+                    let wanted = format!(", {}] | None", unit.python_enum());
+                    if !annotation.starts_with("ResourceMeasurement[")
+                        || !annotation.ends_with(&wanted)
+                    {
+                        problems.push(format!(
+                            "{}.{} is a {unit:?} measurement in the schema table ({TABLE}) but \
+                             {PYTHON} annotates it `{annotation}` (want `ResourceMeasurement[…{wanted}`)",
+                            section.name, field.name
+                        ));
+                    }
+                }
+                None if annotation.contains("ResourceMeasurement") => problems.push(format!(
+                    "{}.{} is not a measurement in the schema table ({TABLE}) but {PYTHON} \
+                     annotates it `{annotation}`",
+                    section.name, field.name
+                )),
+                None => {}
+            }
+        }
+        for (name, _) in python {
+            if !section.fields.iter().any(|field| field.name == name) {
+                problems.push(format!(
+                    "{}.{name} is in the dataclass {} of {PYTHON} but not in the schema table ({TABLE})",
+                    section.name, section.name
+                ));
+            }
+        }
+        let table_order: Vec<&str> = section.fields.iter().map(|field| field.name).collect();
+        let python_order: Vec<&str> = python.iter().map(|(name, _)| name.as_str()).collect();
+        if problems.is_empty() && table_order != python_order {
+            problems.push(format!(
+                "{}: the schema table ({TABLE}) orders the fields {table_order:?}, the dataclass in \
+                 {PYTHON} {python_order:?} (Relay's order is the JSON's and the constructor's)",
+                section.name
+            ));
+        }
+    }
+    for (name, _) in &classes {
+        // The generic `{value, unit}` wrapper is every measurement field's type, not a section.
+        if name != "ResourceMeasurement" && !SECTIONS.iter().any(|section| section.name == name) {
+            problems.push(format!(
+                "{PYTHON} has a dataclass {name} that is not a section of the schema table ({TABLE})"
+            ));
+        }
+    }
+    problems
+}
+
+fn python_source() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../relay-metrics-python/python/relay_metrics/resource_metrics.py"
+    );
+    std::fs::read_to_string(path).unwrap_or_else(|error| panic!("reading {path}: {error}"))
+}
+
+#[test]
+fn the_python_dataclasses_match_the_schema_table_field_for_field() {
+    let source = python_source();
+    assert!(
+        dataclasses(&source).len() > SECTIONS.len() / 2,
+        "no dataclass parsed from {PYTHON}"
+    );
+    let problems = mismatches(&source);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_field_missing_on_either_side_is_named() {
+    let source = python_source();
+    let without = source.replacen(
+        "    throttled_time: ResourceMeasurement[int | float, DurationUnit] | None\n",
+        "",
+        1,
+    );
+    assert_ne!(without, source, "the test's edit no longer applies");
+    let problems = mismatches(&without);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("CpuMetrics.throttled_time is in the schema table"));
+
+    let extra = source.replacen(
+        "    limit_events: list[ResourceLimitEventCount]\n",
+        "    limit_events: list[ResourceLimitEventCount]\n    spare: int\n",
+        1,
+    );
+    let problems = mismatches(&extra);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("CpuMetrics.spare is in the dataclass CpuMetrics"));
+
+    let wrong_unit = source.replacen(
+        "    read_data: ResourceMeasurement[int | float, DataUnit] | None\n",
+        "    read_data: ResourceMeasurement[int | float, CapacityUnit] | None\n",
+        1,
+    );
+    let problems = mismatches(&wrong_unit);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("DiskMetrics.read_data is a Data measurement"));
+}
+
+#[test]
+fn coverage_keys_are_the_sampled_fields_sorted() {
+    let mut keys: Vec<String> = SECTIONS
+        .iter()
+        .flat_map(|section| section.fields)
+        .filter(|field| field.coverage.is_some())
+        .map(|field| {
+            let section = SECTIONS
+                .iter()
+                .find(|section| section.fields.contains(field))
+                .map_or("", |section| section.path);
+            format!("{section}.{}", field.name)
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, COVERAGE_KEYS);
+    assert_eq!(COVERAGE_KEYS.len(), 17);
+}
+
+#[test]
+fn every_field_has_a_unique_name_and_flags_only_measurements() {
+    for section in SECTIONS {
+        for (index, field) in section.fields.iter().enumerate() {
+            assert!(
+                !section.fields[..index]
+                    .iter()
+                    .any(|other| other.name == field.name),
+                "{}.{} twice",
+                section.name,
+                field.name
+            );
+            if field.unit.is_none() {
+                assert!(
+                    !field.relay && !field.metric && field.coverage.is_none(),
+                    "{}.{} is flagged but is not a measurement",
+                    section.name,
+                    field.name
+                );
+            }
+        }
+    }
+}
