@@ -35,6 +35,7 @@ pub mod output;
 pub mod sampler;
 pub mod snapshot;
 pub(crate) mod source;
+pub mod summary;
 pub mod units;
 
 pub use collector::{AsyncCollector, Collector, CollectorError, FixedRateSnapshots};

@@ -1,0 +1,798 @@
+//! The run summary: what a run cost, computed from its snapshots (pure: snapshots in, summary
+//! out), as `perf stat` and GNU `time -v` users expect it.
+//!
+//! [`SummaryBuilder::observe`] takes each snapshot of a series (O(1), no allocation in steady
+//! state: it runs on `run`'s sampling path); [`SummaryBuilder::finish`] adds what only the end
+//! knows (wall time, the command's exit status, the reaped tree's `rusage`) and gives the
+//! [`RunSummary`]. It serialises as one JSON object and renders as an aligned text table
+//! ([`RunSummary::to_text`]).
+//!
+//! Totals come from `extensions.cumulative` when the snapshots carry it. Without it, a value is
+//! taken only from a source that is exact for the scope (the single process of
+//! `application_process`, the cgroup's own counters, the reaped tree's `rusage`); anything else
+//! is `null`, with the reason in [`RunSummary::unknown`]. A sampled sum over the live processes
+//! would miss whatever exited between samples, so it is never given as a total.
+
+mod text;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::snapshot::{
+    MeasurementScope, OomVictim, ResourceLimitEventCount, ResourceLimitEventKind,
+    ResourceLimitResource, ResourceMetricsSnapshot, Unavailable,
+};
+use crate::units::{
+    BandwidthUnit, CapacityUnit, CpuUnit, DataUnit, DurationUnit, Measurement, MeasurementUnit,
+    UnitFamily, UtilizationUnit,
+};
+
+/// Where the series' counters start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Baseline {
+    /// The counters of the first snapshot are the start: totals are last − first (a recording
+    /// around a block of code in a process that existed before).
+    #[default]
+    FirstSample,
+    /// The counters count from zero at the start of what is summed up (`run`: the command's
+    /// tree is counted from its start).
+    Zero,
+}
+
+/// How the measured command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExitStatus {
+    /// Its exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl ExitStatus {
+    /// The status of a command that exited with `code`.
+    pub fn exited(code: i32) -> Self {
+        Self {
+            code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// The status of a command killed by `signal`.
+    pub fn killed(signal: i32) -> Self {
+        Self {
+            code: None,
+            signal: Some(signal),
+        }
+    }
+}
+
+/// Resource usage of a reaped process tree, as `wait4`/`getrusage(RUSAGE_CHILDREN)` give it:
+/// what GNU `time -v` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReapedUsage {
+    /// User CPU time.
+    pub user: Duration,
+    /// System CPU time.
+    pub system: Duration,
+    /// `ru_maxrss`: the largest resident size of a single process of the tree (bytes).
+    pub max_rss_bytes: u64,
+}
+
+/// What only the end of a run knows.
+#[derive(Debug, Clone, Default)]
+pub struct RunEnd {
+    /// The command, as shown in the summary's title.
+    pub command: Option<String>,
+    /// Wall time from the command's start to its exit; without it, the span of the snapshots.
+    pub wall_time: Option<Duration>,
+    /// How the command ended; `None` when there was no command (a recording, a stream).
+    pub exit_status: Option<ExitStatus>,
+    /// The reaped tree's resource usage, when the caller reaped it.
+    pub reaped: Option<ReapedUsage>,
+}
+
+/// A resource-limit counter over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitEventTotal {
+    /// The resource (`cpu`, `memory`, `processes`).
+    pub resource: ResourceLimitResource,
+    /// The event (`throttled`, `high`, `maximum`, `out_of_memory`, `terminated`).
+    pub event: ResourceLimitEventKind,
+    /// How many times it happened during the run.
+    pub count: u64,
+}
+
+/// Where the peak resident memory comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakSource {
+    /// The cgroup's own high-water mark (v2 `memory.peak`, v1 `max_usage_in_bytes`): every
+    /// page charged to the run, between samples too.
+    CgroupPeak,
+    /// The highest resident sum seen in a sample: a peak between two samples is not seen.
+    HighestSampledSum,
+}
+
+/// CPU use over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuSummary {
+    /// User CPU time (s).
+    pub user_s: Option<f64>,
+    /// System CPU time (s).
+    pub system_s: Option<f64>,
+    /// User + system (s).
+    pub total_s: Option<f64>,
+    /// Where the totals come from: `cumulative:<method>`, `rusage`, `process`, `cgroup`.
+    pub source: Option<Cow<'static, str>>,
+    /// Total CPU time over wall time (logical processors).
+    pub average_cores: Option<f64>,
+    /// The highest rate between two samples (logical processors).
+    pub peak_cores: Option<f64>,
+}
+
+/// Memory over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemorySummary {
+    /// Peak resident memory of the whole run (bytes).
+    pub peak_resident_bytes: Option<u64>,
+    /// Where it comes from.
+    pub peak_source: Option<PeakSource>,
+    /// When it was reached (the sample that saw it; for a cgroup peak, the first sample that
+    /// saw the high-water mark at its final value).
+    pub peak_at: Option<DateTime<Utc>>,
+    /// The largest resident size of a single process (bytes), as GNU `time -v` reports it.
+    pub max_single_process_rss_bytes: Option<u64>,
+}
+
+/// Storage I/O over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IoSummary {
+    /// Bytes read.
+    pub read_bytes: Option<u64>,
+    /// Bytes written.
+    pub written_bytes: Option<u64>,
+    /// Where they come from.
+    pub source: Option<Cow<'static, str>>,
+}
+
+/// GPU use over the run (only where a GPU was seen).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuSummary {
+    /// Devices seen.
+    pub devices: u32,
+    /// The highest compute utilisation of any device in any sample (%).
+    pub peak_utilization_percent: Option<f64>,
+    /// The highest device memory in use, summed over the devices, in any sample (bytes).
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// The sampling itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SamplingSummary {
+    /// Snapshots taken.
+    pub samples: u64,
+    /// Ticks skipped because a collection overran them.
+    pub missed_ticks: u64,
+    /// The sampling period (µs), where the series was fixed-rate.
+    pub interval_usec: Option<u64>,
+}
+
+/// The end-of-run summary. Every `null` value has its reason in [`RunSummary::unknown`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// The command, when one was run.
+    pub command: Option<String>,
+    /// The scope the snapshots measured.
+    pub measurement_scope: Option<MeasurementScope>,
+    /// The first snapshot's time.
+    pub started: Option<DateTime<Utc>>,
+    /// The last snapshot's time.
+    pub ended: Option<DateTime<Utc>>,
+    /// Wall time (s).
+    pub wall_time_s: Option<f64>,
+    /// CPU.
+    pub cpu: CpuSummary,
+    /// Memory.
+    pub memory: MemorySummary,
+    /// Storage I/O.
+    pub io: IoSummary,
+    /// Processes created during the run.
+    pub processes_created: Option<u64>,
+    /// Time the scope's cgroup was CPU-throttled (s).
+    pub throttled_s: Option<f64>,
+    /// Every limit counter that moved during the run.
+    pub limit_events: Vec<LimitEventTotal>,
+    /// OOM kills during the run (eBPF), with their victims.
+    pub oom_kills: Option<u64>,
+    /// The victims seen (bounded to the collector's recent list per sample).
+    pub oom_victims: Vec<OomVictim>,
+    /// GPU use; `null` when no GPU was seen.
+    pub gpu: Option<GpuSummary>,
+    /// Samples and missed ticks.
+    pub sampling: SamplingSummary,
+    /// How the command ended.
+    pub exit_status: Option<ExitStatus>,
+    /// Why values are `null` (one entry per value).
+    pub unknown: Vec<Unavailable>,
+}
+
+/// Most OOM victims kept (the collector's own list is bounded the same way).
+const MAX_VICTIMS: usize = 64;
+
+/// The limit counters, one slot per (resource, event).
+const RESOURCES: [ResourceLimitResource; 3] = [
+    ResourceLimitResource::Cpu,
+    ResourceLimitResource::Memory,
+    ResourceLimitResource::Processes,
+];
+const EVENTS: [ResourceLimitEventKind; 5] = [
+    ResourceLimitEventKind::Throttled,
+    ResourceLimitEventKind::High,
+    ResourceLimitEventKind::Maximum,
+    ResourceLimitEventKind::OutOfMemory,
+    ResourceLimitEventKind::Terminated,
+];
+
+/// A counter's first and last value in the series.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counter {
+    first: Option<f64>,
+    last: Option<f64>,
+}
+
+impl Counter {
+    fn observe(&mut self, value: Option<f64>) {
+        if let Some(value) = value {
+            self.first.get_or_insert(value);
+            self.last = Some(value);
+        }
+    }
+
+    /// last − start; counters that went backwards (a restarted source) give `None`.
+    fn total(&self, baseline: Baseline) -> Option<f64> {
+        let last = self.last?;
+        let start = match baseline {
+            Baseline::Zero => 0.0,
+            Baseline::FirstSample => self.first?,
+        };
+        (last >= start).then_some(last - start)
+    }
+}
+
+/// A maximum and when it was seen.
+#[derive(Debug, Clone, Copy, Default)]
+struct Peak {
+    value: Option<f64>,
+    at: Option<DateTime<Utc>>,
+}
+
+impl Peak {
+    fn observe(&mut self, value: Option<f64>, at: DateTime<Utc>) {
+        if let Some(value) = value {
+            if self.value.is_none_or(|peak| value > peak) {
+                self.value = Some(value);
+                self.at = Some(at);
+            }
+        }
+    }
+}
+
+/// Accumulates a series of snapshots into a [`RunSummary`].
+#[derive(Debug, Clone, Default)]
+pub struct SummaryBuilder {
+    baseline: Baseline,
+    samples: u64,
+    scope: Option<MeasurementScope>,
+    first: Option<DateTime<Utc>>,
+    last: Option<DateTime<Utc>>,
+    missed_ticks: u64,
+    interval_usec: Option<u64>,
+    // CPU, µs, per source.
+    cpu_user: Counter,
+    cpu_system: Counter,
+    cgroup_cpu_ns: Counter,
+    peak_cores: Peak,
+    // Memory, bytes.
+    resident: Peak,
+    process_peak_rss: Peak,
+    // Storage, bytes.
+    read: Counter,
+    written: Counter,
+    processes_created: Counter,
+    processes_reason: Option<std::sync::Arc<str>>,
+    throttled_usec: Counter,
+    limits: [[Counter; 5]; 3],
+    oom_kills: Counter,
+    victims: Vec<OomVictim>,
+    gpu_devices: u32,
+    gpu_utilization: Peak,
+    gpu_memory: Peak,
+}
+
+/// A measurement in its family's base unit (µs, bytes, bits/s, millicores, percent).
+fn base<U: UnitFamily>(
+    measurement: Option<&Measurement>,
+    family: fn(MeasurementUnit) -> Option<U>,
+) -> Option<f64> {
+    let measurement = measurement?;
+    let unit = family(measurement.unit)?;
+    Some(measurement.value.as_f64() * unit.factor() as f64)
+}
+
+fn micros(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, DurationUnit::from_measurement_unit)
+}
+
+fn capacity_bytes(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, CapacityUnit::from_measurement_unit)
+}
+
+fn data_bytes(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, DataUnit::from_measurement_unit)
+}
+
+/// A rate in logical processors.
+fn cores(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, CpuUnit::from_measurement_unit).map(|millicores| millicores / 1000.0)
+}
+
+fn percent(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, UtilizationUnit::from_measurement_unit)
+}
+
+/// A rate in bytes per second (for the report's charts).
+pub(crate) fn bytes_per_second(measurement: Option<&Measurement>) -> Option<f64> {
+    base(measurement, BandwidthUnit::from_measurement_unit).map(|bits| bits / 8.0)
+}
+
+/// Public conversions shared with the report: values of a snapshot in base units.
+pub mod values {
+    use super::*;
+
+    /// CPU rate of the scope in logical processors (Relay's `consumption_rate`, else the
+    /// nanosecond run-time rate).
+    pub fn cpu_cores(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        let cpu = snapshot.cpu.as_ref();
+        cores(cpu.and_then(|cpu| cpu.consumption_rate.as_ref())).or_else(|| {
+            snapshot
+                .extensions
+                .precise_cpu
+                .as_ref()
+                .and_then(|precise| precise.run_rate_logical_processors)
+        })
+    }
+
+    /// Resident memory summed over the scope (bytes).
+    pub fn resident_bytes(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        capacity_bytes(snapshot.memory.as_ref()?.resident.as_ref())
+    }
+
+    /// Memory charged to the cgroup (bytes).
+    pub fn cgroup_memory_bytes(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        capacity_bytes(snapshot.memory.as_ref()?.environment_accounted.as_ref())
+    }
+
+    /// Storage read and write rates (bytes/s).
+    pub fn disk_rates(snapshot: &ResourceMetricsSnapshot) -> (Option<f64>, Option<f64>) {
+        match snapshot.disk.as_ref() {
+            Some(disk) => (
+                bytes_per_second(disk.read_throughput.as_ref()),
+                bytes_per_second(disk.write_throughput.as_ref()),
+            ),
+            None => (None, None),
+        }
+    }
+
+    /// Network receive and transmit rates over the selected interfaces (bytes/s).
+    pub fn network_rates(snapshot: &ResourceMetricsSnapshot) -> (Option<f64>, Option<f64>) {
+        match snapshot.network.as_ref() {
+            Some(network) => (
+                bytes_per_second(network.system.receive_throughput.as_ref()),
+                bytes_per_second(network.system.transmit_throughput.as_ref()),
+            ),
+            None => (None, None),
+        }
+    }
+
+    /// The highest device utilisation (%) and the device memory in use summed over the
+    /// devices (bytes); `None` when no GPU device is in the snapshot.
+    pub fn gpu(snapshot: &ResourceMetricsSnapshot) -> Option<(Option<f64>, Option<f64>)> {
+        let devices = snapshot.gpu.as_ref()?.device_metrics.as_ref()?;
+        if devices.is_empty() {
+            return None;
+        }
+        let mut utilization: Option<f64> = None;
+        let mut memory: Option<f64> = None;
+        for device in devices {
+            if let Some(value) = percent(device.compute_utilization.as_ref()) {
+                utilization = Some(utilization.map_or(value, |u| u.max(value)));
+            }
+            if let Some(value) = capacity_bytes(device.memory_used.as_ref()) {
+                memory = Some(memory.unwrap_or(0.0) + value);
+            }
+        }
+        Some((utilization, memory))
+    }
+
+    /// Processes in scope.
+    pub fn process_count(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        snapshot
+            .process
+            .as_ref()?
+            .active_count
+            .as_ref()
+            .map(|count| count.value.as_f64())
+    }
+
+    /// A limit counter's value (events).
+    pub fn limit_count(event: &ResourceLimitEventCount) -> Option<f64> {
+        event.count.as_ref().map(|count| count.value.as_f64())
+    }
+
+    /// Cumulative CPU throttling (µs).
+    pub fn throttled_usec(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        micros(snapshot.cpu.as_ref()?.throttled_time.as_ref())
+    }
+
+    /// Cumulative PSI "some" stall time over CPU, memory and I/O (µs), as far as known.
+    pub fn pressure_some_usec(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+        let cpu = snapshot
+            .cpu
+            .as_ref()
+            .and_then(|cpu| micros(cpu.some_pressure_stall_time.as_ref()));
+        let memory = snapshot
+            .memory
+            .as_ref()
+            .and_then(|memory| micros(memory.some_pressure_stall_time.as_ref()));
+        match (cpu, memory) {
+            (None, None) => None,
+            (cpu, memory) => Some(cpu.unwrap_or(0.0) + memory.unwrap_or(0.0)),
+        }
+    }
+}
+
+impl SummaryBuilder {
+    /// A builder whose totals start at `baseline`.
+    pub fn new(baseline: Baseline) -> Self {
+        Self {
+            baseline,
+            victims: Vec::with_capacity(8),
+            ..Self::default()
+        }
+    }
+
+    /// Snapshots observed so far.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Takes one snapshot of the series into account: O(1), no allocation (except the first
+    /// time an OOM victim appears).
+    pub fn observe(&mut self, snapshot: &ResourceMetricsSnapshot) {
+        let at = snapshot.timestamp;
+        self.samples += 1;
+        self.scope = Some(snapshot.measurement_scope);
+        self.first.get_or_insert(at);
+        self.last = Some(at);
+        if let Some(sampler) = &snapshot.extensions.sampler {
+            self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
+            self.interval_usec = Some(sampler.interval_usec);
+        }
+        if let Some(cpu) = &snapshot.cpu {
+            self.cpu_user.observe(micros(cpu.user_time.as_ref()));
+            self.cpu_system.observe(micros(cpu.system_time.as_ref()));
+            self.throttled_usec
+                .observe(micros(cpu.throttled_time.as_ref()));
+            self.observe_limits(&cpu.limit_events);
+        }
+        if let Some(precise) = &snapshot.extensions.precise_cpu {
+            self.cgroup_cpu_ns
+                .observe(precise.cgroup_usage_ns.map(|ns| ns as f64));
+        }
+        self.peak_cores.observe(values::cpu_cores(snapshot), at);
+        if let Some(memory) = &snapshot.memory {
+            self.resident
+                .observe(capacity_bytes(memory.resident.as_ref()), at);
+            self.process_peak_rss
+                .observe(capacity_bytes(memory.peak_resident.as_ref()), at);
+            self.observe_limits(&memory.limit_events);
+        }
+        if let Some(process) = &snapshot.process {
+            self.observe_limits(&process.limit_events);
+        }
+        if let Some(disk) = &snapshot.disk {
+            self.read.observe(data_bytes(disk.read_data.as_ref()));
+            self.written.observe(data_bytes(disk.write_data.as_ref()));
+        }
+        let events = &snapshot.extensions.kernel_events;
+        self.processes_created
+            .observe(events.processes_created.map(|n| n as f64));
+        if events.processes_created.is_none() && self.processes_reason.is_none() {
+            self.processes_reason.clone_from(&events.reason);
+        }
+        self.oom_kills.observe(events.oom_kills.map(|n| n as f64));
+        for victim in &events.recent_oom_victims {
+            let known = self
+                .victims
+                .iter()
+                .any(|seen| seen.pid == victim.pid && seen.time_ns == victim.time_ns);
+            if !known && self.victims.len() < MAX_VICTIMS {
+                self.victims.push(victim.clone());
+            }
+        }
+        if let Some((utilization, memory)) = values::gpu(snapshot) {
+            if let Some(devices) = snapshot
+                .gpu
+                .as_ref()
+                .and_then(|g| g.device_metrics.as_ref())
+            {
+                self.gpu_devices = self
+                    .gpu_devices
+                    .max(u32::try_from(devices.len()).unwrap_or(u32::MAX));
+            }
+            self.gpu_utilization.observe(utilization, at);
+            self.gpu_memory.observe(memory, at);
+        }
+    }
+
+    fn observe_limits(&mut self, events: &[ResourceLimitEventCount]) {
+        for event in events {
+            let resource = RESOURCES.iter().position(|r| *r == event.resource);
+            let kind = EVENTS.iter().position(|e| *e == event.event);
+            if let (Some(resource), Some(kind)) = (resource, kind) {
+                self.limits[resource][kind].observe(values::limit_count(event));
+            }
+        }
+    }
+
+    /// The summary, with what only the end knows.
+    pub fn finish(&self, end: RunEnd) -> RunSummary {
+        let mut unknown = Vec::new();
+        let mut missing = |field: &'static str, reason: String| {
+            unknown.push(Unavailable {
+                field: Cow::Borrowed(field),
+                reason: reason.into(),
+            });
+        };
+        let scope = self.scope;
+        let no_samples = self.samples == 0;
+        if no_samples {
+            missing("samples", "no snapshot was taken".to_owned());
+        }
+
+        let wall_time_s = end.wall_time.map(|d| d.as_secs_f64()).or_else(|| {
+            let (first, last) = (self.first?, self.last?);
+            (last - first).to_std().ok().map(|span| span.as_secs_f64())
+        });
+        if wall_time_s.is_none() {
+            missing(
+                "wall_time_s",
+                "no wall time was given and no snapshot taken".into(),
+            );
+        }
+
+        // CPU: an exact source for the scope, else null.
+        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
+        let (user_s, system_s, total_s, source): (Option<f64>, Option<f64>, Option<f64>, _) =
+            if let Some(reaped) = end.reaped {
+                let user = reaped.user.as_secs_f64();
+                let system = reaped.system.as_secs_f64();
+                (
+                    Some(user),
+                    Some(system),
+                    Some(user + system),
+                    Some("rusage".into()),
+                )
+            } else if single_process {
+                let user = self.cpu_user.total(self.baseline).map(|us| us / 1e6);
+                let system = self.cpu_system.total(self.baseline).map(|us| us / 1e6);
+                let total = user.zip(system).map(|(u, s)| u + s);
+                (user, system, total, Some("process".into()))
+            } else if let Some(ns) = self.cgroup_cpu_ns.total(self.baseline) {
+                (None, None, Some(ns / 1e9), Some("cgroup".into()))
+            } else {
+                (None, None, None, None)
+            };
+        let lost = "the snapshots' CPU times are sums over the live processes (exited ones are \
+                    not in them) and no exact source (extensions.cumulative, the cgroup's usage, \
+                    the reaped tree's rusage) was available";
+        if user_s.is_none() {
+            missing(
+                "cpu.user_s",
+                if single_process {
+                    "no user time in the snapshots".into()
+                } else {
+                    lost.into()
+                },
+            );
+        }
+        if system_s.is_none() {
+            missing(
+                "cpu.system_s",
+                if single_process {
+                    "no system time in the snapshots".into()
+                } else {
+                    lost.into()
+                },
+            );
+        }
+        if total_s.is_none() {
+            missing("cpu.total_s", lost.into());
+        }
+        let average_cores = total_s
+            .zip(wall_time_s)
+            .and_then(|(cpu, wall)| (wall > 0.0).then_some(cpu / wall));
+        if average_cores.is_none() && total_s.is_some() {
+            missing("cpu.average_cores", "the wall time is zero".into());
+        }
+        let peak_cores = self.peak_cores.value;
+        if peak_cores.is_none() {
+            missing(
+                "cpu.peak_cores",
+                "no CPU rate in the snapshots (a rate needs two samples)".into(),
+            );
+        }
+
+        // Memory.
+        let (peak_resident_bytes, peak_source, peak_at) = match self.resident.value {
+            Some(bytes) => (
+                Some(bytes as u64),
+                Some(PeakSource::HighestSampledSum),
+                self.resident.at,
+            ),
+            None => {
+                missing(
+                    "memory.peak_resident_bytes",
+                    "no resident memory in the snapshots".into(),
+                );
+                (None, None, None)
+            }
+        };
+        let max_single_process_rss_bytes = match (end.reaped, single_process) {
+            (Some(reaped), _) => Some(reaped.max_rss_bytes),
+            (None, true) => self.process_peak_rss.value.map(|b| b as u64),
+            (None, false) => None,
+        };
+        if max_single_process_rss_bytes.is_none() {
+            missing(
+                "memory.max_single_process_rss_bytes",
+                "needs the reaped tree's rusage (run) or a single-process scope".into(),
+            );
+        }
+
+        // Storage I/O: exact for one process only without cumulative accounting.
+        let (read_bytes, written_bytes, io_source) = if single_process {
+            (
+                self.read.total(self.baseline).map(|b| b as u64),
+                self.written.total(self.baseline).map(|b| b as u64),
+                Some("process".into()),
+            )
+        } else {
+            (None, None, None)
+        };
+        let io_reason = if single_process {
+            "no disk counters in the snapshots (disk category off, or /proc/<pid>/io unreadable)"
+        } else {
+            "the snapshots' disk counters are sums over the live processes (exited ones are not \
+             in them) and extensions.cumulative was not available"
+        };
+        if read_bytes.is_none() {
+            missing("io.read_bytes", io_reason.into());
+        }
+        if written_bytes.is_none() {
+            missing("io.written_bytes", io_reason.into());
+        }
+
+        let processes_created = self
+            .processes_created
+            .total(self.baseline)
+            .map(|n| n as u64);
+        if processes_created.is_none() {
+            missing(
+                "processes_created",
+                self.processes_reason.as_deref().map_or_else(
+                    || "the kernel event source gave no creation count".to_owned(),
+                    |reason| format!("kernel events are off: {reason}"),
+                ),
+            );
+        }
+        let throttled_s = self.throttled_usec.total(self.baseline).map(|us| us / 1e6);
+        if throttled_s.is_none() {
+            missing(
+                "throttled_s",
+                "no CPU throttling counter in the snapshots (no cgroup CPU controller, or \
+                 the cpu category is off)"
+                    .into(),
+            );
+        }
+        let mut limit_events = Vec::new();
+        for (r, resource) in RESOURCES.iter().enumerate() {
+            for (e, event) in EVENTS.iter().enumerate() {
+                if let Some(count) = self.limits[r][e].total(self.baseline) {
+                    if count > 0.0 {
+                        limit_events.push(LimitEventTotal {
+                            resource: *resource,
+                            event: *event,
+                            count: count as u64,
+                        });
+                    }
+                }
+            }
+        }
+        let oom_kills = self.oom_kills.total(self.baseline).map(|n| n as u64);
+        if oom_kills.is_none() {
+            missing(
+                "oom_kills",
+                self.processes_reason.as_deref().map_or_else(
+                    || "the kernel event source gave no OOM-kill count".to_owned(),
+                    |reason| format!("kernel events are off: {reason}"),
+                ),
+            );
+        }
+
+        let gpu = (self.gpu_devices > 0).then(|| GpuSummary {
+            devices: self.gpu_devices,
+            peak_utilization_percent: self.gpu_utilization.value,
+            peak_memory_bytes: self.gpu_memory.value.map(|b| b as u64),
+        });
+
+        RunSummary {
+            command: end.command,
+            measurement_scope: scope,
+            started: self.first,
+            ended: self.last,
+            wall_time_s,
+            cpu: CpuSummary {
+                user_s,
+                system_s,
+                total_s,
+                source,
+                average_cores,
+                peak_cores,
+            },
+            memory: MemorySummary {
+                peak_resident_bytes,
+                peak_source,
+                peak_at,
+                max_single_process_rss_bytes,
+            },
+            io: IoSummary {
+                read_bytes,
+                written_bytes,
+                source: io_source,
+            },
+            processes_created,
+            throttled_s,
+            limit_events,
+            oom_kills,
+            oom_victims: self.victims.clone(),
+            gpu,
+            sampling: SamplingSummary {
+                samples: self.samples,
+                missed_ticks: self.missed_ticks,
+                interval_usec: self.interval_usec,
+            },
+            exit_status: end.exit_status,
+            unknown,
+        }
+    }
+}
+
+impl RunSummary {
+    /// The summary as one JSON object (`--summary-format json`).
+    pub fn to_json(&self) -> String {
+        // Serialising plain data to a String cannot fail; an empty object would hide a bug.
+        serde_json::to_string(self).unwrap_or_else(|error| {
+            format!(
+                "{{\"error\":{}}}",
+                serde_json::Value::String(error.to_string())
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+use std::sync::Arc;
+
+use chrono::TimeZone as _;
+
+use super::*;
+use crate::snapshot::{
+    CpuMetrics, DiskMetrics, MemoryMetrics, ResourceLimitEventCount, SamplerInfo,
+};
+use crate::units::{CountUnit, CpuUnit as Cpu, DataUnit as Data, DurationUnit as Dur};
+
+fn at(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(1_700_000_000_000 + ms)
+        .single()
+        .unwrap_or_default()
+}
+
+/// A snapshot at `ms` with CPU times (ms), resident KiB and read bytes.
+fn snapshot(
+    scope: MeasurementScope,
+    ms: i64,
+    user_ms: u64,
+    system_ms: u64,
+    resident_kib: u64,
+    read: u64,
+) -> ResourceMetricsSnapshot {
+    let mut s = ResourceMetricsSnapshot {
+        timestamp: at(ms),
+        measurement_scope: scope,
+        ..Default::default()
+    };
+    s.cpu = Some(CpuMetrics {
+        user_time: Some(Measurement::integer(
+            user_ms,
+            Dur::Milliseconds,
+            Dur::Milliseconds,
+        )),
+        system_time: Some(Measurement::integer(
+            system_ms,
+            Dur::Milliseconds,
+            Dur::Seconds,
+        )),
+        consumption_rate: Measurement::decimal(
+            0.5 + ms as f64 / 1000.0,
+            Cpu::LogicalProcessors,
+            Cpu::Millicores,
+        ),
+        ..Default::default()
+    });
+    s.memory = Some(MemoryMetrics {
+        resident: Some(Measurement::integer(
+            resident_kib,
+            CapacityUnit::Kibibytes,
+            CapacityUnit::Mebibytes,
+        )),
+        peak_resident: Some(Measurement::integer(
+            resident_kib,
+            CapacityUnit::Kibibytes,
+            CapacityUnit::Kibibytes,
+        )),
+        ..Default::default()
+    });
+    s.disk = Some(DiskMetrics {
+        read_data: Some(Measurement::integer(read, Data::Bytes, Data::Kibibytes)),
+        write_data: Some(Measurement::integer(0, Data::Bytes, Data::Bytes)),
+        ..Default::default()
+    });
+    s.extensions.sampler = Some(SamplerInfo {
+        interval_usec: 100_000,
+        tick_index: 0,
+        tick_lateness_usec: 0,
+        missed_ticks_total: (ms / 1000) as u64,
+    });
+    s
+}
+
+#[test]
+fn one_process_totals_are_last_minus_first_in_base_units() {
+    let scope = MeasurementScope::ApplicationProcess;
+    let mut builder = SummaryBuilder::new(Baseline::FirstSample);
+    builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 4096));
+    builder.observe(&snapshot(scope, 1000, 1800, 700, 4096, 8192));
+    builder.observe(&snapshot(scope, 2000, 3000, 900, 2048, 12288));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.wall_time_s, Some(2.0));
+    assert_eq!(summary.cpu.user_s, Some(2.0));
+    assert!((summary.cpu.system_s.unwrap() - 0.4).abs() < 1e-9);
+    assert!((summary.cpu.average_cores.unwrap() - 1.2).abs() < 1e-9);
+    assert_eq!(summary.cpu.peak_cores, Some(2.5));
+    assert_eq!(summary.memory.peak_resident_bytes, Some(4096 * 1024));
+    assert_eq!(summary.memory.peak_at, Some(at(1000)));
+    assert_eq!(
+        summary.memory.peak_source,
+        Some(PeakSource::HighestSampledSum)
+    );
+    assert_eq!(
+        summary.memory.max_single_process_rss_bytes,
+        Some(4096 * 1024)
+    );
+    assert_eq!(summary.io.read_bytes, Some(8192));
+    assert_eq!(summary.io.written_bytes, Some(0));
+    assert_eq!(summary.sampling.samples, 3);
+    assert_eq!(summary.sampling.missed_ticks, 2);
+    assert_eq!(summary.sampling.interval_usec, Some(100_000));
+}
+
+#[test]
+fn zero_baseline_counts_from_the_start() {
+    let scope = MeasurementScope::ApplicationProcess;
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 0));
+    builder.observe(&snapshot(scope, 500, 1500, 500, 1024, 0));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.cpu.user_s, Some(1.5));
+    assert_eq!(summary.cpu.total_s, Some(2.0));
+}
+
+#[test]
+fn a_tree_without_an_exact_source_says_why_instead_of_a_sampled_sum() {
+    let scope = MeasurementScope::ProcessTree;
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    builder.observe(&snapshot(scope, 0, 600, 10, 1024, 0));
+    builder.observe(&snapshot(scope, 100, 0, 0, 0, 0));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.cpu.user_s, None);
+    assert_eq!(summary.cpu.total_s, None);
+    assert_eq!(summary.io.read_bytes, None);
+    let fields: Vec<&str> = summary.unknown.iter().map(|u| u.field.as_ref()).collect();
+    for field in ["cpu.user_s", "cpu.system_s", "cpu.total_s", "io.read_bytes"] {
+        assert!(fields.contains(&field), "{field} missing from {fields:?}");
+    }
+    assert!(summary.unknown.iter().all(|u| !u.reason.is_empty()));
+    // The sampled peak stays: it is a peak, not a total.
+    assert_eq!(summary.memory.peak_resident_bytes, Some(1024 * 1024));
+}
+
+#[test]
+fn the_reaped_usage_gives_cpu_and_max_rss_like_time() {
+    let scope = MeasurementScope::ProcessTree;
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    builder.observe(&snapshot(scope, 0, 0, 0, 0, 0));
+    let summary = builder.finish(RunEnd {
+        command: Some("sh kids.sh".into()),
+        wall_time: Some(Duration::from_millis(4000)),
+        exit_status: Some(ExitStatus::exited(3)),
+        reaped: Some(ReapedUsage {
+            user: Duration::from_millis(3200),
+            system: Duration::from_millis(300),
+            max_rss_bytes: 300 << 20,
+        }),
+    });
+    assert_eq!(summary.cpu.total_s, Some(3.5));
+    assert_eq!(summary.cpu.source.as_deref(), Some("rusage"));
+    assert_eq!(summary.cpu.average_cores, Some(0.875));
+    assert_eq!(summary.memory.max_single_process_rss_bytes, Some(300 << 20));
+    assert_eq!(summary.exit_status, Some(ExitStatus::exited(3)));
+    let text = summary.to_text();
+    assert!(
+        text.contains("Summary of 'sh kids.sh' (process_tree scope)"),
+        "{text}"
+    );
+    assert!(text.contains("3.200 s"), "{text}");
+    assert!(text.contains("300.00 MiB"), "{text}");
+    assert!(text.contains("exit status"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&summary.to_json()).unwrap();
+    assert_eq!(json["cpu"]["user_s"], 3.2);
+    assert_eq!(json["exit_status"]["code"], 3);
+    assert!(json["io"]["read_bytes"].is_null());
+}
+
+#[test]
+fn limit_events_and_oom_victims_count_what_happened_during_the_run() {
+    let scope = MeasurementScope::Cgroup;
+    let mut builder = SummaryBuilder::new(Baseline::FirstSample);
+    let with_events = |ms, throttled, kills: u64, victims: &[(u32, u64)]| {
+        let mut s = snapshot(scope, ms, 0, 0, 0, 0);
+        if let Some(cpu) = s.cpu.as_mut() {
+            cpu.limit_events = vec![ResourceLimitEventCount {
+                resource: ResourceLimitResource::Cpu,
+                event: ResourceLimitEventKind::Throttled,
+                count: Some(Measurement::count(throttled, CountUnit::Events)),
+            }];
+            cpu.throttled_time = Some(Measurement::integer(
+                throttled * 10,
+                Dur::Milliseconds,
+                Dur::Milliseconds,
+            ));
+        }
+        s.extensions.kernel_events.oom_kills = Some(kills);
+        s.extensions.kernel_events.processes_created = Some(kills + 10);
+        s.extensions.kernel_events.recent_oom_victims = victims
+            .iter()
+            .map(|&(pid, time_ns)| OomVictim {
+                pid,
+                comm: Arc::from("hog"),
+                rss_kib: 1024,
+                time_ns,
+            })
+            .collect();
+        s
+    };
+    builder.observe(&with_events(0, 5, 0, &[]));
+    builder.observe(&with_events(100, 7, 1, &[(42, 1)]));
+    builder.observe(&with_events(200, 9, 2, &[(42, 1), (43, 2)]));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(
+        summary.limit_events,
+        vec![LimitEventTotal {
+            resource: ResourceLimitResource::Cpu,
+            event: ResourceLimitEventKind::Throttled,
+            count: 4
+        }]
+    );
+    assert_eq!(summary.throttled_s, Some(0.04));
+    assert_eq!(summary.oom_kills, Some(2));
+    assert_eq!(summary.processes_created, Some(2));
+    let pids: Vec<u32> = summary.oom_victims.iter().map(|v| v.pid).collect();
+    assert_eq!(pids, [42, 43]);
+    assert!(summary.to_text().contains("victims: 42 (hog, 1.00 MiB)"));
+}
+
+#[test]
+fn no_snapshot_gives_nulls_with_reasons_not_zeros() {
+    let summary = SummaryBuilder::new(Baseline::Zero).finish(RunEnd::default());
+    assert_eq!(summary.wall_time_s, None);
+    assert_eq!(summary.memory.peak_resident_bytes, None);
+    assert_eq!(summary.gpu, None);
+    assert!(summary.unknown.iter().any(|u| u.field == "samples"));
+    assert!(summary.to_text().contains("n/a"));
+}
+
+#[test]
+fn observing_allocates_nothing_in_steady_state() {
+    let scope = MeasurementScope::ProcessTree;
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let snapshot = snapshot(scope, 0, 0, 0, 0, 0);
+    builder.observe(&snapshot);
+    let capacity = builder.victims.capacity();
+    for _ in 0..1000 {
+        builder.observe(&snapshot);
+    }
+    assert_eq!(builder.victims.capacity(), capacity);
+    assert_eq!(builder.samples(), 1001);
+}

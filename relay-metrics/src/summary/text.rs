@@ -1,0 +1,261 @@
+//! The summary as an aligned text table, in the manner of `perf stat` and GNU `time -v`:
+//! rounded figures with their units, `n/a` with a numbered note where a value is unknown.
+
+use std::fmt::Write as _;
+
+use super::{PeakSource, RunSummary};
+
+/// `1234567` → `1.18 MiB`.
+pub(crate) fn format_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Seconds with three significant decimals below a minute, else `1m 02.5s`.
+pub(crate) fn format_seconds(seconds: f64) -> String {
+    if seconds < 60.0 {
+        format!("{seconds:.3} s")
+    } else {
+        let minutes = (seconds / 60.0).floor();
+        format!("{minutes:.0} min {:.1} s", seconds - minutes * 60.0)
+    }
+}
+
+/// One table row: a label, a value (or `n/a`), and a comment.
+struct Row {
+    label: &'static str,
+    value: Option<String>,
+    comment: String,
+}
+
+impl RunSummary {
+    /// The rows of the table, in order (shared by the text and the HTML rendering).
+    pub fn rows(&self) -> Vec<(&'static str, Option<String>, String)> {
+        self.table()
+            .into_iter()
+            .map(|row| (row.label, row.value, row.comment))
+            .collect()
+    }
+
+    fn table(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let mut row = |label, value: Option<String>, comment: String| {
+            rows.push(Row {
+                label,
+                value,
+                comment,
+            });
+        };
+        row(
+            "wall time",
+            self.wall_time_s.map(format_seconds),
+            String::new(),
+        );
+        let source = self
+            .cpu
+            .source
+            .as_deref()
+            .map(|s| format!("source: {s}"))
+            .unwrap_or_default();
+        row(
+            "user CPU",
+            self.cpu.user_s.map(format_seconds),
+            source.clone(),
+        );
+        row(
+            "system CPU",
+            self.cpu.system_s.map(format_seconds),
+            String::new(),
+        );
+        row(
+            "total CPU",
+            self.cpu.total_s.map(format_seconds),
+            String::new(),
+        );
+        row(
+            "average cores",
+            self.cpu.average_cores.map(|c| format!("{c:.2}")),
+            "CPU time / wall time".into(),
+        );
+        row(
+            "peak cores",
+            self.cpu.peak_cores.map(|c| format!("{c:.2}")),
+            "highest rate between two samples".into(),
+        );
+        let peak_comment = match (self.memory.peak_source, self.memory.peak_at, self.started) {
+            (Some(source), at, started) => {
+                let source = match source {
+                    PeakSource::CgroupPeak => "cgroup peak",
+                    PeakSource::HighestSampledSum => "highest sampled sum",
+                };
+                match (at, started) {
+                    (Some(at), Some(started)) => {
+                        let offset = (at - started).num_milliseconds() as f64 / 1000.0;
+                        format!("{source}, at +{offset:.3} s")
+                    }
+                    _ => source.to_owned(),
+                }
+            }
+            (None, ..) => String::new(),
+        };
+        row(
+            "peak resident memory",
+            self.memory
+                .peak_resident_bytes
+                .map(|b| format_bytes(b as f64)),
+            peak_comment,
+        );
+        row(
+            "max RSS, one process",
+            self.memory
+                .max_single_process_rss_bytes
+                .map(|b| format_bytes(b as f64)),
+            "as GNU time -v".into(),
+        );
+        let io_source = self
+            .io
+            .source
+            .as_deref()
+            .map(|s| format!("source: {s}"))
+            .unwrap_or_default();
+        row(
+            "read",
+            self.io.read_bytes.map(|b| format_bytes(b as f64)),
+            io_source,
+        );
+        row(
+            "written",
+            self.io.written_bytes.map(|b| format_bytes(b as f64)),
+            String::new(),
+        );
+        row(
+            "processes created",
+            self.processes_created.map(|n| n.to_string()),
+            String::new(),
+        );
+        row(
+            "CPU throttled",
+            self.throttled_s.map(format_seconds),
+            String::new(),
+        );
+        for event in &self.limit_events {
+            rows.push(Row {
+                label: "limit event",
+                value: Some(event.count.to_string()),
+                comment: format!("{} {}", event.resource.as_str(), event.event.as_str()),
+            });
+        }
+        let victims = self
+            .oom_victims
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} ({}, {})",
+                    v.pid,
+                    v.comm,
+                    format_bytes(v.rss_kib as f64 * 1024.0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        rows.push(Row {
+            label: "OOM kills",
+            value: self.oom_kills.map(|n| n.to_string()),
+            comment: if victims.is_empty() {
+                String::new()
+            } else {
+                format!("victims: {victims}")
+            },
+        });
+        if let Some(gpu) = &self.gpu {
+            rows.push(Row {
+                label: "GPU peak utilisation",
+                value: gpu.peak_utilization_percent.map(|p| format!("{p:.0} %")),
+                comment: format!("{} device(s)", gpu.devices),
+            });
+            rows.push(Row {
+                label: "GPU peak memory",
+                value: gpu.peak_memory_bytes.map(|b| format_bytes(b as f64)),
+                comment: "summed over the devices".into(),
+            });
+        }
+        let interval = self
+            .sampling
+            .interval_usec
+            .map(|us| format!("every {}", format_seconds(us as f64 / 1e6)))
+            .unwrap_or_default();
+        rows.push(Row {
+            label: "samples",
+            value: Some(self.sampling.samples.to_string()),
+            comment: interval,
+        });
+        rows.push(Row {
+            label: "missed ticks",
+            value: Some(self.sampling.missed_ticks.to_string()),
+            comment: String::new(),
+        });
+        if let Some(status) = self.exit_status {
+            let value = match (status.code, status.signal) {
+                (Some(code), _) => code.to_string(),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                (None, None) => "unknown".to_owned(),
+            };
+            rows.push(Row {
+                label: "exit status",
+                value: Some(value),
+                comment: String::new(),
+            });
+        }
+        rows
+    }
+
+    /// The summary as an aligned text table (what `run` prints on stderr).
+    pub fn to_text(&self) -> String {
+        let rows = self.table();
+        let values: Vec<String> = rows
+            .iter()
+            .map(|row| row.value.clone().unwrap_or_else(|| "n/a".to_owned()))
+            .collect();
+        let label_width = rows.iter().map(|r| r.label.len()).max().unwrap_or(0);
+        let value_width = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
+        let mut out = String::new();
+        let title = match &self.command {
+            Some(command) => format!("Summary of '{command}'"),
+            None => "Summary".to_owned(),
+        };
+        let scope = self
+            .measurement_scope
+            .map(|s| format!(" ({} scope)", s.as_str()))
+            .unwrap_or_default();
+        let _ = writeln!(out, "\n {title}{scope}:\n");
+        for (row, value) in rows.iter().zip(&values) {
+            let comment = if row.comment.is_empty() {
+                String::new()
+            } else {
+                format!("   # {}", row.comment)
+            };
+            let _ = writeln!(
+                out,
+                "   {:<label_width$}  {:>value_width$}{comment}",
+                row.label, value
+            );
+        }
+        if !self.unknown.is_empty() {
+            let _ = writeln!(out, "\n n/a:");
+            for entry in &self.unknown {
+                let _ = writeln!(out, "   {}: {}", entry.field, entry.reason);
+            }
+        }
+        out
+    }
+}
