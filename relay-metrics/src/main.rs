@@ -22,12 +22,14 @@ fn main() {
         Command::Serve(args) => cli::serve::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::Run(args) => cli::run::run(args),
+        Command::Completions(args) => cli::completions::run(args),
+        Command::Man(args) => cli::man::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
         Err(error) => {
             eprintln!("relay-metrics: error: {error:#}");
-            std::process::exit(1);
+            std::process::exit(cli::exit_code(&error));
         }
     }
 }

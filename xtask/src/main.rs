@@ -13,6 +13,9 @@
 //!   (default `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in
 //!   one boot (to hunt intermittent failures); `--lockdown` boots it with
 //!   `lockdown=confidentiality` (default FILTER `vm_tests::lockdown`).
+//! - `man [DIR]`: writes the man pages of the `relay-metrics` command (clap_mangen, from the
+//!   command line's own definition) into DIR, default `target/man`: `relay-metrics.1` and one
+//!   `relay-metrics-<command>.1` per command.
 
 use std::env;
 use std::ffi::OsString;
@@ -46,7 +49,7 @@ const CLANG: &str = "/usr/bin/clang-22";
 const ITER_APT_PACKAGES: [&str; 2] = ["clang-22", "libbpf-dev"];
 
 const USAGE: &str = "cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | \
-                     vm-test [FILTER] [--repeat N] [--lockdown]>";
+                     vm-test [FILTER] [--repeat N] [--lockdown] | man [DIR]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Some("vm-test") => vm_test_args(&args[1..]).and_then(|args| {
             vm::vm_test(&workspace_root()?, &args.filter, args.repeat, args.lockdown)
         }),
+        Some("man") if args.len() <= 2 => man(args.get(1).map(PathBuf::from)),
         _ => {
             eprintln!("usage: {USAGE}");
             return ExitCode::from(2);
@@ -118,6 +122,26 @@ fn workspace_root() -> Result<PathBuf> {
         .parent()
         .map(Path::to_path_buf)
         .context("xtask has no parent directory")
+}
+
+/// Builds the binary and has it render its man pages into `dir` (default `target/man`).
+fn man(dir: Option<PathBuf>) -> Result<()> {
+    let root = workspace_root()?;
+    let dir = dir.unwrap_or_else(|| root.join("target/man"));
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    run(Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "relay-metrics",
+            "--features",
+            "cli",
+            "--",
+        ])
+        .args(["man", "--dir"])
+        .arg(&dir))
 }
 
 fn run(command: &mut Command) -> Result<()> {

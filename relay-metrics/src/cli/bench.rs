@@ -104,12 +104,17 @@ fn bench(mut collector: Collector, iterations: u64) -> BenchReport {
     BenchReport {
         scope: collector.scope(),
         iterations,
-        median_us: at(0.5),
-        p99_us: at(0.99),
-        max_us: at(1.0),
-        cpu_us_per_collect: cpu_us / iterations as f64,
+        median_us: round_us(at(0.5)),
+        p99_us: round_us(at(0.99)),
+        max_us: round_us(at(1.0)),
+        cpu_us_per_collect: round_us(cpu_us / iterations as f64),
         processes,
     }
+}
+
+/// A figure in µs as `bench` prints it: to 2 decimals (10 ns), finer than the clocks' noise.
+pub(crate) fn round_us(us: f64) -> f64 {
+    (us * 100.0).round() / 100.0
 }
 
 /// CPU time of this process so far (user + system), µs.
@@ -120,5 +125,24 @@ fn process_cpu_us() -> f64 {
             us(usage.user_time()) + us(usage.system_time())
         }
         Err(_) => f64::NAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_us;
+
+    #[test]
+    fn figures_are_rounded_to_two_decimals_and_print_so() {
+        assert_eq!(
+            serde_json::to_string(&round_us(198.99499999999998)).unwrap(),
+            "198.99"
+        );
+        assert_eq!(
+            serde_json::to_string(&round_us(0.125_000_1)).unwrap(),
+            "0.13"
+        );
+        assert_eq!(serde_json::to_string(&round_us(42.0)).unwrap(), "42.0");
+        assert!(round_us(f64::NAN).is_nan());
     }
 }

@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use relay_metrics::config::{ProcessSource, ResourceMetricsConfig};
 use relay_metrics::Collector;
 
+use super::bench::round_us;
+
 /// One path's figures.
 #[derive(serde::Serialize)]
 pub(crate) struct PathReport {
@@ -73,9 +75,9 @@ pub(crate) fn run(config: &ResourceMetricsConfig, iterations: u64) -> Result<Sid
                 .unwrap_or_default(),
             process_source_reason: collector
                 .and_then(|c| c.process_source_reason.as_deref().map(str::to_owned)),
-            median_us: quantile(&mut wall[index].clone(), 0.5),
-            p99_us: quantile(&mut wall[index].clone(), 0.99),
-            median_thread_cpu_us: quantile(&mut cpu[index].clone(), 0.5),
+            median_us: round_us(quantile(&mut wall[index].clone(), 0.5)),
+            p99_us: round_us(quantile(&mut wall[index].clone(), 0.99)),
+            median_thread_cpu_us: round_us(quantile(&mut cpu[index].clone(), 0.5)),
             processes: snapshot
                 .and_then(|s| s.process_sampling.as_ref())
                 .map(|s| s.sampled_processes),

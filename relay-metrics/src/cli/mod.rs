@@ -4,22 +4,32 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum as _};
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
 
 pub(crate) mod bench;
 mod bench_sources;
+pub(crate) mod completions;
+pub(crate) mod man;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod snapshot;
 pub(crate) mod watch;
 
+/// `--version`: the package version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("RELAY_METRICS_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "relay-metrics",
-    version,
+    version = VERSION,
     about = "Linux resource-metrics snapshots, compatible with NeMo Relay's resource_metrics"
 )]
 pub(crate) struct Cli {
@@ -42,6 +52,45 @@ pub(crate) enum Command {
     /// Run a command and stream snapshots of its process tree until it exits; exits with the
     /// command's exit code.
     Run(run::RunArgs),
+    /// Print a shell completion script, e.g. `relay-metrics completions bash >
+    /// /etc/bash_completion.d/relay-metrics`.
+    Completions(completions::CompletionsArgs),
+    /// Write the man pages (roff) into a directory; what `cargo xtask man` runs.
+    #[command(hide = true)]
+    Man(man::ManArgs),
+}
+
+/// An error that ends the process with its own exit status instead of 1 (as `run`'s 127 and
+/// 126 for a command that is not found or not executable).
+#[derive(Debug)]
+pub(crate) struct ExitWith {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+}
+
+impl std::fmt::Display for ExitWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ExitWith {}
+
+/// The exit status for a command's error: [`ExitWith`]'s, else 1.
+pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
+    error.downcast_ref::<ExitWith>().map_or(1, |exit| exit.code)
+}
+
+/// Writes a command's whole output to stdout; a reader that went away (`... | head`) is not an
+/// error.
+pub(crate) fn write_stdout(bytes: &[u8], what: &str) -> Result<i32> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        result => result
+            .map(|()| 0)
+            .with_context(|| format!("cannot write {what}")),
+    }
 }
 
 // The measured target, shared by `snapshot`, `watch`, `serve` and `bench`.

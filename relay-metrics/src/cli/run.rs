@@ -24,6 +24,8 @@ use nix::unistd::Pid;
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
 use relay_metrics::Collector;
 
+use super::ExitWith;
+
 #[derive(Args)]
 pub(crate) struct RunArgs {
     /// A Relay/relay-metrics config file (JSON or TOML); its scope is replaced by the
@@ -262,8 +264,8 @@ fn run_command(
         None => ResourceMetricsConfig::default(),
     };
     let (program, arguments) = command.split_first().context("no command given")?;
-    if !is_executable(program) {
-        bail!("cannot start {program}: no such executable (checked the path and $PATH)");
+    if let Some(exit) = unrunnable(program) {
+        return Err(exit.into());
     }
     let mut out: Box<dyn Write> = match &output {
         Some(path) => Box::new(std::io::BufWriter::new(
@@ -400,18 +402,58 @@ fn stream_until_exit(
     write(&collector.collect())
 }
 
-/// True when `program` names an executable file, directly or through `$PATH` (as exec would
-/// find it), so a typo is reported by us rather than by the wrapper shell.
-fn is_executable(program: &str) -> bool {
+/// Why `program` cannot be run, as `env` and the shells report it: exit status 127 when it is
+/// not found (directly, or through `$PATH` as exec would search it), 126 when it is found but is
+/// not an executable file. Checked here so that the error is ours rather than the wrapper
+/// shell's.
+fn unrunnable(program: &str) -> Option<ExitWith> {
     use std::os::unix::fs::PermissionsExt;
-    let runnable = |path: &std::path::Path| {
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        return runnable(std::path::Path::new(program));
+    enum Found {
+        Runnable,
+        NotExecutable(&'static str),
+        Missing,
     }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))))
+    let look = |path: &std::path::Path| match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Found::NotExecutable("is a directory"),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Found::NotExecutable("not executable"),
+        Ok(_) => Found::Runnable,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Found::Missing,
+        Err(_) => Found::NotExecutable("permission denied"),
+    };
+    let found = if program.contains('/') {
+        look(std::path::Path::new(program))
+    } else {
+        // As execvp: the first runnable match wins; a match that is not runnable is reported
+        // only when there is no runnable one.
+        let mut found = Found::Missing;
+        for dir in std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
+            match look(&dir.join(program)) {
+                Found::Runnable => {
+                    found = Found::Runnable;
+                    break;
+                }
+                Found::NotExecutable(why) if matches!(found, Found::Missing) => {
+                    found = Found::NotExecutable(why);
+                }
+                _ => {}
+            }
+        }
+        found
+    };
+    match found {
+        Found::Runnable => None,
+        Found::Missing => Some(ExitWith {
+            code: 127,
+            message: format!("cannot run {program}: command not found"),
+        }),
+        Found::NotExecutable(why) => Some(ExitWith {
+            code: 126,
+            message: format!("cannot run {program}: {why}"),
+        }),
+    }
 }
 
 /// Waits until the freshly started shell has stopped itself (or exited: then `run` goes on and
