@@ -553,7 +553,7 @@ fn bad_input_gets_one_clear_error_line() {
         ),
         (
             &["run", "--", "/nonexistent/command"],
-            "cannot start /nonexistent/command",
+            "cannot run /nonexistent/command: command not found",
         ),
     ] {
         assert_clear_error(args, expected);

@@ -2,7 +2,6 @@
 //! shell completions, man pages, `--version` with the commit, and `bench`'s rounded figures.
 
 #![expect(
-    clippy::expect_used,
     clippy::unwrap_used,
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
