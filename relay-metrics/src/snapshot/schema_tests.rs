@@ -143,34 +143,47 @@ fn the_python_dataclasses_match_the_schema_table_field_for_field() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The messages `edit` adds to those of the source as it is.
+fn new_mismatches(source: &str, edit: impl Fn(&str) -> String) -> Vec<String> {
+    let edited = edit(source);
+    assert_ne!(edited, source, "the test's edit no longer applies");
+    let before = mismatches(source);
+    mismatches(&edited)
+        .into_iter()
+        .filter(|problem| !before.contains(problem))
+        .collect()
+}
+
 #[test]
 fn a_field_missing_on_either_side_is_named() {
     let source = python_source();
-    let without = source.replacen(
-        "    throttled_time: ResourceMeasurement[int | float, DurationUnit] | None\n",
-        "",
-        1,
-    );
-    assert_ne!(without, source, "the test's edit no longer applies");
-    let problems = mismatches(&without);
+    let problems = new_mismatches(&source, |source| {
+        source.replacen(
+            "    throttled_time: ResourceMeasurement[int | float, DurationUnit] | None\n",
+            "",
+            1,
+        )
+    });
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("CpuMetrics.throttled_time is in the schema table"));
 
-    let extra = source.replacen(
-        "    limit_events: list[ResourceLimitEventCount]\n",
-        "    limit_events: list[ResourceLimitEventCount]\n    spare: int\n",
-        1,
-    );
-    let problems = mismatches(&extra);
+    let problems = new_mismatches(&source, |source| {
+        source.replacen(
+            "    limit_events: list[ResourceLimitEventCount]\n",
+            "    limit_events: list[ResourceLimitEventCount]\n    spare: int\n",
+            1,
+        )
+    });
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("CpuMetrics.spare is in the dataclass CpuMetrics"));
 
-    let wrong_unit = source.replacen(
-        "    read_data: ResourceMeasurement[int | float, DataUnit] | None\n",
-        "    read_data: ResourceMeasurement[int | float, CapacityUnit] | None\n",
-        1,
-    );
-    let problems = mismatches(&wrong_unit);
+    let problems = new_mismatches(&source, |source| {
+        source.replacen(
+            "    read_data: ResourceMeasurement[int | float, DataUnit] | None\n",
+            "    read_data: ResourceMeasurement[int | float, CapacityUnit] | None\n",
+            1,
+        )
+    });
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with("DiskMetrics.read_data is a Data measurement"));
 }

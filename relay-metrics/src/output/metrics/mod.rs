@@ -47,22 +47,20 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
-    /// The base unit of a field the schema table flags `metric`, from its unit. Evaluated at
-    /// compile time: a field that is not a measurement, or not flagged `metric`, does not
-    /// compile.
-    const fn of(field: SchemaField) -> Self {
-        assert!(
-            field.metric,
-            "a relay_metrics family for a field the schema table does not flag `metric`"
-        );
+    /// The base unit of a field the schema table flags `metric`, from its unit; `None` for a
+    /// field that is not a measurement or not flagged `metric`.
+    const fn of(field: SchemaField) -> Option<Self> {
+        if !field.metric {
+            return None;
+        }
         match field.unit {
-            Some(FieldUnit::Duration) => Self::Seconds,
-            Some(FieldUnit::Memory | FieldUnit::Capacity | FieldUnit::Data) => Self::Bytes,
-            Some(FieldUnit::Bandwidth) => Self::BytesPerSecond,
-            Some(FieldUnit::Cpu) => Self::Cores,
-            Some(FieldUnit::Utilization) => Self::Ratio,
-            Some(FieldUnit::Count) => Self::Count,
-            None => panic!("a relay_metrics family for a field that is not a measurement"),
+            Some(FieldUnit::Duration) => Some(Self::Seconds),
+            Some(FieldUnit::Memory | FieldUnit::Capacity | FieldUnit::Data) => Some(Self::Bytes),
+            Some(FieldUnit::Bandwidth) => Some(Self::BytesPerSecond),
+            Some(FieldUnit::Cpu) => Some(Self::Cores),
+            Some(FieldUnit::Utilization) => Some(Self::Ratio),
+            Some(FieldUnit::Count) => Some(Self::Count),
+            None => None,
         }
     }
 

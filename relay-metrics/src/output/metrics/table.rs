@@ -23,7 +23,7 @@ macro_rules! families {
             Def::<$section> {
                 name: $name,
                 kind: Kind::$kind,
-                unit: Unit::of(<$section>::$first),
+                unit: families!(@unit $section, $first),
                 help: $help,
                 series: &[
                     families!(@series $section, $first $(, $first_key, $first_value)?),
@@ -37,9 +37,21 @@ macro_rules! families {
             label: families!(@label $($key, $value)?),
             get: |section: &$section| section.$field,
             #[cfg(test)]
-            unit: Unit::of(<$section>::$field),
+            unit: families!(@unit $section, $field),
             #[cfg(test)]
             field: stringify!($field),
+        }
+    };
+    // Evaluated at compile time: a series of a field the schema table does not flag `metric`
+    // does not compile.
+    (@unit $section:ty, $field:ident) => {
+        match Unit::of(<$section>::$field) {
+            Some(unit) => unit,
+            None => panic!(concat!(
+                "output/metrics/table.rs has a relay_metrics series for ",
+                stringify!($section), ".", stringify!($field),
+                ", which the schema table (snapshot/mod.rs) does not flag `metric`"
+            )),
         }
     };
     (@label) => { None };

@@ -129,20 +129,21 @@ enum Base {
 }
 
 impl Base {
-    /// The base of a field the schema table flags `relay`, from its unit. Evaluated at compile
-    /// time: a field that is not a measurement, or not flagged `relay`, does not compile.
-    const fn of(field: SchemaField) -> Self {
-        assert!(
-            field.relay,
-            "a Relay mark for a field the schema table does not flag `relay`"
-        );
+    /// The base of a field the schema table flags `relay`, from its unit; `None` for a field
+    /// that is not a measurement or not flagged `relay`.
+    const fn of(field: SchemaField) -> Option<Self> {
+        if !field.relay {
+            return None;
+        }
         match field.unit {
-            Some(FieldUnit::Duration) => Self::Milliseconds,
-            Some(FieldUnit::Memory) => Self::Kibibytes,
-            Some(FieldUnit::Capacity | FieldUnit::Data) => Self::Bytes,
-            Some(FieldUnit::Count) => Self::Count,
-            Some(FieldUnit::Bandwidth | FieldUnit::Cpu | FieldUnit::Utilization) => Self::Decimal,
-            None => panic!("a Relay mark for a field that is not a measurement"),
+            Some(FieldUnit::Duration) => Some(Self::Milliseconds),
+            Some(FieldUnit::Memory) => Some(Self::Kibibytes),
+            Some(FieldUnit::Capacity | FieldUnit::Data) => Some(Self::Bytes),
+            Some(FieldUnit::Count) => Some(Self::Count),
+            Some(FieldUnit::Bandwidth | FieldUnit::Cpu | FieldUnit::Utilization) => {
+                Some(Self::Decimal)
+            }
+            None => None,
         }
     }
 

@@ -16,7 +16,16 @@ macro_rules! fields {
             Field::<$section> {
                 name: concat!("nemo.relay.resource.", $name),
                 description: $description,
-                base: Base::of(<$section>::$field),
+                // Evaluated at compile time: a line for a field the schema table does not flag
+                // `relay` does not compile.
+                base: match Base::of(<$section>::$field) {
+                    Some(base) => base,
+                    None => panic!(concat!(
+                        "output/relay_names/table.rs has a Relay mark for ",
+                        stringify!($section), ".", stringify!($field),
+                        ", which the schema table (snapshot/mod.rs) does not flag `relay`"
+                    )),
+                },
                 get: |section: &$section| section.$field.as_ref(),
                 #[cfg(test)]
                 field: stringify!($field),
