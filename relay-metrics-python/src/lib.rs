@@ -19,6 +19,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<collector::Collecting>()?;
     module.add_class::<collector::LoopWaker>()?;
     module.add_function(wrap_pyfunction!(objects::_install, module)?)?;
+    module.add_function(wrap_pyfunction!(objects::_schema_table, module)?)?;
     module.add_function(wrap_pyfunction!(validate_config, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

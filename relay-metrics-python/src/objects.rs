@@ -13,7 +13,7 @@ use relay_metrics::snapshot::{
     AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CpuMetrics, DiskMetrics, FieldUnit,
     FilesystemCapacityMetrics, GpuMetrics, MemoryMetrics, NetworkInterfaceMetrics, NetworkMetrics,
     NetworkTrafficMetrics, ProcessMetrics, ProcessSamplingMetadata, ResourceLimitEventCount,
-    ResourceMetricsSnapshot, SchemaField,
+    ResourceMetricsSnapshot, SchemaField, SECTIONS,
 };
 use relay_metrics::units::{Measurement, MeasurementUnit, MeasurementValue};
 
@@ -109,6 +109,22 @@ pub(crate) fn _install(py: Python<'_>, classes: &Bound<'_, PyDict>) -> PyResult<
     // A second import (a reload) keeps the first registration: the classes are the same.
     let _ = SCHEMA.set(py, schema);
     Ok(())
+}
+
+/// The schema table (`relay_metrics::snapshot::SECTIONS`): section name → list of
+/// `(field, unit enum name or None)`, in order, for the tests that hold the dataclasses to it.
+#[pyfunction]
+pub(crate) fn _schema_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let table = PyDict::new(py);
+    for section in SECTIONS {
+        let fields = PyList::empty(py);
+        for field in section.fields {
+            let unit = field.unit.map(FieldUnit::python_enum);
+            fields.append((field.name, unit))?;
+        }
+        table.set_item(section.name, fields)?;
+    }
+    Ok(table)
 }
 
 /// The registered schema, or an error telling how this happened.
