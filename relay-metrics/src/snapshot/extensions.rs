@@ -27,6 +27,89 @@ pub struct Extensions {
     pub sampler: Option<SamplerInfo>,
     /// Why values are `null` (one entry per cause, not per field).
     pub unavailable: Vec<Unavailable>,
+    /// Totals of the scope since counting began, including the processes that exited (which
+    /// Relay's fields, sums over the live processes, lose). `null` only in snapshots written
+    /// before this field existed.
+    #[serde(default)]
+    pub cumulative: Option<Cumulative>,
+}
+
+/// What a scope consumed since [`Cumulative::since`], alive or exited, from the kernel's own
+/// accounting. These values never decrease while the collector runs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Cumulative {
+    /// When counting began (RFC 3339): the collector's first snapshot, or the start of the
+    /// command under `run` (whose counts cover its whole life).
+    pub since: Option<DateTime<Utc>>,
+    /// Which kernel source gave the values.
+    pub method: CumulativeMethod,
+    /// What these totals cannot see, when a share is missing (other users' processes without
+    /// privilege, orphans reparented out of a tree, a counter the source does not have).
+    pub reason: Option<Arc<str>>,
+    /// User-mode CPU time (ns).
+    pub cpu_user_ns: Option<u64>,
+    /// Kernel-mode CPU time (ns).
+    pub cpu_system_ns: Option<u64>,
+    /// Bytes read from storage (block devices).
+    pub storage_read_bytes: Option<u64>,
+    /// Bytes written to storage.
+    pub storage_write_bytes: Option<u64>,
+    /// Bytes passed to read-like system calls (`rchar`).
+    pub syscall_read_bytes: Option<u64>,
+    /// Bytes passed to write-like system calls (`wchar`).
+    pub syscall_write_bytes: Option<u64>,
+    /// Processes created in the scope.
+    pub processes_created: Option<u64>,
+    /// Processes of the scope that exited.
+    pub processes_exited: Option<u64>,
+    /// Highest memory charged to the cgroup (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`),
+    /// bytes; `null` outside the cgroup method.
+    pub memory_peak_bytes: Option<u64>,
+    /// Storage I/O per block device (cgroup `io.stat` / `blkio`), where the source has it.
+    pub devices: Vec<DeviceIo>,
+}
+
+/// The kernel source of [`Cumulative`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CumulativeMethod {
+    /// Machine-wide counters: `/proc/stat` (CPU, forks), `/proc/diskstats` (storage).
+    #[default]
+    ProcStat,
+    /// The cgroup's own counters on the unified hierarchy (`cpu.stat`, `io.stat`,
+    /// `memory.peak`), which include exited tasks.
+    CgroupV2,
+    /// The cgroup's own counters on v1 hierarchies (`cpuacct`, `blkio`, `memory`).
+    CgroupV1,
+    /// The live processes' own times plus their `cutime`/`cstime` (reaped descendants), and the
+    /// collector's `RUSAGE_CHILDREN` where it is the parent.
+    ProcessTree,
+    /// One process's own times (application_process: its children are not in scope).
+    Process,
+}
+
+impl CumulativeMethod {
+    /// The wire name, as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ProcStat => "proc_stat",
+            Self::CgroupV2 => "cgroup_v2",
+            Self::CgroupV1 => "cgroup_v1",
+            Self::ProcessTree => "process_tree",
+            Self::Process => "process",
+        }
+    }
+}
+
+/// Storage I/O of a cgroup on one block device.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceIo {
+    /// `major:minor`.
+    pub device: Arc<str>,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
 }
 
 /// Collector identity and cost.

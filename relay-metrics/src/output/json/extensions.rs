@@ -13,6 +13,7 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         sample_ages,
         sampler,
         unavailable,
+        cumulative,
     } = extensions;
     w.first("collector");
     collector_info(w, collector);
@@ -29,6 +30,50 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         let Unavailable { field, reason } = entry;
         w.first("field").string(field);
         w.key("reason").string(reason);
+        w.close();
+    });
+    w.key("cumulative").option(cumulative, write_cumulative);
+    w.close();
+}
+
+fn write_cumulative(w: &mut Writer<'_>, cumulative: &Cumulative) {
+    let Cumulative {
+        since,
+        method,
+        reason,
+        cpu_user_ns,
+        cpu_system_ns,
+        storage_read_bytes,
+        storage_write_bytes,
+        syscall_read_bytes,
+        syscall_write_bytes,
+        processes_created,
+        processes_exited,
+        memory_peak_bytes,
+        devices,
+    } = cumulative;
+    w.first("since")
+        .option(since, |w, since| w.timestamp(since));
+    w.key("method").name(method.as_str());
+    w.key("reason").opt_string(reason.as_deref());
+    w.key("cpu_user_ns").opt_u64(*cpu_user_ns);
+    w.key("cpu_system_ns").opt_u64(*cpu_system_ns);
+    w.key("storage_read_bytes").opt_u64(*storage_read_bytes);
+    w.key("storage_write_bytes").opt_u64(*storage_write_bytes);
+    w.key("syscall_read_bytes").opt_u64(*syscall_read_bytes);
+    w.key("syscall_write_bytes").opt_u64(*syscall_write_bytes);
+    w.key("processes_created").opt_u64(*processes_created);
+    w.key("processes_exited").opt_u64(*processes_exited);
+    w.key("memory_peak_bytes").opt_u64(*memory_peak_bytes);
+    w.key("devices").list(devices, |w, device| {
+        let DeviceIo {
+            device,
+            read_bytes,
+            write_bytes,
+        } = device;
+        w.first("device").string(device);
+        w.key("read_bytes").u64(*read_bytes);
+        w.key("write_bytes").u64(*write_bytes);
         w.close();
     });
     w.close();

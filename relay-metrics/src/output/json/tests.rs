@@ -538,6 +538,34 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 field: Cow::Owned(rng.text()),
                 reason: rng.text().into(),
             }),
+            cumulative: rng.opt(|rng| Cumulative {
+                since: rng.opt(|rng| {
+                    DateTime::from_timestamp(i64::from(rng.u32()), rng.u32() % 1_000_000_000)
+                        .unwrap_or_default()
+                }),
+                method: rng.pick(&[
+                    CumulativeMethod::ProcStat,
+                    CumulativeMethod::CgroupV2,
+                    CumulativeMethod::CgroupV1,
+                    CumulativeMethod::ProcessTree,
+                    CumulativeMethod::Process,
+                ]),
+                reason: rng.opt(|rng| rng.text().into()),
+                cpu_user_ns: rng.opt(Rng::u64),
+                cpu_system_ns: rng.opt(Rng::u64),
+                storage_read_bytes: rng.opt(Rng::u64),
+                storage_write_bytes: rng.opt(Rng::u64),
+                syscall_read_bytes: rng.opt(Rng::u64),
+                syscall_write_bytes: rng.opt(Rng::u64),
+                processes_created: rng.opt(Rng::u64),
+                processes_exited: rng.opt(Rng::u64),
+                memory_peak_bytes: rng.opt(Rng::u64),
+                devices: rng.list(|rng| DeviceIo {
+                    device: rng.text().into(),
+                    read_bytes: rng.u64(),
+                    write_bytes: rng.u64(),
+                }),
+            }),
         },
     }
 }
