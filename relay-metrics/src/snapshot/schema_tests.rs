@@ -1,7 +1,7 @@
 //! The schema table against its other homes that the compiler cannot see: the coverage keys
 //! and the Python dataclasses (the package's public face, written by hand).
 
-use crate::snapshot::{COVERAGE_KEYS, SECTIONS};
+use crate::snapshot::{FieldUnit, COVERAGE_KEYS, SECTIONS};
 
 const TABLE: &str = "relay-metrics/src/snapshot/mod.rs";
 const PYTHON: &str = "relay-metrics-python/python/relay_metrics/resource_metrics.py";
@@ -226,6 +226,121 @@ fn every_field_has_a_unique_name_and_flags_only_measurements() {
                     field.name
                 );
             }
+        }
+    }
+}
+
+/// Whether `unit` is one of `family`'s units.
+fn in_family(unit: crate::units::MeasurementUnit, family: FieldUnit) -> bool {
+    use crate::units::{
+        BandwidthUnit, CapacityUnit, CpuUnit, DataUnit, DurationUnit, MeasurementUnit as U,
+        UtilizationUnit,
+    };
+    match family {
+        FieldUnit::Duration => DurationUnit::from_measurement_unit(unit).is_some(),
+        FieldUnit::Memory | FieldUnit::Capacity => {
+            CapacityUnit::from_measurement_unit(unit).is_some()
+        }
+        FieldUnit::Data => DataUnit::from_measurement_unit(unit).is_some(),
+        FieldUnit::Bandwidth => BandwidthUnit::from_measurement_unit(unit).is_some(),
+        FieldUnit::Cpu => CpuUnit::from_measurement_unit(unit).is_some(),
+        FieldUnit::Utilization => UtilizationUnit::from_measurement_unit(unit).is_some(),
+        FieldUnit::Count => matches!(
+            unit,
+            U::Processes
+                | U::Threads
+                | U::FileDescriptors
+                | U::Handles
+                | U::Events
+                | U::Operations
+                | U::Packets
+                | U::Errors
+        ),
+    }
+}
+
+/// Checks every object of `value` that is a section (its keys are exactly a section's fields)
+/// against the table: each measurement's unit is of its field's family. Counts the sections
+/// seen by name.
+fn check_units(
+    value: &serde_json::Value,
+    at: &str,
+    seen: &mut Vec<&'static str>,
+    problems: &mut Vec<String>,
+) {
+    match value {
+        serde_json::Value::Object(object) => {
+            let section = SECTIONS.iter().find(|section| {
+                section.fields.len() == object.len()
+                    && section
+                        .fields
+                        .iter()
+                        .all(|field| object.contains_key(field.name))
+            });
+            if let Some(section) = section {
+                seen.push(section.name);
+                for field in section.fields {
+                    let (Some(family), Some(unit)) = (field.unit, object[field.name].get("unit"))
+                    else {
+                        continue;
+                    };
+                    let unit = serde_json::from_value(unit.clone());
+                    if !unit.as_ref().is_ok_and(|unit| in_family(*unit, family)) {
+                        problems.push(format!(
+                            "{at}/{}: unit {unit:?} is not of the family the schema table ({TABLE}) \
+                             gives {}.{} ({family:?})",
+                            field.name, section.name, field.name
+                        ));
+                    }
+                }
+            }
+            for (key, child) in object {
+                check_units(child, &format!("{at}/{key}"), seen, problems);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                check_units(item, &format!("{at}/{index}"), seen, problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_golden_snapshots_units_are_of_their_fields_families() {
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/golden");
+    let mut seen = Vec::new();
+    let mut problems = Vec::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(golden).unwrap_or_else(|error| panic!("{golden}: {error}")) {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|extension| extension != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a readable golden file");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("golden JSON");
+        check_units(
+            &value,
+            &path.display().to_string(),
+            &mut seen,
+            &mut problems,
+        );
+        files += 1;
+    }
+    assert!(files > 5, "only {files} golden files in {golden}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The goldens have no filesystem entries (a fixture tree has nothing to `statvfs`) and no
+    // per-process accelerator records; every other section with measurements is checked.
+    let unchecked = ["FilesystemCapacityMetrics", "AcceleratorProcessMetrics"];
+    for section in SECTIONS {
+        let measured = section.fields.iter().any(|field| field.unit.is_some());
+        if measured && !unchecked.contains(&section.name) {
+            assert!(
+                seen.contains(&section.name),
+                "no golden snapshot has a {}",
+                section.name
+            );
         }
     }
 }
