@@ -1,7 +1,11 @@
 //! The per-process part of a pass: list the processes of the target, read each once, apply
 //! Relay's rules for processes that exit or fail (Relay 0.10.4).
+//!
+//! Each process is read into one record ([`ProcessSample`]) by procfs or from the task
+//! iterator's record (`iter` chooses the path); from the record on, one code path applies the
+//! private-memory policy, the membership and identity checks, the reasons and the counters.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::ResourceMetricsConfig;
@@ -14,12 +18,16 @@ use crate::source::procfs::{
     self, PidLister, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
 };
 use crate::source::system::SystemSample;
+use crate::source::task_iter::TaskRecord;
 use crate::source::Roots;
 
 pub(crate) mod iter;
+mod private;
 
 #[cfg(test)]
 pub(crate) use iter::tests::{assert_paths_agree_on_stopped_processes, Scope as IterTestScope};
+
+use private::PrivateMemoryCache;
 
 use super::environment::{CgroupEpoch, MEMBERSHIP_MAX_AGE};
 use super::reasons::Reasons;
@@ -84,6 +92,7 @@ impl PassOutcome {
 /// Reads the processes of a target, holding their files open between passes.
 pub(super) struct ProcessPassReader {
     wanted: Wanted,
+    /// What the record must hold; private memory is read after it (see [`Self::sample`]).
     fields: ProcessFields,
     reader: ProcessReader,
     lister: Option<PidLister>,
@@ -98,7 +107,8 @@ pub(super) struct ProcessPassReader {
     /// The process list of the previous pass, handed back for reuse.
     spare: Vec<ProcessCounters>,
     ticks_per_second: u64,
-    private: PrivateMemoryCache,
+    /// Private memory's cadence, when memory is wanted.
+    private: Option<PrivateMemoryCache>,
     /// The task iterator, or why procfs serves.
     source: iter::SourceState,
 }
@@ -116,7 +126,7 @@ impl ProcessPassReader {
         let fields = ProcessFields {
             schedstat: wanted.cpu && !matches!(target, Target::Global),
             peak_resident: wanted.memory && matches!(target, Target::Process { tree: false, .. }),
-            private_memory: wanted.memory,
+            private_memory: false,
             open_fds: wanted.process,
             io: wanted.disk_io,
             exact_resident: wanted.memory,
@@ -147,9 +157,11 @@ impl ProcessPassReader {
             // Relay's fallback is none: without the tick rate CPU times are unknown, so they
             // become null (ticks_to_ms of a zero rate), never guessed.
             ticks_per_second: procfs::clock_ticks_per_second().unwrap_or(0),
-            private: PrivateMemoryCache::new(Duration::from_millis(
-                config.extensions.private_memory_interval_millis,
-            )),
+            private: wanted.memory.then(|| {
+                PrivateMemoryCache::new(Duration::from_millis(
+                    config.extensions.private_memory_interval_millis,
+                ))
+            }),
             source,
         })
     }
@@ -165,7 +177,18 @@ impl ProcessPassReader {
 
     /// Age of the oldest private-memory value used in the last pass.
     pub(super) fn private_memory_age_ms(&self) -> Option<u64> {
-        self.private.oldest_used.map(age_ms)
+        self.private.as_ref()?.oldest_used.map(age_ms)
+    }
+
+    /// `extensions.collector.process_source` and its reason for the last pass.
+    pub(crate) fn process_source(&self) -> (&'static str, Option<&Arc<str>>) {
+        self.source.describe()
+    }
+
+    /// The pids the last iterator pass read entirely through procfs.
+    #[cfg(test)]
+    pub(crate) fn procfs_pids(&self) -> &[u32] {
+        self.source.procfs_pids()
     }
 
     /// Takes back the previous pass so its process list can be reused.
@@ -214,11 +237,10 @@ impl ProcessPassReader {
             processes.clear();
             // Only a tree's members have their parents listed.
             let check_parents = reuse_listing && is_tree;
+            let records = self.source.take_records(self.pids.len(), reasons);
             let sampled =
-                match self.sample_listed_iter(target, check_parents, &mut processes, reasons) {
-                    Some(sampled) => sampled,
-                    None => self.sample_listed(target, check_parents, &mut processes),
-                };
+                self.sample_listed(records.as_deref(), target, check_parents, &mut processes);
+            self.source.keep_records(records);
             match sampled {
                 Sampled::Done(outcome) => {
                     if outcome.member_gone {
@@ -234,25 +256,47 @@ impl ProcessPassReader {
         }
     }
 
-    /// Samples every listed pid into `processes`. With `check_parents` (the list is a reused
-    /// walk), a member whose parent is not listed means the tree changed since the walk.
+    /// Samples every listed pid into `processes`, from its iterator record where `records`
+    /// (the iterator serves this pass) has a whole one, else through procfs. A tree's root that
+    /// is gone or replaced ends the pass; with `check_parents` (the list is a reused walk), a
+    /// member whose parent is not listed means the tree changed since the walk.
     fn sample_listed(
         &mut self,
+        records: Option<&[TaskRecord]>,
         target: &Target,
         check_parents: bool,
         processes: &mut Vec<ProcessCounters>,
     ) -> Sampled {
-        let root = match target {
-            Target::Process { pid, .. } => Some(*pid),
-            _ => None,
+        let (root, root_start) = match target {
+            Target::Process {
+                pid,
+                start_time_ticks,
+                ..
+            } => (Some(*pid), Some(*start_time_ticks)),
+            _ => (None, None),
         };
-        self.private.begin_pass();
+        if let Some(private) = &mut self.private {
+            private.begin_pass();
+        }
         let mut outcome = PassOutcome::default();
+        let mut next = 0;
         for index in 0..self.pids.len() {
             let pid = self.pids[index];
-            let result = self.sample_procfs(pid);
-            let (sample, private_kib) = match result {
-                Ok(read) => read,
+            let record = records.and_then(|records| {
+                while records.get(next).is_some_and(|record| record.tgid < pid) {
+                    next += 1;
+                }
+                records
+                    .get(next)
+                    .filter(|record| record.tgid == pid && !record.is_truncated())
+            });
+            if records.is_some() && record.is_none() {
+                // Not shown by the iterator (pid 1 on some hosts, a process started after the
+                // iterator passed its pid) or too large for its walks.
+                self.source.served_by_procfs(pid);
+            }
+            let sample = match self.sample(pid, record) {
+                Ok(sample) => sample,
                 Err(error) => {
                     if Some(pid) == root {
                         return Sampled::RootUnavailable(error.to_string());
@@ -261,56 +305,54 @@ impl ProcessPassReader {
                     continue;
                 }
             };
-            if let Target::Process {
-                start_time_ticks, ..
-            } = target
-            {
-                if Some(pid) == root && sample.start_time_ticks != *start_time_ticks {
-                    return Sampled::RootUnavailable(format!(
-                        "process {pid} was replaced by another process with the same pid"
-                    ));
-                }
+            if Some(pid) == root && Some(sample.start_time_ticks) != root_start {
+                return Sampled::RootUnavailable(format!(
+                    "process {pid} was replaced by another process with the same pid"
+                ));
             }
             // Reparented (its parent exited) or adopted by a process outside the list.
             if check_parents && Some(pid) != root && self.pids.binary_search(&sample.ppid).is_err()
             {
                 return Sampled::Reparented;
             }
-            processes.push(counters(&sample, private_kib));
+            processes.push(counters(&sample));
         }
-        self.private.end_pass();
+        if let Some(private) = &mut self.private {
+            private.end_pass();
+        }
         Sampled::Done(outcome)
     }
 
-    /// Reads `pid` through procfs, its private memory through the cache: the sample and the
-    /// private value (KiB) to report.
-    fn sample_procfs(
+    /// The record of `pid`: from its iterator `record`, or through procfs. Then what the record
+    /// lacks, through procfs: `statm` where the iterator's resident size is not exact, and
+    /// private memory on its cadence (see [`PrivateMemoryCache`]).
+    fn sample(
         &mut self,
         pid: u32,
-    ) -> Result<(ProcessSample, Option<u64>), procfs::ProcessError> {
-        let mut fields = self.fields;
-        fields.private_memory = self.fields.private_memory && self.private.needs_read(pid);
-        let mut result = self.reader.sample(pid, &fields);
-        // A cached private value belongs to another process if the pid was reused.
-        if let Ok(sample) = &result {
-            if self.fields.private_memory
-                && !fields.private_memory
-                && !self.private.matches(pid, sample.start_time_ticks)
-            {
-                fields.private_memory = true;
-                result = self.reader.sample(pid, &fields);
-            }
-        }
-        let sample = result?;
-        let private_kib = if !self.fields.private_memory {
-            None
-        } else if fields.private_memory {
-            self.private
-                .store(pid, sample.start_time_ticks, sample.private_kib)
-        } else {
-            self.private.cached(pid)
+        record: Option<&TaskRecord>,
+    ) -> Result<ProcessSample, procfs::ProcessError> {
+        let (mut sample, read_statm) = match (record, self.source.iter()) {
+            (Some(record), Some(iter)) => iter.sample(record, &self.fields),
+            _ => (self.reader.sample(pid, &self.fields)?, false),
         };
-        Ok((sample, private_kib))
+        let Some(private) = &mut self.private else {
+            return Ok(sample);
+        };
+        let start = sample.start_time_ticks;
+        let read_private = private.must_read(pid, start);
+        if read_statm || read_private {
+            // A pid read just before is held: no reopen, and its identity is pinned.
+            let (statm_bytes, private_kib) =
+                self.reader.memory(pid, start, read_statm, read_private)?;
+            sample.rss_bytes = statm_bytes.unwrap_or(sample.rss_bytes);
+            sample.private_kib = private_kib;
+        }
+        sample.private_kib = if read_private {
+            private.store(pid, start, sample.private_kib)
+        } else {
+            private.cached(pid)
+        };
+        Ok(sample)
     }
 
     fn finish(
@@ -380,7 +422,7 @@ impl ProcessPassReader {
     }
 }
 
-fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters {
+fn counters(sample: &ProcessSample) -> ProcessCounters {
     ProcessCounters {
         pid: sample.pid,
         start_time_ticks: sample.start_time_ticks,
@@ -392,7 +434,7 @@ fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters
         rss_bytes: sample.rss_bytes,
         vsize_bytes: sample.vsize_bytes,
         peak_resident_kib: sample.peak_resident_kib,
-        private_kib,
+        private_kib: sample.private_kib,
         open_fds: sample.open_fd_count,
         io: sample.io.map(|io| IoValues {
             read_bytes: io.read_bytes,
@@ -403,77 +445,6 @@ fn counters(sample: &ProcessSample, private_kib: Option<u64>) -> ProcessCounters
         // Summed over the process's threads by the reader (see ProcessSample::schedstat).
         run_time_ns: sample.schedstat.map(|s| s.run_ns),
         run_queue_wait_ns: sample.schedstat.map(|s| s.wait_ns),
-    }
-}
-
-/// Private memory on its own cadence: `smaps_rollup` walks every mapping (~90 µs a process),
-/// so with an interval set, each process's value is re-read only when older than the interval.
-/// Values are read in the same pass as the process's other files, so a process that exits
-/// in between is dropped like any other exited process, never half-counted.
-struct PrivateMemoryCache {
-    interval: Duration,
-    /// pid → (start time, value, when read).
-    values: HashMap<u32, (u64, Option<u64>, Instant)>,
-    seen: Vec<u32>,
-    oldest_used: Option<Instant>,
-}
-
-impl PrivateMemoryCache {
-    fn new(interval: Duration) -> Self {
-        Self {
-            interval,
-            values: HashMap::new(),
-            seen: Vec::new(),
-            oldest_used: None,
-        }
-    }
-
-    fn begin_pass(&mut self) {
-        self.seen.clear();
-        self.oldest_used = None;
-    }
-
-    /// True when the value of `pid` must be (re)read in this pass.
-    fn needs_read(&self, pid: u32) -> bool {
-        self.interval.is_zero()
-            || self
-                .values
-                .get(&pid)
-                .is_none_or(|(_, _, read_at)| read_at.elapsed() >= self.interval)
-    }
-
-    /// True when the cached value was read from this very process.
-    fn matches(&self, pid: u32, start_time_ticks: u64) -> bool {
-        self.values
-            .get(&pid)
-            .is_some_and(|(start, _, _)| *start == start_time_ticks)
-    }
-
-    fn store(&mut self, pid: u32, start_time_ticks: u64, private_kib: Option<u64>) -> Option<u64> {
-        let now = Instant::now();
-        self.seen.push(pid);
-        self.oldest_used = Some(self.oldest_used.map_or(now, |o| o.min(now)));
-        if !self.interval.is_zero() {
-            self.values
-                .insert(pid, (start_time_ticks, private_kib, now));
-        }
-        private_kib
-    }
-
-    fn cached(&mut self, pid: u32) -> Option<u64> {
-        self.seen.push(pid);
-        let (_, value, read_at) = *self.values.get(&pid)?;
-        self.oldest_used = Some(self.oldest_used.map_or(read_at, |o| o.min(read_at)));
-        value
-    }
-
-    /// Drops values of processes that were not in this pass.
-    fn end_pass(&mut self) {
-        if self.values.len() > self.seen.len() {
-            self.seen.sort_unstable();
-            let seen = &self.seen;
-            self.values.retain(|pid, _| seen.binary_search(pid).is_ok());
-        }
     }
 }
 

@@ -16,12 +16,14 @@
 //! hybrid hosts every process sits in the v2 root there, so callers attribute v1 cgroups by pid:
 //! they track the cgroup's processes as a scope (see [`EbpfSource::track_tree`]).
 
+mod dispatch;
 pub(crate) mod fds;
 mod format;
 pub(crate) mod loader;
 mod lockdown;
 mod mapped;
 mod setup;
+pub(crate) mod spawn;
 #[cfg(test)]
 pub(crate) mod tests;
 mod types;
@@ -42,9 +44,11 @@ pub(crate) mod fuzzing {
     pub use super::fds::{link_program_id, program_stats};
     pub use super::format::{config as tracepoint_config, sleep_state_mask, Formats};
 }
-pub use loader::{init_child_loader, LoadedBy, IN_PROCESS_ENV};
-use loader::{ChildOutcome, LoaderCommand};
+pub use dispatch::{init_child_loader, IN_PROCESS_ENV};
+use loader::ChildOutcome;
+pub use loader::LoadedBy;
 use mapped::MappedArray;
+use spawn::LoaderCommand;
 use types::map_error;
 pub use types::{
     EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
@@ -200,7 +204,7 @@ impl EbpfSource {
     /// in a loader child process when this program called [`init_child_loader`], else (or
     /// when the child cannot hand them over) in this process.
     pub fn load(options: &EbpfOptions) -> Result<Self, EbpfUnavailable> {
-        Self::load_via(options, loader::command())
+        Self::load_via(options, spawn::command())
     }
 
     fn load_via(

@@ -32,8 +32,6 @@ pub struct SchedStat {
     pub run_ns: u64,
     /// Time spent runnable but waiting on a run queue, ns.
     pub wait_ns: u64,
-    /// Number of timeslices run on a CPU.
-    pub timeslices: u64,
 }
 
 /// `/proc/<pid>/io`: storage-layer bytes and read/write syscall counts.

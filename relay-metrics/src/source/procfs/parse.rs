@@ -177,15 +177,12 @@ pub fn parse_schedstat(bytes: &[u8]) -> Option<SchedStat> {
         .filter(|field| !field.is_empty());
     let run_ns = parse_u64(fields.next()?)?;
     let wait_ns = parse_u64(fields.next()?)?;
-    let timeslices = parse_u64(fields.next()?)?;
+    // The third field (timeslices) is checked, not kept: nothing reports it.
+    let _timeslices = parse_u64(fields.next()?)?;
     if fields.next().is_some() {
         return None;
     }
-    Some(SchedStat {
-        run_ns,
-        wait_ns,
-        timeslices,
-    })
+    Some(SchedStat { run_ns, wait_ns })
 }
 
 /// Private memory (KiB) from `/proc/<pid>/smaps_rollup`: `Private_Clean + Private_Dirty`, plus
@@ -439,7 +436,6 @@ mod tests {
             Some(SchedStat {
                 run_ns: 701_341,
                 wait_ns: 687_110,
-                timeslices: 1,
             })
         );
         assert!(parse_schedstat(KTHREAD_SCHEDSTAT).is_some());

@@ -1,5 +1,5 @@
 //! Loading the iterator in a short-lived child, as the event programs are (see
-//! `source::ebpf::loader`): aya parses the whole kernel BTF to relocate the program (~16 MiB
+//! `source::ebpf::spawn`; `source::ebpf::dispatch` runs [`serve_if_child`]): aya parses the whole kernel BTF to relocate the program (~16 MiB
 //! resident at its peak), which a long-running collector should never hold. The child loads,
 //! attaches, sends the one link descriptor back with `SCM_RIGHTS` and exits.
 
@@ -9,18 +9,25 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use crate::source::ebpf::fds;
-use crate::source::ebpf::loader::LoaderCommand;
+use crate::source::ebpf::spawn::LoaderCommand;
 
 /// Set in the loader child's environment.
-pub const LOADER_ENV: &str = "RELAY_METRICS_TASK_ITER_LOADER";
+const LOADER_ENV: &str = "RELAY_METRICS_TASK_ITER_LOADER";
 
 const LOADED: &[u8] = b"loaded";
 /// [`LOADER_ENV`]'s value asking for the per-CPU rss sums.
 const SUM_RSS: &str = "sum-rss";
 const FAILED: &[u8] = b"failed: ";
 
+/// In the iterator's loader child: serves the parent and exits. Returns at once elsewhere.
+pub(crate) fn serve_if_child() {
+    if std::env::var_os(LOADER_ENV).is_some() {
+        serve_parent();
+    }
+}
+
 /// The child's side: load, send the link (or why not), exit.
-pub(crate) fn serve_parent() -> ! {
+fn serve_parent() -> ! {
     let socket = fds::socket_on_stdin_or_exit(LOADER_ENV);
     // The parent sets the variable to SUM_RSS when it wants the per-CPU rss sums.
     let sum_rss = std::env::var_os(LOADER_ENV).is_some_and(|value| value == SUM_RSS);

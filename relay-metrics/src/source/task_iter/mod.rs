@@ -21,18 +21,18 @@
 //! every refusal is a reason the collector reports while it falls back to procfs.
 
 mod child;
+mod sample;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use child::serve_parent;
-pub use child::LOADER_ENV;
+pub(crate) use child::serve_if_child;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::source::held::Published;
-use crate::source::Roots;
+use crate::source::held::{self, Published};
+use crate::source::{procfs, Roots};
 
 /// The task-iterator object, committed so that a plain `cargo build` needs no clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
@@ -304,8 +304,18 @@ pub struct TaskIter {
     /// collector's own descriptor count leaves out (see `source::held`).
     _published: Published,
     buf: Vec<u8>,
-    /// See [`TaskIter::statm_sums`].
+    /// Whether the records' summed rss counters are what `statm` prints here: the kernel sums
+    /// the per-CPU parts in `statm` and the program's sums cover every possible CPU. The
+    /// `statm_sums` argument of [`TaskRecord::resident_source`].
     statm_sums: bool,
+    /// The units of the records' ns and pages as procfs prints them.
+    ticks_per_second: u64,
+    page_size_bytes: u64,
+    /// Whether the kernel keeps scheduler statistics (`CONFIG_SCHED_INFO`): without them
+    /// `schedstat` prints zeros, which the iterator's values must then be too.
+    sched_info_on: bool,
+    /// Descriptors the readers held when the last records were taken (see `source::held`).
+    held_at_read: usize,
 }
 
 impl TaskIter {
@@ -315,8 +325,8 @@ impl TaskIter {
     /// the per-CPU rss parts ([`TaskRecord::rss_sum_pages`]): a dozen more reads per process,
     /// worth it only where the exact resident size is wanted.
     pub fn load(roots: &Roots, sum_rss: bool) -> Result<Self, Unavailable> {
-        preconditions(roots)?;
-        let link = match crate::source::ebpf::loader::command() {
+        let (ticks_per_second, page_size_bytes) = preconditions(roots)?;
+        let link = match crate::source::ebpf::spawn::command() {
             Some(command) => child::load_in_child(command, sum_rss),
             None => load_and_attach(sum_rss),
         }
@@ -332,6 +342,10 @@ impl TaskIter {
             ) && possible_cpus_are_contiguous(
                 &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
             ),
+            ticks_per_second,
+            page_size_bytes,
+            sched_info_on: sched_info_on(roots),
+            held_at_read: 0,
         };
         let mut records = Vec::new();
         iter.read(&mut records)
@@ -340,9 +354,8 @@ impl TaskIter {
         Ok(iter)
     }
 
-    /// Whether the records' summed rss counters are what `statm` prints here: the kernel sums
-    /// the per-CPU parts in `statm` and the program's sums cover every possible CPU. The
-    /// `statm_sums` argument of [`TaskRecord::resident_source`].
+    /// See the field `statm_sums`.
+    #[cfg(test)]
     pub fn statm_sums(&self) -> bool {
         self.statm_sums
     }
@@ -352,6 +365,7 @@ impl TaskIter {
     /// itself holds ([`READ_DESCRIPTORS`]).
     pub fn read(&mut self, out: &mut Vec<TaskRecord>) -> io::Result<()> {
         out.clear();
+        self.held_at_read = held::held_descriptors();
         let iter = iter_create(self.link.as_fd())?;
         self.buf.clear();
         loop {
@@ -384,12 +398,20 @@ impl TaskIter {
     }
 }
 
-/// What can be known before loading: each a reason procfs serves instead.
-pub(crate) fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
+/// What can be known before loading: each a reason procfs serves instead. Gives the clock tick
+/// rate and the page size, the units procfs prints the records' values in.
+pub(crate) fn preconditions(roots: &Roots) -> Result<(u64, u64), Unavailable> {
     let fail = |reason: &str| Err(Unavailable(reason.to_owned()));
     if roots.proc != Path::new("/proc") {
         return fail("the proc root is not /proc (fixture tree)");
     }
+    let ticks_per_second = procfs::clock_ticks_per_second().unwrap_or(0);
+    if ns_to_ticks(0, ticks_per_second).is_none() {
+        return fail("the clock tick rate is unknown or does not divide a second");
+    }
+    let Some(page_size_bytes) = procfs::page_size_bytes() else {
+        return fail("the page size is unknown");
+    };
     if let Ok(lockdown) = std::fs::read_to_string("/sys/kernel/security/lockdown") {
         if lockdown.contains("[confidentiality]") {
             return fail(
@@ -414,7 +436,16 @@ pub(crate) fn preconditions(roots: &Roots) -> Result<(), Unavailable> {
     if !nohz.is_empty() && nohz != "(null)" {
         return fail("nohz_full CPUs account CPU time in pending vtime the iterator cannot see");
     }
-    Ok(())
+    Ok((ticks_per_second, page_size_bytes))
+}
+
+/// `schedstat` of this process: a live process has run, so zeros mean the kernel keeps no
+/// scheduler statistics and prints `0 0 0` for every task.
+fn sched_info_on(roots: &Roots) -> bool {
+    std::fs::read(roots.proc.join("self/schedstat"))
+        .ok()
+        .and_then(|bytes| procfs::parse::parse_schedstat(&bytes))
+        .is_none_or(|stat| stat.run_ns != 0)
 }
 
 /// Loads the object with aya (which relocates its CO-RE reads against the kernel's BTF), then
@@ -464,9 +495,9 @@ fn verify_own_record(proc_root: &Path, records: &[TaskRecord]) -> Result<(), Una
     let pid = std::process::id();
     let stat = std::fs::read(proc_root.join("self/stat"))
         .map_err(|error| Unavailable(format!("reading /proc/self/stat: {error}")))?;
-    let stat = crate::source::procfs::parse::parse_stat(&stat)
+    let stat = procfs::parse::parse_stat(&stat)
         .ok_or_else(|| Unavailable("unparsable /proc/self/stat".to_owned()))?;
-    let ticks = crate::source::procfs::clock_ticks_per_second().unwrap_or(0);
+    let ticks = procfs::clock_ticks_per_second().unwrap_or(0);
     let Some(own) = records.iter().find(|record| record.tgid == pid) else {
         return Err(Unavailable(format!(
             "the task iterator's {} records do not include this process (pid {pid}): pids are \

@@ -1,18 +1,16 @@
-//! The process pass through the BPF task iterator (see `source::task_iter`): one iterator read
-//! per pass gives every listed process's values; what the iterator cannot give exactly, and
-//! every process it does not show, is read through procfs.
+//! Which path reads a pass's processes: the BPF task iterator (see `source::task_iter`), whose
+//! one read per pass gives every process's record, or procfs. The pass itself
+//! (`super::ProcessPassReader::read`) is the same for both from the record on.
 
 use std::sync::Arc;
 
 use crate::config::{ProcessSource, ResourceMetricsConfig};
-use crate::model::{IoValues, ProcessCounters, Wanted};
-use crate::source::task_iter::{self, ResidentSource, TaskIter, TaskRecord};
+use crate::model::Wanted;
+use crate::source::task_iter::{self, TaskIter, TaskRecord};
 use crate::source::Roots;
-use crate::source::{held, procfs};
 
 use super::super::reasons::Reasons;
 use super::super::{CollectorError, Target};
-use super::{counters, PassOutcome, ProcessPassReader, Sampled};
 
 /// The `extensions.collector.process_source` values.
 pub(crate) const BPF_ITER: &str = "bpf_iter";
@@ -24,10 +22,6 @@ pub(crate) enum SourceState {
     Iter {
         iter: TaskIter,
         records: Vec<TaskRecord>,
-        page_size_bytes: u64,
-        /// Whether the kernel keeps scheduler statistics (`CONFIG_SCHED_INFO`): without them
-        /// `schedstat` prints zeros, which the iterator's values must then be too.
-        sched_info_on: bool,
         /// Why the last pass fell back to procfs, if it did.
         failed: Option<Arc<str>>,
         /// For a scope smaller than the machine (cgroup, process tree): what chooses, each pass,
@@ -36,8 +30,6 @@ pub(crate) enum SourceState {
         /// The pids the last pass read through procfs entirely (not shown by the iterator,
         /// or past its walks' bounds).
         procfs_pids: Vec<u32>,
-        /// Descriptors the readers held when the records were taken (see `source::held`).
-        held_at_read: usize,
     },
     /// `auto` for a scope smaller than the machine, while procfs is the cheaper path: the
     /// iterator is loaded only once the scope grows past the crossover, so a small scope never
@@ -45,7 +37,6 @@ pub(crate) enum SourceState {
     /// BTF, which leaves ~16 MiB resident).
     Deferred {
         roots: Roots,
-        page_size_bytes: u64,
         /// Whether the records must carry memory values (`TaskIter::load`).
         memory: bool,
         crossover: Crossover,
@@ -89,12 +80,6 @@ impl SourceState {
                 "a single process is read through procfs (cheaper than a pass over every task)",
             );
         }
-        let Some(page_size_bytes) = procfs::page_size_bytes() else {
-            return refused("the page size is unknown");
-        };
-        if task_iter::ns_to_ticks(0, procfs::clock_ticks_per_second().unwrap_or(0)).is_none() {
-            return refused("the clock tick rate is unknown or does not divide a second");
-        }
         if mode == ProcessSource::Auto && !matches!(target, Target::Global) {
             // What is known without loading is said at once.
             if let Err(unavailable) = task_iter::preconditions(roots) {
@@ -102,7 +87,6 @@ impl SourceState {
             }
             return Ok(SourceState::Deferred {
                 roots: roots.clone(),
-                page_size_bytes,
                 memory: wanted.memory,
                 crossover: Crossover::new(roots),
                 reason: None,
@@ -110,26 +94,18 @@ impl SourceState {
         }
         match TaskIter::load(roots, wanted.memory) {
             // Forced ("bpf_iter") or global, the iterator serves whatever the cost.
-            Ok(iter) => Ok(Self::loaded(iter, roots, page_size_bytes, None)),
+            Ok(iter) => Ok(Self::loaded(iter, None)),
             Err(error) => refused(&error.0),
         }
     }
 
-    fn loaded(
-        iter: TaskIter,
-        roots: &Roots,
-        page_size_bytes: u64,
-        crossover: Option<Crossover>,
-    ) -> Self {
+    fn loaded(iter: TaskIter, crossover: Option<Crossover>) -> Self {
         SourceState::Iter {
             iter,
             records: Vec::new(),
-            page_size_bytes,
-            sched_info_on: sched_info_on(roots),
             failed: None,
             crossover,
             procfs_pids: Vec::new(),
-            held_at_read: 0,
         }
     }
 
@@ -149,7 +125,6 @@ impl SourceState {
         let deferred = std::mem::replace(self, SourceState::Procfs { reason: None });
         let SourceState::Deferred {
             roots,
-            page_size_bytes,
             memory,
             crossover,
             ..
@@ -158,7 +133,7 @@ impl SourceState {
             return;
         };
         *self = match TaskIter::load(&roots, memory) {
-            Ok(iter) => Self::loaded(iter, &roots, page_size_bytes, Some(crossover)),
+            Ok(iter) => Self::loaded(iter, Some(crossover)),
             Err(error) => SourceState::Procfs {
                 reason: Some(Arc::from(error.0)),
             },
@@ -239,48 +214,31 @@ impl Crossover {
     }
 }
 
-/// `schedstat` of this process: a live process has run, so zeros mean the kernel keeps no
-/// scheduler statistics and prints `0 0 0` for every task.
-fn sched_info_on(roots: &Roots) -> bool {
-    std::fs::read(roots.proc.join("self/schedstat"))
-        .ok()
-        .and_then(|bytes| procfs::parse::parse_schedstat(&bytes))
-        .is_none_or(|stat| stat.run_ns != 0)
-}
-
-impl ProcessPassReader {
-    /// Samples the listed pids from one iterator read; `None` when the iterator does not serve
-    /// (then the caller reads every pid through procfs). The same rules as `sample_listed`:
-    /// a tree's root that is gone or replaced ends the pass, and with `check_parents` (a reused
-    /// walk) a member whose parent is not listed means the tree changed.
-    pub(super) fn sample_listed_iter(
+impl SourceState {
+    /// This pass's records, sorted by pid, when the iterator serves it (the caller hands them
+    /// back with [`SourceState::keep_records`]); `None` when procfs serves, with the reason
+    /// kept for [`SourceState::describe`] (and added to `reasons` when the read failed).
+    pub(super) fn take_records(
         &mut self,
-        target: &Target,
-        check_parents: bool,
-        processes: &mut Vec<ProcessCounters>,
+        listed: usize,
         reasons: &mut Reasons,
-    ) -> Option<Sampled> {
-        self.source.load_when_cheaper(self.pids.len());
+    ) -> Option<Vec<TaskRecord>> {
+        self.load_when_cheaper(listed);
         let SourceState::Iter {
             iter,
             records,
             failed,
             crossover,
             procfs_pids,
-            held_at_read,
-            ..
-        } = &mut self.source
+        } = self
         else {
             return None;
         };
         procfs_pids.clear();
-        if let Some(crossover) = crossover {
-            if let Some(reason) = crossover.prefer_procfs(self.pids.len()) {
-                *failed = Some(reason);
-                return None;
-            }
+        if let Some(reason) = crossover.as_mut().and_then(|c| c.prefer_procfs(listed)) {
+            *failed = Some(reason);
+            return None;
         }
-        *held_at_read = held::held_descriptors();
         if let Err(error) = iter.read(records) {
             let reason = format!("reading the task iterator failed, procfs served: {error}");
             reasons.add(
@@ -291,208 +249,43 @@ impl ProcessPassReader {
             return None;
         }
         *failed = None;
-        // The kernel walks pids in ascending order; sorting keeps the merge below correct if a
+        // The kernel walks pids in ascending order; sorting keeps the pass's merge correct if a
         // kernel ever did not.
         if !records.is_sorted_by_key(|record| record.tgid) {
             records.sort_unstable_by_key(|record| record.tgid);
         }
-        let records = std::mem::take(records);
-        let sampled = self.merge_records(&records, target, check_parents, processes);
-        if let SourceState::Iter { records: kept, .. } = &mut self.source {
-            *kept = records;
-        }
-        Some(sampled)
+        Some(std::mem::take(records))
     }
 
-    /// Each listed pid from its record, or through procfs where there is none.
-    fn merge_records(
-        &mut self,
-        records: &[TaskRecord],
-        target: &Target,
-        check_parents: bool,
-        processes: &mut Vec<ProcessCounters>,
-    ) -> Sampled {
-        let (root, root_start) = match target {
-            Target::Process {
-                pid,
-                start_time_ticks,
-                ..
-            } => (Some(*pid), Some(*start_time_ticks)),
-            _ => (None, None),
-        };
-        self.private.begin_pass();
-        let mut outcome = PassOutcome::default();
-        let mut next = 0;
-        for index in 0..self.pids.len() {
-            let pid = self.pids[index];
-            while records.get(next).is_some_and(|record| record.tgid < pid) {
-                next += 1;
-            }
-            let record = records
-                .get(next)
-                .filter(|record| record.tgid == pid && !record.is_truncated());
-            let result = match record {
-                Some(record) => self
-                    .counters_of_record(record)
-                    .map(|counters| (counters, record.ppid)),
-                // Not shown by the iterator (pid 1 on some hosts, a process started after the
-                // iterator passed its pid) or too large for its walks.
-                None => {
-                    if let SourceState::Iter { procfs_pids, .. } = &mut self.source {
-                        procfs_pids.push(pid);
-                    }
-                    self.sample_procfs(pid)
-                        .map(|(sample, private_kib)| (counters(&sample, private_kib), sample.ppid))
-                }
-            };
-            let (counters, ppid) = match result {
-                Ok(read) => read,
-                Err(error) => {
-                    if Some(pid) == root {
-                        return Sampled::RootUnavailable(error.to_string());
-                    }
-                    outcome.missed(error);
-                    continue;
-                }
-            };
-            if Some(pid) == root && Some(counters.start_time_ticks) != root_start {
-                return Sampled::RootUnavailable(format!(
-                    "process {pid} was replaced by another process with the same pid"
-                ));
-            }
-            // Reparented (its parent exited) or adopted by a process outside the list.
-            if check_parents && Some(pid) != root && self.pids.binary_search(&ppid).is_err() {
-                return Sampled::Reparented;
-            }
-            processes.push(counters);
+    /// Takes back the records of [`SourceState::take_records`], for the next pass to reuse.
+    pub(super) fn keep_records(&mut self, taken: Option<Vec<TaskRecord>>) {
+        if let (SourceState::Iter { records, .. }, Some(taken)) = (self, taken) {
+            *records = taken;
         }
-        self.private.end_pass();
-        Sampled::Done(outcome)
     }
 
-    /// The counters procfs would give for the process of `record`, reading through procfs only
-    /// what the record cannot give exactly (`statm` on 6.2+, `smaps_rollup`).
-    fn counters_of_record(
-        &mut self,
-        record: &TaskRecord,
-    ) -> Result<ProcessCounters, procfs::ProcessError> {
-        let SourceState::Iter {
-            iter,
-            page_size_bytes,
-            held_at_read,
-            sched_info_on,
-            ..
-        } = &self.source
-        else {
-            return Err(procfs::ProcessError::Gone { pid: record.tgid });
-        };
-        let (page_size_bytes, held_at_read, statm_sums, sched_info_on) = (
-            *page_size_bytes,
-            *held_at_read,
-            iter.statm_sums(),
-            *sched_info_on,
-        );
-        let pid = record.tgid;
-        let ticks = |ns| task_iter::ns_to_ticks(ns, self.ticks_per_second).unwrap_or(0);
-        let start_time_ticks = ticks(record.start_boottime_ns);
-        let (utime_ns, stime_ns) = record.adjusted_cputime_ns();
-        let resident = record.resident_source(statm_sums);
-        let read_statm = self.fields.exact_resident && resident == ResidentSource::CentralCountOnly;
-        let mut read_private = self.fields.private_memory && self.private.needs_read(pid);
-        if self.fields.private_memory
-            && !read_private
-            && !self.private.matches(pid, start_time_ticks)
-        {
-            read_private = true;
+    /// The iterator, where it serves.
+    pub(super) fn iter(&self) -> Option<&TaskIter> {
+        match self {
+            SourceState::Iter { iter, .. } => Some(iter),
+            SourceState::Deferred { .. } | SourceState::Procfs { .. } => None,
         }
-        let (statm_bytes, private_read) = if read_statm || read_private {
-            self.reader
-                .memory(pid, start_time_ticks, read_statm, read_private)?
-        } else {
-            (None, None)
-        };
-        // As the procfs reader: the live threads' schedstat summed, none above its thread bound.
-        let schedstat = (self.fields.schedstat
-            && record.nr_threads <= procfs::MAX_SCHEDSTAT_THREADS)
-            .then_some(if sched_info_on {
-                (record.live_runtime_ns, record.run_delay_ns)
-            } else {
-                (0, 0)
-            });
-        let stat_rss_bytes = record.stat_rss_pages().saturating_mul(page_size_bytes);
-        let rss_bytes = match resident {
-            ResidentSource::None => 0,
-            ResidentSource::Exact => stat_rss_bytes,
-            // statm's value where the procfs path reads statm, else stat's.
-            ResidentSource::Summed if self.fields.exact_resident => record
-                .summed_rss_pages()
-                .unwrap_or(0)
-                .saturating_mul(page_size_bytes),
-            ResidentSource::Summed => stat_rss_bytes,
-            // As the procfs path: statm when asked and readable, else stat's value.
-            ResidentSource::CentralCountOnly => statm_bytes.unwrap_or(stat_rss_bytes),
-        };
-        let private_kib = if !self.fields.private_memory {
-            None
-        } else if read_private {
-            self.private.store(pid, start_time_ticks, private_read)
-        } else {
-            self.private.cached(pid)
-        };
-        Ok(ProcessCounters {
-            pid,
-            start_time_ticks,
-            utime_ticks: ticks(utime_ns),
-            stime_ticks: ticks(stime_ns),
-            // The program does not read signal->cutime/cstime (see docs/PROCESS_SOURCE.md).
-            cutime_ticks: None,
-            cstime_ticks: None,
-            threads: record.nr_threads,
-            rss_bytes,
-            vsize_bytes: if resident == ResidentSource::None {
-                0
-            } else {
-                record.total_vm_pages.saturating_mul(page_size_bytes)
-            },
-            peak_resident_kib: None,
-            private_kib,
-            open_fds: self.fields.open_fds.then(|| {
-                if record.is_kernel_thread() {
-                    0
-                } else if pid == std::process::id() {
-                    // The same rule as procfs: leave out what the collector holds to read.
-                    held::own_fd_count_held(
-                        record.open_fds,
-                        held_at_read,
-                        task_iter::READ_DESCRIPTORS,
-                    )
-                } else {
-                    record.open_fds
-                }
-            }),
-            io: self.fields.io.then_some(IoValues {
-                read_bytes: record.io[0],
-                write_bytes: record.io[1],
-                read_syscalls: record.io[2],
-                write_syscalls: record.io[3],
-            }),
-            run_time_ns: schedstat.map(|(run, _)| run),
-            run_queue_wait_ns: schedstat.map(|(_, wait)| wait),
-        })
+    }
+
+    /// Notes a pid of an iterator pass that procfs read entirely.
+    pub(super) fn served_by_procfs(&mut self, pid: u32) {
+        if let SourceState::Iter { procfs_pids, .. } = self {
+            procfs_pids.push(pid);
+        }
     }
 
     /// The pids the last iterator pass read entirely through procfs.
     #[cfg(test)]
-    pub(crate) fn procfs_pids(&self) -> &[u32] {
-        match &self.source {
+    pub(super) fn procfs_pids(&self) -> &[u32] {
+        match self {
             SourceState::Iter { procfs_pids, .. } => procfs_pids,
             SourceState::Deferred { .. } | SourceState::Procfs { .. } => &[],
         }
-    }
-
-    /// `extensions.collector.process_source` and its reason for the last pass.
-    pub(crate) fn process_source(&self) -> (&'static str, Option<&Arc<str>>) {
-        self.source.describe()
     }
 }
 

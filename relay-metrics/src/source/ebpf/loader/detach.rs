@@ -14,8 +14,8 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Stdio};
 use std::time::Instant;
 
-use super::LoaderCommand;
 use crate::source::ebpf::fds;
+use crate::source::ebpf::spawn::{LoaderCommand, LOADER_TIMEOUT};
 
 /// Set in the detaching child's environment.
 pub(in crate::source::ebpf) const DETACH_ENV: &str = "RELAY_METRICS_EBPF_DETACH";
@@ -105,7 +105,7 @@ pub(crate) fn close_concurrently(links: Vec<OwnedFd>) {
 /// The detaching child's side: takes the links from stdin, closes them, exits.
 pub(in crate::source::ebpf) fn serve_parent() -> ! {
     let socket = fds::socket_on_stdin_or_exit(DETACH_ENV);
-    let deadline = Instant::now() + super::LOADER_TIMEOUT;
+    let deadline = Instant::now() + LOADER_TIMEOUT;
     let code = match fds::receive_all(&socket, MESSAGE.len(), deadline) {
         Ok((message, links)) if message == MESSAGE => {
             close_concurrently(links);

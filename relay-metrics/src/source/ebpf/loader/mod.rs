@@ -25,20 +25,18 @@ mod detach;
 pub(super) mod tests;
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Instant;
 
 use aya::maps::{Map, MapData};
 use relay_metrics_common::Config;
 
 use super::fds;
+use super::spawn::LoaderCommand;
 use super::types::{EbpfUnavailable, ProgramSpec, ProgramState, ProgramStatus, PROGRAMS};
 use super::MAP_NAMES;
 use crate::source::Roots;
@@ -51,10 +49,18 @@ const SYS_ENV: &str = "RELAY_METRICS_EBPF_LOADER_SYS";
 /// `1` when the scheduler programs count only tracked processes (`EbpfOptions::tracked_only`).
 const TRACKED_ONLY_ENV: &str = "RELAY_METRICS_EBPF_LOADER_TRACKED_ONLY";
 const PROTOCOL: &str = "1";
-/// Set to `1`, [`init_child_loader`] leaves loading in this process.
-pub const IN_PROCESS_ENV: &str = "RELAY_METRICS_EBPF_IN_PROCESS";
 /// Verifier logs of failed programs can be long; anything past this is not a report.
 const MAX_REPORT_BYTES: usize = 16 << 20;
+
+/// In a loader child of the event programs (load, or detach): serves the parent and exits.
+pub(super) fn serve_if_child() {
+    if std::env::var_os(LOADER_ENV).is_some() {
+        child::serve_parent();
+    }
+    if std::env::var_os(detach::DETACH_ENV).is_some() {
+        detach::serve_parent();
+    }
+}
 
 /// Where the programs of an [`EbpfSource`](super::EbpfSource) were loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,80 +74,6 @@ pub enum LoadedBy {
     },
     /// In this process, because the loader child could not hand the programs over (why).
     ThisProcessInstead(String),
-}
-
-/// How long a loader child may take to hand the programs over (it takes 30–80 ms here): past
-/// it the child is killed and the kernel events are off with the reason.
-const LOADER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How the loader child is started.
-#[derive(Debug, Clone)]
-pub(crate) struct LoaderCommand {
-    program: PathBuf,
-    args: Vec<OsString>,
-    arg0: Option<OsString>,
-    timeout: Duration,
-}
-
-impl LoaderCommand {
-    /// A command for another loader protocol: the same executable, arguments and time limit.
-    pub(crate) fn command(&self) -> Command {
-        let mut command = Command::new(&self.program);
-        command.args(&self.args);
-        if let Some(arg0) = &self.arg0 {
-            command.arg0(arg0);
-        }
-        command
-    }
-
-    /// How long a loader child may take.
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// This executable, re-run: its `main` starts with [`init_child_loader`].
-    fn this_executable() -> Self {
-        Self {
-            program: PathBuf::from("/proc/self/exe"),
-            args: Vec::new(),
-            arg0: Some(OsString::from("relay-metrics-ebpf-loader")),
-            timeout: LOADER_TIMEOUT,
-        }
-    }
-}
-
-static COMMAND: OnceLock<LoaderCommand> = OnceLock::new();
-
-/// The child loader, when [`init_child_loader`] enabled it.
-pub(crate) fn command() -> Option<&'static LoaderCommand> {
-    COMMAND.get()
-}
-
-/// Makes this program load its eBPF programs in a short-lived child process. Call it first thing
-/// in `main`, before parsing arguments.
-///
-/// In the child (this executable re-run by [`EbpfSource::load`](super::EbpfSource::load), marked
-/// by its environment) it loads and attaches the programs, hands them to the parent and exits:
-/// it never returns there. Otherwise it returns at once, and every later `EbpfSource::load` (and
-/// so every `Collector` with kernel events) of this process loads in such a child, so this
-/// process's resident memory never holds aya's parse of the kernel BTF (~16 MiB at its peak).
-/// Programs that do not call it load in-process, as before, and so does this one when
-/// [`IN_PROCESS_ENV`] is set to `1` (for tools that must see the map creations, such as the floor
-/// tool's trace, and for debugging).
-pub fn init_child_loader() {
-    if std::env::var_os(LOADER_ENV).is_some() {
-        child::serve_parent();
-    }
-    if std::env::var_os(detach::DETACH_ENV).is_some() {
-        detach::serve_parent();
-    }
-    if std::env::var_os(crate::source::task_iter::LOADER_ENV).is_some() {
-        crate::source::task_iter::serve_parent();
-    }
-    if std::env::var_os(IN_PROCESS_ENV).is_some_and(|value| value == "1") {
-        return;
-    }
-    let _ = COMMAND.set(LoaderCommand::this_executable());
 }
 
 /// What the child tells its parent (JSON, with the descriptors alongside; indexes are into them).
@@ -218,9 +150,8 @@ pub(super) fn load_in_child(
         Ok(pair) => pair,
         Err(error) => return ChildOutcome::InProcess(format!("no socket pair: {error}")),
     };
-    let mut child_command = Command::new(&command.program);
+    let mut child_command = command.command();
     child_command
-        .args(&command.args)
         .env(LOADER_ENV, PROTOCOL)
         .env(PROC_ENV, &roots.proc)
         .env(SYS_ENV, &roots.sys)
@@ -228,9 +159,6 @@ pub(super) fn load_in_child(
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    if let Some(arg0) = &command.arg0 {
-        child_command.arg0(arg0);
-    }
     let spawned = child_command.spawn();
     // Our copy of the child's end must be closed, or its exit would not end the stream.
     drop(child_command);

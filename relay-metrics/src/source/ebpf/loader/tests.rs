@@ -1,19 +1,19 @@
 //! The loader child's path: errors that come back, a child that dies or cannot start, and the
 //! whole handover as root.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
 use super::*;
+use crate::source::ebpf::spawn::LOADER_TIMEOUT;
 use crate::source::ebpf::tests::{held_shell, release_and_wait};
 use crate::source::ebpf::{EbpfOptions, EbpfSource};
 
 /// The loader child's body, when this test binary runs as one (`crate::test_children`);
 /// returns at once without the loader's environment.
 pub(crate) fn run_child_if_requested() {
-    if std::env::var_os(LOADER_ENV).is_some() {
-        child::serve_parent();
-    }
-    if std::env::var_os(detach::DETACH_ENV).is_some() {
-        detach::serve_parent();
-    }
+    serve_if_child();
 }
 
 /// This test binary, re-run as a loader child (see [`run_child_if_requested`]).

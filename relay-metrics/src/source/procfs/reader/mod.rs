@@ -130,7 +130,6 @@ impl PidFiles {
         let mut total = SchedStat {
             run_ns: 0,
             wait_ns: 0,
-            timeslices: 0,
         };
         let mut threads_read = 0u64;
         for &tid in tids.iter() {
@@ -143,7 +142,6 @@ impl PidFiles {
                 Ok(Some(stat)) => {
                     total.run_ns = total.run_ns.saturating_add(stat.run_ns);
                     total.wait_ns = total.wait_ns.saturating_add(stat.wait_ns);
-                    total.timeslices = total.timeslices.saturating_add(stat.timeslices);
                     threads_read += 1;
                 }
                 Ok(None) => return Ok(None),

@@ -116,7 +116,6 @@ fn sample_of_a_sleeping_child_equals_an_independent_read() {
         Some(SchedStat {
             run_ns: schedstat[0],
             wait_ns: schedstat[1],
-            timeslices: schedstat[2],
         })
     );
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -380,7 +379,6 @@ fn reads_a_fixture_tree_through_held_descriptors() {
         schedstat: Some(SchedStat {
             run_ns: 701_341,
             wait_ns: 687_110,
-            timeslices: 1,
         }),
         peak_resident_kib: Some(1804),
         private_kib: parse::parse_smaps_rollup_private_kib(include_bytes!(
