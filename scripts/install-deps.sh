@@ -34,6 +34,12 @@ if ! command -v curl >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl
 fi
 
+# Headless Chromium loads the HTML report and takes its screenshot (relay-metrics/tests/report.rs,
+# `tools: chromium`).
+if ! command -v chromium >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+
 # The OTLP tests' receivers (relay-metrics/tests/otlp_receiver.py) decode with PyPI's
 # opentelemetry-proto (its generated gRPC service served by grpcio; RetryInfo from
 # googleapis-common-protos), and the deploy tests validate
@@ -59,7 +65,7 @@ fi
 # (maturin, so scripts/test-all.sh can build without pip's isolated build environment) and NeMo
 # Relay 0.10.4 itself, the reference the tests compare against. Pinned, from PyPI.
 PY_VENV=target/python-venv
-PY_PACKAGES=(nemo-relay==0.10.4 pytest==9.2.0 mypy==2.4.1 maturin==1.16.0)
+PY_PACKAGES=(nemo-relay==0.10.4 pytest==9.2.0 mypy==2.4.1 maturin==1.16.0 pandas==3.1.1)
 if ! "$PY_VENV/bin/python" - "${PY_PACKAGES[@]}" 2>/dev/null <<'PY'
 import sys
 from importlib.metadata import version

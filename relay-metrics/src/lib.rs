@@ -32,6 +32,8 @@ mod collector;
 pub mod config;
 pub(crate) mod model;
 pub mod output;
+#[cfg(feature = "report")]
+pub mod report;
 pub mod sampler;
 pub mod snapshot;
 pub(crate) mod source;

@@ -24,6 +24,7 @@ fn main() {
         Command::Run(args) => cli::run::run(args),
         Command::Completions(args) => cli::completions::run(args),
         Command::Man(args) => cli::man::run(args),
+        Command::Report(args) => cli::report::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

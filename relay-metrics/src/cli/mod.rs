@@ -13,6 +13,7 @@ pub(crate) mod bench;
 mod bench_sources;
 pub(crate) mod completions;
 pub(crate) mod man;
+pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod snapshot;
@@ -58,6 +59,9 @@ pub(crate) enum Command {
     /// Write the man pages (roff) into a directory; what `cargo xtask man` runs.
     #[command(hide = true)]
     Man(man::ManArgs),
+    /// Write a report of a `run` or `watch` NDJSON stream: a self-contained HTML page with the
+    /// run summary and charts over time, or the charts alone (SVG, PNG).
+    Report(report::ReportArgs),
 }
 
 /// An error that ends the process with its own exit status instead of 1 (as `run`'s 127 and

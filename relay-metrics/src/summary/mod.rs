@@ -352,17 +352,18 @@ pub(crate) fn bytes_per_second(measurement: Option<&Measurement>) -> Option<f64>
 pub mod values {
     use super::*;
 
-    /// CPU rate of the scope in logical processors (Relay's `consumption_rate`, else the
-    /// nanosecond run-time rate).
+    /// CPU rate of the scope in logical processors: the nanosecond run-time rate
+    /// (`extensions.precise_cpu`), else the cgroup's usage rate, else Relay's
+    /// `consumption_rate` (clock ticks: coarse at short intervals).
     pub fn cpu_cores(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
-        let cpu = snapshot.cpu.as_ref();
-        cores(cpu.and_then(|cpu| cpu.consumption_rate.as_ref())).or_else(|| {
-            snapshot
-                .extensions
-                .precise_cpu
-                .as_ref()
-                .and_then(|precise| precise.run_rate_logical_processors)
-        })
+        let precise = snapshot.extensions.precise_cpu.as_ref();
+        precise
+            .and_then(|precise| precise.run_rate_logical_processors)
+            .or_else(|| precise.and_then(|precise| precise.cgroup_usage_rate_logical_processors))
+            .or_else(|| {
+                let cpu = snapshot.cpu.as_ref();
+                cores(cpu.and_then(|cpu| cpu.consumption_rate.as_ref()))
+            })
     }
 
     /// Resident memory summed over the scope (bytes).

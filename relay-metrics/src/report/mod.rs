@@ -1,0 +1,390 @@
+//! The run report: a self-contained HTML page (the run summary and charts over time), or the
+//! charts alone as SVG or PNG, from a series of snapshots (`run`/`watch` NDJSON, or snapshots
+//! handed over one by one).
+//!
+//! Memory stays bounded whatever the length of the series: each chart keeps at most
+//! [`MAX_COLUMNS`] time columns with the minimum and maximum of every series in them (what
+//! plotting tools do per pixel column), so a peak of one sample stays visible. When the series
+//! outgrows the columns, their width doubles and neighbours merge.
+
+mod render;
+
+use std::io::{BufRead, Read};
+
+use chrono::{DateTime, Utc};
+
+use crate::snapshot::{ResourceLimitEventKind, ResourceMetricsSnapshot};
+use crate::summary::{values, Baseline, RunEnd, RunSummary, SummaryBuilder};
+
+pub use render::ChartFormat;
+
+/// Time columns kept per chart (twice the chart's width in pixels, so a column is never wider
+/// than a pixel once drawn).
+pub const MAX_COLUMNS: usize = 2048;
+
+/// The longest NDJSON line accepted (a snapshot with thousands of GPU processes or interfaces
+/// stays far below it).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// The plotted series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Series {
+    Cores,
+    Resident,
+    CgroupMemory,
+    DiskRead,
+    DiskWrite,
+    NetReceive,
+    NetTransmit,
+    GpuUtilization,
+    GpuMemory,
+    Processes,
+}
+
+const SERIES: usize = 10;
+
+/// Limit events drawn as markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Throttling = 1,
+    OomKill = 2,
+    Pressure = 4,
+}
+
+/// One time column: min and max of every series (NaN: no value), and the markers in it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Column {
+    pub(crate) min: [f64; SERIES],
+    pub(crate) max: [f64; SERIES],
+    pub(crate) markers: u8,
+    pub(crate) samples: u32,
+}
+
+impl Column {
+    const EMPTY: Self = Self {
+        min: [f64::NAN; SERIES],
+        max: [f64::NAN; SERIES],
+        markers: 0,
+        samples: 0,
+    };
+
+    fn add(&mut self, series: Series, value: Option<f64>) {
+        let Some(value) = value.filter(|v| v.is_finite()) else {
+            return;
+        };
+        let i = series as usize;
+        // f64::min/max ignore a NaN operand: the first value replaces the column's NaN.
+        self.min[i] = self.min[i].min(value);
+        self.max[i] = self.max[i].max(value);
+    }
+
+    fn merge(&mut self, other: &Self) {
+        for i in 0..SERIES {
+            self.min[i] = self.min[i].min(other.min[i]);
+            self.max[i] = self.max[i].max(other.max[i]);
+        }
+        self.markers |= other.markers;
+        self.samples += other.samples;
+    }
+}
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The input could not be read.
+    #[error("cannot read the input: {0}")]
+    Read(#[from] std::io::Error),
+    /// A line is not a snapshot.
+    #[error("line {line}: not a relay-metrics snapshot: {reason}")]
+    BadLine {
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The input has no snapshot.
+    #[error("no snapshot in the input")]
+    Empty,
+    /// The charts could not be drawn.
+    #[error("cannot draw the charts: {0}")]
+    Draw(String),
+}
+
+/// Accumulates snapshots into a report: the summary and the downsampled series.
+#[derive(Debug, Clone)]
+pub struct ReportBuilder {
+    summary: SummaryBuilder,
+    start: Option<DateTime<Utc>>,
+    end_ms: f64,
+    /// Column width in milliseconds.
+    width_ms: f64,
+    columns: Vec<Column>,
+    previous_throttled: Option<f64>,
+    previous_oom: Option<f64>,
+    previous_pressure: Option<(f64, DateTime<Utc>)>,
+}
+
+/// PSI stall share above which a sample interval is marked as under pressure.
+const PRESSURE_MARK_SHARE: f64 = 0.10;
+
+impl Default for ReportBuilder {
+    fn default() -> Self {
+        Self::new(Baseline::FirstSample)
+    }
+}
+
+impl ReportBuilder {
+    /// A report whose summary's totals start at `baseline`.
+    pub fn new(baseline: Baseline) -> Self {
+        Self {
+            summary: SummaryBuilder::new(baseline),
+            start: None,
+            end_ms: 0.0,
+            width_ms: 1.0,
+            columns: Vec::with_capacity(MAX_COLUMNS),
+            previous_throttled: None,
+            previous_oom: None,
+            previous_pressure: None,
+        }
+    }
+
+    /// Snapshots observed so far.
+    pub fn samples(&self) -> u64 {
+        self.summary.samples()
+    }
+
+    /// Takes one snapshot into the summary and the charts.
+    pub fn observe(&mut self, snapshot: &ResourceMetricsSnapshot) {
+        self.summary.observe(snapshot);
+        let start = *self.start.get_or_insert(snapshot.timestamp);
+        let offset_ms =
+            ((snapshot.timestamp - start).num_microseconds().unwrap_or(0) as f64 / 1000.0).max(0.0);
+        self.end_ms = self.end_ms.max(offset_ms);
+        let mut index = (offset_ms / self.width_ms) as usize;
+        while index >= MAX_COLUMNS {
+            self.halve();
+            index = (offset_ms / self.width_ms) as usize;
+        }
+        if self.columns.len() <= index {
+            self.columns.resize(index + 1, Column::EMPTY);
+        }
+        let mut markers = 0u8;
+        let throttled = values::throttled_usec(snapshot);
+        if let (Some(now), Some(before)) = (throttled, self.previous_throttled) {
+            if now > before {
+                markers |= Marker::Throttling as u8;
+            }
+        }
+        self.previous_throttled = throttled.or(self.previous_throttled);
+        let oom = oom_count(snapshot);
+        if let (Some(now), Some(before)) = (oom, self.previous_oom) {
+            if now > before {
+                markers |= Marker::OomKill as u8;
+            }
+        }
+        self.previous_oom = oom.or(self.previous_oom);
+        if let Some(stall) = values::pressure_some_usec(snapshot) {
+            if let Some((before, at)) = self.previous_pressure {
+                let elapsed_us = (snapshot.timestamp - at).num_microseconds().unwrap_or(0) as f64;
+                if elapsed_us > 0.0 && (stall - before) / elapsed_us > PRESSURE_MARK_SHARE {
+                    markers |= Marker::Pressure as u8;
+                }
+            }
+            self.previous_pressure = Some((stall, snapshot.timestamp));
+        }
+        let column = &mut self.columns[index];
+        column.samples += 1;
+        column.markers |= markers;
+        column.add(Series::Cores, values::cpu_cores(snapshot));
+        column.add(Series::Resident, values::resident_bytes(snapshot));
+        column.add(Series::CgroupMemory, values::cgroup_memory_bytes(snapshot));
+        let (read, write) = values::disk_rates(snapshot);
+        column.add(Series::DiskRead, read);
+        column.add(Series::DiskWrite, write);
+        let (receive, transmit) = values::network_rates(snapshot);
+        column.add(Series::NetReceive, receive);
+        column.add(Series::NetTransmit, transmit);
+        if let Some((utilization, memory)) = values::gpu(snapshot) {
+            column.add(Series::GpuUtilization, utilization);
+            column.add(Series::GpuMemory, memory);
+        }
+        column.add(Series::Processes, values::process_count(snapshot));
+    }
+
+    /// Doubles the column width: column `i` becomes the merge of `2i` and `2i + 1`.
+    fn halve(&mut self) {
+        let len = self.columns.len();
+        for i in 0..len.div_ceil(2) {
+            let mut merged = self.columns[2 * i];
+            if let Some(next) = self.columns.get(2 * i + 1) {
+                merged.merge(next);
+            }
+            self.columns[i] = merged;
+        }
+        self.columns.truncate(len.div_ceil(2));
+        self.width_ms *= 2.0;
+    }
+
+    /// Reads snapshots from NDJSON (a `run` or `watch` stream): blank lines are skipped, a line
+    /// longer than [`MAX_LINE_BYTES`] or one that is not a snapshot is an error with its number.
+    pub fn read_ndjson(&mut self, mut input: impl BufRead) -> Result<(), ReportError> {
+        let mut line = Vec::with_capacity(64 * 1024);
+        let mut number = 0u64;
+        loop {
+            line.clear();
+            number += 1;
+            let read = Read::take(input.by_ref(), MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut line)?;
+            if read == 0 {
+                return Ok(());
+            }
+            if line.len() > MAX_LINE_BYTES {
+                return Err(ReportError::BadLine {
+                    line: number,
+                    reason: format!("longer than {} MiB", MAX_LINE_BYTES >> 20),
+                });
+            }
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            let snapshot: ResourceMetricsSnapshot =
+                serde_json::from_slice(text).map_err(|error| ReportError::BadLine {
+                    line: number,
+                    reason: error.to_string(),
+                })?;
+            self.observe(&snapshot);
+        }
+    }
+
+    /// The report: the summary (with what the caller knows of the end) and the charts' data.
+    pub fn finish(&self, end: RunEnd) -> Result<Report, ReportError> {
+        if self.samples() == 0 {
+            return Err(ReportError::Empty);
+        }
+        Ok(Report {
+            summary: self.summary.finish(end),
+            columns: self.columns.clone(),
+            width_ms: self.width_ms,
+            end_ms: self.end_ms,
+        })
+    }
+}
+
+fn oom_count(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+    let kernel = snapshot
+        .extensions
+        .kernel_events
+        .oom_kills
+        .map(|n| n as f64);
+    let limits = snapshot.memory.as_ref().map(|memory| {
+        memory
+            .limit_events
+            .iter()
+            .filter(|e| e.event == ResourceLimitEventKind::Terminated)
+            .filter_map(values::limit_count)
+            .sum::<f64>()
+    });
+    match (kernel, limits) {
+        (Some(kernel), Some(limits)) => Some(kernel.max(limits)),
+        (kernel, limits) => kernel.or(limits),
+    }
+}
+
+/// A finished report: render it with [`Report::to_html`], [`Report::to_svg`] or
+/// [`Report::write_png`].
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The run summary.
+    pub summary: RunSummary,
+    columns: Vec<Column>,
+    width_ms: f64,
+    end_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+    use crate::snapshot::MemoryMetrics;
+    use crate::units::{CapacityUnit, Measurement};
+
+    fn resident(ms: i64, kib: u64) -> ResourceMetricsSnapshot {
+        ResourceMetricsSnapshot {
+            timestamp: Utc
+                .timestamp_millis_opt(1_700_000_000_000 + ms)
+                .single()
+                .unwrap_or_default(),
+            memory: Some(MemoryMetrics {
+                resident: Some(Measurement::integer(
+                    kib,
+                    CapacityUnit::Kibibytes,
+                    CapacityUnit::Kibibytes,
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn downsampling_bounds_the_columns_and_keeps_a_one_sample_peak() {
+        let mut builder = ReportBuilder::default();
+        for ms in 0..100_000 {
+            let kib = if ms == 77_777 {
+                9_000_000
+            } else {
+                1000 + (ms % 7) as u64
+            };
+            builder.observe(&resident(ms, kib));
+        }
+        let report = builder.finish(RunEnd::default()).unwrap();
+        assert!(report.columns.len() <= MAX_COLUMNS);
+        assert!(report.columns.len() > MAX_COLUMNS / 4);
+        let i = Series::Resident as usize;
+        let peak = report
+            .columns
+            .iter()
+            .map(|c| c.max[i])
+            .fold(f64::MIN, f64::max);
+        assert_eq!(peak, 9_000_000.0 * 1024.0);
+        let floor = report
+            .columns
+            .iter()
+            .map(|c| c.min[i])
+            .fold(f64::MAX, f64::min);
+        assert_eq!(floor, 1000.0 * 1024.0);
+        let samples: u32 = report.columns.iter().map(|c| c.samples).sum();
+        assert_eq!(samples, 100_000);
+        assert_eq!(
+            report.summary.memory.peak_resident_bytes,
+            Some(9_000_000 * 1024)
+        );
+        // The peak's column is drawn: the SVG carries its height.
+        let svg = report.to_svg().unwrap();
+        assert!(svg.contains("Resident memory"));
+    }
+
+    #[test]
+    fn bad_lines_are_named_and_blank_lines_skipped() {
+        let good = serde_json::to_string(&resident(0, 1)).unwrap();
+        let input = format!("{good}\n\n{good}\nnot json\n");
+        let mut builder = ReportBuilder::default();
+        let error = builder.read_ndjson(input.as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, ReportError::BadLine { line: 4, .. }),
+            "{error}"
+        );
+        assert_eq!(builder.samples(), 2);
+        let long = format!("{}\n", " ".repeat(MAX_LINE_BYTES + 10));
+        let error = ReportBuilder::default()
+            .read_ndjson(long.as_bytes())
+            .unwrap_err();
+        assert!(error.to_string().starts_with("line 1: "), "{error}");
+        assert!(matches!(
+            ReportBuilder::default().finish(RunEnd::default()),
+            Err(ReportError::Empty)
+        ));
+    }
+}

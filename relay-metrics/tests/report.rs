@@ -1,0 +1,222 @@
+//! `relay-metrics report` end to end: a real `run` stream in, the HTML page, SVG and PNG out,
+//! bad input refused with its line number, and the page loaded by headless Chromium.
+
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when the binary or its output is broken"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::relay_metrics;
+
+/// The chart titles and axis labels every report has (no GPU on the test machines: the GPU
+/// charts appear only where a GPU was seen).
+const TITLES: [&str; 6] = [
+    "CPU",
+    "Resident memory",
+    "Storage I/O",
+    "Network",
+    "Processes",
+    "Limit events",
+];
+const AXES: [&str; 4] = ["time since start (s)", "cores", "MiB", "MiB/s"];
+
+/// A `run` stream of a shell that starts a few children and burns some CPU.
+fn run_stream(dir: &Path) -> PathBuf {
+    let stream = dir.join("run.ndjson");
+    let output = relay_metrics(&[
+        "run",
+        "--interval-ms",
+        "20",
+        "--output",
+        stream.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "for n in 1 2 3; do i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done & done; wait",
+    ]);
+    assert!(output.status.success(), "run failed: {output:?}");
+    stream
+}
+
+#[test]
+fn report_writes_a_self_contained_page_and_the_charts_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = run_stream(dir.path());
+    let html = dir.path().join("report.html");
+    let output = relay_metrics(&[
+        "report",
+        stream.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "report failed: {output:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for text in TITLES.iter().chain(&AXES) {
+        assert!(page.contains(text), "{text} missing from the page");
+    }
+    assert!(page.contains("wall time") && page.contains("peak resident memory"));
+    // Self-contained: no script and no resource from elsewhere (the only URL is the SVG
+    // namespace, which is a name, not a fetch).
+    assert!(!page.contains("<script"), "the page has a script");
+    let without_namespace = page.replace("http://www.w3.org/2000/svg", "");
+    for fetch in ["http://", "https://", "src=", "@import", "url("] {
+        assert!(!without_namespace.contains(fetch), "the page loads {fetch}");
+    }
+    assert_eq!(page.matches("<svg").count(), TITLES.len());
+
+    let svg = dir.path().join("charts.svg");
+    let output = relay_metrics(&[
+        "report",
+        stream.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "svg failed: {output:?}");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Resident memory"));
+    assert!(!svg.contains("wall time"), "the SVG holds the charts alone");
+
+    let png = dir.path().join("charts.out");
+    let output = relay_metrics(&[
+        "report",
+        stream.to_str().unwrap(),
+        "-o",
+        png.to_str().unwrap(),
+        "--format",
+        "png",
+    ]);
+    assert!(output.status.success(), "png failed: {output:?}");
+    let (width, height, variance) = png_variance(&png);
+    assert_eq!(width, 1000);
+    assert!(height >= 6 * 240);
+    assert!(variance > 100.0, "the PNG is blank (variance {variance})");
+}
+
+#[test]
+fn report_names_the_bad_line_and_refuses_an_empty_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = run_stream(dir.path());
+    let mut text = std::fs::read_to_string(&stream).unwrap();
+    let good_lines = text.lines().count();
+    text.push_str("{\"timestamp\": 5}\n");
+    let bad = dir.path().join("bad.ndjson");
+    std::fs::write(&bad, &text).unwrap();
+    let out = dir.path().join("r.html");
+    let output = relay_metrics(&["report", bad.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "line {}: not a relay-metrics snapshot",
+            good_lines + 1
+        )),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "no report from a bad stream");
+
+    let empty = dir.path().join("empty.ndjson");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let output = relay_metrics(&[
+        "report",
+        empty.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no snapshot in the input"));
+}
+
+/// Width, height and the variance of the grey levels of a PNG.
+fn png_variance(path: &Path) -> (u32, u32, f64) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buffer = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buffer).unwrap();
+    let channels = info.color_type.samples();
+    let pixels = &buffer[..info.buffer_size()];
+    let greys: Vec<f64> = pixels
+        .chunks(channels)
+        .map(|p| {
+            p.iter().take(3).map(|&c| f64::from(c)).sum::<f64>() / 3.0_f64.min(channels as f64)
+        })
+        .collect();
+    let mean = greys.iter().sum::<f64>() / greys.len() as f64;
+    let variance = greys.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / greys.len() as f64;
+    (info.width, info.height, variance)
+}
+
+/// Headless Chromium with everything that would reach the network off, and a profile of its own.
+fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .output()
+        .expect("chromium runs (scripts/install-deps.sh installs it)")
+}
+
+#[test]
+#[ignore = "tools: chromium"]
+fn chromium_renders_the_report_with_its_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = run_stream(dir.path());
+    let html = dir.path().join("report.html");
+    let output = relay_metrics(&[
+        "report",
+        stream.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "report failed: {output:?}");
+    let url = format!("file://{}", html.display());
+
+    let dom = chromium(&dir.path().join("profile-dom"), &["--dump-dom", &url]);
+    assert!(dom.status.success(), "chromium --dump-dom failed: {dom:?}");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("<table class=\"summary\">"),
+        "no summary table in the DOM"
+    );
+    for text in TITLES.iter().chain(&AXES) {
+        assert!(
+            dom.contains(&format!("\n{text}\n</text>")),
+            "{text} is not a text element of the DOM"
+        );
+    }
+
+    let shot = dir.path().join("shot.png");
+    let output = chromium(
+        &dir.path().join("profile-shot"),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1100,2200",
+            "--hide-scrollbars",
+            &url,
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "chromium --screenshot failed: {output:?}"
+    );
+    let (width, height, variance) = png_variance(&shot);
+    assert_eq!((width, height), (1100, 2200));
+    assert!(
+        variance > 100.0,
+        "the screenshot is blank (variance {variance})"
+    );
+}
