@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::snapshot::{
-    MeasurementScope, OomVictim, ResourceLimitEventCount, ResourceLimitEventKind,
+    CumulativeMethod, MeasurementScope, OomVictim, ResourceLimitEventCount, ResourceLimitEventKind,
     ResourceLimitResource, ResourceMetricsSnapshot, Unavailable,
 };
 use crate::units::{
@@ -215,6 +215,8 @@ pub struct RunSummary {
     pub sampling: SamplingSummary,
     /// How the command ended.
     pub exit_status: Option<ExitStatus>,
+    /// What the cumulative totals could not see (`extensions.cumulative.reason`), if anything.
+    pub cumulative_reason: Option<String>,
     /// Why values are `null` (one entry per value).
     pub unknown: Vec<Unavailable>,
 }
@@ -310,6 +312,18 @@ pub struct SummaryBuilder {
     gpu_devices: u32,
     gpu_utilization: Peak,
     gpu_memory: Peak,
+    // extensions.cumulative: whole-scope totals, exited processes included.
+    cum_method: Option<CumulativeMethod>,
+    cum_reason: Option<std::sync::Arc<str>>,
+    cum_user_ns: Counter,
+    cum_system_ns: Counter,
+    cum_read: Counter,
+    cum_written: Counter,
+    cum_created: Counter,
+    cum_memory_peak: Peak,
+    /// The previous sample's cumulative CPU (ns) and time, for the peak rate.
+    cum_previous: Option<(f64, DateTime<Utc>)>,
+    cum_peak_cores: Peak,
 }
 
 /// A measurement in its family's base unit (µs, bytes, bits/s, millicores, percent).
@@ -524,6 +538,29 @@ impl SummaryBuilder {
                 self.victims.push(victim.clone());
             }
         }
+        if let Some(cumulative) = &snapshot.extensions.cumulative {
+            self.cum_method = Some(cumulative.method);
+            self.cum_reason.clone_from(&cumulative.reason);
+            let ns = |value: Option<u64>| value.map(|v| v as f64);
+            self.cum_user_ns.observe(ns(cumulative.cpu_user_ns));
+            self.cum_system_ns.observe(ns(cumulative.cpu_system_ns));
+            self.cum_read.observe(ns(cumulative.storage_read_bytes));
+            self.cum_written.observe(ns(cumulative.storage_write_bytes));
+            self.cum_created.observe(ns(cumulative.processes_created));
+            self.cum_memory_peak
+                .observe(ns(cumulative.memory_peak_bytes), at);
+            if let (Some(user), Some(system)) = (cumulative.cpu_user_ns, cumulative.cpu_system_ns) {
+                let cpu = (user + system) as f64;
+                if let Some((before, then)) = self.cum_previous {
+                    let elapsed_ns = (at - then).num_nanoseconds().unwrap_or(0) as f64;
+                    if elapsed_ns > 0.0 && cpu >= before {
+                        self.cum_peak_cores
+                            .observe(Some((cpu - before) / elapsed_ns), at);
+                    }
+                }
+                self.cum_previous = Some((cpu, at));
+            }
+        }
         if let Some((utilization, memory)) = values::gpu(snapshot) {
             if let Some(devices) = snapshot
                 .gpu
@@ -578,7 +615,19 @@ impl SummaryBuilder {
         // CPU: an exact source for the scope, else null.
         let single_process = scope == Some(MeasurementScope::ApplicationProcess);
         let (user_s, system_s, total_s, source): (Option<f64>, Option<f64>, Option<f64>, _) =
-            if let Some(reaped) = end.reaped {
+            if let (Some(user), Some(system), Some(method)) = (
+                self.cum_user_ns.total(self.baseline),
+                self.cum_system_ns.total(self.baseline),
+                self.cum_method,
+            ) {
+                let (user, system) = (user / 1e9, system / 1e9);
+                (
+                    Some(user),
+                    Some(system),
+                    Some(user + system),
+                    Some(format!("cumulative:{}", method.as_str()).into()),
+                )
+            } else if let Some(reaped) = end.reaped {
                 let user = reaped.user.as_secs_f64();
                 let system = reaped.system.as_secs_f64();
                 (
@@ -629,7 +678,7 @@ impl SummaryBuilder {
         if average_cores.is_none() && total_s.is_some() {
             missing("cpu.average_cores", "the wall time is zero".into());
         }
-        let peak_cores = self.peak_cores.value;
+        let peak_cores = self.cum_peak_cores.value.or(self.peak_cores.value);
         if peak_cores.is_none() {
             missing(
                 "cpu.peak_cores",
@@ -639,6 +688,11 @@ impl SummaryBuilder {
 
         // Memory.
         let (peak_resident_bytes, peak_source, peak_at) = match self.resident.value {
+            _ if self.cum_memory_peak.value.is_some() => (
+                self.cum_memory_peak.value.map(|b| b as u64),
+                Some(PeakSource::CgroupPeak),
+                self.cum_memory_peak.at,
+            ),
             Some(bytes) => (
                 Some(bytes as u64),
                 Some(PeakSource::HighestSampledSum),
@@ -665,15 +719,26 @@ impl SummaryBuilder {
         }
 
         // Storage I/O: exact for one process only without cumulative accounting.
-        let (read_bytes, written_bytes, io_source) = if single_process {
-            (
-                self.read.total(self.baseline).map(|b| b as u64),
-                self.written.total(self.baseline).map(|b| b as u64),
-                Some("process".into()),
-            )
-        } else {
-            (None, None, None)
-        };
+        let cumulative_io = self
+            .cum_read
+            .total(self.baseline)
+            .zip(self.cum_written.total(self.baseline));
+        let (read_bytes, written_bytes, io_source) =
+            if let (Some((read, written)), Some(method)) = (cumulative_io, self.cum_method) {
+                (
+                    Some(read as u64),
+                    Some(written as u64),
+                    Some(format!("cumulative:{}", method.as_str()).into()),
+                )
+            } else if single_process {
+                (
+                    self.read.total(self.baseline).map(|b| b as u64),
+                    self.written.total(self.baseline).map(|b| b as u64),
+                    Some("process".into()),
+                )
+            } else {
+                (None, None, None)
+            };
         let io_reason = if single_process {
             "no disk counters in the snapshots (disk category off, or /proc/<pid>/io unreadable)"
         } else {
@@ -688,8 +753,9 @@ impl SummaryBuilder {
         }
 
         let processes_created = self
-            .processes_created
+            .cum_created
             .total(self.baseline)
+            .or_else(|| self.processes_created.total(self.baseline))
             .map(|n| n as u64);
         if processes_created.is_none() {
             missing(
@@ -777,6 +843,7 @@ impl SummaryBuilder {
                 interval_usec: self.interval_usec,
             },
             exit_status: end.exit_status,
+            cumulative_reason: self.cum_reason.as_deref().map(str::to_owned),
             unknown,
         }
     }

@@ -241,3 +241,45 @@ fn observing_allocates_nothing_in_steady_state() {
     assert_eq!(builder.victims.capacity(), capacity);
     assert_eq!(builder.samples(), 1001);
 }
+
+#[test]
+fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
+    use crate::snapshot::{Cumulative, CumulativeMethod};
+    let scope = MeasurementScope::ProcessTree;
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let with_cumulative = |ms: i64, user_ns: u64, peak: u64| {
+        let mut s = snapshot(scope, ms, 0, 0, 1024, 0);
+        s.extensions.cumulative = Some(Cumulative {
+            method: CumulativeMethod::CgroupV2,
+            reason: Some(Arc::from("orphans reparented out of the tree are not seen")),
+            cpu_user_ns: Some(user_ns),
+            cpu_system_ns: Some(user_ns / 10),
+            storage_read_bytes: Some(4096),
+            storage_write_bytes: Some(8192),
+            processes_created: Some(5),
+            memory_peak_bytes: Some(peak),
+            ..Default::default()
+        });
+        s
+    };
+    builder.observe(&with_cumulative(0, 0, 10 << 20));
+    builder.observe(&with_cumulative(1000, 500_000_000, 300 << 20));
+    builder.observe(&with_cumulative(2000, 2_500_000_000, 300 << 20));
+    let summary = builder.finish(RunEnd {
+        reaped: Some(ReapedUsage::default()),
+        ..RunEnd::default()
+    });
+    assert_eq!(summary.cpu.user_s, Some(2.5));
+    assert_eq!(summary.cpu.system_s, Some(0.25));
+    assert_eq!(summary.cpu.source.as_deref(), Some("cumulative:cgroup_v2"));
+    // 2.2 s of CPU in the second second: the cumulative rate wins over the sampled
+    // consumption_rate (2.5 at 2000 ms).
+    assert!((summary.cpu.peak_cores.unwrap() - 2.2).abs() < 1e-9);
+    assert_eq!(summary.memory.peak_resident_bytes, Some(300 << 20));
+    assert_eq!(summary.memory.peak_source, Some(PeakSource::CgroupPeak));
+    assert_eq!(summary.memory.peak_at, Some(at(1000)));
+    assert_eq!(summary.io.read_bytes, Some(4096));
+    assert_eq!(summary.io.written_bytes, Some(8192));
+    assert_eq!(summary.processes_created, Some(5));
+    assert!(summary.to_text().contains("totals: orphans reparented"));
+}

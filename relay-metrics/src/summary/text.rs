@@ -250,6 +250,9 @@ impl RunSummary {
                 row.label, value
             );
         }
+        if let Some(reason) = &self.cumulative_reason {
+            let _ = writeln!(out, "\n totals: {reason}");
+        }
         if !self.unknown.is_empty() {
             let _ = writeln!(out, "\n n/a:");
             for entry in &self.unknown {
