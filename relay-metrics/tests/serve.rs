@@ -40,6 +40,7 @@ fn sample(exposition: &str, name: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "tools: promtool (Debian package prometheus)"]
 fn serves_valid_prometheus_text_and_the_snapshot_json() {
     let agent = start_agent(&["--scope", "global"]);
     let address = agent.address.clone();
@@ -66,6 +67,7 @@ fn serves_valid_prometheus_text_and_the_snapshot_json() {
 }
 
 #[test]
+#[ignore = "tools: prometheus (Debian package prometheus)"]
 fn a_prometheus_server_scrapes_the_agent() {
     let agent = start_agent(&["--scope", "global"]);
     let address = agent.address.clone();
@@ -203,6 +205,7 @@ fn parse_with_opentelemetry_proto(body: &[u8]) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "tools: the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
 fn exports_snapshots_as_otlp_that_opentelemetry_proto_accepts() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());

@@ -83,6 +83,7 @@ fn keep_alive_head_and_method_not_allowed() {
 }
 
 #[test]
+#[ignore = "tools: curl, python3"]
 fn gzip_and_openmetrics_as_real_clients_ask_for_them() {
     let agent = start_agent(&["--scope", "global"]);
     wait_ready(&agent.address);

@@ -139,6 +139,7 @@ fn curl(url: &str, args: &[&str], dir: &Path) -> u16 {
 }
 
 #[test]
+#[ignore = "tools: openssl, curl, python3"]
 fn tls_and_basic_auth_from_an_exporter_toolkit_web_config() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
@@ -196,6 +197,7 @@ fn tls_and_basic_auth_from_an_exporter_toolkit_web_config() {
 }
 
 #[test]
+#[ignore = "tools: openssl, curl"]
 fn a_client_ca_requires_a_client_certificate() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());

@@ -7,7 +7,15 @@ A Relay program switches by its imports alone::
 and code that wants no process-wide activation uses :class:`Collector` directly.
 """
 
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+
 from . import plugin, resource_metrics, subscribers
 from ._collector import Collector
+
+try:
+    __version__: str = _version("relay-metrics")
+except _PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "unknown"
 
 __all__ = ["Collector", "plugin", "resource_metrics", "subscribers"]

@@ -411,3 +411,37 @@ async def collect() -> ResourceMetricsSnapshot:
     from . import _host
 
     return await _host.collect_active()
+
+
+__all__ = [
+    "AcceleratorDeviceMetrics",
+    "AcceleratorProcessMetrics",
+    "AcceleratorVendor",
+    "BandwidthUnit",
+    "CapacityUnit",
+    "CountUnit",
+    "CpuMetrics",
+    "CpuUnit",
+    "DataUnit",
+    "DiskMetrics",
+    "DurationUnit",
+    "FilesystemCapacityMetrics",
+    "GpuMetrics",
+    "MeasurementScope",
+    "MeasurementValue",
+    "MemoryMetrics",
+    "NetworkInterfaceMetrics",
+    "NetworkMetrics",
+    "NetworkTrafficMetrics",
+    "OperatingSystem",
+    "ProcessMetrics",
+    "ProcessSamplingMetadata",
+    "ResourceLimitEventCount",
+    "ResourceLimitEventKind",
+    "ResourceLimitResource",
+    "ResourceMeasurement",
+    "ResourceMetricsSnapshot",
+    "UnitType",
+    "UtilizationUnit",
+    "collect",
+]

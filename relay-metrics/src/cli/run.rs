@@ -410,15 +410,18 @@ fn unrunnable(program: &str) -> Option<ExitWith> {
     use std::os::unix::fs::PermissionsExt;
     enum Found {
         Runnable,
-        NotExecutable(&'static str),
+        NotExecutable(String),
         Missing,
     }
     let look = |path: &std::path::Path| match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Found::NotExecutable("is a directory"),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => Found::NotExecutable("not executable"),
+        Ok(m) if m.is_dir() => Found::NotExecutable("is a directory".into()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Found::NotExecutable("not executable".into())
+        }
         Ok(_) => Found::Runnable,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Found::Missing,
-        Err(_) => Found::NotExecutable("permission denied"),
+        // EACCES on a directory of the path, ELOOP, ...: found, but exec would fail.
+        Err(error) => Found::NotExecutable(error.to_string()),
     };
     let found = if program.contains('/') {
         look(std::path::Path::new(program))

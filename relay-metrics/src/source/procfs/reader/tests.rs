@@ -542,6 +542,7 @@ fn private_memory_follows_the_process_across_exec() {
 /// A stopped process with four threads: its schedstat must be the sum over its threads, not
 /// the main thread's alone.
 #[test]
+#[ignore = "tools: python3"]
 fn schedstat_of_a_multi_threaded_process_sums_its_threads() {
     let child = Spawned(
         Command::new("python3")
