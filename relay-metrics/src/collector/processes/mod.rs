@@ -335,23 +335,26 @@ impl ProcessPassReader {
             (Some(record), Some(iter)) => iter.sample(record, &self.fields),
             _ => (self.reader.sample(pid, &self.fields)?, false),
         };
-        let Some(private) = &mut self.private else {
-            return Ok(sample);
-        };
         let start = sample.start_time_ticks;
-        let read_private = private.must_read(pid, start);
+        let read_private = self
+            .private
+            .as_ref()
+            .is_some_and(|private| private.must_read(pid, start));
         if read_statm || read_private {
-            // A pid read just before is held: no reopen, and its identity is pinned.
+            // Through the pid's held files where it has them (its identity pinned); otherwise
+            // `memory` checks the identity by the start time.
             let (statm_bytes, private_kib) =
                 self.reader.memory(pid, start, read_statm, read_private)?;
             sample.rss_bytes = statm_bytes.unwrap_or(sample.rss_bytes);
             sample.private_kib = private_kib;
         }
-        sample.private_kib = if read_private {
-            private.store(pid, start, sample.private_kib)
-        } else {
-            private.cached(pid)
-        };
+        if let Some(private) = &mut self.private {
+            sample.private_kib = if read_private {
+                private.store(pid, start, sample.private_kib)
+            } else {
+                private.cached(pid)
+            };
+        }
         Ok(sample)
     }
 
