@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// The largest config file read: a full Relay config is a few KiB, and a bound keeps a wrong
 /// path (a device, a huge log) from being read until memory runs out.
-pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+pub const MAX_CONFIG_BYTES: u64 = InputKind::Config.max_bytes();
 
 /// Every configuration error message starts with this, as in Relay.
 pub const ERROR_PREFIX: &str = "invalid resource metrics config: ";
@@ -102,6 +102,29 @@ pub struct PollingConfig {
     pub enabled: bool,
     /// Period between polls; must be greater than zero even when polling is off.
     pub interval_millis: u64,
+}
+
+/// The longest sampling period used: one day (86,400,000 ms). `--interval-ms` refuses more;
+/// `polling.interval_millis` accepts up to `u64::MAX`, as Relay does, and samples at least
+/// once a day ([`PollingConfig::period`]).
+pub const MAX_INTERVAL_MILLIS: u64 = 86_400_000;
+
+impl PollingConfig {
+    /// The period between polls: `interval_millis`, at most [`MAX_INTERVAL_MILLIS`].
+    pub fn period(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.interval_millis.min(MAX_INTERVAL_MILLIS))
+    }
+}
+
+/// Parses an interval flag (`--interval-ms`): whole milliseconds from 1 to
+/// [`MAX_INTERVAL_MILLIS`].
+pub fn parse_interval_millis(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(ms) if (1..=MAX_INTERVAL_MILLIS).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "expected whole milliseconds from 1 to {MAX_INTERVAL_MILLIS} (one day), got {text:?}"
+        )),
+    }
 }
 
 impl Default for PollingConfig {
@@ -376,8 +399,10 @@ pub fn validate_cgroup_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses JSON, or TOML when the text is not JSON.
+/// Parses JSON, or TOML when the text is not JSON. A leading UTF-8 byte order mark (which
+/// some Windows editors write) is skipped for both.
 fn parse_document(text: &str) -> Result<serde_json::Value, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match serde_json::from_str(text) {
         Ok(value) => Ok(value),
         Err(json_error) => toml::from_str::<serde_json::Value>(text).map_err(|toml_error| {
@@ -414,31 +439,15 @@ fn extract_component(value: serde_json::Value) -> Result<serde_json::Value, Conf
         .unwrap_or_else(|| serde_json::json!({})))
 }
 
+mod input;
 mod units;
 
+pub use input::{read_input_file, InputKind};
 pub use units::*;
 
-/// Reads a config file: a regular file (after symlinks) of at most [`MAX_CONFIG_BYTES`], as
-/// UTF-8. Opened without blocking, so a FIFO with no writer is refused instead of waited on.
+/// Reads a config file through the input guard ([`read_input_file`]), as UTF-8.
 fn read_config_text(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|error| error.to_string())?;
-    let metadata = file.metadata().map_err(|error| error.to_string())?;
-    if !metadata.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(format!("larger than {MAX_CONFIG_BYTES} bytes"));
-    }
+    let bytes = read_input_file(path, InputKind::Config)?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
 }
 

@@ -33,7 +33,7 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Period between snapshots.
-    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = relay_metrics::config::parse_interval_millis)]
     interval_ms: u64,
     /// Write the NDJSON stream here instead of stdout.
     #[arg(long, value_name = "FILE")]

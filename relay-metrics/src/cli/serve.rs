@@ -20,7 +20,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
     listen: String,
     /// Period between snapshots. Default: the config's `polling.interval_millis`.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", value_parser = relay_metrics::config::parse_interval_millis)]
     interval_ms: Option<u64>,
     #[command(flatten)]
     otlp: OtlpFlags,
@@ -54,6 +54,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         LogFormatArg::Json => serve::LogFormat::Json,
     });
     let mut otlp = OtlpSettings::resolve(&flags, &|name| std::env::var(name).ok())?;
+    // Every input file is read and checked before the collector starts.
+    if let Some(settings) = &otlp {
+        settings.check_tls_files()?;
+    }
+    let web = web_config_file
+        .map(|path| serve::WebConfig::load(&path))
+        .transpose()?;
     let mut config = resolve_config(&target)?;
     if let Some(names) = flags.metric_names {
         config.extensions.metric_names = names;
@@ -61,7 +68,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
     if let Some(settings) = &mut otlp {
         settings.metric_names = config.extensions.metric_names;
     }
-    let period = Duration::from_millis(interval_ms.unwrap_or(config.polling.interval_millis));
+    let period = interval_ms.map_or_else(|| config.polling.period(), Duration::from_millis);
     let collector = Collector::new(config)?;
     let options = serve::AgentOptions {
         listen,
@@ -69,9 +76,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         otlp,
         // After `Collector::new`, which raised the open-file limit.
         limits: serve::Limits::for_open_file_limit(),
-        web: web_config_file
-            .map(|path| serve::WebConfig::load(&path))
-            .transpose()?,
+        web,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -15,7 +15,7 @@ pub(crate) struct SnapshotArgs {
     #[command(flatten)]
     target: TargetArgs,
     /// Take a baseline, wait this long, then report the second sample (fills the rates).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", value_parser = relay_metrics::config::parse_interval_millis)]
     interval_ms: Option<u64>,
     /// Indent the JSON.
     #[arg(long)]

@@ -16,7 +16,7 @@ pub(crate) struct WatchArgs {
     target: TargetArgs,
     /// Period between snapshots (fixed rate: deadlines do not drift). Default: the
     /// config's `polling.interval_millis` (5000 unless configured).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", value_parser = relay_metrics::config::parse_interval_millis)]
     interval_ms: Option<u64>,
     /// Stop after this many snapshots.
     #[arg(long, value_name = "N")]
@@ -26,7 +26,12 @@ pub(crate) struct WatchArgs {
 /// Streams snapshots to stdout; returns the exit code.
 pub(crate) fn run(args: WatchArgs) -> Result<i32> {
     let config = resolve_config(&args.target)?;
-    let interval_ms = args.interval_ms.unwrap_or(config.polling.interval_millis);
+    let interval_ms = args.interval_ms.unwrap_or(
+        config
+            .polling
+            .interval_millis
+            .min(relay_metrics::config::MAX_INTERVAL_MILLIS),
+    );
     let collector = Collector::new(config)?;
     let stdout = std::io::stdout().lock();
     stream(collector, interval_ms, args.count, stdout)?;

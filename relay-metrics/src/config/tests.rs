@@ -140,6 +140,58 @@ fn accepts_huge_intervals_and_nonexistent_absolute_paths() {
     }))
     .unwrap();
     assert_eq!(config.polling.interval_millis, u64::MAX);
+    // Accepted as Relay accepts it, but polled at least once a day.
+    assert_eq!(
+        config.polling.period(),
+        std::time::Duration::from_millis(MAX_INTERVAL_MILLIS)
+    );
+    assert_eq!(MAX_INTERVAL_MILLIS, 24 * 60 * 60 * 1000);
+    let config =
+        ResourceMetricsConfig::from_value(json!({"polling": {"interval_millis": 1500}})).unwrap();
+    assert_eq!(
+        config.polling.period(),
+        std::time::Duration::from_millis(1500)
+    );
+}
+
+#[test]
+fn interval_flags_are_capped_at_one_day() {
+    assert_eq!(parse_interval_millis("1"), Ok(1));
+    assert_eq!(parse_interval_millis("86400000"), Ok(86_400_000));
+    for text in [
+        "0",
+        "86400001",
+        "18446744073709551615",
+        "-1",
+        "1.5",
+        "soon",
+        "",
+    ] {
+        let error = parse_interval_millis(text).unwrap_err();
+        assert_eq!(
+            error,
+            format!("expected whole milliseconds from 1 to 86400000 (one day), got {text:?}")
+        );
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_in_json_and_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("bom.json", "\u{feff}{\"measurement_scope\": \"global\"}"),
+        ("bom.toml", "\u{feff}measurement_scope = \"global\"\n"),
+    ] {
+        let config = ResourceMetricsConfig::from_text(text).unwrap();
+        assert_eq!(config.measurement_scope, ScopeSetting::Global, "{name}");
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let config = ResourceMetricsConfig::from_file(&path).unwrap();
+        assert_eq!(config.measurement_scope, ScopeSetting::Global, "{name}");
+    }
+    // Only a leading mark: one inside the document is still a syntax error.
+    let error = ResourceMetricsConfig::from_text("{}\u{feff}").unwrap_err();
+    assert!(matches!(error, ConfigError::Syntax { .. }), "{error}");
 }
 
 #[test]
@@ -229,7 +281,10 @@ fn a_config_file_over_the_size_cap_is_refused() {
     text.extend_from_slice(b"{}");
     std::fs::write(&big, &text).unwrap();
     let error = file_error(&big);
-    assert!(error.contains("larger than 1048576 bytes"), "{error}");
+    assert!(
+        error.contains("larger than 1 MiB (1048576 bytes)"),
+        "{error}"
+    );
     text.truncate(text.len() - 3);
     text.extend_from_slice(b"{}");
     std::fs::write(&big, &text).unwrap();

@@ -5,6 +5,8 @@
 
 pub mod json;
 pub(crate) mod metrics;
+#[cfg(feature = "agent")]
+pub(crate) mod pem;
 // The OTLP and Prometheus modules' docs name the metric families they share (`metrics`), which
 // are not public API.
 #[allow(

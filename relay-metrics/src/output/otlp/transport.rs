@@ -2,7 +2,6 @@
 //! opentelemetry-proto, both over one rustls configuration (ring provider) when the endpoint
 //! is `https`.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,14 +17,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
 use tonic::transport::{Channel, Endpoint};
 use tonic_types::StatusExt as _;
 
 use super::settings::{Compression, OtlpSettings, Protocol};
+use crate::output::pem::{read_certificates, read_private_key};
 
 /// Most of a collector's answer that is read (an error's text, a partial success).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -33,14 +31,9 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// A setting that cannot be put to use: unreadable certificates, an invalid header.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
-    /// A PEM file that cannot be read or holds nothing usable.
-    #[error("OTLP: {path}: {reason}")]
-    Pem {
-        /// The file.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
+    /// A PEM file that cannot be read or holds nothing usable: the file, then what is wrong.
+    #[error("OTLP: {0}")]
+    Pem(String),
     /// rustls refused the certificates or key.
     #[error("OTLP TLS: {0}")]
     Tls(#[from] rustls::Error),
@@ -340,6 +333,18 @@ pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
     Some(delay.to_std().unwrap_or(Duration::ZERO))
 }
 
+impl OtlpSettings {
+    /// Reads the configured CA and client certificate files and builds the TLS configuration
+    /// from them, as the exporter does at its start: a caller runs this first so that a bad
+    /// file fails before anything else is set up. Without such files there is nothing to read.
+    pub fn check_tls_files(&self) -> Result<(), TransportError> {
+        if self.ca_file.is_some() || self.client_cert.is_some() {
+            tls_config(self)?;
+        }
+        Ok(())
+    }
+}
+
 /// The client TLS configuration: ring's provider, the system's roots or the configured CA
 /// file, and the client certificate when configured.
 fn tls_config(settings: &OtlpSettings) -> Result<rustls::ClientConfig, TransportError> {
@@ -347,7 +352,7 @@ fn tls_config(settings: &OtlpSettings) -> Result<rustls::ClientConfig, Transport
     let mut roots = rustls::RootCertStore::empty();
     match &settings.ca_file {
         Some(path) => {
-            for certificate in read_certificates(path)? {
+            for certificate in read_certificates(path).map_err(TransportError::Pem)? {
                 roots.add(certificate)?;
             }
         }
@@ -364,32 +369,12 @@ fn tls_config(settings: &OtlpSettings) -> Result<rustls::ClientConfig, Transport
         .with_root_certificates(roots);
     Ok(match &settings.client_cert {
         Some((cert, key)) => {
-            let chain = read_certificates(cert)?;
-            let key = PrivateKeyDer::from_pem_file(key).map_err(|error| pem_error(key, error))?;
+            let chain = read_certificates(cert).map_err(TransportError::Pem)?;
+            let key = read_private_key(key).map_err(TransportError::Pem)?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),
     })
-}
-
-fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TransportError> {
-    let certificates = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|error| pem_error(path, error))?;
-    if certificates.is_empty() {
-        return Err(TransportError::Pem {
-            path: path.display().to_string(),
-            reason: "no PEM certificate in it".into(),
-        });
-    }
-    Ok(certificates)
-}
-
-fn pem_error(path: &Path, error: rustls::pki_types::pem::Error) -> TransportError {
-    TransportError::Pem {
-        path: path.display().to_string(),
-        reason: error.to_string(),
-    }
 }
 
 #[cfg(test)]

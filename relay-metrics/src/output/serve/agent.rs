@@ -98,6 +98,12 @@ pub(super) async fn run_with(
         Some(web) => (web.tls, web.auth),
         None => (None, None),
     };
+    if let Some(auth) = &auth {
+        tracing::info!(
+            at_once = auth.pool_size(),
+            "basic auth: unknown credentials are verified on a pool of bcrypt threads"
+        );
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!("serving {scheme}://{address}/metrics");
     let failures = exporter.as_ref().map(|(exporter, _)| exporter.failures());

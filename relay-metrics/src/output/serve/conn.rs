@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -237,7 +238,7 @@ pub(super) async fn serve(
             _ = stop.wait_for(|stop| *stop) => break,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 if registry.len() >= limits.max_connections && !registry.shed_oldest_idle() {
                     // Every connection is busy sending a response: this one waits its turn by
                     // reconnecting.
@@ -247,6 +248,7 @@ pub(super) async fn serve(
                 let (registration, shed) = registry.register();
                 tokio::spawn(connection(
                     stream,
+                    peer.ip(),
                     Arc::clone(&app),
                     limits,
                     tls.clone(),
@@ -287,8 +289,13 @@ pub(super) async fn serve(
 
 /// Serves one connection until it ends, is shed, or the server stops (then requests in flight
 /// are finished within the shutdown grace).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, each argument a different part of the server"
+)]
 async fn connection(
     stream: tokio::net::TcpStream,
+    client: IpAddr,
     app: Arc<App>,
     limits: Limits,
     tls: Option<tokio_rustls::TlsAcceptor>,
@@ -302,7 +309,7 @@ async fn connection(
     let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
     let stream = WriteTimeout::new(stream, limits.write_timeout);
     let Some(tls) = tls else {
-        return http(stream, app, limits, registration, shed, stop).await;
+        return http(stream, client, app, limits, registration, shed, stop).await;
     };
     // The handshake has the header-read timeout too, and a connection in it can be shed.
     let handshake = tokio::select! {
@@ -310,7 +317,7 @@ async fn connection(
         () = shed.notified() => return,
     };
     match handshake {
-        Ok(Ok(stream)) => http(stream, app, limits, registration, shed, stop).await,
+        Ok(Ok(stream)) => http(stream, client, app, limits, registration, shed, stop).await,
         Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
         Err(_) => tracing::debug!("TLS handshake timed out"),
     }
@@ -318,6 +325,7 @@ async fn connection(
 
 async fn http<S>(
     stream: S,
+    client: IpAddr,
     app: Arc<App>,
     limits: Limits,
     registration: Registration,
@@ -333,7 +341,7 @@ async fn http<S>(
             let busy = registration.busy();
             let app = Arc::clone(&app);
             async move {
-                let mut response = app.authorized(&request).await;
+                let mut response = app.authorized(&request, client).await;
                 response.body_mut().hold(busy);
                 Ok::<_, Infallible>(response)
             }

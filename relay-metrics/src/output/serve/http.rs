@@ -30,15 +30,19 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const ROUTES: &str = "routes: /metrics /snapshot /healthz\n";
 
 impl App {
-    /// The response to a request: 401 without valid credentials when basic auth is on,
-    /// else [`Self::respond`].
-    pub(super) async fn authorized<B>(&self, request: &Request<B>) -> Response<Chunks> {
+    /// The response to a request from `client`: 401 without valid credentials when basic auth
+    /// is on, else [`Self::respond`].
+    pub(super) async fn authorized<B>(
+        &self,
+        request: &Request<B>,
+        client: std::net::IpAddr,
+    ) -> Response<Chunks> {
         if let Some(auth) = &self.auth {
             let authorization = request
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok());
-            if !auth.allows(authorization).await {
+            if !auth.allows(authorization, client).await {
                 let mut response = plain(StatusCode::UNAUTHORIZED, "authentication required\n");
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,

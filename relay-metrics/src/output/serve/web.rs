@@ -16,13 +16,16 @@
 //! versions, HTTP/2, extra headers) are refused at start rather than ignored.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
+
+use crate::config::{read_input_file, InputKind};
+use crate::output::pem::{read_certificates, read_private_key};
 
 /// A web config file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -74,8 +77,8 @@ impl WebConfig {
             path: path.to_path_buf(),
             reason,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let file: File = serde_yaml_ng::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        let bytes = read_input_file(path, InputKind::WebConfig).map_err(fail)?;
+        let file: File = serde_yaml_ng::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let tls = file
             .tls_server_config
@@ -87,13 +90,13 @@ impl WebConfig {
                 return Err(fail(format!("basic_auth_users.{user}: not a bcrypt hash")));
             }
         }
-        let auth = (!file.basic_auth_users.is_empty()).then(|| {
-            Arc::new(BasicAuth {
-                users: file.basic_auth_users,
-                verified: Mutex::new(HashSet::new()),
-                slots: tokio::sync::Semaphore::new(BCRYPT_AT_ONCE),
-            })
-        });
+        let auth = if file.basic_auth_users.is_empty() {
+            None
+        } else {
+            Some(Arc::new(
+                BasicAuth::new(file.basic_auth_users).map_err(fail)?,
+            ))
+        };
         Ok(Self { tls, auth })
     }
 }
@@ -101,15 +104,9 @@ impl WebConfig {
 fn tls_acceptor(tls: &TlsFile, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
     let resolve = |file: &Path| base.join(file);
     let cert_file = resolve(&tls.cert_file);
-    let certs = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
-    if certs.is_empty() {
-        return Err(format!("cert_file {}: no certificate", cert_file.display()));
-    }
+    let certs = read_certificates(&cert_file).map_err(|e| format!("cert_file {e}"))?;
     let key_file = resolve(&tls.key_file);
-    let key = PrivateKeyDer::from_pem_file(&key_file)
-        .map_err(|e| format!("key_file {}: {e}", key_file.display()))?;
+    let key = read_private_key(&key_file).map_err(|e| format!("key_file {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -122,10 +119,7 @@ fn tls_acceptor(tls: &TlsFile, base: &Path) -> Result<tokio_rustls::TlsAcceptor,
         (Some(ca), None | Some("RequireAndVerifyClientCert" | "VerifyClientCertIfGiven")) => {
             let ca = resolve(ca);
             let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(&ca)
-                .map_err(|e| format!("client_ca_file {}: {e}", ca.display()))?
-            {
-                let cert = cert.map_err(|e| format!("client_ca_file {}: {e}", ca.display()))?;
+            for cert in read_certificates(&ca).map_err(|e| format!("client_ca_file {e}"))? {
                 roots
                     .add(cert)
                     .map_err(|e| format!("client_ca_file {}: {e}", ca.display()))?;
@@ -155,68 +149,232 @@ fn tls_acceptor(tls: &TlsFile, base: &Path) -> Result<tokio_rustls::TlsAcceptor,
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-/// bcrypt checks at once: each costs tens of milliseconds of CPU on purpose, so a client
-/// guessing passwords waits for a slot instead of taking the cores.
-const BCRYPT_AT_ONCE: usize = 2;
-/// Verified `Authorization` values remembered (then forgotten all at once).
+/// How long a wrong (user, password) pair is remembered: repeating it within this time is
+/// answered without a bcrypt run.
+const FAILED_FOR: Duration = Duration::from_secs(300);
+/// Wrong (user, password) pairs remembered at most (the oldest goes first).
+const FAILED_KEPT: usize = 1024;
+/// Verified (user, password) pairs remembered (then forgotten all at once).
 const VERIFIED_KEPT: usize = 64;
 
-/// Basic-auth users and their bcrypt hashes.
-#[derive(Debug)]
+/// A keyed hash (HMAC-SHA256 under a key drawn at start) of a user and password: what the
+/// caches keep instead of the password.
+type Tag = [u8; 32];
+
+/// Basic-auth users and their bcrypt hashes, with the machinery that keeps a flood of wrong
+/// passwords from starving a legitimate client:
+///
+/// - bcrypt runs on the blocking pool, at most [`BasicAuth::pool_size`] at once (one per core,
+///   at least 2), so verifications proceed in parallel and the async server never blocks;
+/// - each client address has at most one verification pending: its other requests queue behind
+///   it, so one address flooding wrong passwords holds one slot of the pool and another
+///   address's first login waits for at most one verification;
+/// - a verified pair and a recently failed pair are answered from a cache of keyed hashes,
+///   without bcrypt;
+/// - an unknown user is checked against a dummy hash of the users' highest cost, so the answer
+///   takes as long as for a known user with a wrong password.
 pub(super) struct BasicAuth {
     users: HashMap<String, String>,
-    /// `Authorization` values that verified: a scraper sends the same one every time, and
-    /// bcrypt is slow by design.
-    verified: Mutex<HashSet<String>>,
+    /// A bcrypt hash of a random password at the users' highest cost.
+    dummy: String,
+    key: ring::hmac::Key,
+    verified: Mutex<HashSet<Tag>>,
+    failed: Mutex<HashMap<Tag, Instant>>,
+    /// One queue per client address with a verification pending.
+    clients: Mutex<HashMap<IpAddr, Arc<tokio::sync::Mutex<()>>>>,
     slots: tokio::sync::Semaphore,
+    pool_size: usize,
+}
+
+impl std::fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BasicAuth")
+            .field("users", &self.users.len())
+            .field("pool_size", &self.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cost of a bcrypt hash (`$2b$12$…` → 12).
+fn bcrypt_cost(hash: &str) -> Option<u32> {
+    hash.split('$').nth(2)?.parse().ok()
+}
+
+/// What a verification concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Allowed,
+    Denied,
 }
 
 impl BasicAuth {
-    /// True when `authorization` (the header's value) names a user with the right password.
-    pub(super) async fn allows(self: &Arc<Self>, authorization: Option<&str>) -> bool {
-        let Some(value) = authorization else {
-            return false;
-        };
-        if self
-            .verified
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(value)
-        {
-            return true;
-        }
-        let Some(encoded) = value
-            .strip_prefix("Basic ")
-            .or_else(|| value.strip_prefix("basic "))
-        else {
-            return false;
-        };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return false;
-        };
-        let Ok(decoded) = String::from_utf8(decoded) else {
-            return false;
-        };
-        let Some((user, password)) = decoded.split_once(':') else {
-            return false;
-        };
-        let Some(hash) = self.users.get(user).cloned() else {
-            return false;
-        };
-        let Ok(_slot) = self.slots.acquire().await else {
-            return false;
-        };
-        let password = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash))
-            .await
-            .is_ok_and(|verified| verified.unwrap_or(false));
-        if ok {
-            let mut verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
-            if verified.len() >= VERIFIED_KEPT {
-                verified.clear();
-            }
-            verified.insert(value.to_string());
-        }
-        ok
+    /// The users of a web config (their hashes already start with `$2`): makes the dummy hash
+    /// (one bcrypt run at the highest cost) and the cache key.
+    fn new(users: HashMap<String, String>) -> Result<Self, String> {
+        let cost = users
+            .iter()
+            .map(|(user, hash)| {
+                bcrypt_cost(hash).ok_or_else(|| format!("basic_auth_users.{user}: no bcrypt cost"))
+            })
+            // 4 is bcrypt's lowest cost.
+            .try_fold(4, |highest, cost| cost.map(|cost| highest.max(cost)))?;
+        let rng = ring::rand::SystemRandom::new();
+        let key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
+            .map_err(|_| "no random key for the credential cache".to_string())?;
+        let mut password = [0u8; 16];
+        ring::rand::SecureRandom::fill(&rng, &mut password)
+            .map_err(|_| "no random dummy password".to_string())?;
+        let dummy = bcrypt::hash(password, cost).map_err(|e| format!("dummy bcrypt hash: {e}"))?;
+        let pool_size = std::thread::available_parallelism()
+            .map_or(2, std::num::NonZeroUsize::get)
+            .clamp(2, 16);
+        Ok(Self {
+            users,
+            dummy,
+            key,
+            verified: Mutex::new(HashSet::new()),
+            failed: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
+            slots: tokio::sync::Semaphore::new(pool_size),
+            pool_size,
+        })
     }
+
+    /// How many bcrypt verifications run at once.
+    pub(super) fn pool_size(&self) -> usize {
+        self.pool_size
+    }
+
+    fn tag(&self, user: &str, password: &str) -> Tag {
+        let mut context = ring::hmac::Context::with_key(&self.key);
+        context.update(&(user.len() as u64).to_le_bytes());
+        context.update(user.as_bytes());
+        context.update(password.as_bytes());
+        let mut tag = [0u8; 32];
+        tag.copy_from_slice(context.sign().as_ref());
+        tag
+    }
+
+    /// The cached verdict of `tag`, if any (an expired failure is forgotten).
+    fn cached(&self, tag: &Tag) -> Option<Verdict> {
+        if lock(&self.verified).contains(tag) {
+            return Some(Verdict::Allowed);
+        }
+        let mut failed = lock(&self.failed);
+        match failed.get(tag) {
+            Some(until) if *until > Instant::now() => Some(Verdict::Denied),
+            Some(_) => {
+                failed.remove(tag);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn remember(&self, tag: Tag, verdict: Verdict) {
+        match verdict {
+            Verdict::Allowed => {
+                let mut verified = lock(&self.verified);
+                if verified.len() >= VERIFIED_KEPT {
+                    verified.clear();
+                }
+                verified.insert(tag);
+            }
+            Verdict::Denied => {
+                let now = Instant::now();
+                let mut failed = lock(&self.failed);
+                if failed.len() >= FAILED_KEPT {
+                    failed.retain(|_, until| *until > now);
+                }
+                if failed.len() >= FAILED_KEPT {
+                    let oldest = failed
+                        .iter()
+                        .min_by_key(|(_, until)| **until)
+                        .map(|(t, _)| *t);
+                    if let Some(oldest) = oldest {
+                        failed.remove(&oldest);
+                    }
+                }
+                failed.insert(tag, now + FAILED_FOR);
+            }
+        }
+    }
+
+    /// True when `authorization` (the header's value) names a user with the right password.
+    /// `client` is the request's source address (its queue).
+    pub(super) async fn allows(
+        self: &Arc<Self>,
+        authorization: Option<&str>,
+        client: IpAddr,
+    ) -> bool {
+        let Some((user, password)) = authorization.and_then(credentials) else {
+            return false;
+        };
+        let tag = self.tag(&user, &password);
+        if let Some(verdict) = self.cached(&tag) {
+            return verdict == Verdict::Allowed;
+        }
+        // One verification at a time per client address.
+        let queue = Arc::clone(lock(&self.clients).entry(client).or_default());
+        let verdict = {
+            let _turn = queue.lock().await;
+            // A request of the same client may have settled it meanwhile.
+            match self.cached(&tag) {
+                Some(verdict) => verdict,
+                None => self.verify(user, password, tag).await,
+            }
+        };
+        drop(queue);
+        let mut clients = lock(&self.clients);
+        if clients
+            .get(&client)
+            .is_some_and(|queue| Arc::strong_count(queue) == 1)
+        {
+            clients.remove(&client);
+        }
+        verdict == Verdict::Allowed
+    }
+
+    /// One bcrypt run on the pool (against the dummy hash for an unknown user); its verdict is
+    /// remembered.
+    async fn verify(self: &Arc<Self>, user: String, password: String, tag: Tag) -> Verdict {
+        let Ok(_slot) = self.slots.acquire().await else {
+            return Verdict::Denied;
+        };
+        let auth = Arc::clone(self);
+        let verified = tokio::task::spawn_blocking(move || match auth.users.get(&user) {
+            Some(hash) => bcrypt::verify(password, hash).unwrap_or(false),
+            None => {
+                // Same cost, result ignored: an unknown user is never let in.
+                let _ = bcrypt::verify(password, &auth.dummy);
+                false
+            }
+        })
+        .await
+        .unwrap_or(false);
+        let verdict = if verified {
+            Verdict::Allowed
+        } else {
+            Verdict::Denied
+        };
+        self.remember(tag, verdict);
+        verdict
+    }
+}
+
+/// The user and password of a `Basic` authorization value.
+fn credentials(value: &str) -> Option<(String, String)> {
+    let encoded = value
+        .strip_prefix("Basic ")
+        .or_else(|| value.strip_prefix("basic "))?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -1,0 +1,226 @@
+//! Every input file goes through one guard: a device (`/dev/zero`), a FIFO without a writer and
+//! a 10 MB file, given as the web config, as a TLS certificate or key of the web config, and as
+//! the OTLP CA or client key, make `serve` exit 1 with one line, within a second and without its
+//! memory growing with the file.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when their setup breaks"
+)]
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How a refused start went.
+struct Refusal {
+    code: Option<i32>,
+    stderr: String,
+    elapsed: Duration,
+    /// The child's peak resident memory (`ru_maxrss`), KiB.
+    peak_kib: u64,
+}
+
+/// Spawns the binary and reaps it with `wait4` for its peak memory. A process of its own does
+/// it (python3): `ru_maxrss` counts the memory of whoever spawned the binary, and this test
+/// process's grows with the other tests while a 3-line interpreter stays the same. A start that
+/// hangs is killed after 10 s (before it is reaped: the pid is still the child's), so a
+/// blocking read fails the test instead of hanging it.
+const SPAWNER: &str = "\
+import os, sys, time
+started = time.monotonic()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+while True:
+    reaped, status, usage = os.wait4(pid, os.WNOHANG)
+    if reaped == pid:
+        break
+    if time.monotonic() - started > 10:
+        os.kill(pid, 9)
+    time.sleep(0.002)
+print(usage.ru_maxrss, os.waitstatus_to_exitcode(status), time.monotonic() - started)
+";
+
+/// Runs `serve` with `args` to its end.
+fn serve(args: &[OsString]) -> Refusal {
+    let output = Command::new("python3")
+        .args(["-I", "-S", "-c", SPAWNER, common::binary()])
+        .args(["serve", "--listen", "127.0.0.1:0", "--scope", "global"])
+        .args(args)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut fields = stdout.split_whitespace();
+    let mut next = || {
+        fields
+            .next()
+            .unwrap_or_else(|| panic!("spawner said {stdout:?}"))
+    };
+    let peak_kib = next().parse().unwrap();
+    let code = next().parse().unwrap();
+    let elapsed = Duration::from_secs_f64(next().parse().unwrap());
+    Refusal {
+        code: Some(code),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        elapsed,
+        peak_kib,
+    }
+}
+
+/// The three bad inputs: a device, a FIFO nobody writes to, a 10 MB regular file.
+fn bad_files(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    let fifo = dir.join("input.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let big = dir.join("big.pem");
+    std::fs::write(&big, vec![b'A'; 10 * 1000 * 1000]).unwrap();
+    vec![
+        (PathBuf::from("/dev/zero"), "not a regular file"),
+        (fifo, "not a regular file"),
+        (big, "larger than "),
+    ]
+}
+
+/// A PEM block that parses as a certificate (its DER is not checked before the key is read).
+const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----\nMIIBAA==\n-----END CERTIFICATE-----\n";
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// Asserts exit 1, one line naming `what` and `reason`, within a second, and a peak memory
+/// within 4 MiB of the baseline refusal (a missing file).
+fn assert_refused(refusal: &Refusal, baseline: &Refusal, what: &str, reason: &str) {
+    assert_eq!(refusal.code, Some(1), "{}", refusal.stderr);
+    let lines: Vec<&str> = refusal.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", refusal.stderr);
+    assert!(
+        lines[0].starts_with("relay-metrics: error: ")
+            && lines[0].contains(what)
+            && lines[0].contains(reason),
+        "{what} / {reason}: {}",
+        lines[0]
+    );
+    assert!(
+        refusal.elapsed < Duration::from_secs(1),
+        "{what}: refused after {:?}",
+        refusal.elapsed
+    );
+    assert!(
+        refusal.peak_kib <= baseline.peak_kib + 4096,
+        "{what}: peak {} KiB against {} KiB when the file is missing",
+        refusal.peak_kib,
+        baseline.peak_kib
+    );
+    eprintln!(
+        "{what} ({reason}): exit 1 after {:?}, peak RSS {} KiB (missing file: {} KiB): {}",
+        refusal.elapsed, refusal.peak_kib, baseline.peak_kib, lines[0]
+    );
+}
+
+#[test]
+fn a_device_a_fifo_or_a_huge_file_as_the_web_config_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yml");
+    let baseline = serve(&[OsString::from("--web-config-file"), missing.into()]);
+    assert_eq!(baseline.code, Some(1), "{}", baseline.stderr);
+    for (file, reason) in bad_files(dir.path()) {
+        let refusal = serve(&[OsString::from("--web-config-file"), file.clone().into()]);
+        assert_refused(
+            &refusal,
+            &baseline,
+            &format!("web config {}", file.display()),
+            reason,
+        );
+    }
+}
+
+#[test]
+fn a_device_a_fifo_or_a_huge_file_as_a_tls_key_or_certificate_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("server.crt"), CERTIFICATE).unwrap();
+    let web = dir.path().join("web.yml");
+    let with = |cert: &Path, key: &Path| {
+        std::fs::write(
+            &web,
+            format!(
+                "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+                cert.display(),
+                key.display()
+            ),
+        )
+        .unwrap();
+        serve(&[OsString::from("--web-config-file"), web.clone().into()])
+    };
+    let cert = dir.path().join("server.crt");
+    let baseline = with(&cert, &dir.path().join("missing.key"));
+    assert!(
+        baseline.stderr.contains("key_file"),
+        "the certificate passed: {}",
+        baseline.stderr
+    );
+    for (file, reason) in bad_files(dir.path()) {
+        let key = with(&cert, &file);
+        assert_refused(
+            &key,
+            &baseline,
+            &format!("key_file {}", file.display()),
+            reason,
+        );
+        let certificate = with(&file, &cert);
+        assert_refused(
+            &certificate,
+            &baseline,
+            &format!("cert_file {}", file.display()),
+            reason,
+        );
+    }
+}
+
+#[test]
+fn a_device_a_fifo_or_a_huge_file_as_an_otlp_ca_or_client_key_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("client.crt");
+    std::fs::write(&cert, CERTIFICATE).unwrap();
+    let endpoint = ["--otlp-endpoint", "https://127.0.0.1:1"];
+    let baseline = serve(
+        &[
+            os(&endpoint),
+            os(&["--otlp-ca-file"]),
+            vec![dir.path().join("missing.pem").into()],
+        ]
+        .concat(),
+    );
+    assert_eq!(baseline.code, Some(1), "{}", baseline.stderr);
+    for (file, reason) in bad_files(dir.path()) {
+        let ca = serve(
+            &[
+                os(&endpoint),
+                os(&["--otlp-ca-file"]),
+                vec![file.clone().into()],
+            ]
+            .concat(),
+        );
+        assert_refused(&ca, &baseline, &format!("OTLP: {}", file.display()), reason);
+        let key = serve(
+            &[
+                os(&endpoint),
+                os(&["--otlp-client-cert"]),
+                vec![cert.clone().into()],
+                os(&["--otlp-client-key"]),
+                vec![file.clone().into()],
+            ]
+            .concat(),
+        );
+        assert_refused(
+            &key,
+            &baseline,
+            &format!("OTLP: {}", file.display()),
+            reason,
+        );
+    }
+}
