@@ -9,6 +9,7 @@
 mod collector;
 mod marks;
 mod objects;
+mod recorder;
 
 use pyo3::prelude::*;
 
@@ -18,6 +19,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<collector::NativeCollector>()?;
     module.add_class::<collector::Collecting>()?;
     module.add_class::<collector::LoopWaker>()?;
+    module.add_class::<recorder::NativeRecorder>()?;
     module.add_function(wrap_pyfunction!(objects::_install, module)?)?;
     module.add_function(wrap_pyfunction!(objects::_schema_table, module)?)?;
     module.add_function(wrap_pyfunction!(validate_config, module)?)?;

@@ -12,10 +12,11 @@ from importlib.metadata import version as _version
 
 from . import plugin, resource_metrics, subscribers
 from ._collector import Collector
+from .recording import Recording, record
 
 try:
     __version__: str = _version("relay-metrics")
 except _PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "unknown"
 
-__all__ = ["Collector", "plugin", "resource_metrics", "subscribers"]
+__all__ = ["Collector", "Recording", "plugin", "record", "resource_metrics", "subscribers"]

@@ -1,0 +1,275 @@
+//! `NativeRecorder`: the recording behind `relay_metrics.record()`. A thread of its own samples
+//! at a fixed rate (no GIL), feeds each snapshot to the run summary and the report's charts
+//! (the same Rust code as `relay-metrics run` and `report`), and keeps the snapshots.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use relay_metrics::config::ScopeSetting;
+use relay_metrics::report::ReportBuilder;
+use relay_metrics::summary::{Baseline, RunEnd};
+use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
+
+use crate::objects::schema;
+
+/// What the sampling thread shares with Python.
+struct Recorded {
+    builder: ReportBuilder,
+    snapshots: Vec<Arc<ResourceMetricsSnapshot>>,
+    started: Instant,
+    wall_time: Option<Duration>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic in the sampling thread leaves the data as it was: still worth reading.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A running or finished recording.
+#[pyclass(frozen, module = "relay_metrics._native")]
+pub(crate) struct NativeRecorder {
+    recorded: Arc<Mutex<Recorded>>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    owner_pid: u32,
+}
+
+/// Sleeps until `deadline` (forever for `None`); false once asked to stop.
+fn wait(stop: &(Mutex<bool>, Condvar), deadline: Option<Instant>) -> bool {
+    let (flag, wake) = stop;
+    let mut stopped = lock(flag);
+    loop {
+        if *stopped {
+            return false;
+        }
+        let now = Instant::now();
+        match deadline {
+            Some(deadline) if now >= deadline => return true,
+            Some(deadline) => {
+                stopped = wake
+                    .wait_timeout(stopped, deadline - now)
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|error| error.into_inner().0);
+            }
+            None => {
+                stopped = wake
+                    .wait(stopped)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+    }
+}
+
+fn record(
+    mut collector: Collector,
+    period: Duration,
+    recorded: &Mutex<Recorded>,
+    stop: &(Mutex<bool>, Condvar),
+) {
+    let keep = |snapshot: Arc<ResourceMetricsSnapshot>| {
+        let mut recorded = lock(recorded);
+        recorded.builder.observe(&snapshot);
+        recorded.snapshots.push(snapshot);
+    };
+    {
+        let mut snapshots = collector.every(period);
+        while let Some(snapshot) = snapshots.next_unless(|deadline| wait(stop, deadline)) {
+            keep(snapshot);
+        }
+    }
+    // The end of the block: one last snapshot, so the totals reach the stop.
+    let last = collector.collect();
+    let mut guard = lock(recorded);
+    guard.wall_time = Some(guard.started.elapsed());
+    drop(guard);
+    keep(last);
+}
+
+#[pymethods]
+impl NativeRecorder {
+    /// Starts recording: `config_json` / `config_path` as for `NativeCollector`; without a
+    /// config, the process tree of this process.
+    #[new]
+    #[pyo3(signature = (interval_millis, config_json=None, config_path=None))]
+    fn new(
+        py: Python<'_>,
+        interval_millis: u64,
+        config_json: Option<String>,
+        config_path: Option<String>,
+    ) -> PyResult<Self> {
+        if interval_millis == 0 {
+            return Err(PyValueError::new_err(
+                "interval_ms must be greater than zero",
+            ));
+        }
+        let collector = py
+            .detach(move || -> Result<Collector, String> {
+                let mut config = match (&config_json, &config_path) {
+                    (_, Some(path)) => ResourceMetricsConfig::from_file(Path::new(path)),
+                    (Some(text), None) => ResourceMetricsConfig::from_text(text),
+                    (None, None) => Ok(ResourceMetricsConfig::default()),
+                }
+                .map_err(|error| error.to_string())?;
+                if config_json.is_none() && config_path.is_none() {
+                    config.measurement_scope = ScopeSetting::ProcessTree;
+                    config.root_pid = Some(std::process::id());
+                }
+                Collector::new(config).map_err(|error| error.to_string())
+            })
+            .map_err(PyValueError::new_err)?;
+        let recorded = Arc::new(Mutex::new(Recorded {
+            builder: ReportBuilder::new(Baseline::FirstSample),
+            snapshots: Vec::new(),
+            started: Instant::now(),
+            wall_time: None,
+        }));
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let (thread_recorded, thread_stop) = (Arc::clone(&recorded), Arc::clone(&stop));
+        let period = Duration::from_millis(interval_millis);
+        let thread = std::thread::Builder::new()
+            .name("relay-metrics-record".into())
+            .spawn(move || record(collector, period, &thread_recorded, &thread_stop))
+            .map_err(|error| {
+                PyRuntimeError::new_err(format!("cannot start the recording thread: {error}"))
+            })?;
+        Ok(Self {
+            recorded,
+            stop,
+            thread: Mutex::new(Some(thread)),
+            owner_pid: std::process::id(),
+        })
+    }
+
+    /// Stops recording after one last snapshot; idempotent.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        if std::process::id() != self.owner_pid {
+            return Ok(());
+        }
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            {
+                let (flag, wake) = &*self.stop;
+                *lock(flag) = true;
+                wake.notify_all();
+            }
+            py.detach(|| thread.join())
+                .map_err(|_| PyRuntimeError::new_err("the recording thread panicked"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the recording is still running.
+    #[getter]
+    fn running(&self) -> bool {
+        lock(&self.thread).is_some()
+    }
+
+    /// Snapshots taken so far.
+    fn __len__(&self) -> usize {
+        lock(&self.recorded).snapshots.len()
+    }
+
+    /// The run summary as JSON (the same code and fields as `run --summary-format json`).
+    fn summary_json(&self) -> PyResult<String> {
+        let recorded = lock(&self.recorded);
+        let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
+        let report = recorded
+            .builder
+            .finish(RunEnd {
+                wall_time,
+                ..RunEnd::default()
+            })
+            .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        Ok(report.summary.to_json())
+    }
+
+    /// The summary as the aligned text table `run` prints.
+    fn summary_text(&self) -> PyResult<String> {
+        let recorded = lock(&self.recorded);
+        let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
+        let report = recorded
+            .builder
+            .finish(RunEnd {
+                wall_time,
+                ..RunEnd::default()
+            })
+            .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        Ok(report.summary.to_text())
+    }
+
+    /// The snapshots as the package's dataclasses.
+    fn snapshots<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let snapshots = lock(&self.recorded).snapshots.clone();
+        let schema = schema(py)?;
+        snapshots
+            .iter()
+            .map(|snapshot| {
+                let mut json = Vec::with_capacity(8192);
+                snapshot.write_json(&mut json);
+                let json = String::from_utf8(json)
+                    .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+                schema.snapshot(py, snapshot, &json)
+            })
+            .collect()
+    }
+
+    /// Writes the report: `html` (summary and charts), `svg` or `png` (the charts alone).
+    fn report(&self, py: Python<'_>, path: String, format: &str) -> PyResult<()> {
+        let recorded = Arc::clone(&self.recorded);
+        let format = format.to_owned();
+        py.detach(move || -> Result<(), String> {
+            let recorded = lock(&recorded);
+            let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
+            let report = recorded
+                .builder
+                .finish(RunEnd {
+                    wall_time,
+                    ..RunEnd::default()
+                })
+                .map_err(|error| error.to_string())?;
+            drop(recorded);
+            let cannot = |error: std::io::Error| format!("cannot write {path}: {error}");
+            match format.as_str() {
+                "html" => {
+                    let html = report.to_html().map_err(|error| error.to_string())?;
+                    std::fs::write(&path, html).map_err(cannot)
+                }
+                "svg" => {
+                    let svg = report.to_svg().map_err(|error| error.to_string())?;
+                    std::fs::write(&path, svg).map_err(cannot)
+                }
+                "png" => {
+                    let file = std::fs::File::create(&path).map_err(cannot)?;
+                    let mut out = std::io::BufWriter::new(file);
+                    report
+                        .write_png(&mut out)
+                        .map_err(|error| error.to_string())?;
+                    std::io::Write::flush(&mut out).map_err(cannot)
+                }
+                other => Err(format!("unknown report format {other:?}: html, svg or png")),
+            }
+        })
+        .map_err(PyValueError::new_err)
+    }
+}
+
+impl Drop for NativeRecorder {
+    fn drop(&mut self) {
+        if std::process::id() != self.owner_pid {
+            return;
+        }
+        let (flag, wake) = &*self.stop;
+        *lock(flag) = true;
+        wake.notify_all();
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}

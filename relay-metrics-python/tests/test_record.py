@@ -1,0 +1,233 @@
+"""``relay_metrics.record()``: a recording around a block, against the CLI on the same workload."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import relay_metrics
+import relay_metrics.recording as record_module
+from relay_metrics import record
+
+# One process that burns ~0.4 s of CPU and holds 64 MiB: the same workload in the recording
+# (as a child of this process) and under `relay-metrics run`.
+WORKLOAD = (
+    "import time\n"
+    "block = bytearray(64 << 20)\n"
+    "for i in range(0, len(block), 4096): block[i] = 1\n"
+    "end = time.process_time() + 0.4\n"
+    "while time.process_time() < end: pass\n"
+    "time.sleep(0.2)\n"
+)
+
+
+def binary() -> Path | None:
+    root = Path(__file__).resolve().parents[2]
+    for profile in ("debug", "release"):
+        path = root / "target" / profile / "relay-metrics"
+        if path.exists():
+            return path
+    found = shutil.which("relay-metrics")
+    return Path(found) if found else None
+
+
+def test_a_block_is_recorded_and_stops_with_it() -> None:
+    with record(interval_ms=10) as rec:
+        assert rec.running
+        subprocess.run([sys.executable, "-c", WORKLOAD], check=True)
+    assert not rec.running
+    snapshots = rec.snapshots
+    assert len(snapshots) >= 10
+    assert all(isinstance(s, relay_metrics.resource_metrics.ResourceMetricsSnapshot) for s in snapshots)
+    assert [s.timestamp for s in snapshots] == sorted(s.timestamp for s in snapshots)
+    summary = rec.summary()
+    assert summary["measurement_scope"] == "process_tree"
+    assert summary["sampling"]["samples"] == len(snapshots)
+    assert summary["sampling"]["interval_usec"] == 10_000
+    assert 0.5 <= summary["wall_time_s"] < 30
+    # The child's 64 MiB was resident while it ran: the sampled peak sees at least most of it.
+    assert summary["memory"]["peak_resident_bytes"] >= 48 << 20
+    # Every null has its reason.
+    unknown = {entry["field"] for entry in summary["unknown"]}
+    for field in ("wall_time_s", "processes_created", "throttled_s"):
+        if summary.get(field) is None:
+            assert field in unknown
+    assert "Summary" in rec.summary_text() and "peak resident memory" in rec.summary_text()
+
+
+def test_summary_matches_the_cli_on_the_same_workload(tmp_path: Path) -> None:
+    """The recording measures this process's tree (pytest plus the child), `run` the child
+    alone: the recorded peak less this process's own resident size at the start is within 25 %
+    of `run`'s peak (both sampled sums at 10 ms, dominated by the child's 64 MiB; the
+    interpreters' own pages and pytest's growth make the rest). Wall time within 0.5 s and
+    sample counts within 50 % (the same workload, with start-up costs of its own each)."""
+    cli = binary()
+    if cli is None:
+        pytest.fail("the relay-metrics binary is not built (cargo build -p relay-metrics --features cli)")
+    stream = tmp_path / "run.ndjson"
+    subprocess.run(
+        [str(cli), "run", "--interval-ms", "10", "--output", str(stream), "--", sys.executable, "-c", WORKLOAD],
+        check=True,
+    )
+    report = tmp_path / "cli.html"
+    subprocess.run([str(cli), "report", str(stream), "-o", str(report)], check=True)
+
+    with record(interval_ms=10) as rec:
+        subprocess.run([sys.executable, "-c", WORKLOAD], check=True)
+    ours = rec.summary()
+    assert set(ours) >= {"wall_time_s", "cpu", "memory", "io", "sampling", "unknown"}
+
+    # The CLI's summary of its stream, computed by the same Rust code, is in its report's table;
+    # compare the peak resident memory through the snapshots' own values.
+    lines = [json.loads(line) for line in stream.read_text().splitlines() if line.strip()]
+    def mib(measurement: dict[str, object] | None) -> float:
+        assert measurement is not None
+        factor = {"kibibytes": 1 / 1024, "mebibytes": 1.0, "bytes": 1 / 1024**2}[str(measurement["unit"])]
+        return float(measurement["value"]) * factor  # type: ignore[arg-type]
+    cli_peak = max(mib(line["memory"]["resident"]) for line in lines if line["memory"]["resident"])
+    own = record_module._base(rec.snapshots[0].memory.resident)
+    assert own is not None
+    our_peak = (ours["memory"]["peak_resident_bytes"] - own) / 1024**2
+    assert abs(our_peak - cli_peak) <= 0.25 * cli_peak, (our_peak, cli_peak)
+    cli_span = (
+        _seconds(lines[-1]["timestamp"]) - _seconds(lines[0]["timestamp"])
+    )
+    assert abs(ours["wall_time_s"] - cli_span) < 0.5, (ours["wall_time_s"], cli_span)
+    assert abs(ours["sampling"]["samples"] - len(lines)) <= 0.5 * len(lines)
+    assert "peak resident memory" in report.read_text()
+
+
+def _seconds(timestamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")[:26] + "+00:00").timestamp()
+
+
+def test_to_pandas_columns_and_dtypes() -> None:
+    pandas = pytest.importorskip("pandas", reason="pandas is in the test venv (install-deps.sh)")
+    with record(interval_ms=10) as rec:
+        subprocess.run([sys.executable, "-c", WORKLOAD], check=True)
+    frame = rec.to_pandas()
+    assert list(frame.columns) == [
+        "timestamp",
+        "cpu_cores",
+        "cpu_user_s",
+        "cpu_system_s",
+        "memory_resident_bytes",
+        "disk_read_bytes",
+        "disk_write_bytes",
+        "process_count",
+        "thread_count",
+    ]
+    assert len(frame) == len(rec.snapshots)
+    assert str(frame["timestamp"].dtype).startswith("datetime64") and "UTC" in str(frame["timestamp"].dtype)
+    for column in frame.columns[1:]:
+        assert frame[column].dtype == "float64", column
+    assert frame["memory_resident_bytes"].max() >= 48 << 20
+    assert frame["process_count"].max() >= 2
+
+
+def test_to_pandas_without_pandas_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with record(interval_ms=50) as rec:
+        time.sleep(0.1)
+    with pytest.raises(ImportError, match="needs pandas"):
+        rec.to_pandas()
+
+
+def test_the_decorator_records_each_call() -> None:
+    @record(interval_ms=10)
+    def work(n: int) -> int:
+        time.sleep(0.1)
+        return n * 2
+
+    assert work(21) == 42
+    first = work.recording  # type: ignore[attr-defined]
+    assert not first.running and len(first.snapshots) >= 3
+    assert work.__name__ == "work"
+    work(1)
+    assert work.recording is not first  # type: ignore[attr-defined]
+
+
+def test_an_exception_stops_the_recording_and_propagates() -> None:
+    rec = record(interval_ms=10)
+    with pytest.raises(ZeroDivisionError):
+        with rec:
+            time.sleep(0.05)
+            1 / 0
+    assert not rec.running
+    taken = len(rec.snapshots)
+    time.sleep(0.1)
+    assert len(rec.snapshots) == taken, "sampling went on after the block"
+    assert rec.summary()["sampling"]["samples"] == taken
+
+
+def test_report_writes_html_svg_and_png(tmp_path: Path) -> None:
+    with record(interval_ms=10) as rec:
+        subprocess.run([sys.executable, "-c", WORKLOAD], check=True)
+    rec.report(tmp_path / "run.html")
+    page = (tmp_path / "run.html").read_text()
+    assert "Resident memory" in page and "<script" not in page and "wall time" in page
+    rec.report(tmp_path / "charts.svg")
+    assert (tmp_path / "charts.svg").read_text().startswith("<svg")
+    rec.report(tmp_path / "charts.png")
+    assert (tmp_path / "charts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="unknown report format"):
+        rec.report(tmp_path / "x", format="pdf")
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="interval_ms"):
+        record(interval_ms=0)
+    with pytest.raises(RuntimeError, match="not started"):
+        record().summary()
+
+
+TYPED_PROGRAM = '''
+from __future__ import annotations
+
+from typing import Any
+
+import relay_metrics
+
+
+def main(path: str) -> None:
+    with relay_metrics.record(interval_ms=10) as rec:
+        sum(range(1000))
+    summary: dict[str, Any] = rec.summary()
+    text: str = rec.summary_text()
+    snapshots: list[relay_metrics.resource_metrics.ResourceMetricsSnapshot] = rec.snapshots
+    rec.report(path)
+    print(summary["sampling"]["samples"] == len(snapshots), "Summary" in text)
+
+
+main(__import__("sys").argv[1])
+'''
+
+
+def test_record_passes_mypy_strict_and_runs(tmp_path: Path) -> None:
+    program = tmp_path / "typed_record.py"
+    program.write_text(TYPED_PROGRAM)
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ran = subprocess.run(
+        [sys.executable, str(program), str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["True", "True"]
+    assert (tmp_path / "r.html").exists()
