@@ -406,6 +406,7 @@ fn empty_sample(scope: MeasurementScope) -> Sample {
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
         system_wide_age_ms: None,
+        filesystems_age_ms: None,
         unavailable: Vec::new(),
     }
 }

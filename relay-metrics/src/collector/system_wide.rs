@@ -6,6 +6,10 @@
 //! `extensions.system_wide_interval_millis` they are re-read at most that often; in between, the
 //! sample keeps the values of the last read (it is reused from pass to pass), the reasons found
 //! by that read are repeated, and their age is reported in `extensions.sample_ages`.
+//!
+//! Filesystem capacities come from a refresher that asks them in helper processes off the
+//! sampling path (see [`fs::FilesystemRefresher`]): a read copies its latest answers, whose own
+//! age is `extensions.sample_ages.filesystems_ms`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,8 +24,8 @@ use crate::source::{fs, Roots};
 use super::reasons::Reasons;
 use super::CloneFromSlice;
 
-/// How long a `statvfs` may take before its path is reported as hung (it stays pending on its
-/// helper thread; see [`fs::DeadlineStatvfs`]).
+/// How long a `statvfs` may take before its path is reported as hung (it stays pending in its
+/// helper process; see [`fs::FilesystemRefresher`]).
 const FILESYSTEM_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub(super) struct SystemWide {
@@ -29,7 +33,9 @@ pub(super) struct SystemWide {
     read_at: Option<Instant>,
     /// Reasons the last read recorded, repeated while its values are reused.
     reasons: Vec<Unavailable>,
-    filesystems: fs::DeadlineStatvfs,
+    filesystems: fs::FilesystemRefresher,
+    /// When the round of the filesystem values in the sample started.
+    filesystems_at: Option<Instant>,
     capacities: Vec<fs::FilesystemCapacity>,
     meminfo: SystemReader,
     meminfo_sample: SystemSample,
@@ -43,10 +49,11 @@ impl SystemWide {
             interval: Duration::from_millis(config.extensions.system_wide_interval_millis),
             read_at: None,
             reasons: Vec::new(),
-            filesystems: fs::DeadlineStatvfs::new(
+            filesystems: fs::FilesystemRefresher::new(
                 unique_paths(&config.disk.filesystem_paths),
                 FILESYSTEM_TIMEOUT,
             ),
+            filesystems_at: None,
             capacities: Vec::new(),
             meminfo: SystemReader::new(roots),
             meminfo_sample: SystemSample::default(),
@@ -65,6 +72,7 @@ impl SystemWide {
     ) {
         if !(config.memory.enabled || config.disk.enabled || config.network.enabled) {
             sample.system_wide_age_ms = None;
+            sample.filesystems_age_ms = None;
             return;
         }
         let due = self
@@ -84,6 +92,7 @@ impl SystemWide {
             reasons.repeat(&self.reasons);
         }
         sample.system_wide_age_ms = self.read_at.map(super::age_ms);
+        sample.filesystems_age_ms = self.filesystems_at.map(super::age_ms);
     }
 
     fn read_memory(
@@ -112,10 +121,11 @@ impl SystemWide {
         out: &mut Vec<FilesystemValues>,
     ) {
         out.clear();
+        self.filesystems_at = None;
         if !config.disk.enabled {
             return;
         }
-        self.filesystems.read(&mut self.capacities);
+        self.filesystems_at = self.filesystems.read(&mut self.capacities);
         for (path, capacity) in self.filesystems.paths().iter().zip(&self.capacities) {
             if let Some(reason) = &capacity.error {
                 reasons.add("disk.filesystems", format_args!("{path}: {reason}"));

@@ -267,6 +267,7 @@ fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
         gpu_ms: sample.gpu.age_ms,
         cgroups_ms: sample.cgroup_reports_age_ms,
         system_wide_ms: sample.system_wide_age_ms,
+        filesystems_ms: sample.filesystems_age_ms,
     };
     extensions.precise_cpu = None;
 }

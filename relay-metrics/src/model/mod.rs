@@ -57,6 +57,8 @@ pub struct Sample {
     pub cgroup_reports_age_ms: Option<u64>,
     /// Age of the machine-wide values; `None` when none is enabled.
     pub system_wide_age_ms: Option<u64>,
+    /// Age of the filesystem capacities (answered off the sampling path); `None` without any.
+    pub filesystems_age_ms: Option<u64>,
     /// Reasons for missing values found while sampling.
     pub unavailable: Vec<Unavailable>,
 }

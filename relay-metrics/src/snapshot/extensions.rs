@@ -332,6 +332,9 @@ pub struct SampleAges {
     /// interfaces), re-read at most every `extensions.system_wide_interval_millis`, ms; `null`
     /// when none of them is enabled.
     pub system_wide_ms: Option<u64>,
+    /// Age of the filesystem capacities, ms: they are asked off the sampling path, in helper
+    /// processes, at most once a second while snapshots are taken; `null` without any.
+    pub filesystems_ms: Option<u64>,
 }
 
 /// Why some values are `null`.

@@ -87,6 +87,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
         private_memory_age_ms: None,
         cgroup_reports_age_ms: None,
         system_wide_age_ms: None,
+        filesystems_age_ms: None,
         unavailable: Vec::new(),
     }
 }

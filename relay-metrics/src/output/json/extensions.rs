@@ -259,11 +259,13 @@ fn write_sample_ages(w: &mut Writer<'_>, ages: &SampleAges) {
         gpu_ms,
         cgroups_ms,
         system_wide_ms,
+        filesystems_ms,
     } = ages;
     w.first("private_memory_ms").opt_u64(*private_memory_ms);
     w.key("gpu_ms").opt_u64(*gpu_ms);
     w.key("cgroups_ms").opt_u64(*cgroups_ms);
     w.key("system_wide_ms").opt_u64(*system_wide_ms);
+    w.key("filesystems_ms").opt_u64(*filesystems_ms);
     w.close();
 }
 

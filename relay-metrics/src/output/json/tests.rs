@@ -62,8 +62,7 @@ fn matches_serde_on_every_golden_snapshot() {
         value["extensions"]["collector"]["version"] = json!("0.1.0");
         // Masked in the goldens whose collector takes more than one snapshot.
         value["extensions"]["collector"]["sequence"] = json!(2);
-        value["extensions"]["sample_ages"] =
-            json!({"private_memory_ms": 12, "gpu_ms": null, "cgroups_ms": 0, "system_wide_ms": 3});
+        value["extensions"]["sample_ages"] = json!({"private_memory_ms": 12, "gpu_ms": null, "cgroups_ms": 0, "system_wide_ms": 3, "filesystems_ms": 4});
         let snapshot: ResourceMetricsSnapshot = serde_json::from_value(value)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         assert_same_bytes(&snapshot, &path.display().to_string());
@@ -527,6 +526,7 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 gpu_ms: rng.opt(Rng::u64),
                 cgroups_ms: rng.opt(Rng::u64),
                 system_wide_ms: rng.opt(Rng::u64),
+                filesystems_ms: rng.opt(Rng::u64),
             },
             sampler: rng.opt(|rng| SamplerInfo {
                 interval_usec: rng.u64(),

@@ -6,16 +6,16 @@
 //! asks the kernel about the mount that actually holds the path, which only exists in the real
 //! mount namespace. A fixture tree has no mounts to stand in for, and a container agent sees a
 //! host filesystem only where it is bind-mounted, so the user configures that path directly.
-//! One call is one syscall (~1.6 µs here), with no descriptor worth holding. The collector makes
-//! the calls through [`DeadlineStatvfs`], so a hung filesystem cannot block a snapshot.
+//! The calls never run in this process: a filesystem that does not answer would hold the calling
+//! thread, and with it the process's exit, in the kernel. Each runs in a helper process
+//! ([`helper`]), and a [`FilesystemRefresher`] keeps the latest answers for the collector.
 
 use std::path::Path;
 
-use nix::sys::statvfs::{statvfs, Statvfs};
+mod helper;
+mod refresher;
 
-mod deadline;
-
-pub use deadline::DeadlineStatvfs;
+pub use refresher::FilesystemRefresher;
 
 /// Capacity of the filesystem holding one configured path, in bytes. On any failure (the call
 /// failed, block size 0, a product overflowing `u64`) all three values are `None` and `error`
@@ -39,6 +39,18 @@ impl FilesystemCapacity {
             ..Self::default()
         }
     }
+
+    fn from_blocks(path: &Path, blocks: &StatvfsBlocks) -> Self {
+        match blocks.capacity() {
+            Ok((total_bytes, available_bytes, free_bytes)) => Self {
+                total_bytes: Some(total_bytes),
+                available_bytes: Some(available_bytes),
+                free_bytes: Some(free_bytes),
+                error: None,
+            },
+            Err(reason) => Self::failed(path, reason),
+        }
+    }
 }
 
 /// The raw `statvfs` numbers the capacity is computed from (kept separate so the arithmetic can
@@ -58,16 +70,6 @@ pub struct StatvfsBlocks {
 }
 
 impl StatvfsBlocks {
-    fn from_statvfs(stat: &Statvfs) -> Self {
-        Self {
-            fragment_size: widen(stat.fragment_size()),
-            block_size: widen(stat.block_size()),
-            blocks: widen(stat.blocks()),
-            blocks_available: widen(stat.blocks_available()),
-            blocks_free: widen(stat.blocks_free()),
-        }
-    }
-
     /// Converts block counts to bytes; `Err` with the reason on a zero block size or overflow.
     pub fn capacity(&self) -> Result<(u64, u64, u64), &'static str> {
         let unit = match (self.fragment_size, self.block_size) {
@@ -84,34 +86,21 @@ impl StatvfsBlocks {
     }
 }
 
-/// `c_ulong` and `fsblkcnt_t` are `u64` on 64-bit Linux but narrower on some 32-bit targets; a
-/// generic widening keeps both compiling without a per-target cast.
-fn widen(value: impl Into<u64>) -> u64 {
-    value.into()
-}
-
-/// `statvfs(path)` turned into byte capacities; never fails, see [`FilesystemCapacity`].
-/// Allocates only on failure (the reason string).
-pub fn filesystem_capacity(path: &Path) -> FilesystemCapacity {
-    let stat = match statvfs(path) {
-        Ok(stat) => stat,
-        Err(errno) => return FilesystemCapacity::failed(path, errno.desc()),
-    };
-    match StatvfsBlocks::from_statvfs(&stat).capacity() {
-        Ok((total_bytes, available_bytes, free_bytes)) => FilesystemCapacity {
-            total_bytes: Some(total_bytes),
-            available_bytes: Some(available_bytes),
-            free_bytes: Some(free_bytes),
-            error: None,
-        },
-        Err(reason) => FilesystemCapacity::failed(path, reason),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Command;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// One path's capacity, asked through a helper process as the collector does.
+    fn filesystem_capacity(path: &Path) -> FilesystemCapacity {
+        let path: Arc<str> = Arc::from(path.to_str().unwrap());
+        let mut refresher = FilesystemRefresher::new(vec![path], Duration::from_secs(5));
+        let mut out = Vec::new();
+        refresher.read(&mut out);
+        out.pop().unwrap()
+    }
 
     fn blocks(fragment_size: u64, block_size: u64, blocks: u64) -> StatvfsBlocks {
         StatvfsBlocks {

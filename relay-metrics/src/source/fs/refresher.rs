@@ -1,0 +1,321 @@
+//! The configured paths' capacities, kept fresh off the sampling path.
+//!
+//! A refresher thread asks each path in a [`Helper`] process (all paths at once, with one
+//! deadline for the round) and keeps the latest answers; a collect only copies them (no system
+//! call, no wait) and asks for the next round. Rounds run only while someone collects, and at
+//! most once per [`MIN_ROUND_GAP`]: a helper process per path per collect would cost a fork on
+//! every tick. Only the very first read waits, for one fresh answer, so that a one-shot
+//! `snapshot` has values.
+//!
+//! A path whose helper has not answered by the deadline is marked hung: `None` with a reason,
+//! and it is not asked again until that helper's call returns (as node_exporter does with stuck
+//! mounts), so a hung mount holds one helper process, never a thread of ours. The refresher
+//! thread itself only forks, reads sockets with a timeout and signals; it never waits on a
+//! filesystem, so it cannot keep the process from exiting.
+
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::helper::{Abandoned, Helper};
+use super::FilesystemCapacity;
+
+/// The least time between the starts of two rounds. Capacities change slowly (node_exporter
+/// reads them once per scrape); the values' age is reported with them.
+pub(super) const MIN_ROUND_GAP: Duration = Duration::from_secs(1);
+
+/// Latest capacities of a fixed list of paths, refreshed by helper processes.
+#[derive(Debug)]
+pub struct FilesystemRefresher {
+    shared: Arc<Shared>,
+    started: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    paths: Vec<Arc<str>>,
+    timeout: Duration,
+    state: Mutex<State>,
+    /// Wakes the refresher (a round wanted, or stop) and the first reader (a round done).
+    wake: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    /// One answer per path, from the last round.
+    answers: Vec<FilesystemCapacity>,
+    /// When the last round started, if one has finished.
+    round_at: Option<Instant>,
+    /// A collect read the answers since the last round started.
+    wanted: bool,
+    /// The owner is gone.
+    stopped: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl FilesystemRefresher {
+    /// Refreshes `paths` (in this order), giving each helper `timeout` to answer. Nothing starts
+    /// before the first [`read`](Self::read).
+    pub fn new(paths: Vec<Arc<str>>, timeout: Duration) -> Self {
+        let count = paths.len();
+        Self {
+            shared: Arc::new(Shared {
+                paths,
+                timeout,
+                state: Mutex::new(State {
+                    answers: vec![FilesystemCapacity::default(); count],
+                    round_at: None,
+                    wanted: true,
+                    stopped: false,
+                }),
+                wake: Condvar::new(),
+            }),
+            started: false,
+        }
+    }
+
+    /// The configured paths.
+    pub fn paths(&self) -> &[Arc<str>] {
+        &self.shared.paths
+    }
+
+    /// The latest capacity of each path into `out` (cleared first), and when their round
+    /// started (`None` if no round has finished). Waits only on the first call, for the first
+    /// round (at most the timeout plus the time to start the helpers).
+    pub fn read(&mut self, out: &mut Vec<FilesystemCapacity>) -> Option<Instant> {
+        out.clear();
+        if self.shared.paths.is_empty() {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            self.start_thread();
+        }
+        let mut state = self.shared.lock();
+        if state.round_at.is_none() && !state.stopped {
+            // Past this bound something is wrong beyond a hung mount (the machine is
+            // starved): answer without values rather than hold the caller.
+            let bound = self.shared.timeout * 2 + Duration::from_secs(1);
+            state = self
+                .shared
+                .wake
+                .wait_timeout_while(state, bound, |state| {
+                    state.round_at.is_none() && !state.stopped
+                })
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        out.extend(state.answers.iter().cloned());
+        if !state.wanted {
+            state.wanted = true;
+            self.shared.wake.notify_all();
+        }
+        state.round_at
+    }
+
+    fn start_thread(&self) {
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("relay-metrics-fs".into())
+            .spawn(move || refresh(&shared));
+        if let Err(error) = spawned {
+            let mut state = self.shared.lock();
+            state.stopped = true;
+            for (answer, path) in state.answers.iter_mut().zip(&self.shared.paths) {
+                *answer = FilesystemCapacity::failed(
+                    Path::new(&**path),
+                    format_args!("cannot start the refresher thread: {error}"),
+                );
+            }
+        }
+    }
+}
+
+impl Drop for FilesystemRefresher {
+    fn drop(&mut self) {
+        // Not joined: a round in progress ends within the timeout, and the thread with it.
+        self.shared.lock().stopped = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+/// What the refresher knows of one path between rounds.
+struct PathState {
+    /// The path for `statfs`, or why it cannot be one.
+    c_path: Result<CString, String>,
+    /// Its helper from an earlier round, still stuck.
+    hung: Option<Abandoned>,
+}
+
+/// The refresher thread: one round whenever a collect wants one, at most once per gap.
+fn refresh(shared: &Shared) {
+    let mut paths: Vec<PathState> = shared
+        .paths
+        .iter()
+        .map(|path| PathState {
+            c_path: CString::new(path.as_bytes())
+                .map_err(|_| "the path contains a NUL byte".to_owned()),
+            hung: None,
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(paths.len());
+    loop {
+        {
+            let state = shared
+                .wake
+                .wait_while(shared.lock(), |state| !state.wanted && !state.stopped)
+                .unwrap_or_else(PoisonError::into_inner);
+            if state.stopped {
+                break;
+            }
+        }
+        let round_at = Instant::now();
+        shared.lock().wanted = false;
+        round(shared, &mut paths, round_at, &mut answers);
+        {
+            let mut state = shared.lock();
+            std::mem::swap(&mut state.answers, &mut answers);
+            state.round_at = Some(round_at);
+            shared.wake.notify_all();
+            let gap_left = (round_at + MIN_ROUND_GAP).saturating_duration_since(Instant::now());
+            let state = shared
+                .wake
+                .wait_timeout_while(state, gap_left, |state| !state.stopped)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            if state.stopped {
+                break;
+            }
+        }
+    }
+    for path in &paths {
+        if let Some(hung) = &path.hung {
+            hung.reap_if_exited();
+        }
+    }
+}
+
+/// Asks every path not hung, each in its own helper, and collects the answers into `answers`
+/// with one deadline for all.
+fn round(
+    shared: &Shared,
+    paths: &mut [PathState],
+    round_at: Instant,
+    answers: &mut Vec<FilesystemCapacity>,
+) {
+    let deadline = round_at + shared.timeout;
+    let mut helpers = Vec::with_capacity(paths.len());
+    for state in paths.iter_mut() {
+        if state.hung.as_mut().is_some_and(Abandoned::has_returned) {
+            state.hung = None;
+        }
+        let helper = match (&state.c_path, &state.hung) {
+            (Ok(c_path), None) => Some(
+                Helper::start(c_path)
+                    .map_err(|error| format!("cannot start the statfs helper process: {error}")),
+            ),
+            _ => None,
+        };
+        helpers.push(helper);
+    }
+    answers.clear();
+    for ((state, path), helper) in paths.iter_mut().zip(&shared.paths).zip(helpers) {
+        let path = Path::new(&**path);
+        let capacity = match helper {
+            Some(Ok(helper)) => match helper.answer(round_at, deadline) {
+                Ok(Ok(blocks)) => FilesystemCapacity::from_blocks(path, &blocks),
+                Ok(Err(reason)) => FilesystemCapacity::failed(path, reason),
+                Err(abandoned) => {
+                    state.hung = Some(abandoned);
+                    FilesystemCapacity::failed(
+                        path,
+                        format_args!(
+                            "no answer within {} ms (a hung filesystem?); its helper process \
+                             is abandoned and the path is not asked again until that call \
+                             returns",
+                            shared.timeout.as_millis()
+                        ),
+                    )
+                }
+            },
+            Some(Err(reason)) => FilesystemCapacity::failed(path, reason),
+            None => match (&state.c_path, &state.hung) {
+                (Err(reason), _) => FilesystemCapacity::failed(path, reason),
+                (Ok(_), hung) => FilesystemCapacity::failed(
+                    path,
+                    format_args!(
+                        "no answer within {} ms (a hung filesystem?); that call has not \
+                         returned for {} s and is not repeated until it does",
+                        shared.timeout.as_millis(),
+                        hung.as_ref()
+                            .map_or(0, |hung| hung.since.elapsed().as_secs())
+                    ),
+                ),
+            },
+        };
+        answers.push(capacity);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_path_in_order_and_only_the_first_read_waits() {
+        let mut refresher = FilesystemRefresher::new(
+            vec![Arc::from("/"), Arc::from("/relay-metrics-no-such-path")],
+            Duration::from_secs(5),
+        );
+        let mut out = Vec::new();
+        let first = refresher.read(&mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].total_bytes.is_some(), "{out:?}");
+        let error = out[1].error.as_deref().unwrap_or("");
+        assert!(error.contains("No such file"), "{error}");
+        // Later reads return the latest round at once, and a new round follows within the gap.
+        let deadline = Instant::now() + MIN_ROUND_GAP * 5;
+        loop {
+            let asked = Instant::now();
+            let round_at = refresher.read(&mut out).unwrap();
+            assert!(asked.elapsed() < Duration::from_millis(100));
+            assert_eq!(out.len(), 2);
+            assert!(out[0].total_bytes.is_some(), "{out:?}");
+            if round_at > first {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no second round");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_path_with_a_nul_byte_is_refused_with_a_reason() {
+        let mut refresher = FilesystemRefresher::new(
+            vec![Arc::from("/\0x"), Arc::from("/")],
+            Duration::from_secs(5),
+        );
+        let mut out = Vec::new();
+        refresher.read(&mut out);
+        assert!(
+            out[0].error.as_deref().unwrap_or("").contains("NUL"),
+            "{out:?}"
+        );
+        assert!(out[1].total_bytes.is_some(), "{out:?}");
+    }
+
+    #[test]
+    fn no_paths_start_nothing() {
+        let mut refresher = FilesystemRefresher::new(Vec::new(), Duration::from_secs(1));
+        let mut out = vec![FilesystemCapacity::default()];
+        assert_eq!(refresher.read(&mut out), None);
+        assert!(out.is_empty());
+        assert!(!refresher.started);
+    }
+}
