@@ -114,7 +114,7 @@ def test_dataclass_methods(name: str) -> None:
     theirs, mine = getattr(relay, name), getattr(ours, name)
     their_methods = {n for n, v in vars(theirs).items() if callable(v) and not n.startswith("__")}
     my_methods = {n for n, v in vars(mine).items() if callable(v) and not n.startswith("__")}
-    extra = {"to_dict", "to_json"} if name == "ResourceMetricsSnapshot" else set()
+    extra = {"to_dict", "to_json", "_repr_html_", "_repr_pretty_"} if name == "ResourceMetricsSnapshot" else set()
     assert my_methods == their_methods | extra
 
 

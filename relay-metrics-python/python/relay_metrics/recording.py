@@ -16,6 +16,7 @@ descendants (``process_tree``); the recording thread itself is part of that, as 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -118,7 +119,8 @@ class Recording:
         ``disk_read_bytes``, ``disk_write_bytes``, ``process_count``, ``thread_count``), ``NaN``
         where a snapshot has no value. Needs pandas (imported only here)."""
         try:
-            import pandas
+            # Through importlib: pandas ships no type stubs, and it stays optional.
+            pandas: Any = importlib.import_module("pandas")
         except ImportError as error:
             raise ImportError(
                 "Recording.to_pandas() needs pandas: pip install pandas"

@@ -302,6 +302,46 @@ class ResourceMetricsSnapshot:
         value: dict[str, Any] = json.loads(self.to_json())
         return value
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's display: one short line (``repr()`` stays the dataclass repr, as in Relay)."""
+        if cycle:
+            printer.text("ResourceMetricsSnapshot(...)")
+            return
+        printer.text("ResourceMetricsSnapshot(" + ", ".join(f"{k}={v}" for k, v in _headline(self)) + ")")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: a compact table of the headline values."""
+        from html import escape
+
+        cells = "".join(
+            f"<tr><th style=\"text-align:left\">{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in _headline(self)
+        )
+        return f"<table class=\"relay-metrics-snapshot\"><caption>ResourceMetricsSnapshot</caption>{cells}</table>"
+
+
+def _headline(self: ResourceMetricsSnapshot) -> list[tuple[str, str]]:
+    """The few values a person looks at first, as (label, text) pairs."""
+    rows = [("timestamp", self.timestamp.isoformat()), ("scope", str(self.measurement_scope))]
+
+    def text(measurement: Any) -> str:
+        if measurement is None:
+            return "n/a"
+        unit = getattr(measurement.unit, "value", measurement.unit)
+        value = measurement.value
+        return f"{value:.3g} {unit}" if isinstance(value, float) else f"{value} {unit}"
+
+    if self.cpu is not None:
+        rows.append(("cpu", text(self.cpu.consumption_rate)))
+    if self.memory is not None:
+        rows.append(("resident", text(self.memory.resident)))
+    if self.process is not None:
+        rows.append(("processes", text(self.process.active_count)))
+    if self.disk is not None:
+        rows.append(("disk read/write", f"{text(self.disk.read_throughput)} / {text(self.disk.write_throughput)}"))
+    if self.gpu is not None and self.gpu.device_metrics:
+        rows.append(("gpus", str(len(self.gpu.device_metrics))))
+    return rows
+
 
 def _plain(value: Any) -> Any:
     """A snapshot built by hand (or by ``dataclasses.replace``) as JSON-ready values."""
