@@ -199,3 +199,36 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0() {
     assert_eq!(status.code(), Some(0));
     assert!(TcpStream::connect(&agent.address).is_err());
 }
+
+#[test]
+fn sigterm_with_a_hung_otlp_collector_exits_within_the_five_second_grace() {
+    // A collector that accepts and never answers: the last export can only time out.
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", collector.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in collector.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    // Global scope with the kernel event counters where they load (as root): their detaching
+    // costs about a second in the kernel, which must fall within the grace, not after it.
+    let mut agent = start_agent(&["--scope", "global", "--otlp-endpoint", &endpoint]);
+    agent.expect_line("exporting OTLP");
+    wait_ready(&agent.address);
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(agent.child.0.id()).unwrap());
+    let signalled = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = agent
+        .wait_exit(Duration::from_secs(15))
+        .expect("the agent exits");
+    let took = signalled.elapsed();
+    eprintln!("SIGTERM to exit with a hung OTLP collector: {took:?}");
+    assert_eq!(status.code(), Some(0));
+    agent.expect_line("the last OTLP export did not finish within the shutdown grace");
+    assert!(
+        took < Duration::from_millis(5500),
+        "exited {took:?} after SIGTERM (documented: within 5 s)"
+    );
+}

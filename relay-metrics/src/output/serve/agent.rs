@@ -12,7 +12,7 @@ use tokio::sync::{oneshot, watch};
 use super::conn::{self, Limits};
 use super::health::Liveness;
 use super::http::App;
-use super::{bind, spawn_sampler, Latest, SamplerDied};
+use super::{bind, spawn_sampler, Latest, SamplerDied, SamplerStop};
 use crate::output::otlp::{self, OtlpPublisher, OtlpSettings, TransportError};
 use crate::Collector;
 
@@ -60,8 +60,8 @@ pub enum AgentError {
 /// Runs the agent with `collector` until SIGTERM or SIGINT (`Ok`) or until the sampler dies.
 pub async fn run(collector: Collector, options: AgentOptions) -> Result<(), AgentError> {
     let period = options.period;
-    run_with(options, move |latest, resource| {
-        spawn_sampler(collector, period, latest, resource)
+    run_with(options, move |latest, resource, stop| {
+        spawn_sampler(collector, period, latest, resource, stop)
     })
     .await
 }
@@ -69,7 +69,11 @@ pub async fn run(collector: Collector, options: AgentOptions) -> Result<(), Agen
 /// [`run`] with the sampling thread started by `spawn`.
 pub(super) async fn run_with(
     options: AgentOptions,
-    spawn: impl FnOnce(Latest, Option<OtlpPublisher>) -> io::Result<oneshot::Receiver<SamplerDied>>,
+    spawn: impl FnOnce(
+        Latest,
+        Option<OtlpPublisher>,
+        SamplerStop,
+    ) -> io::Result<oneshot::Receiver<SamplerDied>>,
 ) -> Result<(), AgentError> {
     let (listener, address) = bind(&options.listen)
         .await
@@ -92,7 +96,9 @@ pub(super) async fn run_with(
         Some(((publisher, exporter), endpoint)) => (Some(publisher), Some((exporter, endpoint))),
         None => (None, None),
     };
-    let mut died = spawn(latest.clone(), publisher).map_err(AgentError::StartSampler)?;
+    let sampler_stop = SamplerStop::default();
+    let mut died =
+        spawn(latest.clone(), publisher, sampler_stop.clone()).map_err(AgentError::StartSampler)?;
     let (stop, stopped) = watch::channel(false);
     let (tls, auth) = match options.web {
         Some(web) => (web.tls, web.auth),
@@ -134,6 +140,9 @@ pub(super) async fn run_with(
         _ = interrupt.recv() => tracing::info!("SIGINT: stopping"),
         _ = &mut server => {}
     }
+    // The sampler stops first: its collector's eBPF programs are detached (about a second in
+    // the kernel) while the requests and the last export finish, within the same grace.
+    sampler_stop.request();
     let _ = stop.send(true);
     let deadline = tokio::time::Instant::now() + options.limits.shutdown_grace;
     let _ = tokio::time::timeout_at(deadline, &mut server).await;

@@ -34,6 +34,7 @@ use super::prometheus;
 use crate::Collector;
 
 pub use agent::{run, AgentError, AgentOptions};
+
 pub use conn::Limits;
 pub use logging::{init_logging, LogFormat};
 pub use web::{WebConfig, WebConfigError};
@@ -99,20 +100,77 @@ impl Latest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SamplerDied(pub String);
 
-/// Samples with `collector` every `period` on a thread of its own, publishing into `latest`
-/// (and to the OTLP exporter when given). The receiver gets why the thread ended, if it ever
-/// does (a panic, with its message).
+/// Tells the sampling thread to stop: it then drops its collector at once, so that the kernel
+/// detaches the eBPF programs (~1 s of RCU synchronisation on close) while the agent finishes
+/// its requests and last export, not after, when the process exits.
+#[derive(Debug, Clone, Default)]
+pub struct SamplerStop(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl SamplerStop {
+    /// Asks the sampling thread to stop (it wakes from its sleep at once).
+    pub fn request(&self) {
+        let (flag, wake) = &*self.0;
+        *flag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        wake.notify_all();
+    }
+
+    /// Sleeps until `deadline` unless a stop is requested first; true when one was.
+    fn wait_until(&self, deadline: Instant) -> bool {
+        let (flag, wake) = &*self.0;
+        let mut stopped = flag
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if *stopped {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            stopped = wake
+                .wait_timeout(stopped, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Samples with `collector` every `period` (fixed rate: deadlines `start + n × period`, late
+/// ticks skipped and counted) on a thread of its own, publishing into `latest` (and to the OTLP
+/// exporter when given), until `stop` is requested. The receiver gets why the thread ended (a
+/// stop, or a panic with its message).
 pub fn spawn_sampler(
     mut collector: Collector,
     period: Duration,
     latest: Latest,
     otlp: Option<OtlpPublisher>,
+    stop: SamplerStop,
 ) -> io::Result<tokio::sync::oneshot::Receiver<SamplerDied>> {
     spawn_sampling(move || {
         let names = collector.config().extensions.metric_names;
         let mut text = String::with_capacity(16 * 1024);
         let mut json_len = 16 * 1024;
-        for snapshot in collector.every(period) {
+        let mut ticker = crate::sampler::FixedRate::new(Instant::now(), period);
+        let slack = u64::try_from(ticker.timer_slack().as_nanos()).unwrap_or(50_000);
+        // Best effort, as in `FixedRate::wait`: a refusal only costs precision.
+        let _ = nix::sys::prctl::set_timerslack(slack);
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        loop {
+            let (sleep, tick) = ticker.plan(Instant::now());
+            let deadline = Instant::now() + sleep;
+            if stop.wait_until(deadline) {
+                break;
+            }
+            let lateness = Instant::now().saturating_duration_since(deadline);
+            let snapshot = collector.collect_with_sampler(crate::snapshot::SamplerInfo {
+                interval_usec: micros(ticker.period()),
+                tick_index: tick.index,
+                tick_lateness_usec: micros(lateness.max(tick.lateness)),
+                missed_ticks_total: ticker.missed_total(),
+            });
             // A fresh buffer per tick: `Bytes` takes it over and clients may still hold it.
             let mut json = Vec::with_capacity(json_len);
             snapshot.write_json(&mut json);
@@ -128,6 +186,8 @@ pub fn spawn_sampler(
                 snapshot.measurement_scope.as_str(),
             ));
         }
+        // Detaches the eBPF programs now (see `SamplerStop`).
+        drop(collector);
     })
 }
 

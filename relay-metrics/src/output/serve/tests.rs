@@ -312,7 +312,7 @@ fn a_sampler_that_panics_ends_the_agent_with_its_reason() {
     let result = runtime.block_on(async {
         tokio::time::timeout(
             Duration::from_secs(10),
-            agent::run_with(options, |_, _| {
+            agent::run_with(options, |_, _, _| {
                 spawn_sampling(|| panic!("collector exploded"))
             }),
         )
