@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
+
+import pytest
 
 import relay_metrics.plugin as plugin
 from relay_metrics import subscribers
@@ -72,6 +75,70 @@ def test_flush_refuses_to_block_a_running_loop() -> None:
         return "no error"
 
     assert "use 'await subscribers.flush_async()'" in asyncio.run(run())
+
+
+def test_a_failing_subscriber_is_logged_once_with_its_traceback_then_at_most_once_a_minute(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(subscribers, "_clock", lambda: now[0])
+    calls = [0]
+
+    def failing(event: Any) -> None:
+        calls[0] += 1
+        raise ValueError(f"failure {calls[0]} (expected by the test)")
+
+    subscribers.register("failing-often", failing)
+    try:
+        with caplog.at_level(logging.ERROR, logger="relay_metrics"):
+            for _ in range(50):  # 50 ticks within a second
+                subscribers._emit_mark("2026-01-01T00:00:00Z", [])
+                now[0] += 0.02
+            assert calls[0] == 50
+            [first] = caplog.records
+            assert first.exc_info is not None and "failure 1" in str(first.exc_info[1])
+            assert "'failing-often' failed" in first.getMessage()
+            now[0] += 60.0
+            subscribers._emit_mark("2026-01-01T00:01:00Z", [])
+            [_, second] = caplog.records
+            assert second.exc_info is None
+            message = second.getMessage()
+            assert "ValueError: failure 51" in message, message
+            assert "49 failures not reported since the last report" in message, message
+            subscribers._emit_mark("2026-01-01T00:01:01Z", [])
+            assert len(caplog.records) == 2
+    finally:
+        subscribers.deregister("failing-often")
+    # A subscriber registered again under the name starts afresh: its traceback is logged.
+    subscribers.register("failing-often", failing)
+    try:
+        with caplog.at_level(logging.ERROR, logger="relay_metrics"):
+            subscribers._emit_mark("2026-01-01T00:02:00Z", [])
+            assert caplog.records[-1].exc_info is not None and len(caplog.records) == 3
+    finally:
+        subscribers.deregister("failing-often")
+
+
+def test_a_subscriber_failing_on_every_polling_tick_logs_one_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    calls = [0]
+
+    def failing(event: Any) -> None:
+        calls[0] += 1
+        raise ValueError("subscriber failure (expected by the test)")
+
+    async def run() -> None:
+        subscribers.register("failing-each-tick", failing)
+        try:
+            async with plugin.activate(CONFIG):
+                await asyncio.wait_for(_until(lambda: calls[0] >= 5), 20)
+        finally:
+            subscribers.deregister("failing-each-tick")
+
+    with caplog.at_level(logging.ERROR, logger="relay_metrics"):
+        asyncio.run(run())
+    reports = [record for record in caplog.records if "failing-each-tick" in record.getMessage()]
+    assert calls[0] >= 5
+    assert len(reports) == 1 and reports[0].exc_info is not None, [r.getMessage() for r in reports]
 
 
 async def _until(condition: Any) -> None:

@@ -3,7 +3,9 @@
 relay_metrics emits one kind of event: the ``nemo.relay.resource_metrics`` mark of each
 polling tick (``polling.enabled = true`` in the ``resource_metrics`` component config). Each
 subscriber is called with a :class:`MarkEvent` on relay_metrics' polling thread; an exception
-in a callback is logged (logger ``relay_metrics``) and does not stop the others.
+in a callback does not stop the others. It is logged (logger ``relay_metrics``) with its
+traceback the first time; after that a subscriber's failures are reported at most once a minute,
+in one line with the latest exception and the number of failures not reported since.
 """
 
 from __future__ import annotations
@@ -22,6 +24,24 @@ _LOG = logging.getLogger("relay_metrics")
 
 _subscribers: dict[str, Callable[[MarkEvent], None]] = {}
 _lock = threading.Lock()
+# Seconds between two reports of a failing subscriber after its first (with the traceback).
+_REPORT_EVERY = 60.0
+
+
+class _Failures:
+    """A failing subscriber's reports: when the last was made, how many failures were not."""
+
+    __slots__ = ("reported_at", "suppressed")
+
+    def __init__(self, reported_at: float) -> None:
+        self.reported_at = reported_at
+        self.suppressed = 0
+
+
+# Per subscriber name, once it failed (reset by deregister()).
+_failures: dict[str, _Failures] = {}
+_clock = time.monotonic
+
 # Held while a tick's events are delivered: flush() waits on it. Re-entrant, so that a callback
 # calling flush() on the delivering thread returns at once (as Relay's does) instead of waiting
 # for itself.
@@ -112,6 +132,7 @@ def register(name: str, callback: Callable[[MarkEvent], None]) -> None:
 def deregister(name: str) -> bool:
     """Removes a subscriber; ``True`` if one was removed."""
     with _lock:
+        _failures.pop(name, None)
         return _subscribers.pop(name, None) is not None
 
 
@@ -151,8 +172,37 @@ def _emit_mark(timestamp: str, measurements: list[dict[str, Any]]) -> None:
         for name, callback in callbacks:
             try:
                 callback(event)
-            except Exception:
-                _LOG.exception("subscriber %r failed on %s", name, EVENT_NAME)
+            except Exception as error:
+                _report_failure(name, error)
+
+
+def _report_failure(name: str, error: Exception) -> None:
+    """Logs a subscriber's failure: the first with its traceback, then at most one line every
+    ``_REPORT_EVERY`` seconds with the count of failures not reported in between."""
+    now = _clock()
+    state = _failures.get(name)
+    if state is None:
+        _failures[name] = _Failures(now)
+        _LOG.error(
+            "subscriber %r failed on %s (later failures are reported at most every %g s)",
+            name,
+            EVENT_NAME,
+            _REPORT_EVERY,
+            exc_info=error,
+        )
+        return
+    if now - state.reported_at < _REPORT_EVERY:
+        state.suppressed += 1
+        return
+    suppressed, state.reported_at, state.suppressed = state.suppressed, now, 0
+    _LOG.error(
+        "subscriber %r failed again on %s: %s: %s (%d failures not reported since the last report)",
+        name,
+        EVENT_NAME,
+        type(error).__name__,
+        error,
+        suppressed,
+    )
 
 
 __all__ = ["deregister", "flush", "flush_async", "register"]

@@ -158,7 +158,9 @@ impl NativeCollector {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let series = Arc::clone(&self.series);
         let thread_stop = Arc::clone(&stop);
-        let period = Duration::from_millis(interval_millis);
+        // As Relay, any positive interval is accepted; polls come at least once a day.
+        let period =
+            Duration::from_millis(interval_millis.min(relay_metrics::config::MAX_INTERVAL_MILLIS));
         let thread = std::thread::Builder::new()
             .name("relay-metrics-polling".into())
             .spawn(move || poll(&series, period, &thread_stop, &emit))
