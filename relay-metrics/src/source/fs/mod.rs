@@ -8,7 +8,7 @@
 //! host filesystem only where it is bind-mounted, so the user configures that path directly.
 //! The calls never run in this process: a filesystem that does not answer would hold the calling
 //! thread, and with it the process's exit, in the kernel. Each runs in a helper process
-//! ([`helper`]), and a [`FilesystemRefresher`] keeps the latest answers for the collector.
+//! (the `helper` module), and a [`FilesystemRefresher`] keeps the latest answers for the collector.
 
 use std::path::Path;
 
