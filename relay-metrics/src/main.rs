@@ -4,9 +4,7 @@
 // The binary's own modules live under src/cli/ (src/ is the library's).
 mod cli;
 
-use clap::Parser as _;
-
-use cli::{Cli, Command};
+use cli::Command;
 
 fn main() {
     // The guard of `run`'s command (this binary re-run) never returns from here.
@@ -15,7 +13,7 @@ fn main() {
     // them over and exits. Here it makes kernel events load in that child, so aya's parse of the
     // kernel BTF (~16 MiB at its peak) never counts in this long-running process.
     relay_metrics::init_child_loader();
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let result = match cli.command {
         Command::Snapshot(args) => cli::snapshot::run(args),
         Command::Watch(args) => cli::watch::run(args),

@@ -115,6 +115,34 @@ pub(crate) struct TargetArgs {
     cgroup: Option<String>,
 }
 
+/// Parses the command line. A usage error (exit status 2, the convention) prints clap's message
+/// as one line first (a message clap spreads over several lines is joined), then clap's usage
+/// and hint; `--help` and `--version` print as clap prints them.
+pub(crate) fn parse() -> Cli {
+    let error = match Cli::try_parse() {
+        Ok(cli) => return cli,
+        Err(error) => error,
+    };
+    if !error.use_stderr()
+        || error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        error.exit();
+    }
+    let rendered = error.render().to_string();
+    let (message, rest) = rendered.split_once("\n\n").unwrap_or((&rendered, ""));
+    let line = message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("{line}");
+    if !rest.is_empty() {
+        eprint!("\n{rest}");
+    }
+    std::process::exit(2);
+}
+
 /// Builds the configuration from the file and the flags.
 pub(crate) fn resolve_config(args: &TargetArgs) -> Result<ResourceMetricsConfig> {
     let mut config = match &args.config {
