@@ -40,7 +40,7 @@ pub(crate) mod source;
 pub mod summary;
 pub mod units;
 
-pub use collector::{AsyncCollector, Collector, CollectorError, FixedRateSnapshots};
+pub use collector::{AsyncCollector, Collector, CollectorError, FixedRateSnapshots, ReapedProcess};
 pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;
 pub use source::ebpf::{init_child_loader, IN_PROCESS_ENV};

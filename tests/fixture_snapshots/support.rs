@@ -245,6 +245,7 @@ impl Snap {
             "/extensions/collector/collect_duration_usec",
             "/extensions/collector/version",
             "/extensions/sample_ages",
+            "/extensions/cumulative/since",
         ]
         .iter()
         .chain(more)

@@ -6,7 +6,14 @@
 //! group (SIGTERM, then SIGKILL after a grace period) instead of leaving the command running
 //! under init; with a terminal, the command's group gets the foreground, as a shell would do.
 //! A signal `run` cannot catch (SIGKILL, the OOM killer) is covered by a guard process, which
-//! ends the group when `run` disappears without saying it is done.
+//! ends the group when `run` disappears without saying it is done, and removes `run`'s cgroup.
+//!
+//! Whole-run accounting: where it may (root, or a delegated cgroup v2 subtree), `run` starts the
+//! command in a cgroup of its own ([`cgroup`]) and measures that cgroup, so the kernel's own
+//! counters include every descendant; elsewhere (or with `--no-cgroup`) it measures the process
+//! tree and says why in `extensions.cumulative.reason`. Either way `run` is a child subreaper:
+//! orphans of the command are adopted and reaped by `run`, and their usage is counted. When the
+//! command exits, whatever it left running in its cgroup is ended (the cgroup is removed).
 
 use std::io::{Read as _, Write};
 use std::os::unix::process::CommandExt as _;
@@ -24,7 +31,15 @@ use nix::unistd::Pid;
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
 use relay_metrics::Collector;
 
+use relay_metrics::internals::{wait4, Reaped};
+use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
+use relay_metrics::ReapedProcess;
+
 use super::ExitWith;
+
+mod cgroup;
+
+use cgroup::RunCgroup;
 
 #[derive(Args)]
 pub(crate) struct RunArgs {
@@ -38,15 +53,49 @@ pub(crate) struct RunArgs {
     /// Write the NDJSON stream here instead of stdout.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Measure the command's process tree instead of starting it in a cgroup of its own.
+    #[arg(long)]
+    no_cgroup: bool,
+    /// Print the run's summary on stderr at the end (the default when stderr is a terminal).
+    #[arg(long)]
+    summary: bool,
+    /// The summary's format (implies --summary).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    summary_format: Option<SummaryFormat>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
+/// How the end-of-run summary is written.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SummaryFormat {
+    /// An aligned table.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
 /// Runs the command under measurement; returns its exit code.
 pub(crate) fn run(args: RunArgs) -> Result<i32> {
-    run_command(args.config, args.interval_ms, args.output, &args.command)
+    use std::io::IsTerminal as _;
+    let summary = match args.summary_format {
+        Some(format) => Some(format),
+        None if args.summary || std::io::stderr().is_terminal() => Some(SummaryFormat::Text),
+        None => None,
+    };
+    run_command(
+        args.config,
+        args.interval_ms,
+        args.output,
+        !args.no_cgroup,
+        summary,
+        &args.command,
+    )
 }
+
+/// Set in the guard process's environment: the directories of `run`'s cgroup, one a line.
+const GUARD_CGROUP_ENV: &str = "RELAY_METRICS_RUN_GUARD_CGROUP";
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
@@ -74,8 +123,8 @@ struct CommandGroup {
 }
 
 impl CommandGroup {
-    fn new(pid: Pid) -> Self {
-        let guard = Guard::start(pid)
+    fn new(pid: Pid, cgroup_dirs: &[PathBuf]) -> Self {
+        let guard = Guard::start(pid, cgroup_dirs)
             .inspect_err(|error| {
                 tracing::warn!("the command is not guarded against run being killed: {error:#}");
             })
@@ -106,17 +155,13 @@ impl CommandGroup {
         self.signal(Signal::SIGKILL);
     }
 
-    /// Reaps the command and maps its status to an exit code (128 + signal when killed).
-    fn reap(&mut self) -> Result<i32> {
+    /// Reaps the command, with its resource usage (its reaped descendants included).
+    fn reap(&mut self) -> Result<Reaped> {
         loop {
-            match waitpid(self.pid, None).context("cannot wait for the command")? {
-                WaitStatus::Exited(_, code) => {
+            match wait4(self.pid.as_raw(), false).context("cannot wait for the command")? {
+                Some(reaped) if reaped.code.is_some() || reaped.signal.is_some() => {
                     self.reaped();
-                    return Ok(code);
-                }
-                WaitStatus::Signaled(_, signal, _) => {
-                    self.reaped();
-                    return Ok(128 + signal as i32);
+                    return Ok(reaped);
                 }
                 _ => continue,
             }
@@ -126,10 +171,27 @@ impl CommandGroup {
     /// From here on the group's id may be reused: the guard must no longer signal it.
     fn reaped(&mut self) {
         self.reaped = true;
-        if let Some(guard) = self.guard.take() {
-            guard.release();
+        if let Some(guard) = &mut self.guard {
+            guard.tell(b'g');
         }
     }
+
+    /// `run` removed its cgroup (or has none): the guard has nothing left to do.
+    fn release_guard(&mut self, cgroup_removed: bool) {
+        if let Some(mut guard) = self.guard.take() {
+            if cgroup_removed {
+                guard.tell(b'c');
+            }
+            guard.finish();
+        }
+    }
+}
+
+/// The exit code `run` gives for the command's status (128 + signal when killed).
+fn exit_code(reaped: &Reaped) -> i32 {
+    reaped
+        .code
+        .unwrap_or_else(|| 128 + reaped.signal.unwrap_or(0))
 }
 
 impl Drop for CommandGroup {
@@ -138,6 +200,10 @@ impl Drop for CommandGroup {
             self.signal(Signal::SIGKILL);
             let _ = waitpid(self.pid, None);
             self.reaped();
+        }
+        // Without a word from `run`, the guard removes the cgroup when it reads end-of-file.
+        if let Some(guard) = self.guard.take() {
+            guard.finish();
         }
     }
 }
@@ -153,12 +219,17 @@ struct Guard {
 }
 
 impl Guard {
-    fn start(group: Pid) -> Result<Self> {
+    fn start(group: Pid, cgroup_dirs: &[PathBuf]) -> Result<Self> {
+        let dirs: Vec<String> = cgroup_dirs
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .context("cannot make the guard's pipe")?;
         let process = std::process::Command::new("/proc/self/exe")
             .arg0("relay-metrics-run-guard")
             .env(GUARD_ENV, group.as_raw().to_string())
+            .env(GUARD_CGROUP_ENV, dirs.join("\n"))
             .stdin(Stdio::from(read))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -170,10 +241,14 @@ impl Guard {
         })
     }
 
-    /// Tells the guard to leave the group alone, and reaps it.
-    fn release(mut self) {
+    /// Tells the guard to leave the group (`g`) or the cgroup (`c`) alone.
+    fn tell(&mut self, what: u8) {
         // A guard that is gone already (killed by someone) fails the write: nothing to do.
-        let _ = self.release.write_all(b"r");
+        let _ = self.release.write_all(&[what]);
+    }
+
+    /// Closes the pipe (the guard does what it was not released from) and reaps the guard.
+    fn finish(mut self) {
         drop(self.release);
         let _ = self.process.wait();
     }
@@ -195,17 +270,26 @@ pub(crate) fn guard_if_requested() {
     // Only the pipe decides: signals meant for `run`'s own group do not end the guard (SIGKILL
     // still does).
     let _ = SigSet::all().thread_block();
+    let cgroup_dirs: Vec<PathBuf> = std::env::var(GUARD_CGROUP_ENV)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(PathBuf::from)
+        .collect();
     let mut byte = [0u8; 1];
     let mut stdin = std::io::stdin().lock();
-    let released = loop {
+    let (mut group_released, mut cgroup_released) = (false, cgroup_dirs.is_empty());
+    loop {
         match stdin.read(&mut byte) {
-            Ok(0) => break false,
-            Ok(_) => break true,
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'g' => group_released = true,
+            Ok(_) if byte[0] == b'c' => cgroup_released = true,
+            Ok(_) => {}
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break false,
+            Err(_) => break,
         }
-    };
-    if !released {
+    }
+    if !group_released {
         end_group(group, Signal::SIGTERM);
         let deadline = Instant::now() + ABORT_GRACE;
         // Signal 0 probes the group: ESRCH once nobody is left.
@@ -213,6 +297,10 @@ pub(crate) fn guard_if_requested() {
             std::thread::sleep(Duration::from_millis(20));
         }
         end_group(group, Signal::SIGKILL);
+    }
+    if !cgroup_released {
+        // Members that left the process group are still in the cgroup: removal ends them.
+        let _ = cgroup::remove_dirs(&cgroup_dirs);
     }
     std::process::exit(0);
 }
@@ -251,12 +339,14 @@ impl Drop for Foreground {
     }
 }
 
-/// Runs `command`, streaming snapshots of its process tree to `output` (stdout if `None`);
-/// returns the command's exit code.
+/// Runs `command`, streaming snapshots of its cgroup (or process tree) to `output` (stdout if
+/// `None`); prints the summary on stderr when asked; returns the command's exit code.
 fn run_command(
     config: Option<PathBuf>,
     interval_ms: u64,
     output: Option<PathBuf>,
+    use_cgroup: bool,
+    summary: Option<SummaryFormat>,
     command: &[String],
 ) -> Result<i32> {
     let mut config = match &config {
@@ -274,6 +364,20 @@ fn run_command(
         )),
         None => Box::new(std::io::stdout().lock()),
     };
+    // Orphans of the command are re-parented to `run`, not to init: `run` reaps them and
+    // counts what they used.
+    let subreaper = nix::sys::prctl::set_child_subreaper(true)
+        .inspect_err(|error| tracing::warn!("run cannot adopt the command's orphans: {error}"))
+        .is_ok();
+    let cgroup = if use_cgroup {
+        RunCgroup::create()
+    } else {
+        Err("--no-cgroup was given".to_string())
+    };
+    let cgroup_dirs = cgroup
+        .as_ref()
+        .map(|cgroup| cgroup.dirs().to_vec())
+        .unwrap_or_default();
     // The command starts stopped (a shell that stops itself, then execs it with the same pid),
     // so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
@@ -288,7 +392,7 @@ fn run_command(
             .with_context(|| format!("cannot start {program}"))?
     };
     let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    let mut group = CommandGroup::new(pid);
+    let mut group = CommandGroup::new(pid, &cgroup_dirs);
     // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
     // leaves it as is) and before any thread starts, so every thread inherits the mask and the
     // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
@@ -305,19 +409,50 @@ fn run_command(
         .thread_block()
         .context("cannot block the signals to forward")?;
     wait_until_stopped(pid)?;
-    config.measurement_scope = ScopeSetting::ProcessTree;
-    config.root_pid = Some(child.id());
-    config.cgroup_path = None;
+    // Stopped, the command has no child yet: moved now, every descendant starts in the cgroup.
+    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid) {
+        Ok(()) => Ok(cgroup),
+        Err(error) => {
+            let _ = cgroup.remove();
+            Err(error)
+        }
+    });
+    match &cgroup {
+        Ok(cgroup) => {
+            config.measurement_scope = ScopeSetting::Cgroup;
+            config.root_pid = None;
+            config.cgroup_path = Some(cgroup.path().to_string());
+        }
+        Err(_) => {
+            config.measurement_scope = ScopeSetting::ProcessTree;
+            config.root_pid = Some(child.id());
+            config.cgroup_path = None;
+        }
+    }
     let collector = Collector::new(config).map(|mut collector| {
-        collector.count_from_root_start();
+        match &cgroup {
+            Ok(_) => collector.count_cumulative_from_start(),
+            Err(reason) => {
+                collector.count_from_root_start();
+                collector.note_cumulative(&format!(
+                    "run measures the process tree, not a cgroup of its own: {reason}"
+                ));
+                if subreaper {
+                    collector.reaps_orphans();
+                }
+            }
+        }
         collector
     });
     let _foreground = Foreground::give_to(pid);
+    // Wall time runs from here: the command was stopped while the collector started.
+    let started = Instant::now();
     killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
     let mut collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
-            let status = group.reap()?;
+            let status = exit_code(&group.reap()?);
+            end_cgroup(cgroup.ok(), &mut group);
             bail!("cannot measure {program} (exit status {status}): {error}");
         }
     };
@@ -344,27 +479,142 @@ fn run_command(
         })
         .context("cannot start the signal-forwarding thread")?;
 
-    let result = stream_until_exit(&mut collector, interval_ms, &mut out, &group, &events);
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut orphans = Orphans::default();
+    let result = stream_until_exit(
+        &mut collector,
+        interval_ms,
+        &mut out,
+        &group,
+        &events,
+        &mut builder,
+        &mut orphans,
+    );
     drop(collector);
     if let Err(error) = result {
         group.end(&events);
         group.reap()?;
+        end_cgroup(cgroup.ok(), &mut group);
         return Err(error);
     }
-    group.reap()
+    let reaped = group.reap()?;
+    let wall_time = started.elapsed();
+    end_cgroup(cgroup.ok(), &mut group);
+    if let Some(format) = summary {
+        let end = RunEnd {
+            command: Some(command.join(" ")),
+            wall_time: Some(wall_time),
+            exit_status: Some(match reaped.signal {
+                Some(signal) => ExitStatus::killed(signal),
+                None => ExitStatus::exited(reaped.code.unwrap_or(0)),
+            }),
+            reaped: Some(ReapedUsage {
+                user: reaped.user + orphans.user,
+                system: reaped.system + orphans.system,
+                max_rss_bytes: reaped.max_rss_bytes.max(orphans.max_rss_bytes),
+            }),
+        };
+        let summary = builder.finish(end);
+        let text = match format {
+            SummaryFormat::Text => summary.to_text(),
+            SummaryFormat::Json => summary.to_json() + "\n",
+        };
+        // A closed stderr is not worth failing the run for.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+    Ok(exit_code(&reaped))
+}
+
+/// Removes `run`'s cgroup (ending what the command left in it), then lets the guard go.
+fn end_cgroup(cgroup: Option<RunCgroup>, group: &mut CommandGroup) {
+    let removed = match cgroup {
+        Some(cgroup) => cgroup
+            .remove()
+            .inspect_err(|error| tracing::warn!("{error}"))
+            .is_ok(),
+        None => true,
+    };
+    group.release_guard(removed);
+}
+
+/// What the adopted orphans `run` reaped used.
+#[derive(Default)]
+struct Orphans {
+    user: Duration,
+    system: Duration,
+    max_rss_bytes: u64,
+}
+
+impl Orphans {
+    fn add(&mut self, reaped: &Reaped, collector: &mut Collector) {
+        self.user += reaped.user;
+        self.system += reaped.system;
+        self.max_rss_bytes = self.max_rss_bytes.max(reaped.max_rss_bytes);
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        collector.add_reaped(&ReapedProcess {
+            user_ns: ns(reaped.user),
+            system_ns: ns(reaped.system),
+            read_bytes: reaped.in_blocks.saturating_mul(512),
+            write_bytes: reaped.out_blocks.saturating_mul(512),
+        });
+    }
+
+    /// Reaps the exited orphans of the command's process group while the command runs (it is
+    /// not a zombie then, so a peek finds only orphans).
+    fn reap_exited(&mut self, command: Pid, collector: &mut Collector) {
+        let peek = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        while let Ok(status) = waitid(Id::PGid(command), peek) {
+            match status.pid() {
+                Some(pid) if pid != command => match wait4(pid.as_raw(), true) {
+                    Ok(Some(reaped)) => self.add(&reaped, collector),
+                    _ => return,
+                },
+                _ => return,
+            }
+        }
+    }
+
+    /// Reaps every exited orphan of the command's process group once the command exited (a
+    /// zombie itself, it would hide the others from a peek): `run`'s children are listed.
+    fn reap_exited_at_end(&mut self, command: Pid, collector: &mut Collector) {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for pid in children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                let pid = Pid::from_raw(pid);
+                if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(command) {
+                    continue;
+                }
+                if let Ok(Some(reaped)) = wait4(pid.as_raw(), true) {
+                    self.add(&reaped, collector);
+                }
+            }
+        }
+    }
 }
 
 /// Streams one snapshot per tick until the command exits, then one final snapshot (taken at
-/// once, outside the tick grid: its `extensions.sampler` is `null`).
+/// once, outside the tick grid: its `extensions.sampler` is `null`), which carries the totals.
+/// Every snapshot also feeds the summary.
 fn stream_until_exit(
     collector: &mut Collector,
     interval_ms: u64,
     out: &mut dyn Write,
     group: &CommandGroup,
     events: &Receiver<Event>,
+    builder: &mut SummaryBuilder,
+    orphans: &mut Orphans,
 ) -> Result<()> {
     let mut line = Vec::with_capacity(16 * 1024);
     let mut write = |snapshot: &relay_metrics::ResourceMetricsSnapshot| {
+        builder.observe(snapshot);
         line.clear();
         snapshot.write_json(&mut line);
         line.push(b'\n');
@@ -395,10 +645,13 @@ fn stream_until_exit(
     };
     while let Some(snapshot) = snapshots.next_unless(&mut wait) {
         write(&snapshot)?;
+        drop(snapshot);
+        orphans.reap_exited(group.pid, snapshots.collector_mut());
     }
     if lost {
         bail!("lost track of the command");
     }
+    orphans.reap_exited_at_end(group.pid, collector);
     write(&collector.collect())
 }
 

@@ -261,6 +261,8 @@ fn cgroup_values(sample: &CgroupSample) -> CgroupValues {
         cpu_pressure: pressure(sample.pressure.cpu),
         memory_pressure: pressure(sample.pressure.memory),
         usage_ns: sample.cpu.usage_ns,
+        user_usec: sample.cpu.user_usec,
+        system_usec: sample.cpu.system_usec,
     }
 }
 

@@ -18,6 +18,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cumulative;
 mod environment;
 mod gpu;
 mod kernel_events;
@@ -48,6 +49,7 @@ use crate::source::cgroup::CgroupLayout;
 use crate::source::system::{SystemFields, SystemReader, SystemSample};
 use crate::source::Roots;
 
+pub use cumulative::ReapedProcess;
 use environment::Environment;
 use gpu::GpuFeed;
 use kernel_events::KernelEventFeed;
@@ -90,6 +92,7 @@ pub struct Collector {
     gpu: GpuFeed,
     kernel: KernelEventFeed,
     oom_kill_count: OomKillCount,
+    accounting: cumulative::Accounting,
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
@@ -133,6 +136,7 @@ impl Collector {
             system_sample: SystemSample::default(),
             system_wide: SystemWide::new(&config, &roots),
             oom_kill_count: OomKillCount::new(&roots),
+            accounting: cumulative::Accounting::new(&roots, &target),
             sample: empty_sample(scope),
             config,
             target,
@@ -174,6 +178,33 @@ impl Collector {
     /// without kernel events.
     pub fn count_from_root_start(&mut self) {
         self.kernel.count_from_root_start();
+        self.accounting.count_from_start(Utc::now());
+    }
+
+    /// Declares that the target (a cgroup made for it, or a root process started stopped) has
+    /// consumed nothing yet: `extensions.cumulative` then counts from zero since this call,
+    /// instead of from the first snapshot. [`Self::count_from_root_start`] implies it.
+    pub fn count_cumulative_from_start(&mut self) {
+        self.accounting.count_from_start(Utc::now());
+    }
+
+    /// Declares that the caller adopts the tree's orphans (it is a child subreaper of the root)
+    /// and reports each one it reaps with [`Self::add_reaped`]: the process-tree totals of
+    /// `extensions.cumulative` then lose nothing to reparenting.
+    pub fn reaps_orphans(&mut self) {
+        self.accounting.reaps_orphans();
+    }
+
+    /// Adds a process of the tree that the caller reaped itself (an adopted orphan), as
+    /// `wait4` reported it, to `extensions.cumulative`.
+    pub fn add_reaped(&mut self, reaped: &ReapedProcess) {
+        self.accounting.add_reaped(reaped);
+    }
+
+    /// Puts `note` first in `extensions.cumulative.reason` (e.g. why a cgroup of one's own
+    /// could not be used).
+    pub fn note_cumulative(&mut self, note: &str) {
+        self.accounting.note(note);
     }
 
     /// Why the last snapshot has no target any more: its root process exited or its pid now
@@ -235,6 +266,20 @@ impl Collector {
                 snapshot,
             );
             let extensions = &mut snapshot.extensions;
+            // Before the cost is taken: it is part of the collect.
+            let cgroup_cpu = self
+                .config
+                .cpu
+                .enabled
+                .then(|| self.sample.cgroup.as_ref())
+                .flatten()
+                .map(|cgroup| (cgroup.user_usec, cgroup.system_usec));
+            self.accounting.fill(
+                &self.sample,
+                self.system_sample.stat.as_ref(),
+                cgroup_cpu,
+                &mut extensions.cumulative,
+            );
             let (process_source, process_source_reason) = self.processes.process_source();
             extensions.collector = CollectorInfo {
                 name: Cow::Borrowed("relay-metrics"),
@@ -277,7 +322,8 @@ impl Collector {
         let global = matches!(self.target, Target::Global);
         let fields = SystemFields {
             meminfo: false,
-            stat: global && self.config.cpu.enabled,
+            // Read in global scope even without the cpu category: `extensions.cumulative`.
+            stat: global,
             psi: global && (self.config.cpu.enabled || self.config.memory.enabled),
         };
         self.system.read_into(fields, &mut self.system_sample);
@@ -337,6 +383,11 @@ pub struct FixedRateSnapshots<'c> {
 impl FixedRateSnapshots<'_> {
     /// The collector taking the snapshots (e.g. to ask [`Collector::target_gone`]).
     pub fn collector(&self) -> &Collector {
+        self.collector
+    }
+
+    /// The collector, to act on between snapshots (e.g. [`Collector::add_reaped`]).
+    pub fn collector_mut(&mut self) -> &mut Collector {
         self.collector
     }
 

@@ -215,6 +215,10 @@ pub struct CgroupValues {
     pub memory_pressure: PressureValues,
     /// CPU usage (ns), for the precise CPU extension.
     pub usage_ns: Option<u64>,
+    /// User CPU time (µs): v2 `cpu.stat user_usec`, v1 `cpuacct.usage_user`.
+    pub user_usec: Option<u64>,
+    /// System CPU time (µs): v2 `cpu.stat system_usec`, v1 `cpuacct.usage_sys`.
+    pub system_usec: Option<u64>,
 }
 
 /// Capacity of one configured path.

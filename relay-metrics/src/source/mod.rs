@@ -11,6 +11,7 @@ pub(crate) mod held;
 pub mod net;
 pub(crate) mod parse;
 pub mod procfs;
+pub mod reap;
 pub mod roots;
 pub mod system;
 pub mod task_iter;
