@@ -17,6 +17,12 @@ if ! command -v python3 >/dev/null; then
     apt-get update -qq && apt-get install -y -qq python3
 fi
 
+# GNU time (`/usr/bin/time -v`): run's totals are checked against it
+# (relay-metrics/tests/run_accounting.rs).
+if [[ ! -x /usr/bin/time ]]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends time
+fi
+
 # Prometheus (server and promtool) for the agent endpoint tests.
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
     apt-get update -qq

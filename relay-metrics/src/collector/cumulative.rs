@@ -156,7 +156,7 @@ impl Accounting {
         &mut self,
         sample: &Sample,
         stat: Option<&StatCounters>,
-        cgroup_cpu: Option<(Option<u64>, Option<u64>)>,
+        cgroup_cpu: Option<CgroupCpu>,
         out: &mut Option<Cumulative>,
     ) {
         let mut causes = 0;
@@ -211,9 +211,14 @@ impl Accounting {
     /// ticks. A total that went down stays at its previous value (the reason says which share
     /// a process tree cannot see); it resumes once the source passes it again.
     fn clamp(&mut self, raw: Totals, baseline: Totals) -> Totals {
-        let one = |now: Option<u64>, base: Option<u64>, last: Option<u64>| {
-            let value = now?.saturating_sub(base.unwrap_or(0));
-            Some(last.map_or(value, |last| value.max(last)))
+        // A source unavailable for a pass (the root process is gone, a file failed) keeps the
+        // last total: a total that turned null would read as lost to whoever takes the last line.
+        let one = |now: Option<u64>, base: Option<u64>, last: Option<u64>| match now {
+            Some(now) => {
+                let value = now.saturating_sub(base.unwrap_or(0));
+                Some(last.map_or(value, |last| value.max(last)))
+            }
+            None => last,
         };
         let totals = Totals {
             cpu_user_ns: one(raw.cpu_user_ns, baseline.cpu_user_ns, self.last.cpu_user_ns),
@@ -243,16 +248,7 @@ impl Accounting {
                 self.last.processes_exited,
             ),
         };
-        // A value that is unavailable this pass keeps the last one given out for the next.
-        let keep = |new: Option<u64>, old: Option<u64>| new.or(old);
-        self.last = Totals {
-            cpu_user_ns: keep(totals.cpu_user_ns, self.last.cpu_user_ns),
-            cpu_system_ns: keep(totals.cpu_system_ns, self.last.cpu_system_ns),
-            storage_read_bytes: keep(totals.storage_read_bytes, self.last.storage_read_bytes),
-            storage_write_bytes: keep(totals.storage_write_bytes, self.last.storage_write_bytes),
-            processes_created: keep(totals.processes_created, self.last.processes_created),
-            processes_exited: keep(totals.processes_exited, self.last.processes_exited),
-        };
+        self.last = totals;
         totals
     }
 
@@ -298,18 +294,22 @@ impl Accounting {
         totals
     }
 
-    fn cgroup(
-        &mut self,
-        sample: &Sample,
-        cpu: Option<(Option<u64>, Option<u64>)>,
-        causes: &mut u32,
-    ) -> Totals {
+    fn cgroup(&mut self, sample: &Sample, cpu: Option<CgroupCpu>, causes: &mut u32) -> Totals {
         *causes |= cause::NO_SYSCALL_BYTES;
         let mut totals = Totals::default();
         match cpu {
-            Some((Some(user), Some(system))) => {
-                totals.cpu_user_ns = Some(user.saturating_mul(1000));
-                totals.cpu_system_ns = Some(system.saturating_mul(1000));
+            // The total is exact (v1 `cpuacct.usage`, v2 `usage_usec`: the scheduler's run
+            // time), but v1's user/system split is sampled at ticks and misses most of a short
+            // process: the total is split in the ratio of the two, as the kernel does for a
+            // process's utime/stime (`cputime_adjust`).
+            Some((Some(total), Some(user), Some(system))) => {
+                let (user, system) = (u128::from(user), u128::from(system));
+                let user_ns = match user + system {
+                    0 => 0,
+                    sum => u64::try_from(u128::from(total) * user / sum).unwrap_or(total),
+                };
+                totals.cpu_user_ns = Some(user_ns.min(total));
+                totals.cpu_system_ns = Some(total - user_ns.min(total));
             }
             Some(_) => *causes |= cause::CGROUP_UNREADABLE,
             None => *causes |= cause::NO_CPU,
@@ -416,7 +416,7 @@ impl Accounting {
             text.push_str(part);
         };
         if causes & cause::NO_PASS != 0 {
-            add("the process list could not be read completely: no per-process totals");
+            add("the processes could not be read (the root process is gone, or the listing is incomplete): the totals are those of the last complete pass");
         }
         if causes & cause::NO_CPU != 0 {
             add("CPU totals need the cpu category (its source was not read)");
@@ -492,6 +492,9 @@ impl Accounting {
         });
     }
 }
+
+/// A cgroup's CPU counters: total run time (ns), user and system (µs).
+pub(super) type CgroupCpu = (Option<u64>, Option<u64>, Option<u64>);
 
 /// What `wait4` gave for one process reaped by the collector's owner.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -695,9 +698,11 @@ mod tests {
         assert_eq!(accounting.clamp(reading(1200), base).cpu_user_ns, Some(500));
         assert_eq!(accounting.clamp(reading(900), base).cpu_user_ns, Some(500));
         assert_eq!(accounting.clamp(reading(1600), base).cpu_user_ns, Some(600));
-        // A value missing for one pass is null then, and still never below the last after.
+        // A value missing for one pass keeps the last total, and never goes below it after.
         let missing = Totals::default();
-        assert_eq!(accounting.clamp(missing, base).cpu_user_ns, None);
+        assert_eq!(accounting.clamp(missing, base).cpu_user_ns, Some(600));
         assert_eq!(accounting.clamp(reading(1100), base).cpu_user_ns, Some(600));
+        // Never known: stays null.
+        assert_eq!(accounting.clamp(missing, base).storage_read_bytes, None);
     }
 }

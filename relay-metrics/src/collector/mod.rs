@@ -271,9 +271,9 @@ impl Collector {
                 .config
                 .cpu
                 .enabled
-                .then(|| self.sample.cgroup.as_ref())
+                .then_some(self.sample.cgroup.as_ref())
                 .flatten()
-                .map(|cgroup| (cgroup.user_usec, cgroup.system_usec));
+                .map(|cgroup| (cgroup.usage_ns, cgroup.user_usec, cgroup.system_usec));
             self.accounting.fill(
                 &self.sample,
                 self.system_sample.stat.as_ref(),

@@ -70,6 +70,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[expect(
+        clippy::zombie_processes,
+        reason = "the child is reaped by the wait4 under test"
+    )]
     fn a_reaped_child_brings_its_status_and_cpu() {
         let child = std::process::Command::new("sh")
             .args([
