@@ -15,8 +15,11 @@ use relay_metrics::internals::Roots;
 
 /// Controllers whose v1 hierarchy the cgroup must exist in (CPU totals, memory peak).
 const REQUIRED_V1: [&str; 2] = ["cpuacct", "memory"];
-/// Controllers used where their v1 hierarchy exists (throttling, storage, process counts).
-const OPTIONAL_V1: [&str; 3] = ["cpu", "blkio", "pids"];
+/// Controllers used where their v1 hierarchy exists (storage, process counts). Not `cpu`
+/// where it is a hierarchy of its own: a new group there is scheduled as one more peer of the
+/// root's tasks, which changes how much CPU the command gets (it ran up to twice as fast beside
+/// a loaded machine's other tasks), and a group without a quota is never throttled.
+const OPTIONAL_V1: [&str; 2] = ["blkio", "pids"];
 
 /// How long removal waits for the cgroup to empty after killing what is left in it.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
