@@ -27,6 +27,7 @@
 //! consumer shares one copy.
 
 #![deny(missing_docs)]
+#![deny(unreachable_pub)]
 
 mod collector;
 pub mod config;

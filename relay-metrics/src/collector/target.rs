@@ -11,7 +11,7 @@ use super::CollectorError;
 
 /// The resolved measurement target.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     /// Every process of the system.
     Global,
     /// A root process (and, for a tree, its live descendants).
@@ -35,7 +35,7 @@ pub enum Target {
 
 impl Target {
     /// The snapshot scope of this target.
-    pub fn scope(&self) -> MeasurementScope {
+    pub(crate) fn scope(&self) -> MeasurementScope {
         match self {
             Self::Global => MeasurementScope::Global,
             Self::Process { tree: true, .. } => MeasurementScope::ProcessTree,
@@ -46,7 +46,7 @@ impl Target {
 
     /// Resolves the configured scope. `runtime_default` means the calling process's tree, as in
     /// Relay's embedded APIs. Fails with a clear message for an unknown pid or cgroup.
-    pub fn resolve(
+    pub(crate) fn resolve(
         config: &ResourceMetricsConfig,
         roots: &Roots,
         layout: Option<&CgroupLayout>,

@@ -13,7 +13,7 @@ use crate::snapshot::{
 
 /// Which per-process values a configuration asks for (Relay 0.10.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// CPU times.
     pub cpu: bool,
     /// Per-process memory (never in global scope).
@@ -28,7 +28,7 @@ pub struct Wanted {
 
 impl Wanted {
     /// Derives what is wanted from the configuration and the scope.
-    pub fn from_config(config: &ResourceMetricsConfig, scope: MeasurementScope) -> Self {
+    pub(crate) fn from_config(config: &ResourceMetricsConfig, scope: MeasurementScope) -> Self {
         Self {
             cpu: config.cpu.enabled,
             memory: config.memory.enabled && scope != MeasurementScope::Global,
@@ -39,19 +39,19 @@ impl Wanted {
     }
 
     /// True when per-process counters are summed (`process_sampling` is reported).
-    pub fn any_sum(&self) -> bool {
+    pub(crate) fn any_sum(&self) -> bool {
         self.cpu || self.memory || self.process || self.disk_io
     }
 
     /// True when the process list is needed at all.
-    pub fn needs_processes(&self) -> bool {
+    pub(crate) fn needs_processes(&self) -> bool {
         self.any_sum() || self.gpu_processes
     }
 }
 
 /// Builds the snapshot of `sample`, updating the rate baselines of its series.
 #[cfg(test)]
-pub fn derive(
+pub(super) fn derive(
     config: &ResourceMetricsConfig,
     sample: &Sample,
     baselines: &mut Baselines,
@@ -64,7 +64,7 @@ pub fn derive(
 
 /// Like [`derive`], but overwrites `out` in place, reusing its lists: once `out` has held a
 /// snapshot of the same shape, this allocates nothing.
-pub fn derive_into(
+pub(crate) fn derive_into(
     config: &ResourceMetricsConfig,
     sample: &Sample,
     baselines: &mut Baselines,

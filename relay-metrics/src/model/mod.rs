@@ -8,8 +8,8 @@ mod aggregate;
 mod derive;
 mod rates;
 
-pub use derive::{derive_into, Wanted};
-pub use rates::Baselines;
+pub(crate) use derive::{derive_into, Wanted};
+pub(crate) use rates::Baselines;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +18,7 @@ use crate::snapshot::{CgroupReport, KernelEvents, MeasurementScope, Unavailable}
 
 /// Raw counters of one collection pass, as read by the sources.
 #[derive(Debug, Clone)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// The scope collected.
     pub scope: MeasurementScope,
     /// Monotonic instant of the pass (for rates).
@@ -68,7 +68,7 @@ pub struct Sample {
 /// its start (`relay-metrics run`). A count that only runs from the collector's start is not one
 /// (it stays in `extensions.kernel_events`), so its field is `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LifetimeCounts {
+pub(crate) struct LifetimeCounts {
     /// Processes created (threads are not processes).
     pub processes_created: Option<u64>,
     /// Processes killed by the OOM killer.
@@ -80,7 +80,7 @@ pub struct LifetimeCounts {
 
 /// The outcome of the per-process part of a pass.
 #[derive(Debug, Clone, Default)]
-pub enum ProcessPass {
+pub(crate) enum ProcessPass {
     /// No per-process value was requested.
     #[default]
     NotRequested,
@@ -95,7 +95,7 @@ pub enum ProcessPass {
 
 /// The sampled processes of a pass.
 #[derive(Debug, Clone, Default)]
-pub struct ProcessSet {
+pub(crate) struct ProcessSet {
     /// PIDs listed at the start of the pass.
     pub visible: u64,
     /// Why the pass is incomplete (a descendant that failed for another reason than exiting);
@@ -107,7 +107,7 @@ pub struct ProcessSet {
 
 /// Raw counters of one process.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProcessCounters {
+pub(crate) struct ProcessCounters {
     /// Process id.
     pub pid: u32,
     /// Start time (clock ticks since boot): with the pid, the process identity.
@@ -142,7 +142,7 @@ pub struct ProcessCounters {
 
 /// `/proc/<pid>/io` counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IoValues {
+pub(crate) struct IoValues {
     /// Bytes read from storage.
     pub read_bytes: u64,
     /// Bytes written to storage.
@@ -155,7 +155,7 @@ pub struct IoValues {
 
 /// System-wide values.
 #[derive(Debug, Clone, Default)]
-pub struct SystemValues {
+pub(crate) struct SystemValues {
     /// `MemTotal` (KiB).
     pub memory_total_kib: Option<u64>,
     /// `MemAvailable` (KiB).
@@ -170,7 +170,7 @@ pub struct SystemValues {
 
 /// Busy and total ticks of one CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuTicks {
+pub(crate) struct CpuTicks {
     /// user + nice + system + irq + softirq + steal.
     pub busy: u64,
     /// busy + idle + iowait.
@@ -179,7 +179,7 @@ pub struct CpuTicks {
 
 /// PSI `total=` values (µs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PressureValues {
+pub(crate) struct PressureValues {
     /// "some" stall time.
     pub some_usec: Option<u64>,
     /// "full" stall time.
@@ -188,7 +188,7 @@ pub struct PressureValues {
 
 /// The cgroup values behind Relay's cgroup fields, in raw units.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CgroupValues {
+pub(crate) struct CgroupValues {
     /// Throttled time (µs).
     pub throttled_usec: Option<u64>,
     /// Throttled periods (`cpu/throttled` events).
@@ -223,7 +223,7 @@ pub struct CgroupValues {
 
 /// Capacity of one configured path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FilesystemValues {
+pub(crate) struct FilesystemValues {
     /// The path as configured.
     pub path: Arc<str>,
     /// Total bytes.
@@ -236,7 +236,7 @@ pub struct FilesystemValues {
 
 /// Counters of one network interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InterfaceValues {
+pub(crate) struct InterfaceValues {
     /// Interface name.
     pub name: Arc<str>,
     /// Bytes received.
@@ -255,7 +255,7 @@ pub struct InterfaceValues {
 
 /// GPU records of a pass.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GpuValues {
+pub(crate) struct GpuValues {
     /// Device records.
     pub devices: Vec<GpuDeviceValues>,
     /// Per-process records (only processes in scope).
@@ -266,7 +266,7 @@ pub struct GpuValues {
 
 /// One GPU device.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GpuDeviceValues {
+pub(crate) struct GpuDeviceValues {
     /// Vendor.
     pub vendor: crate::snapshot::AcceleratorVendor,
     /// UUID / PCI address / `nvidia:<index>`.
@@ -281,7 +281,7 @@ pub struct GpuDeviceValues {
 
 /// One process on one GPU device.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GpuProcessValues {
+pub(crate) struct GpuProcessValues {
     /// Vendor of the device.
     pub vendor: crate::snapshot::AcceleratorVendor,
     /// Device identifier.

@@ -18,7 +18,7 @@ use super::{CpuTicks, InterfaceValues, ProcessCounters};
 
 /// Per-series state for rates.
 #[derive(Debug, Default)]
-pub struct Baselines {
+pub(crate) struct Baselines {
     process_clock: Option<PassClock>,
     processes: HashMap<ProcessKey, ProcessBaseline>,
     /// Scratch map swapped with `processes` each pass, so steady state does not allocate.
@@ -37,7 +37,7 @@ pub(crate) type RatePair = (Option<f64>, Option<f64>);
 
 impl Baselines {
     /// Forgets every baseline (target change).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         *self = Self::default();
     }
 }

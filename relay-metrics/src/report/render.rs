@@ -404,7 +404,7 @@ fn escape(text: &str) -> String {
 }
 
 /// The summary as an HTML table (also the Python `_repr_html_` of a summary).
-pub fn summary_table(summary: &RunSummary) -> String {
+pub(super) fn summary_table(summary: &RunSummary) -> String {
     let mut html = String::from("<table class=\"summary\">\n");
     for (label, value, comment) in summary.rows() {
         let _ = writeln!(

@@ -57,7 +57,7 @@ impl SourceError {
 }
 
 /// ENOENT and ESRCH both mean "the process (or cgroup) went away".
-pub fn is_gone(error: &io::Error) -> bool {
+pub(crate) fn is_gone(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH))
         || error.kind() == io::ErrorKind::NotFound
 }
@@ -123,7 +123,7 @@ impl HeldFile {
 }
 
 /// Reads `path` once (open, read, close) into `buf`: for files read rarely.
-pub fn read_once<'b>(path: &Path, buf: &'b mut Vec<u8>) -> Result<&'b [u8], SourceError> {
+pub(crate) fn read_once<'b>(path: &Path, buf: &'b mut Vec<u8>) -> Result<&'b [u8], SourceError> {
     let file = File::open(path).map_err(|error| SourceError::io(path, error))?;
     pread_all(&file, buf).map_err(|error| SourceError::io(path, error))?;
     Ok(buf.as_slice())

@@ -2,19 +2,20 @@
 //! counters (`Option`s where a value can be absent); rates, sums and units are computed later by
 //! `model`, which never does I/O.
 
-pub mod cgroup;
-pub mod ebpf;
-pub mod file;
-pub mod fs;
-pub mod gpu;
+pub(crate) mod cgroup;
+pub(crate) mod ebpf;
+pub(crate) mod file;
+pub(crate) mod fs;
+pub(crate) mod gpu;
 pub(crate) mod held;
-pub mod net;
+pub(crate) mod net;
 pub(crate) mod parse;
-pub mod procfs;
-pub mod reap;
-pub mod roots;
-pub mod system;
-pub mod task_iter;
+pub(crate) mod procfs;
+pub(crate) mod reap;
+pub(crate) mod roots;
+pub(crate) mod system;
+pub(crate) mod task_iter;
 
-pub use file::{HeldFile, SourceError};
+pub use file::HeldFile;
+pub(crate) use file::SourceError;
 pub use roots::Roots;

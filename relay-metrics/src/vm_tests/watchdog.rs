@@ -10,17 +10,17 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Printed before every line of a report (`cargo xtask vm-test` shows these console lines).
-pub const WATCHDOG_PREFIX: &str = "watchdog: ";
+pub(super) const WATCHDOG_PREFIX: &str = "watchdog: ";
 
 /// Armed for one test; disarmed when dropped (at the end of the test, passed or failed).
-pub struct Watchdog {
+pub(super) struct Watchdog {
     finished: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Watchdog {
     /// Aborts the process with a report if `test` has not dropped the watchdog within `limit`.
-    pub fn arm(test: &'static str, limit: Duration, cgroup: PathBuf) -> Self {
+    pub(super) fn arm(test: &'static str, limit: Duration, cgroup: PathBuf) -> Self {
         let finished = Arc::new((Mutex::new(false), Condvar::new()));
         let shared = Arc::clone(&finished);
         let thread = std::thread::spawn(move || {

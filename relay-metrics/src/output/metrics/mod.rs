@@ -66,7 +66,7 @@ impl Unit {
 
     /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
     #[cfg(feature = "agent")]
-    pub fn otlp(self) -> &'static str {
+    pub(crate) fn otlp(self) -> &'static str {
         match self {
             Self::Seconds => "s",
             Self::Bytes => "By",

@@ -89,7 +89,7 @@ pub(super) enum Transport {
 
 impl Transport {
     /// Loads the certificates and builds the client. gRPC needs a tokio runtime to be current.
-    pub fn new(settings: &OtlpSettings) -> Result<Self, TransportError> {
+    pub(super) fn new(settings: &OtlpSettings) -> Result<Self, TransportError> {
         let tls = tls_config(settings)?;
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
@@ -160,7 +160,7 @@ impl Transport {
     }
 
     /// One attempt at sending `payload`, within the configured timeout.
-    pub async fn send(&self, payload: &Payload) -> Result<(), Failure> {
+    pub(super) async fn send(&self, payload: &Payload) -> Result<(), Failure> {
         match (self, payload) {
             (Self::Http(http), Payload::Http(body)) => http.send(body.clone()).await,
             (Self::Grpc(grpc), Payload::Grpc(message)) => grpc.send(message).await,

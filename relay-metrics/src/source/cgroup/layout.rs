@@ -159,7 +159,7 @@ impl CgroupLayout {
 }
 
 /// Reads `<proc>/self/mountinfo` under `roots` and returns the cgroup layout.
-pub fn discover(roots: &Roots) -> Result<CgroupLayout, CgroupError> {
+pub(crate) fn discover(roots: &Roots) -> Result<CgroupLayout, CgroupError> {
     let path = roots.proc.join("self/mountinfo");
     let mut buf = Vec::new();
     let content = read_once(&path, &mut buf)?;

@@ -16,7 +16,7 @@ use crate::source::procfs::sys::{is_dot, open_dir_at, open_file_at, pread_all, D
 /// (the collector checks exclusivity every snapshot); descendants are opened per walk because
 /// they come and go.
 #[derive(Debug, Default)]
-pub struct SubtreeWalker {
+pub(crate) struct SubtreeWalker {
     top: Option<HeldTop>,
     dirents: DirentBuffer,
     buf: Vec<u8>,
@@ -62,7 +62,7 @@ impl HeldTop {
 
 impl SubtreeWalker {
     /// A walker with empty buffers.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -70,14 +70,18 @@ impl SubtreeWalker {
     /// `cgroup.procs` of the target's membership directory ([`CgroupTarget::membership_dir`])
     /// and of every descendant directory. Descendants removed during the walk are skipped; a
     /// removed target is [`CgroupError::Gone`].
-    pub fn pids(&mut self, target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
+    pub(crate) fn pids(
+        &mut self,
+        target: &CgroupTarget,
+        pids: &mut Vec<u32>,
+    ) -> Result<(), CgroupError> {
         self.walk(target, pids, |_| true).map(|_| ())
     }
 
     /// Relay's exclusivity rule: true when the target's subtree holds exactly the processes in
     /// `pids` (sorted, without duplicates), no more and no fewer. Stops at the first process
     /// that is not in `pids`, so a shared cgroup costs one `cgroup.procs` read, not a walk.
-    pub fn owns_exclusively(
+    pub(crate) fn owns_exclusively(
         &mut self,
         target: &CgroupTarget,
         pids: &[u32],
@@ -230,13 +234,13 @@ fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Resul
 
 /// [`SubtreeWalker::pids`] with a one-off walker.
 #[cfg(test)]
-pub fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
+pub(crate) fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {
     SubtreeWalker::new().pids(target, pids)
 }
 
 /// [`SubtreeWalker::owns_exclusively`] with a one-off walker; `pids` in any order.
 #[cfg(test)]
-pub fn owns_exclusively(target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
+pub(crate) fn owns_exclusively(target: &CgroupTarget, pids: &[u32]) -> Result<bool, CgroupError> {
     let mut measured = pids.to_vec();
     measured.sort_unstable();
     measured.dedup();

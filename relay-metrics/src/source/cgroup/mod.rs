@@ -26,24 +26,25 @@ use std::path::PathBuf;
 use crate::source::file::SourceError;
 
 #[cfg(test)]
-pub use layout::discover;
+pub(crate) use layout::discover;
 pub use layout::{parse_proc_cgroup, CgroupLayout};
-pub use membership::SubtreeWalker;
+pub(crate) use membership::SubtreeWalker;
 #[cfg(test)]
-pub use membership::{owns_exclusively, subtree_pids};
+pub(crate) use membership::{owns_exclusively, subtree_pids};
+pub(crate) use parse::PsiTotals;
 pub use parse::{
     keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
-    parse_v1_memory_limit, CpuQuota, PsiTotals,
+    parse_v1_memory_limit, CpuQuota,
 };
-pub use reader::CgroupReader;
-pub use sample::{CgroupFields, CgroupSample};
+pub(crate) use reader::CgroupReader;
+pub(crate) use sample::{CgroupFields, CgroupSample};
 #[cfg(test)]
-pub use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
-pub use target::{resolve, resolve_for_pid, CgroupTarget};
+pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
+pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CgroupVersion {
+pub(crate) enum CgroupVersion {
     /// A v1 hierarchy (`/sys/fs/cgroup/<controller>` on hybrid hosts).
     V1,
     /// The unified hierarchy.

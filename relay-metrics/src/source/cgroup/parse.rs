@@ -4,7 +4,7 @@
 /// The v1 memory controller reports "no limit" as `PAGE_COUNTER_MAX * PAGE_SIZE`, a page-aligned
 /// number just below 2^63 whose exact value depends on the page size; anything this large cannot
 /// be a limit someone configured on purpose.
-pub const V1_UNLIMITED_BYTES: u64 = 1 << 62;
+pub(super) const V1_UNLIMITED_BYTES: u64 = 1 << 62;
 
 /// A limit file's value: `max` (v2) or a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use super::CgroupVersion;
 
 /// Which value groups to read; each group costs its own file reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CgroupFields {
+pub(crate) struct CgroupFields {
     /// CPU usage, throttling counters and the effective CPU limit.
     pub cpu: bool,
     /// Memory limit, usage and limit events.
@@ -21,14 +21,14 @@ pub struct CgroupFields {
 impl CgroupFields {
     /// Every group.
     #[cfg(test)]
-    pub const ALL: Self = Self {
+    pub(crate) const ALL: Self = Self {
         cpu: true,
         memory: true,
         pids: true,
         pressure: true,
     };
     /// No group (reads nothing).
-    pub const NONE: Self = Self {
+    pub(crate) const NONE: Self = Self {
         cpu: false,
         memory: false,
         pids: false,
@@ -39,7 +39,7 @@ impl CgroupFields {
 /// Raw values of one cgroup read. A `None` value is absent (file missing, controller not enabled,
 /// group not requested, or content invalid), never guessed.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct CgroupSample {
+pub(crate) struct CgroupSample {
     /// CPU group.
     pub cpu: CpuSample,
     /// Memory group.
@@ -53,7 +53,7 @@ pub struct CgroupSample {
 /// CPU values. Usage, throttling and the limit may come from different v1 hierarchies (cpuacct,
 /// cpu, cpuset), so each part carries its own version.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct CpuSample {
+pub(crate) struct CpuSample {
     /// Source of the usage values.
     pub usage_version: Option<CgroupVersion>,
     /// Total CPU time: v2 `cpu.stat usage_usec` × 1000; v1 `cpuacct.usage` (ns).
@@ -91,7 +91,7 @@ pub struct CpuSample {
 /// - `memory.oom_control under_oom` is v1's "currently stuck in OOM" flag → `under_oom`.
 /// - v1 has no `high` threshold → `high_events` is `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MemorySample {
+pub(crate) struct MemorySample {
     /// Source of these values.
     pub version: Option<CgroupVersion>,
     /// Effective limit: min over the directory and its ancestors up to the mount of v2
@@ -113,7 +113,7 @@ pub struct MemorySample {
 
 /// pids controller values (same files in v1 and v2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PidsSample {
+pub(crate) struct PidsSample {
     /// Source of these values.
     pub version: Option<CgroupVersion>,
     /// `pids.current`.
@@ -126,7 +126,7 @@ pub struct PidsSample {
 
 /// Pressure stall totals (usually only on v2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PressureSample {
+pub(crate) struct PressureSample {
     /// Source of these values.
     pub version: Option<CgroupVersion>,
     /// `cpu.pressure`.

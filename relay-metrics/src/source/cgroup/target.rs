@@ -9,7 +9,7 @@ use crate::source::Roots;
 
 /// A cgroup's directory in one hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupDir {
+pub(crate) struct CgroupDir {
     /// The cgroup path within its hierarchy (`/system.slice/foo.service`).
     pub path: String,
     /// Its directory, mapped through [`Roots`].
@@ -29,7 +29,7 @@ impl CgroupDir {
 
     /// `dir` and each ancestor up to and including the mount point, leaf first. A directory not
     /// below the mount point (which resolution never builds) yields only itself.
-    pub fn levels(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn levels(&self) -> impl Iterator<Item = &Path> {
         let below = self.dir.starts_with(&self.mount_point);
         let mut next = Some(self.dir.as_path());
         std::iter::from_fn(move || {
@@ -46,7 +46,7 @@ impl CgroupDir {
 
 /// A cgroup's directory in a v1 hierarchy, with that hierarchy's controllers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct V1Dir {
+pub(crate) struct V1Dir {
     /// Controllers bound to the hierarchy (empty for named hierarchies such as `name=systemd`).
     pub controllers: Vec<String>,
     /// The hierarchy's `name=`, if any.
@@ -57,7 +57,7 @@ pub struct V1Dir {
 
 /// Where one cgroup (or the set of cgroups containing a process) lives in every hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupTarget {
+pub(crate) struct CgroupTarget {
     /// The path given to [`resolve`]; `None` for [`resolve_for_pid`], where each hierarchy may
     /// place the process at a different path (see each [`CgroupDir::path`]).
     pub requested: Option<String>,
@@ -72,7 +72,7 @@ pub struct CgroupTarget {
 
 impl CgroupTarget {
     /// The directory in the v1 hierarchy carrying `controller`.
-    pub fn v1_dir(&self, controller: &str) -> Option<&CgroupDir> {
+    pub(crate) fn v1_dir(&self, controller: &str) -> Option<&CgroupDir> {
         self.v1
             .iter()
             .find(|d| d.controllers.iter().any(|c| c == controller))
@@ -81,7 +81,7 @@ impl CgroupTarget {
 
     /// Where `controller`'s files are: its v1 hierarchy when it is bound to v1, the unified
     /// hierarchy otherwise. `None` when the target has no directory there.
-    pub fn controller_dir(&self, controller: &str) -> Option<(CgroupVersion, &CgroupDir)> {
+    pub(crate) fn controller_dir(&self, controller: &str) -> Option<(CgroupVersion, &CgroupDir)> {
         if self.v1_bound.iter().any(|c| c == controller) {
             self.v1_dir(controller).map(|d| (CgroupVersion::V1, d))
         } else {
@@ -91,7 +91,7 @@ impl CgroupTarget {
 
     /// The directory whose `cgroup.procs` tree defines membership: on hybrid/v1 the v1
     /// hierarchy of memory, then cpu, then pids; then the unified hierarchy; then any v1 one.
-    pub fn membership_dir(&self) -> Option<(CgroupVersion, &CgroupDir)> {
+    pub(crate) fn membership_dir(&self) -> Option<(CgroupVersion, &CgroupDir)> {
         ["memory", "cpu", "pids"]
             .iter()
             .find_map(|c| self.v1_dir(c).map(|d| (CgroupVersion::V1, d)))
@@ -129,7 +129,10 @@ fn validate(cgroup_path: &str) -> Result<&str, CgroupError> {
 
 /// Finds `cgroup_path` (as in `/proc/<pid>/cgroup`, e.g. `/system.slice/foo.service`) in the
 /// unified hierarchy and every v1 hierarchy where its directory exists.
-pub fn resolve(layout: &CgroupLayout, cgroup_path: &str) -> Result<CgroupTarget, CgroupError> {
+pub(crate) fn resolve(
+    layout: &CgroupLayout,
+    cgroup_path: &str,
+) -> Result<CgroupTarget, CgroupError> {
     let path = validate(cgroup_path)?;
     let v2 = layout
         .v2
@@ -164,7 +167,7 @@ pub fn resolve(layout: &CgroupLayout, cgroup_path: &str) -> Result<CgroupTarget,
 /// The cgroups containing process `pid`, from `<proc>/<pid>/cgroup`: its unified cgroup and its
 /// cgroup in each mounted v1 hierarchy. A path outside a mount's root (another cgroup namespace,
 /// a bind mount of a subtree) is left out. An exited process gives [`CgroupError::Gone`].
-pub fn resolve_for_pid(
+pub(crate) fn resolve_for_pid(
     layout: &CgroupLayout,
     roots: &Roots,
     pid: u32,

@@ -5,7 +5,7 @@ use relay_metrics_common::{Config, NO_FIELD};
 
 /// One `field:` line of a format file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FormatField<'a> {
+pub(super) struct FormatField<'a> {
     /// The declaration before the name, e.g. `pid_t`, `__data_loc char[]`, `char`.
     pub type_name: &'a str,
     /// The field name without any array suffix.
@@ -17,12 +17,12 @@ pub struct FormatField<'a> {
 }
 
 /// Finds `name` among the `field:` lines of a format file.
-pub fn find_field<'a>(format: &'a [u8], name: &str) -> Option<FormatField<'a>> {
+pub(super) fn find_field<'a>(format: &'a [u8], name: &str) -> Option<FormatField<'a>> {
     fields(format).find(|field| field.name == name)
 }
 
 /// Every `field:` line of a format file; malformed lines are skipped.
-pub fn fields(format: &[u8]) -> impl Iterator<Item = FormatField<'_>> {
+pub(super) fn fields(format: &[u8]) -> impl Iterator<Item = FormatField<'_>> {
     let text = std::str::from_utf8(format).unwrap_or("");
     text.lines().filter_map(parse_field_line)
 }
@@ -46,7 +46,7 @@ fn parse_field_line(line: &str) -> Option<FormatField<'_>> {
 
 /// The offset of `name` when it has `size` bytes, else [`NO_FIELD`]: a field whose size changed is
 /// not read at all rather than read wrongly.
-pub fn offset_of(format: &[u8], name: &str, size: u16) -> u16 {
+pub(super) fn offset_of(format: &[u8], name: &str, size: u16) -> u16 {
     match find_field(format, name) {
         Some(field) if field.size == size => field.offset,
         _ => NO_FIELD,

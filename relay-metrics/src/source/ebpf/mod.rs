@@ -33,7 +33,9 @@ use std::os::fd::{AsRawFd as _, OwnedFd};
 
 use aya::maps::{Array, HashMap, IterableMap as _, Map, MapData, MapError, RingBuf};
 use aya::{Ebpf, EbpfLoader};
-pub use relay_metrics_common::{CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES};
+pub(crate) use relay_metrics_common::{
+    CgroupStats, GlobalStats, ScopeStats, TgidStats, MAX_SCOPES,
+};
 use relay_metrics_common::{Config, OomVictimRecord, COMM_LEN};
 
 use crate::source::file::read_once;
@@ -46,13 +48,14 @@ pub(crate) mod fuzzing {
 }
 pub use dispatch::{init_child_loader, IN_PROCESS_ENV};
 use loader::ChildOutcome;
-pub use loader::LoadedBy;
+pub(crate) use loader::LoadedBy;
 use mapped::MappedArray;
 use spawn::LoaderCommand;
 use types::map_error;
-pub use types::{
-    EbpfCounters, EbpfOptions, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats,
-    ProgramSpec, ProgramState, ProgramStatus, ScopeId, PROGRAMS,
+pub use types::EbpfOptions;
+pub(crate) use types::{
+    EbpfCounters, EbpfReadError, EbpfUnavailable, OomVictim, ProgramRunStats, ProgramSpec,
+    ProgramState, ProgramStatus, ScopeId, PROGRAMS,
 };
 
 /// The eBPF object, committed so that a plain `cargo build` needs no eBPF toolchain.

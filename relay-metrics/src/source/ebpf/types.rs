@@ -122,7 +122,7 @@ const fn spec(
 }
 
 /// Every program of the object.
-pub const PROGRAMS: [ProgramSpec; 12] = [
+pub(crate) const PROGRAMS: [ProgramSpec; 12] = [
     spec("task_newtask", "task", "task_newtask"),
     spec("sched_process_exit", "sched", "sched_process_exit"),
     spec("sched_switch", "sched", "sched_switch"),

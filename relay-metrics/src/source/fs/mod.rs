@@ -15,13 +15,13 @@ use std::path::Path;
 mod helper;
 mod refresher;
 
-pub use refresher::FilesystemRefresher;
+pub(crate) use refresher::FilesystemRefresher;
 
 /// Capacity of the filesystem holding one configured path, in bytes. On any failure (the call
 /// failed, block size 0, a product overflowing `u64`) all three values are `None` and `error`
 /// says why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FilesystemCapacity {
+pub(crate) struct FilesystemCapacity {
     /// Size of the filesystem (`f_blocks`).
     pub total_bytes: Option<u64>,
     /// Space an unprivileged caller can still use (`f_bavail`).
@@ -56,7 +56,7 @@ impl FilesystemCapacity {
 /// The raw `statvfs` numbers the capacity is computed from (kept separate so the arithmetic can
 /// be tested on values no real filesystem returns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatvfsBlocks {
+pub(crate) struct StatvfsBlocks {
     /// `f_frsize`: the fundamental block size, the unit of the block counts.
     pub fragment_size: u64,
     /// `f_bsize`: the preferred I/O size, used only when `f_frsize` is 0 (as Relay does).
@@ -71,7 +71,7 @@ pub struct StatvfsBlocks {
 
 impl StatvfsBlocks {
     /// Converts block counts to bytes; `Err` with the reason on a zero block size or overflow.
-    pub fn capacity(&self) -> Result<(u64, u64, u64), &'static str> {
+    pub(crate) fn capacity(&self) -> Result<(u64, u64, u64), &'static str> {
         let unit = match (self.fragment_size, self.block_size) {
             (0, 0) => return Err("block size is 0"),
             (0, block_size) => block_size,

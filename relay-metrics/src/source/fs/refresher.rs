@@ -27,7 +27,7 @@ pub(super) const MIN_ROUND_GAP: Duration = Duration::from_secs(1);
 
 /// Latest capacities of a fixed list of paths, refreshed by helper processes.
 #[derive(Debug)]
-pub struct FilesystemRefresher {
+pub(crate) struct FilesystemRefresher {
     shared: Arc<Shared>,
     started: bool,
 }
@@ -62,7 +62,7 @@ impl Shared {
 impl FilesystemRefresher {
     /// Refreshes `paths` (in this order), giving each helper `timeout` to answer. Nothing starts
     /// before the first [`read`](Self::read).
-    pub fn new(paths: Vec<Arc<str>>, timeout: Duration) -> Self {
+    pub(crate) fn new(paths: Vec<Arc<str>>, timeout: Duration) -> Self {
         let count = paths.len();
         Self {
             shared: Arc::new(Shared {
@@ -81,14 +81,14 @@ impl FilesystemRefresher {
     }
 
     /// The configured paths.
-    pub fn paths(&self) -> &[Arc<str>] {
+    pub(crate) fn paths(&self) -> &[Arc<str>] {
         &self.shared.paths
     }
 
     /// The latest capacity of each path into `out` (cleared first), and when their round
     /// started (`None` if no round has finished). Waits only on the first call, for the first
     /// round (at most the timeout plus the time to start the helpers).
-    pub fn read(&mut self, out: &mut Vec<FilesystemCapacity>) -> Option<Instant> {
+    pub(crate) fn read(&mut self, out: &mut Vec<FilesystemCapacity>) -> Option<Instant> {
         out.clear();
         if self.shared.paths.is_empty() {
             return None;

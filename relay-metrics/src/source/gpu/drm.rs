@@ -30,7 +30,7 @@ pub enum DrmVendor {
 
 /// One DRM device.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DrmDeviceSample {
+pub(crate) struct DrmDeviceSample {
     /// From the PCI vendor ID.
     pub vendor: DrmVendor,
     /// Basename of the canonical device path: the PCI address, e.g. `0000:03:00.0`.
@@ -51,7 +51,7 @@ struct Card {
 
 /// The DRM cards found by a scan, with their value files held open.
 #[derive(Debug)]
-pub struct DrmSource {
+pub(crate) struct DrmSource {
     cards: Vec<Card>,
     buf: Vec<u8>,
 }
@@ -60,7 +60,7 @@ impl DrmSource {
     /// Lists `<sys>/class/drm/card<N>` (connectors such as `card0-DP-1` are not cards), keeps
     /// AMD and Intel devices that pass `selectors` (identifier only: DRM devices have no index),
     /// in card-number order, one entry per PCI device. A missing `/sys/class/drm` gives no cards.
-    pub fn scan(roots: &Roots, selectors: &[String]) -> Self {
+    pub(crate) fn scan(roots: &Roots, selectors: &[String]) -> Self {
         let class = roots.map(Path::new("/sys/class/drm"));
         let mut numbered: Vec<(u32, PathBuf)> = std::fs::read_dir(&class)
             .into_iter()
@@ -91,13 +91,13 @@ impl DrmSource {
 
     /// Number of cards found by the scan (including those that may report nothing).
     #[cfg(test)]
-    pub fn card_count(&self) -> usize {
+    pub(crate) fn card_count(&self) -> usize {
         self.cards.len()
     }
 
     /// Reads every card into `out`, replacing its content but reusing its entries' strings.
     /// A card with neither memory nor utilisation is left out.
-    pub fn read_into(&mut self, out: &mut Vec<DrmDeviceSample>) {
+    pub(crate) fn read_into(&mut self, out: &mut Vec<DrmDeviceSample>) {
         let mut filled = 0;
         for card in &mut self.cards {
             let memory_used_bytes = card

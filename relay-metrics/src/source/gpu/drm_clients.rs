@@ -24,7 +24,7 @@ use super::drm::DrmVendor;
 use super::fdinfo::{parse_drm_fdinfo, utilization_percent, DrmFdinfo};
 
 /// The major number of DRM character devices (`DRM_MAJOR`).
-pub const DRM_MAJOR: u32 = 226;
+pub(super) const DRM_MAJOR: u32 = 226;
 
 /// How a file descriptor is recognised as a DRM device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl DrmFdCheck {
 }
 
 /// The minor number of a DRM device number (major 226, any minor).
-pub fn drm_device_minor(rdev: u64) -> Option<u32> {
+pub(super) fn drm_device_minor(rdev: u64) -> Option<u32> {
     (libc::major(rdev) == DRM_MAJOR).then(|| libc::minor(rdev))
 }
 

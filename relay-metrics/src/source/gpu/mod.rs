@@ -15,14 +15,15 @@
 
 mod drm;
 mod drm_clients;
-pub mod fdinfo;
+pub(crate) mod fdinfo;
 mod nvml;
 mod sampler;
 
-pub use drm::{DrmDeviceSample, DrmSource, DrmVendor};
-pub use drm_clients::{DrmClientScanner, DrmFdCheck, DrmProcessSample};
+pub(crate) use drm::{DrmDeviceSample, DrmSource, DrmVendor};
+pub(crate) use drm_clients::{DrmClientScanner, DrmFdCheck, DrmProcessSample};
 pub use nvml::{NvmlOptions, NvmlSource, NVML_LIBRARY_ENV};
-pub use sampler::{GpuSample, GpuSampler};
+pub(crate) use sampler::GpuSample;
+pub use sampler::GpuSampler;
 
 /// One NVIDIA device as NVML reported it.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +87,7 @@ pub enum GpuError {
 /// Whether a device passes the configured `gpu.devices` selectors: an empty list selects every
 /// device; otherwise a selector matches the backend identifier exactly or, for NVML devices, the
 /// decimal index (`"0"`, not `"00"`).
-pub fn device_selected(selectors: &[String], identifier: &str, index: Option<u32>) -> bool {
+pub(crate) fn device_selected(selectors: &[String], identifier: &str, index: Option<u32>) -> bool {
     selectors.is_empty()
         || selectors.iter().any(|selector| {
             selector == identifier || index.is_some_and(|index| is_decimal_of(selector, index))

@@ -20,14 +20,14 @@ use super::{device_selected, GpuDeviceSample, GpuError, GpuProcessSample};
 pub const NVML_LIBRARY_ENV: &str = "RELAY_METRICS_NVML_LIBRARY";
 
 /// The library name the NVIDIA driver installs; found through the normal `dlopen` search.
-pub const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+pub(super) const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// The unversioned name some installations only provide (development symlink).
 const FALLBACK_NVML_LIBRARY: &str = "libnvidia-ml.so";
 
 /// How long a failed load is remembered before the library is tried again: a `dlopen` probe walks
 /// dozens of paths, too slow to repeat every tick on a machine without a GPU.
-pub const NVML_RETRY_INTERVAL: Duration = Duration::from_secs(60);
+pub(super) const NVML_RETRY_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What to load and query.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -107,7 +107,7 @@ fn trim_spaces(bytes: &[u8]) -> &[u8] {
 }
 
 /// Relay's interface selection: an empty list selects every interface, otherwise exact names.
-pub fn select(interfaces: &[String], name: &str) -> bool {
+pub(crate) fn select(interfaces: &[String], name: &str) -> bool {
     interfaces.is_empty() || interfaces.iter().any(|wanted| wanted == name)
 }
 

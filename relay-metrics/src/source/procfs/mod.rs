@@ -12,12 +12,13 @@
 //! mixed with those of the old one; the reader then reports [`ProcessError::Gone`].
 
 mod discover;
-pub mod parse;
+pub(crate) mod parse;
 mod reader;
 pub(crate) mod sys;
 
-pub use discover::{PidLister, ProcessTreeWalker};
-pub use reader::{ProcessReader, MAX_SCHEDSTAT_THREADS};
+pub(crate) use discover::{PidLister, ProcessTreeWalker};
+pub use reader::ProcessReader;
+pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
 
 use std::path::PathBuf;
 
@@ -160,13 +161,13 @@ impl ProcessError {
 
 /// `sysconf(_SC_CLK_TCK)`: the unit of the tick counters in `stat`. `None` if sysconf fails;
 /// the caller decides whether to fall back to 100 (and should say so), nothing here guesses.
-pub fn clock_ticks_per_second() -> Option<u64> {
+pub(crate) fn clock_ticks_per_second() -> Option<u64> {
     positive_sysconf(SysconfVar::CLK_TCK)
 }
 
 /// `sysconf(_SC_PAGESIZE)`: the unit of `rss` in `stat`. `None` if sysconf fails; nothing here
 /// falls back to 4096 silently.
-pub fn page_size_bytes() -> Option<u64> {
+pub(crate) fn page_size_bytes() -> Option<u64> {
     positive_sysconf(SysconfVar::PAGE_SIZE)
 }
 

@@ -35,7 +35,7 @@ pub struct Stat {
 }
 
 /// `PF_KTHREAD`: the task is a kernel thread (no memory map, no file descriptors).
-pub const PF_KTHREAD: u64 = 0x0020_0000;
+pub(crate) const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Parses `/proc/<pid>/stat`.
 ///
@@ -125,7 +125,7 @@ pub fn parse_status_vm_hwm_kib(bytes: &[u8]) -> Option<u64> {
 
 /// Parses `Tgid` (the process a task belongs to) out of `/proc/<pid>/status`: a thread id
 /// opens as `/proc/<tid>` too, and only this tells it apart from a process id.
-pub fn parse_status_tgid(bytes: &[u8]) -> Option<u32> {
+pub(crate) fn parse_status_tgid(bytes: &[u8]) -> Option<u32> {
     let value = bytes
         .split(|&b| b == b'\n')
         .filter_map(split_key)

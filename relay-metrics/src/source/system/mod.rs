@@ -15,10 +15,13 @@ mod vmstat;
 #[cfg(test)]
 mod tests;
 
-pub use meminfo::{parse_meminfo, MemInfo};
-pub use pressure::{parse_pressure, Pressure};
-pub use stat::{cpu_rate_logical_processors, parse_stat, CpuTimes, StatCounters};
-pub use vmstat::parse_vmstat_oom_kill;
+pub use meminfo::parse_meminfo;
+pub(crate) use meminfo::MemInfo;
+pub use pressure::parse_pressure;
+pub(crate) use pressure::Pressure;
+pub use stat::{cpu_rate_logical_processors, parse_stat};
+pub(crate) use stat::{CpuTimes, StatCounters};
+pub(crate) use vmstat::parse_vmstat_oom_kill;
 
 use super::file::{HeldFile, SourceError};
 use super::roots::Roots;

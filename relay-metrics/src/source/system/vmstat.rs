@@ -5,7 +5,7 @@ use super::parse::{fields, lines, parse_u64};
 /// The `oom_kill` counter of `/proc/vmstat`: processes the OOM killer killed since boot (every
 /// kill, machine-wide or in a cgroup). `None` if the line is missing (kernels before 4.13) or
 /// malformed.
-pub fn parse_vmstat_oom_kill(content: &[u8]) -> Option<u64> {
+pub(crate) fn parse_vmstat_oom_kill(content: &[u8]) -> Option<u64> {
     lines(content).find_map(|line| {
         let mut parts = fields(line);
         match (parts.next(), parts.next(), parts.next()) {

@@ -44,11 +44,11 @@ const PROGRAM: &str = "task_leaders";
 const RECORD_FIELDS: usize = 26;
 
 /// Size of one record.
-pub const RECORD_BYTES: usize = RECORD_FIELDS * 8;
+pub(crate) const RECORD_BYTES: usize = RECORD_FIELDS * 8;
 
 /// Descriptors a [`TaskIter::read`] holds while the program runs (the iterator's own): for the
 /// collector's own process, in flight in the sense of `source::held::own_fd_count`.
-pub const READ_DESCRIPTORS: usize = 1;
+pub(crate) const READ_DESCRIPTORS: usize = 1;
 
 /// `task_record.status` bits, as the program sets them.
 const STATUS_THREADS_TRUNCATED: u64 = 1;
@@ -63,7 +63,7 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// One thread-group leader as the iterator saw it: raw kernel values, ns and pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TaskRecord {
+pub(crate) struct TaskRecord {
     /// Process id as the reading process's PID namespace sees it.
     pub tgid: u32,
     /// The real parent's process id in that namespace (0 for children of the idle task, and
@@ -111,7 +111,7 @@ pub struct TaskRecord {
 
 /// Where a record's resident size can come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResidentSource {
+pub(crate) enum ResidentSource {
     /// The record's counters are what `statm` and `stat` print (Linux ≤ 6.1: atomics).
     Exact,
     /// Linux 6.16+: the per-CPU counters summed as `statm` sums them ([`TaskRecord::rss_sum_pages`]).
@@ -125,7 +125,7 @@ pub enum ResidentSource {
 
 impl TaskRecord {
     /// Parses one record; `None` unless `bytes` is exactly [`RECORD_BYTES`] long.
-    pub fn parse(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Self> {
         if bytes.len() != RECORD_BYTES {
             return None;
         }
@@ -159,19 +159,19 @@ impl TaskRecord {
     }
 
     /// A kernel thread (no address space, no file table of its own).
-    pub fn is_kernel_thread(&self) -> bool {
+    pub(crate) fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
     }
 
     /// The program stopped walking the thread list or the fd bitmap at its bound: CPU time,
     /// I/O or the fd count would be short, so this process must be read through procfs.
-    pub fn is_truncated(&self) -> bool {
+    pub(crate) fn is_truncated(&self) -> bool {
         self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
     }
 
     /// What the resident size can be taken from (see [`ResidentSource`]). `statm_sums` says
     /// whether this kernel's `statm` sums the per-CPU parts ([`statm_sums_per_cpu_parts`]).
-    pub fn resident_source(&self, statm_sums: bool) -> ResidentSource {
+    pub(crate) fn resident_source(&self, statm_sums: bool) -> ResidentSource {
         if self.status & STATUS_HAS_MM == 0 {
             ResidentSource::None
         } else if self.status & STATUS_RSS_ATOMIC != 0 {
@@ -188,7 +188,7 @@ impl TaskRecord {
 
     /// `stat`'s rss in pages: the sum of each counter clamped at 0 (`get_mm_rss`). On 6.2+
     /// this is the central counts' sum, as `stat` prints it; `statm` may differ there.
-    pub fn stat_rss_pages(&self) -> u64 {
+    pub(crate) fn stat_rss_pages(&self) -> u64 {
         self.rss_pages
             .iter()
             .map(|&pages| u64::try_from(pages).unwrap_or(0))
@@ -197,7 +197,7 @@ impl TaskRecord {
 
     /// `statm`'s resident size in pages from the summed counters (each clamped at 0, as
     /// `get_mm_counter_sum` does); `None` without them.
-    pub fn summed_rss_pages(&self) -> Option<u64> {
+    pub(crate) fn summed_rss_pages(&self) -> Option<u64> {
         self.rss_sum_pages.map(|pages| {
             pages
                 .iter()
@@ -208,7 +208,7 @@ impl TaskRecord {
 
     /// `(utime, stime)` in ns as `/proc/<pid>/stat` computes them now (`cputime_adjust` with the
     /// kernel's clamp state, which only procfs-like readers advance).
-    pub fn adjusted_cputime_ns(&self) -> (u64, u64) {
+    pub(crate) fn adjusted_cputime_ns(&self) -> (u64, u64) {
         cputime_adjust(
             self.utime_ns,
             self.stime_ns,
@@ -223,7 +223,7 @@ impl TaskRecord {
 /// precise run time `rtime` in the ratio of the tick-sampled `utime`/`stime`, never letting
 /// either go below what was last reported (`prev_*`), and never going back when `rtime` did.
 /// Returns `(utime, stime)`.
-pub fn cputime_adjust(
+pub(crate) fn cputime_adjust(
     utime: u64,
     stime: u64,
     rtime: u64,
@@ -258,7 +258,7 @@ pub fn cputime_adjust(
 /// counters' full sums (`get_mm_counter_sum`, Linux 6.16 and later) rather than their central
 /// counts (6.2 to 6.15; before 6.2 the counters are plain atomics and this does not matter).
 /// Unknown releases say `false`, so `statm` is read.
-pub fn statm_sums_per_cpu_parts(release: &str) -> bool {
+pub(crate) fn statm_sums_per_cpu_parts(release: &str) -> bool {
     let mut parts = release
         .split(|c: char| !c.is_ascii_digit())
         .map(|part| part.parse::<u32>().ok());
@@ -271,7 +271,7 @@ pub fn statm_sums_per_cpu_parts(release: &str) -> bool {
 /// Whether the program's per-CPU sums can be trusted on this machine: it adds up CPUs
 /// `0..nr_cpu_ids`, which are exactly the possible CPUs when those are numbered without gaps
 /// (`/sys/devices/system/cpu/possible` is `0` or `0-N`).
-pub fn possible_cpus_are_contiguous(possible: &str) -> bool {
+pub(crate) fn possible_cpus_are_contiguous(possible: &str) -> bool {
     let possible = possible.trim();
     possible == "0"
         || possible
@@ -282,7 +282,7 @@ pub fn possible_cpus_are_contiguous(possible: &str) -> bool {
 /// `nsec_to_clock_t`: ns to clock ticks as procfs prints them. `None` when the tick rate does
 /// not divide a second (the kernel then scales differently; no such rate exists on Linux
 /// today, but nothing here guesses).
-pub fn ns_to_ticks(ns: u64, ticks_per_second: u64) -> Option<u64> {
+pub(crate) fn ns_to_ticks(ns: u64, ticks_per_second: u64) -> Option<u64> {
     const NSEC_PER_SEC: u64 = 1_000_000_000;
     if ticks_per_second == 0 || !NSEC_PER_SEC.is_multiple_of(ticks_per_second) {
         return None;
@@ -293,11 +293,11 @@ pub fn ns_to_ticks(ns: u64, ticks_per_second: u64) -> Option<u64> {
 /// Why the iterator is not used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Unavailable(pub String);
+pub(crate) struct Unavailable(pub String);
 
 /// A loaded, attached task iterator: each [`TaskIter::read`] runs the program over every task.
 #[derive(Debug)]
-pub struct TaskIter {
+pub(crate) struct TaskIter {
     /// The iterator link; it holds the program.
     link: OwnedFd,
     /// The link in the process-wide count of descriptors held to read kernel data, which the
@@ -324,7 +324,7 @@ impl TaskIter {
     /// parent pid as this namespace sees them, start time). With `sum_rss` the program adds up
     /// the per-CPU rss parts ([`TaskRecord::rss_sum_pages`]): a dozen more reads per process,
     /// worth it only where the exact resident size is wanted.
-    pub fn load(roots: &Roots, sum_rss: bool) -> Result<Self, Unavailable> {
+    pub(crate) fn load(roots: &Roots, sum_rss: bool) -> Result<Self, Unavailable> {
         let (ticks_per_second, page_size_bytes) = preconditions(roots)?;
         let link = match crate::source::ebpf::spawn::command() {
             Some(command) => child::load_in_child(command, sum_rss),
@@ -356,14 +356,14 @@ impl TaskIter {
 
     /// See the field `statm_sums`.
     #[cfg(test)]
-    pub fn statm_sums(&self) -> bool {
+    pub(crate) fn statm_sums(&self) -> bool {
         self.statm_sums
     }
 
     /// Runs the iterator once, replacing `out` with one record per thread-group leader, in the
     /// kernel's order (ascending pid). The records' descriptor counts include the one the read
     /// itself holds ([`READ_DESCRIPTORS`]).
-    pub fn read(&mut self, out: &mut Vec<TaskRecord>) -> io::Result<()> {
+    pub(crate) fn read(&mut self, out: &mut Vec<TaskRecord>) -> io::Result<()> {
         out.clear();
         self.held_at_read = held::held_descriptors();
         let iter = iter_create(self.link.as_fd())?;

@@ -14,7 +14,11 @@ impl TaskIter {
     /// and whether `statm` must still be read for its resident size (Linux 6.2–6.15, see
     /// [`ResidentSource::CentralCountOnly`]); until then `rss_bytes` is `stat`'s. Not in the
     /// record, so `None`: private memory, `VmHWM`, the children's CPU times.
-    pub fn sample(&self, record: &TaskRecord, fields: &ProcessFields) -> (ProcessSample, bool) {
+    pub(crate) fn sample(
+        &self,
+        record: &TaskRecord,
+        fields: &ProcessFields,
+    ) -> (ProcessSample, bool) {
         let ticks = |ns| ns_to_ticks(ns, self.ticks_per_second).unwrap_or(0);
         let bytes = |pages: u64| pages.saturating_mul(self.page_size_bytes);
         let (utime_ns, stime_ns) = record.adjusted_cputime_ns();

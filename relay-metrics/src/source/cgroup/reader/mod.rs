@@ -19,7 +19,7 @@ use groups::{MemoryPlan, PidsPlan, PressurePlan};
 
 /// Reads [`CgroupSample`]s, keeping the files of the last target open between reads.
 #[derive(Debug, Default)]
-pub struct CgroupReader {
+pub(crate) struct CgroupReader {
     plan: Option<Plan>,
     buf: Vec<u8>,
     second: Vec<u8>,
@@ -27,7 +27,7 @@ pub struct CgroupReader {
 
 impl CgroupReader {
     /// A reader with nothing open yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -36,7 +36,7 @@ impl CgroupReader {
     ///
     /// Missing files and invalid contents give `None` values. A removed cgroup gives
     /// [`CgroupError::Gone`]; other I/O errors (EACCES …) make the affected value `None`.
-    pub fn read(
+    pub(crate) fn read(
         &mut self,
         target: &CgroupTarget,
         want: CgroupFields,

@@ -19,7 +19,7 @@ use crate::source::{Roots, SourceError};
 
 /// Lists every process of the proc root: its numeric entries, sorted, pid 0 excluded.
 #[derive(Debug)]
-pub struct PidLister {
+pub(crate) struct PidLister {
     proc_root: PathBuf,
     proc_dir: OwnedFd,
     dirents: DirentBuffer,
@@ -29,7 +29,7 @@ pub struct PidLister {
 
 impl PidLister {
     /// Opens (and keeps open) the proc root of `roots`.
-    pub fn new(roots: &Roots) -> Result<Self, SourceError> {
+    pub(crate) fn new(roots: &Roots) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
         let mut published = Published::default();
         published.set(1);
@@ -43,7 +43,7 @@ impl PidLister {
 
     /// Replaces the content of `pids` with the pids now present. An empty listing is an error:
     /// a proc root without processes is not procfs.
-    pub fn list(&mut self, pids: &mut Vec<u32>) -> Result<(), SourceError> {
+    pub(crate) fn list(&mut self, pids: &mut Vec<u32>) -> Result<(), SourceError> {
         pids.clear();
         self.dirents
             .for_each(self.proc_dir.as_fd(), |name| {
@@ -65,7 +65,7 @@ impl PidLister {
 
 /// Default cap on the descriptors a [`ProcessTreeWalker`] holds (task directories and `children`
 /// files together).
-pub const DEFAULT_MAX_HELD_TREE_FILES: usize = 4096;
+pub(super) const DEFAULT_MAX_HELD_TREE_FILES: usize = 4096;
 
 /// Lists a process tree: breadth-first from a root pid over the `children` file of **every
 /// thread** (`/proc/<pid>/task/<tid>/children`; a child hangs below the thread that forked it).
@@ -85,7 +85,7 @@ pub const DEFAULT_MAX_HELD_TREE_FILES: usize = 4096;
 /// inside the same process between two walks would be missed until that thread is replaced,
 /// which takes a full wrap of the pid space while the process lives.)
 #[derive(Debug)]
-pub struct ProcessTreeWalker {
+pub(crate) struct ProcessTreeWalker {
     proc_root: PathBuf,
     proc_dir: OwnedFd,
     dirents: DirentBuffer,
@@ -118,12 +118,15 @@ impl HeldTask {
 impl ProcessTreeWalker {
     /// Opens (and keeps open) the proc root of `roots`; holds up to
     /// [`DEFAULT_MAX_HELD_TREE_FILES`] descriptors between walks.
-    pub fn new(roots: &Roots) -> Result<Self, SourceError> {
+    pub(crate) fn new(roots: &Roots) -> Result<Self, SourceError> {
         Self::with_max_held_files(roots, DEFAULT_MAX_HELD_TREE_FILES)
     }
 
     /// Like [`ProcessTreeWalker::new`] with a cap on held descriptors (0: hold nothing).
-    pub fn with_max_held_files(roots: &Roots, max_held_files: usize) -> Result<Self, SourceError> {
+    pub(crate) fn with_max_held_files(
+        roots: &Roots,
+        max_held_files: usize,
+    ) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
         let on_procfs = is_procfs(&proc_dir);
         Ok(Self {
@@ -147,13 +150,13 @@ impl ProcessTreeWalker {
 
     /// Number of descriptors held between walks (at most the cap).
     #[cfg(test)]
-    pub fn held_files(&self) -> usize {
+    pub(crate) fn held_files(&self) -> usize {
         self.held_files
     }
 
     /// Replaces the content of `pids` with `root` followed by its descendants in breadth-first
     /// order. Each pid appears once, even if pid reuse during the walk made a cycle.
-    pub fn walk(&mut self, root: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
+    pub(crate) fn walk(&mut self, root: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
         pids.clear();
         self.seen.clear();
         pids.push(root);

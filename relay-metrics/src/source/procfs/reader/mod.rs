@@ -18,7 +18,7 @@ use crate::source::held::{self, Published};
 use crate::source::{Roots, SourceError};
 
 /// Above this many threads, per-thread schedstat is not read (see `thread_schedstat`).
-pub const MAX_SCHEDSTAT_THREADS: u64 = 256;
+pub(crate) const MAX_SCHEDSTAT_THREADS: u64 = 256;
 
 /// The files of `/proc/<pid>/` the reader may hold, indexing `PidFiles::files`.
 #[derive(Debug, Clone, Copy)]
