@@ -1,8 +1,10 @@
 //! The deployment files under `deploy/`, checked by real tools: the systemd unit by
 //! `systemd-analyze verify` (which exits 0 on unknown keys and silently drops unknown
 //! capability names, so any output fails and every capability name is checked with `capsh`),
-//! and the DaemonSet by PyPI's `kubernetes-validate --strict` (offline schemas, from the
-//! virtualenv `scripts/install-deps.sh` makes). The unit's `AmbientCapabilities=` is the one home
+//! the DaemonSet and its ServiceAccount, PriorityClass and headless Service by PyPI's
+//! `kubernetes-validate --strict` (offline schemas, from the virtualenv `scripts/install-deps.sh`
+//! makes), and the example Prometheus configuration and alerting rules by `promtool check
+//! config`, `promtool check rules` and `promtool test rules`. The unit's `AmbientCapabilities=` is the one home
 //! of the capability set (`tests/capabilities.rs` proves it sufficient and minimal); its bounding
 //! set and the DaemonSet must grant the same. The container image is built by
 //! `deploy/container/build-image.sh` in `scripts/test-all.sh`.
@@ -131,17 +133,70 @@ fn the_daemonset_passes_kubernetes_validate_strict() {
     assert!(!ok, "{output}");
 }
 
-#[test]
-#[ignore = "tools: kubernetes-validate in the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
-fn the_daemonset_has_host_pid_sys_the_minimal_capabilities_probes_and_scrape_annotations() {
-    let script = "import json, sys, yaml\nprint(json.dumps(yaml.safe_load(open(sys.argv[1]))))";
+/// The objects of the Kubernetes manifest, by kind.
+fn manifest_objects() -> Vec<Value> {
+    let script =
+        "import json, sys, yaml\nprint(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))";
     let output = Command::new(venv_bin("python"))
         .args(["-c", script])
         .arg(repo("deploy/kubernetes/daemonset.yaml"))
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
-    let daemonset: Value = serde_json::from_slice(&output.stdout).unwrap();
+    serde_json::from_slice::<Vec<Value>>(&output.stdout).unwrap()
+}
+
+fn object<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in deploy/kubernetes/daemonset.yaml"))
+}
+
+#[test]
+#[ignore = "tools: kubernetes-validate in the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
+fn the_manifest_has_a_tokenless_account_a_priority_class_and_a_headless_service() {
+    let objects = manifest_objects();
+    let daemonset = object(&objects, "DaemonSet");
+    let pod = &daemonset["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux");
+    let account = object(&objects, "ServiceAccount");
+    assert_eq!(account["automountServiceAccountToken"], false);
+    assert_eq!(pod["serviceAccountName"], account["metadata"]["name"]);
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let priority = object(&objects, "PriorityClass");
+    assert_eq!(pod["priorityClassName"], priority["metadata"]["name"]);
+    let value = priority["value"].as_i64().unwrap();
+    // Above ordinary pods, below the system-*-critical classes.
+    assert!((1..1_000_000_000).contains(&value), "{value}");
+    let service = object(&objects, "Service");
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    let labels = &daemonset["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&labels[key], value, "the Service selects the agent's pods");
+    }
+    assert_eq!(service["spec"]["ports"][0]["port"], 9464);
+    // Every host path is mounted read-only: the cgroup tree (under /sys) and the runtime's
+    // socket directory.
+    let container = &pod["containers"][0];
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    for mount in mounts {
+        assert_eq!(mount["readOnly"], true, "{mount}");
+    }
+    let host_paths: BTreeSet<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["hostPath"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(host_paths, BTreeSet::from(["/sys", "/run"]));
+}
+
+#[test]
+#[ignore = "tools: kubernetes-validate in the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
+fn the_daemonset_has_host_pid_sys_the_minimal_capabilities_probes_and_scrape_annotations() {
+    let objects = manifest_objects();
+    let daemonset = object(&objects, "DaemonSet");
     let template = &daemonset["spec"]["template"];
     let annotations = &template["metadata"]["annotations"];
     assert_eq!(annotations["prometheus.io/scrape"], "true");
@@ -178,4 +233,56 @@ fn the_daemonset_has_host_pid_sys_the_minimal_capabilities_probes_and_scrape_ann
         .find(|volume| volume["name"] == sys["name"])
         .unwrap();
     assert_eq!(volume["hostPath"]["path"], "/sys");
+}
+
+/// `promtool ARGS` in `deploy/prometheus`; its status and everything it printed.
+fn promtool(args: &[&str]) -> (bool, String) {
+    let output = Command::new("promtool")
+        .args(args)
+        .current_dir(repo("deploy/prometheus"))
+        .output()
+        .expect("promtool (Debian package prometheus, installed by scripts/install-deps.sh)");
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
+#[test]
+#[ignore = "tools: promtool (Debian package prometheus)"]
+fn the_alerting_rules_check_and_fire_on_oom_kills_throttling_and_memory_near_the_limit() {
+    let (ok, output) = promtool(&["check", "rules", "relay-metrics-rules.yml"]);
+    assert!(ok && output.contains("SUCCESS: 3 rules found"), "{output}");
+    // Each alert fires on the series that should raise it and not on the others
+    // (relay-metrics-rules.test.yml).
+    let (ok, output) = promtool(&["test", "rules", "relay-metrics-rules.test.yml"]);
+    assert!(ok && output.contains("SUCCESS"), "{output}");
+    // The rules name families the agent exports, with the labels it gives them.
+    let rules = std::fs::read_to_string(repo("deploy/prometheus/relay-metrics-rules.yml")).unwrap();
+    let audit = std::fs::read_to_string(repo("docs/METRICS.md")).unwrap();
+    for family in [
+        "relay_metrics_limit_events_total",
+        "relay_metrics_cpu_throttled_seconds_total",
+        "relay_metrics_memory_cgroup_charged_bytes",
+        "relay_metrics_memory_limit_bytes",
+    ] {
+        assert!(rules.contains(family), "{family}");
+        assert!(
+            audit.contains(&format!("`{family}`")),
+            "{family} is not exported"
+        );
+    }
+    // promtool bites: a rule with a broken expression fails.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.yml");
+    std::fs::write(&broken, rules.replace("> 0.9", "> > 0.9")).unwrap();
+    let (ok, output) = promtool(&["check", "rules", broken.to_str().unwrap()]);
+    assert!(!ok, "{output}");
+}
+
+#[test]
+#[ignore = "tools: promtool (Debian package prometheus)"]
+fn the_example_prometheus_configuration_checks() {
+    let (ok, output) = promtool(&["check", "config", "prometheus.yml"]);
+    assert!(ok, "{output}");
+    assert!(output.contains("SUCCESS: 1 rule files found"), "{output}");
 }

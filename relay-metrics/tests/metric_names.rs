@@ -42,11 +42,13 @@ fn promtool_reports_a_broken_exposition_other_than_by_lint() {
 fn prometheus_gets_relays_names_without_unit_suffixes_and_the_unit_in_unit_and_help() {
     let agent = start_agent(&["--scope", "global", "--metric-names", "relay"]);
     let text = metrics(&agent);
-    // The snapshot's families are Relay's; only the agent's own health series keep our names.
+    // The snapshot's families are Relay's; only the agent's own series (health, build info)
+    // keep our names.
     for line in text.lines().filter(|line| line.contains("relay_metrics_")) {
         assert!(
             line.contains("relay_metrics_sample_age_seconds")
-                || line.contains("relay_metrics_otlp_export_failures"),
+                || line.contains("relay_metrics_otlp_export_failures")
+                || line.contains("relay_metrics_build_info"),
             "{line}"
         );
     }

@@ -54,6 +54,20 @@ fn serves_valid_prometheus_text_and_the_snapshot_json() {
     assert!(metrics
         .contains("relay_metrics_network_received_bytes_total{scope=\"global\",interface=\"lo\"}"));
     assert!(sample(&metrics, "relay_metrics_processes") > 0.0);
+    // The exporter conventions: build info, the agent's own process series.
+    assert!(
+        metrics.contains(&format!(
+            "relay_metrics_build_info{{version=\"{}\",revision=\"",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{metrics}"
+    );
+    assert!(sample(&metrics, "process_cpu_seconds_total") >= 0.0);
+    assert!(sample(&metrics, "process_resident_memory_bytes") > 1e6);
+    assert!(sample(&metrics, "process_open_fds") >= 3.0);
+    let (status, landing) = get(&address, "/");
+    assert_eq!(status, 200);
+    assert!(landing.contains("<a href=\"metrics\">"), "{landing}");
 
     let (passed, printed) = common::promtool_check(&metrics);
     assert!(passed && printed.is_empty(), "promtool: {printed}");

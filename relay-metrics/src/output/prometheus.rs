@@ -1,5 +1,6 @@
 //! Prometheus text exposition (format 0.0.4) of a snapshot: the families of
-//! [`super::metrics`], each series labelled with the snapshot's `scope`.
+//! [`super::metrics`], each series labelled with the snapshot's `scope`, each family with a
+//! `# UNIT` line where it has a unit (a comment to Prometheus 0.0.4; kept in OpenMetrics).
 
 use std::fmt::Write;
 
@@ -10,8 +11,8 @@ use crate::snapshot::ResourceMetricsSnapshot;
 /// Prometheus's content type for this format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Writes the exposition: HELP and TYPE (and, for Relay's names, UNIT) per family, then one
-/// line per series.
+/// Writes the exposition: HELP, TYPE and UNIT (where the family has a unit) per family, then
+/// one line per series.
 struct Text<'o> {
     out: &'o mut String,
 }
@@ -41,10 +42,16 @@ impl Sink for Text<'_> {
         self.out.push_str("\n# TYPE ");
         self.name(family.name);
         let _ = writeln!(self.out, " {kind}");
-        if let (MetricNames::Relay, Unit::Configured(unit)) = (family.names, family.unit) {
+        // Prometheus 0.0.4 ignores the line; the OpenMetrics conversion keeps it where the
+        // family's name ends with the unit (as OpenMetrics requires).
+        let unit = match (family.names, family.unit) {
+            (MetricNames::Relay, Unit::Configured(unit)) => Some(unit.as_str()),
+            (_, unit) => unit.suffix(),
+        };
+        if let Some(unit) = unit {
             self.out.push_str("# UNIT ");
             self.name(family.name);
-            let _ = writeln!(self.out, " {}", unit.as_str());
+            let _ = writeln!(self.out, " {unit}");
         }
     }
 
@@ -116,7 +123,7 @@ mod tests {
         text.point(&family, &[], Number::U64(3));
         assert_eq!(
             out,
-            "# HELP m_bytes help\n# TYPE m_bytes gauge\n\
+            "# HELP m_bytes help\n# TYPE m_bytes gauge\n# UNIT m_bytes bytes\n\
              m_bytes{scope=\"global\",path=\"/a \\\"b\\\"\\\\c\\n\"} 1\n\
              m_bytes{scope=\"global\"} 2.5\n\
              m_bytes 3\n"

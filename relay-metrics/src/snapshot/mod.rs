@@ -209,9 +209,9 @@ sections! {
     #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
     pub struct CpuMetrics in "cpu" {
         /// Cumulative user-mode CPU time of the processes in scope.
-        pub user_time: Option<Measurement> => Duration [relay metric sampled],
+        pub user_time: Option<Measurement> => Duration [relay sampled],
         /// Cumulative kernel-mode CPU time.
-        pub system_time: Option<Measurement> => Duration [relay metric sampled],
+        pub system_time: Option<Measurement> => Duration [relay sampled],
         /// User + system time.
         pub total_time: Option<Measurement> => Duration [relay sampled],
         /// Average CPU use since the previous sample of the same series.
@@ -284,9 +284,9 @@ sections! {
     #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
     pub struct DiskMetrics in "disk" {
         /// Lifetime bytes read from storage.
-        pub read_data: Option<Measurement> => Data [relay metric sampled],
+        pub read_data: Option<Measurement> => Data [relay sampled],
         /// Lifetime bytes written to storage.
-        pub write_data: Option<Measurement> => Data [relay metric sampled],
+        pub write_data: Option<Measurement> => Data [relay sampled],
         /// Read rate since the previous sample.
         pub read_throughput: Option<Measurement> => Bandwidth [relay metric sampled],
         /// Write rate since the previous sample.

@@ -64,6 +64,19 @@ impl Unit {
         }
     }
 
+    /// The Prometheus name suffix of a base unit (OpenMetrics' `# UNIT`); `None` for counts
+    /// and Relay's configured units.
+    pub(crate) fn suffix(self) -> Option<&'static str> {
+        match self {
+            Self::Seconds => Some("seconds"),
+            Self::Bytes => Some("bytes"),
+            Self::BytesPerSecond => Some("bytes_per_second"),
+            Self::Cores => Some("cores"),
+            Self::Ratio => Some("ratio"),
+            Self::Count | Self::Configured(_) => None,
+        }
+    }
+
     /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
     #[cfg(feature = "agent")]
     pub(crate) fn otlp(self) -> &'static str {
@@ -180,7 +193,11 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S)
         sink,
         scope: snapshot.measurement_scope.as_str(),
     };
+    let cumulative = snapshot.extensions.cumulative.as_ref();
     if let Some(cpu) = &snapshot.cpu {
+        if let Some(cumulative) = cumulative {
+            w.single(table::CUMULATIVE_CPU, cumulative);
+        }
         w.single(table::CPU, cpu);
     }
     if let Some(memory) = &snapshot.memory {
@@ -205,6 +222,9 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S)
         w.single(table::PROCESS, process);
     }
     if let Some(disk) = &snapshot.disk {
+        if let Some(cumulative) = cumulative {
+            w.single(table::CUMULATIVE_DISK, cumulative);
+        }
         w.single(table::DISK, disk);
         w.section(table::FILESYSTEM, &disk.filesystems, |fs| {
             [("path", Label::Str(&fs.path))]

@@ -7,11 +7,11 @@
 
 use super::{Def, Kind, Series, Unit};
 use crate::snapshot::{
-    AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CollectorInfo, CpuMetrics, DiskMetrics,
-    FilesystemCapacityMetrics, MemoryMetrics, NetworkTrafficMetrics, ProcessMetrics,
+    AcceleratorDeviceMetrics, AcceleratorProcessMetrics, CollectorInfo, CpuMetrics, Cumulative,
+    DiskMetrics, FilesystemCapacityMetrics, MemoryMetrics, NetworkTrafficMetrics, ProcessMetrics,
     ProcessSamplingMetadata, ResourceLimitEventCount,
 };
-use crate::units::{CountUnit, DurationUnit, Measurement};
+use crate::units::{CountUnit, DataUnit, DurationUnit, Measurement};
 
 macro_rules! families {
     ($section:ty: $(
@@ -85,8 +85,6 @@ macro_rules! computed {
 
 #[rustfmt::skip]
 pub(super) const CPU: &[Def<CpuMetrics>] = families!(CpuMetrics:
-    "relay_metrics_cpu_user_seconds_total", Counter, "User-mode CPU time of the processes in scope.", user_time;
-    "relay_metrics_cpu_system_seconds_total", Counter, "Kernel-mode CPU time of the processes in scope.", system_time;
     "relay_metrics_cpu_consumption_cores", Gauge, "Average CPU use since the previous snapshot, in logical processors.", consumption_rate;
     "relay_metrics_cpu_throttled_seconds_total", Counter, "Time the cgroup was throttled by its CPU quota.", throttled_time;
     "relay_metrics_cpu_effective_limit_cores", Gauge, "CPU capacity allowed by cgroup quota and cpuset.", effective_limit;
@@ -125,12 +123,10 @@ pub(super) const PROCESS: &[Def<ProcessMetrics>] = families!(ProcessMetrics:
 
 #[rustfmt::skip]
 pub(super) const DISK: &[Def<DiskMetrics>] = families!(DiskMetrics:
-    "relay_metrics_disk_read_bytes_total", Counter, "Bytes read from storage by the processes in scope.", read_data;
-    "relay_metrics_disk_written_bytes_total", Counter, "Bytes written to storage by the processes in scope.", write_data;
     "relay_metrics_disk_read_bytes_per_second", Gauge, "Read rate since the previous snapshot.", read_throughput;
     "relay_metrics_disk_write_bytes_per_second", Gauge, "Write rate since the previous snapshot.", write_throughput;
-    "relay_metrics_disk_read_operations_total", Counter, "Read system calls of the processes in scope.", read_operations;
-    "relay_metrics_disk_write_operations_total", Counter, "Write system calls of the processes in scope.", write_operations;
+    "relay_metrics_disk_read_syscalls", Gauge, "Read system calls of the processes alive in scope (a sum over the live processes: it drops when one exits).", read_operations;
+    "relay_metrics_disk_write_syscalls", Gauge, "Write system calls of the processes alive in scope (a sum over the live processes: it drops when one exits).", write_operations;
 );
 
 /// Labelled with the filesystem's `path` by the walk.
@@ -184,3 +180,39 @@ pub(super) const COLLECTOR: &[Def<CollectorInfo>] = computed!(CollectorInfo:
     "relay_metrics_snapshots_total", Counter, Count, "Snapshots taken by this collector.",
         |c| Some(Measurement::count(c.sequence, CountUnit::Events));
 );
+
+/// The scope's CPU time since the agent started, exited processes included
+/// (`extensions.cumulative`: `/proc/stat` globally, the cgroup's own usage counter, or the
+/// process tree's live and reaped times): counters that never decrease while the agent runs.
+/// The CPU section's `user_time`/`system_time` are sums over the live processes (Relay's
+/// meaning), which drop when a process exits, so they are not exported as counters.
+#[rustfmt::skip]
+pub(super) const CUMULATIVE_CPU: &[Def<Cumulative>] = computed!(Cumulative:
+    "relay_metrics_cpu_user_seconds_total", Counter, Seconds, "User-mode CPU time of the scope since the agent started, exited processes included.",
+        |c| c.cpu_user_ns.and_then(seconds);
+    "relay_metrics_cpu_system_seconds_total", Counter, Seconds, "Kernel-mode CPU time of the scope since the agent started, exited processes included.",
+        |c| c.cpu_system_ns.and_then(seconds);
+);
+
+/// The scope's storage I/O since the agent started, exited processes included
+/// (`extensions.cumulative`: `/proc/diskstats` physical disks globally, the cgroup's `io.stat` /
+/// `blkio`, or the process tree's live and reaped bytes).
+#[rustfmt::skip]
+pub(super) const CUMULATIVE_DISK: &[Def<Cumulative>] = computed!(Cumulative:
+    "relay_metrics_disk_read_bytes_total", Counter, Bytes, "Bytes read from storage by the scope since the agent started, exited processes included.",
+        |c| c.storage_read_bytes.map(bytes);
+    "relay_metrics_disk_written_bytes_total", Counter, Bytes, "Bytes written to storage by the scope since the agent started, exited processes included.",
+        |c| c.storage_write_bytes.map(bytes);
+);
+
+fn seconds(ns: u64) -> Option<Measurement> {
+    Measurement::decimal(
+        ns as f64 / 1e9,
+        DurationUnit::Seconds,
+        DurationUnit::Seconds,
+    )
+}
+
+fn bytes(count: u64) -> Measurement {
+    Measurement::integer(count, DataUnit::Bytes, DataUnit::Bytes)
+}

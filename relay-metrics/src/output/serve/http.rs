@@ -27,7 +27,21 @@ pub(super) struct App {
 pub(super) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
-const ROUTES: &str = "routes: /metrics /snapshot /healthz\n";
+const ROUTES: &str = "routes: / /metrics /snapshot /healthz\n";
+/// The landing page (`GET /`), as node_exporter's: what the agent is and where its routes are.
+const LANDING: &str = concat!(
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">",
+    "<title>relay-metrics</title></head>\n<body>\n<h1>relay-metrics</h1>\n",
+    "<p>Resource-metrics agent, version ",
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("RELAY_METRICS_COMMIT"),
+    ").</p>\n<ul>\n",
+    "<li><a href=\"metrics\">/metrics</a>: Prometheus text, or OpenMetrics when asked</li>\n",
+    "<li><a href=\"snapshot\">/snapshot</a>: the latest snapshot as JSON</li>\n",
+    "<li><a href=\"healthz\">/healthz</a>: whether the sampler is live</li>\n",
+    "</ul>\n</body>\n</html>\n"
+);
 
 impl App {
     /// The response to a request from `client`: 401 without valid credentials when basic auth
@@ -57,6 +71,7 @@ impl App {
     /// The response to a request (its body is not read: no route takes one).
     pub(super) fn respond<B>(&self, request: &Request<B>) -> Response<Chunks> {
         let route = match request.uri().path() {
+            "/" => Route::Landing,
             "/metrics" => Route::Metrics,
             "/snapshot" => Route::Snapshot,
             "/healthz" => Route::Healthz,
@@ -67,6 +82,14 @@ impl App {
             response
                 .headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return response;
+        }
+        if let Route::Landing = route {
+            let mut response = plain(StatusCode::OK, LANDING);
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
             return response;
         }
         let now = Instant::now();
@@ -123,6 +146,7 @@ impl App {
 
 #[derive(Debug, Clone, Copy)]
 enum Route {
+    Landing,
     Metrics,
     Snapshot,
     Healthz,

@@ -3,9 +3,11 @@
 //! answers every request from the latest publication without copying it, and the OTLP exporter
 //! (`super::otlp`) pushes each snapshot to a collector.
 //!
-//! Routes: `GET`/`HEAD` `/metrics` (Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept`
-//! asks for it; gzip when `Accept-Encoding` allows), `/snapshot` (the snapshot's JSON) and
-//! `/healthz` (503 with the reason when the latest snapshot is older than three periods).
+//! Routes: `GET`/`HEAD` `/` (a landing page with links), `/metrics` (Prometheus text 0.0.4, or
+//! OpenMetrics 1.0 when `Accept` asks for it; gzip when `Accept-Encoding` allows; the
+//! snapshot's families, then the build info and the agent's own process series), `/snapshot`
+//! (the snapshot's JSON) and `/healthz` (503 with the reason when the latest snapshot is older
+//! than three periods).
 //! Connections are kept alive; see [`Limits`] for how slow, idle and non-reading clients are
 //! kept from starving the others.
 
@@ -16,6 +18,7 @@ mod encode;
 mod health;
 mod http;
 mod logging;
+mod own;
 #[cfg(test)]
 mod tests;
 mod web;
@@ -176,6 +179,7 @@ pub fn spawn_sampler(
             snapshot.write_json(&mut json);
             json_len = json.len() + 1024;
             prometheus::encode(&snapshot, names, &mut text);
+            own::append(&mut text);
             if let Some(otlp) = &otlp {
                 otlp.publish(&snapshot);
             }

@@ -87,6 +87,17 @@ fn routes_methods_and_missing_snapshots() {
     assert_eq!(status(Method::GET, "/snapshot?pretty"), StatusCode::OK);
     assert_eq!(status(Method::GET, "/healthz"), StatusCode::OK);
     assert_eq!(status(Method::GET, "/other"), StatusCode::NOT_FOUND);
+    let landing = app.respond(&request(Method::GET, "/", &[]));
+    assert_eq!(landing.status(), StatusCode::OK);
+    assert_eq!(
+        landing.headers()["content-type"],
+        "text/html; charset=utf-8"
+    );
+    let page = String::from_utf8(collect(landing.into_body())).unwrap();
+    for link in ["href=\"metrics\"", "href=\"snapshot\"", "href=\"healthz\""] {
+        assert!(page.contains(link), "{link} in {page}");
+    }
+    assert_eq!(status(Method::POST, "/"), StatusCode::METHOD_NOT_ALLOWED);
     let post = app.respond(&request(Method::POST, "/metrics", &[]));
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(post.headers()["allow"], "GET, HEAD");
@@ -359,4 +370,63 @@ fn a_write_that_makes_no_progress_times_out() {
         assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
         assert!(started.elapsed() >= Duration::from_millis(100));
     });
+}
+
+#[test]
+fn openmetrics_has_a_unit_line_for_every_unit_suffixed_family() {
+    let config = crate::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "disk": {"filesystem_paths": ["/"]},
+            "extensions": {"kernel_events": false}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::Collector::new(config).unwrap();
+    collector.collect();
+    let snapshot = collector.collect();
+    let mut text = String::new();
+    prometheus::encode(
+        &snapshot,
+        crate::config::MetricNames::RelayMetrics,
+        &mut text,
+    );
+    own::append(&mut text);
+    let app = app(Duration::from_secs(1));
+    app.latest.set(Publication::new(
+        Bytes::from_static(b"{}"),
+        Bytes::from(text),
+        1,
+        "global",
+    ));
+    let response = app.respond(&request(
+        Method::GET,
+        "/metrics",
+        &[(ACCEPT, "application/openmetrics-text; version=1.0.0")],
+    ));
+    let body = String::from_utf8(collect(response.into_body())).unwrap();
+    let families: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .map(|rest| rest.split(' ').next().unwrap())
+        .collect();
+    assert!(families.len() > 20, "{body}");
+    let mut suffixed = 0;
+    for family in families {
+        let unit = ["bytes_per_second", "seconds", "bytes", "ratio", "cores"]
+            .into_iter()
+            .find(|unit| family.ends_with(&format!("_{unit}")));
+        if let Some(unit) = unit {
+            suffixed += 1;
+            assert!(
+                body.contains(&format!("# UNIT {family} {unit}\n")),
+                "no # UNIT for {family}:\n{body}"
+            );
+        }
+    }
+    assert!(suffixed > 10, "{body}");
+    for name in [
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
+        "relay_metrics_sample_age_seconds",
+    ] {
+        assert!(body.contains(&format!("# UNIT {name} ")), "{name}: {body}");
+    }
 }
