@@ -237,6 +237,18 @@ pub struct ExtensionsConfig {
     pub metric_names: MetricNames,
     /// Where per-process values come from (see [`ProcessSource`]).
     pub process_source: ProcessSource,
+    /// Cgroups measured one by one besides the scope (the agent's per-container series): glob
+    /// patterns over cgroup paths (`*` and `?` within one path component, `[…]` classes, `**`
+    /// any number of components), e.g. `/system.slice/*.service`. Empty with no
+    /// [`Self::cgroup_depth`]: none.
+    pub cgroups: Vec<String>,
+    /// Bounds the depth of the cgroups measured one by one (`/a` is depth 1). Without
+    /// [`Self::cgroups`] patterns, every cgroup down to this depth that holds a process (itself
+    /// or below) is measured.
+    pub cgroup_depth: Option<u32>,
+    /// At most this many cgroups are measured one by one; the others (the last in path order)
+    /// are dropped with a warning and counted.
+    pub max_targets: usize,
 }
 
 /// The naming of exported metrics.
@@ -288,6 +300,9 @@ impl Default for ExtensionsConfig {
             max_held_processes: 4096,
             metric_names: MetricNames::RelayMetrics,
             process_source: ProcessSource::Auto,
+            cgroups: Vec::new(),
+            cgroup_depth: None,
+            max_targets: 2000,
         }
     }
 }
@@ -330,6 +345,14 @@ impl ResourceMetricsConfig {
     /// Relay's validation rules, then ours. Returns the first failure, as Relay does.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |tail: String| Err(ConfigError::Invalid(format!("invalid argument: {tail}")));
+        if let Err(reason) =
+            crate::source::cgroup::CgroupPattern::parse_all(&self.extensions.cgroups)
+        {
+            return invalid(format!("resource_metrics.extensions.cgroups: {reason}"));
+        }
+        if self.extensions.cgroup_depth == Some(0) {
+            return invalid("resource_metrics.extensions.cgroup_depth must be at least 1".into());
+        }
         if self.polling.interval_millis == 0 {
             return invalid(
                 "resource_metrics.polling.interval_millis must be greater than zero".into(),
@@ -397,6 +420,12 @@ pub fn validate_cgroup_path(path: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Checks one `extensions.cgroups` pattern (`--cgroups`): absolute, no `..`, classes closed,
+/// `**` only as a whole component.
+pub fn check_cgroup_pattern(pattern: &str) -> Result<(), String> {
+    crate::source::cgroup::CgroupPattern::parse(pattern).map(|_| ())
 }
 
 /// Parses JSON, or TOML when the text is not JSON. A leading UTF-8 byte order mark (which

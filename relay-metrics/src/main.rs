@@ -17,7 +17,7 @@ fn main() {
     let result = match cli.command {
         Command::Snapshot(args) => cli::snapshot::run(args),
         Command::Watch(args) => cli::watch::run(args),
-        Command::Serve(args) => cli::serve::run(args),
+        Command::Serve(args) => cli::serve::run(*args),
         Command::Bench(args) => cli::bench::run(args),
         Command::Run(args) => cli::run::run(args),
         Command::Completions(args) => cli::completions::run(args),

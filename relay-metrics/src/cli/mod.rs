@@ -47,7 +47,7 @@ pub(crate) enum Command {
     /// Run as an agent: sample at a fixed rate and serve the latest snapshot over HTTP
     /// (`/metrics` in Prometheus text format, `/snapshot` as JSON, `/healthz`), optionally
     /// pushing each snapshot to an OpenTelemetry collector (OTLP over HTTP or gRPC).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Measure the collector's own cost: collect() latency and CPU time per collect, as JSON.
     Bench(bench::BenchArgs),
     /// Run a command and stream snapshots of its process tree until it exits; exits with the

@@ -28,9 +28,27 @@ pub(crate) struct ServeArgs {
     /// (`tls_server_config`, `basic_auth_users`).
     #[arg(long, value_name = "FILE")]
     web_config_file: Option<PathBuf>,
+    /// Also measure every cgroup matching these glob patterns over cgroup paths, one series
+    /// set each (`*`, `?`, `[…]` within a path component, `**` any number of components), e.g.
+    /// '/system.slice/*.service' '/kubepods.slice/**'. Default: the config's
+    /// `extensions.cgroups`.
+    #[arg(long, value_name = "PATTERN", num_args = 1.., value_parser = parse_pattern)]
+    cgroups: Vec<String>,
+    /// Bounds the depth of the cgroups measured one by one (`/a` is 1); without --cgroups,
+    /// measure every cgroup down to this depth that holds a process.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    cgroup_depth: Option<u32>,
+    /// At most this many cgroups are measured one by one (the rest are dropped with a warning
+    /// and counted in relay_metrics_targets_dropped). Default: 2000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_targets: Option<u64>,
     /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
     log_format: LogFormatArg,
+}
+
+fn parse_pattern(text: &str) -> Result<String, String> {
+    relay_metrics::config::check_cgroup_pattern(text).map(|()| text.to_owned())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -48,6 +66,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         otlp: flags,
         web_config_file,
         log_format,
+        cgroups,
+        cgroup_depth,
+        max_targets,
     } = args;
     serve::init_logging(match log_format {
         LogFormatArg::Text => serve::LogFormat::Text,
@@ -64,6 +85,15 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
     let mut config = resolve_config(&target)?;
     if let Some(names) = flags.metric_names {
         config.extensions.metric_names = names;
+    }
+    if !cgroups.is_empty() {
+        config.extensions.cgroups = cgroups;
+    }
+    if cgroup_depth.is_some() {
+        config.extensions.cgroup_depth = cgroup_depth;
+    }
+    if let Some(max) = max_targets {
+        config.extensions.max_targets = usize::try_from(max).unwrap_or(usize::MAX);
     }
     if let Some(settings) = &mut otlp {
         settings.metric_names = config.extensions.metric_names;

@@ -29,6 +29,7 @@ pub(crate) use processes::{assert_paths_agree_on_stopped_processes, IterTestScop
 mod reasons;
 mod system_wide;
 mod target;
+mod targets;
 #[cfg(test)]
 mod test_fixtures;
 
@@ -93,6 +94,7 @@ pub struct Collector {
     kernel: KernelEventFeed,
     oom_kill_count: OomKillCount,
     accounting: cumulative::Accounting,
+    targets: Option<targets::TargetSet>,
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
@@ -137,6 +139,7 @@ impl Collector {
             system_wide: SystemWide::new(&config, &roots),
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
+            targets: targets::TargetSet::new(&config, layout.as_ref()),
             sample: empty_sample(scope),
             config,
             target,
@@ -280,6 +283,13 @@ impl Collector {
                 cgroup_cpu,
                 &mut extensions.cumulative,
             );
+            if let Some(targets) = &mut self.targets {
+                // Per-process sums need the pass over every process: the global scope's.
+                let processes =
+                    matches!(self.target, Target::Global).then_some(&self.sample.processes);
+                let out = extensions.targets.get_or_insert_with(Default::default);
+                targets.fill(processes, self.sample.clock_ticks_per_second, out);
+            }
             let (process_source, process_source_reason) = self.processes.process_source();
             extensions.collector = CollectorInfo {
                 name: Cow::Borrowed("relay-metrics"),

@@ -61,7 +61,7 @@ fn has_relays_54_options_plus_ours() {
     let ours = ["cgroup_path", "root_pid", "extensions"].map(|key| map.remove(key).unwrap());
     assert_eq!(leaves(&value), 54);
     assert_eq!(leaves(&value["units"]), 39);
-    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 8);
+    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 11);
 }
 
 #[test]
@@ -313,4 +313,29 @@ fn process_source_takes_its_three_spellings_and_refuses_others() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("unknown variant `bpf`"), "{error}");
+}
+
+#[test]
+fn cgroup_patterns_and_depth_are_validated() {
+    let config = ResourceMetricsConfig::from_text(
+        r#"{"extensions": {"cgroups": ["/system.slice/*.service", "/kubepods.slice/**"], "cgroup_depth": 4, "max_targets": 10}}"#,
+    )
+    .unwrap();
+    assert_eq!(config.extensions.cgroups.len(), 2);
+    assert_eq!(config.extensions.max_targets, 10);
+    for (text, expected) in [
+        (
+            r#"{"extensions": {"cgroups": ["system.slice"]}}"#,
+            "resource_metrics.extensions.cgroups: pattern \"system.slice\" must be absolute",
+        ),
+        (
+            r#"{"extensions": {"cgroup_depth": 0}}"#,
+            "resource_metrics.extensions.cgroup_depth must be at least 1",
+        ),
+    ] {
+        let error = ResourceMetricsConfig::from_text(text)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{error}");
+    }
 }

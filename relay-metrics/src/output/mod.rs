@@ -7,6 +7,7 @@ pub mod json;
 pub(crate) mod metrics;
 #[cfg(feature = "agent")]
 pub(crate) mod pem;
+pub(crate) mod target_metrics;
 // The OTLP and Prometheus modules' docs name the metric families they share (`metrics`), which
 // are not public API.
 #[allow(

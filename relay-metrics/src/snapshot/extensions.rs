@@ -32,6 +32,9 @@ pub struct Extensions {
     /// before this field existed.
     #[serde(default)]
     pub cumulative: Option<Cumulative>,
+    /// The cgroups measured one by one (`serve --cgroups`); absent when none are asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Box<super::Targets>>,
 }
 
 /// What a scope consumed since [`Cumulative::since`], alive or exited, from the kernel's own

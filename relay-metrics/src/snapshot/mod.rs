@@ -11,10 +11,12 @@
 mod schema;
 mod coverage;
 mod extensions;
+mod targets;
 
 pub use coverage::{FieldCoverage, COVERAGE_KEYS};
 pub use extensions::*;
 pub use schema::{FieldUnit, SchemaField, Section, SectionInfo};
+pub use targets::*;
 
 use std::sync::Arc;
 

@@ -14,6 +14,7 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         sampler,
         unavailable,
         cumulative,
+        targets,
     } = extensions;
     w.first("collector");
     collector_info(w, collector);
@@ -33,6 +34,10 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         w.close();
     });
     w.key("cumulative").option(cumulative, write_cumulative);
+    // Absent unless asked for, so that other snapshots keep their shape.
+    if let Some(targets) = targets {
+        w.key("targets").serde(targets);
+    }
     w.close();
 }
 

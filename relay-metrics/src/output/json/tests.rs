@@ -566,6 +566,7 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                     write_bytes: rng.u64(),
                 }),
             }),
+            targets: None,
         },
     }
 }

@@ -257,6 +257,9 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S)
         w.single(table::SAMPLING, sampling);
     }
     w.single(table::COLLECTOR, &snapshot.extensions.collector);
+    if let Some(targets) = &snapshot.extensions.targets {
+        super::target_metrics::walk(targets, w.sink);
+    }
 }
 
 /// Hands the `relay_metrics` families to a sink, with the scope label first.

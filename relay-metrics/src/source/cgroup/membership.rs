@@ -212,7 +212,7 @@ impl SubtreeWalker {
 }
 
 /// Appends the process ids of a `cgroup.procs` file to `pids`.
-fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Result<()> {
+pub(super) fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> io::Result<()> {
     let content = pread_all(procs, buf)?;
     for line in content.split(|&b| b == b'\n') {
         if line.is_empty() {

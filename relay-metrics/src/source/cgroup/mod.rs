@@ -14,9 +14,12 @@
 mod layout;
 mod membership;
 mod parse;
+mod pattern;
 mod reader;
 mod sample;
+mod scan;
 mod target;
+mod values;
 
 #[cfg(test)]
 mod tests;
@@ -27,6 +30,8 @@ use crate::source::file::SourceError;
 
 #[cfg(test)]
 pub(crate) use layout::discover;
+#[cfg(test)]
+pub(crate) use layout::Mount;
 pub use layout::{parse_proc_cgroup, CgroupLayout};
 pub(crate) use membership::SubtreeWalker;
 #[cfg(test)]
@@ -36,11 +41,14 @@ pub use parse::{
     keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
     parse_v1_memory_limit, CpuQuota,
 };
+pub(crate) use pattern::CgroupPattern;
 pub(crate) use reader::CgroupReader;
 pub(crate) use sample::{CgroupFields, CgroupSample};
 #[cfg(test)]
 pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
+pub(crate) use scan::{Scan, Scanner, Selection};
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
+pub(crate) use values::{CgroupCounters, CgroupValuesReader};
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

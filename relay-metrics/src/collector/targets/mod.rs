@@ -1,0 +1,369 @@
+//! The cgroups measured one by one besides the scope (`serve --cgroups`, the config's
+//! `extensions.cgroups`): discovered by one walk per snapshot, each read through its own held
+//! files, with per-process sums grouped by cgroup from the collector's one pass over all
+//! processes (membership from the `cgroup.procs` files the walk reads), into
+//! `extensions.targets`.
+
+mod labels;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::ResourceMetricsConfig;
+use crate::model::ProcessPass;
+use crate::snapshot::{
+    CgroupTargetReport, MemoryEventCounts, ProcessSums, TargetDeviceIo, TargetLabels,
+    TargetPressure, Targets,
+};
+use crate::source::cgroup::{
+    self, CgroupCounters, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, Scan,
+    Scanner, Selection,
+};
+
+use labels::path_labels;
+
+/// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 3, memory 5, pids 2,
+/// blkio 2; v2 PSI 3).
+const FILES_PER_TARGET: usize = 17;
+
+/// One measured cgroup's state.
+#[derive(Debug)]
+struct Entry {
+    reader: CgroupValuesReader,
+    counters: CgroupCounters,
+    labels: TargetLabels,
+    /// The walk that last selected it.
+    seen: u64,
+}
+
+/// Discovers and reads the measured cgroups.
+#[derive(Debug)]
+pub(crate) struct TargetSet {
+    selection: Selection,
+    max_targets: usize,
+    layout: Option<CgroupLayout>,
+    scanner: Option<Scanner>,
+    scan: Scan,
+    entries: HashMap<Arc<str>, Entry>,
+    walks: u64,
+    buf: Vec<u8>,
+    /// Descriptors the entries may hold open in all (a quarter of the open-file limit).
+    held_budget: usize,
+    /// The number dropped that was last warned about.
+    warned_dropped: u64,
+    /// Scratch: the selected cgroups' scan indexes, in path order.
+    selected: Vec<usize>,
+    /// Scratch: per scanned cgroup, its subtree's process sums.
+    sums: Vec<Sums>,
+    /// Scratch: pid → index in the process pass.
+    by_pid: HashMap<u32, usize>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    count: u64,
+    threads: u64,
+    resident_bytes: u64,
+    fds: u64,
+    fds_complete: bool,
+}
+
+impl TargetSet {
+    /// The measured cgroups the config asks for, if any.
+    pub(crate) fn new(
+        config: &ResourceMetricsConfig,
+        layout: Option<&CgroupLayout>,
+    ) -> Option<Self> {
+        let extensions = &config.extensions;
+        if extensions.cgroups.is_empty() && extensions.cgroup_depth.is_none() {
+            return None;
+        }
+        // Validated with the config: an invalid pattern never gets here.
+        let patterns = CgroupPattern::parse_all(&extensions.cgroups).unwrap_or_default();
+        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1024, |(soft, _)| {
+                usize::try_from(soft).unwrap_or(usize::MAX)
+            });
+        Some(Self {
+            selection: Selection {
+                patterns,
+                depth: extensions.cgroup_depth,
+            },
+            max_targets: extensions.max_targets,
+            scanner: layout.and_then(Scanner::new),
+            layout: layout.cloned(),
+            scan: Scan::default(),
+            entries: HashMap::new(),
+            walks: 0,
+            buf: Vec::with_capacity(4096),
+            held_budget: limit / 4,
+            warned_dropped: 0,
+            selected: Vec::new(),
+            sums: Vec::new(),
+            by_pid: HashMap::new(),
+        })
+    }
+
+    /// Walks, reads every selected cgroup and fills `out`.
+    pub(crate) fn fill(
+        &mut self,
+        processes: Option<&ProcessPass>,
+        ticks_per_second: u64,
+        out: &mut Targets,
+    ) {
+        self.walks += 1;
+        if out.patterns.len() != self.selection.patterns.len() {
+            out.patterns = self.selection.patterns_text();
+        }
+        out.depth = self.selection.depth;
+        out.reasons.clear();
+        let (Some(scanner), Some(layout)) = (self.scanner.as_mut(), self.layout.as_ref()) else {
+            out.hierarchy.clear();
+            out.matched = 0;
+            out.dropped = 0;
+            out.cgroups.clear();
+            out.reasons
+                .push("no cgroup file system is mounted: no cgroup can be measured".into());
+            return;
+        };
+        if out.hierarchy.is_empty() {
+            out.hierarchy = format!(
+                "{} {}",
+                match scanner.version() {
+                    CgroupVersion::V1 => "v1",
+                    CgroupVersion::V2 => "v2",
+                },
+                scanner.mount_point().display()
+            );
+        }
+        scanner.scan(&self.selection, &mut self.scan);
+        let scan = &self.scan;
+        out.reasons.extend(scan.errors.iter().cloned());
+
+        self.selected.clear();
+        self.selected.extend(
+            scan.cgroups
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.selected)
+                .map(|(index, _)| index),
+        );
+        self.sums.clear();
+        self.sums.resize(scan.cgroups.len(), Sums::default());
+        let process_set = match processes {
+            Some(ProcessPass::Sampled(set)) => Some(set),
+            _ => None,
+        };
+        if let Some(set) = process_set {
+            self.by_pid.clear();
+            self.by_pid.extend(
+                set.processes
+                    .iter()
+                    .enumerate()
+                    .map(|(index, p)| (p.pid, index)),
+            );
+            for (index, cgroup) in scan.cgroups.iter().enumerate() {
+                let sums = &mut self.sums[index];
+                sums.fds_complete = true;
+                for pid in &scan.pids[cgroup.pids.clone()] {
+                    // A process listed in the cgroup but started after the pass is left out
+                    // until the next snapshot.
+                    let Some(&at) = self.by_pid.get(pid) else {
+                        continue;
+                    };
+                    let process = &set.processes[at];
+                    sums.count += 1;
+                    sums.threads += process.threads;
+                    sums.resident_bytes += process.rss_bytes;
+                    match process.open_fds {
+                        Some(fds) => sums.fds += fds,
+                        None => sums.fds_complete = false,
+                    }
+                }
+            }
+            // Children come after their parents: one backward pass sums every subtree.
+            for index in (1..scan.cgroups.len()).rev() {
+                if let Some(parent) = scan.cgroups[index].parent {
+                    let child = self.sums[index];
+                    let sums = &mut self.sums[parent];
+                    sums.count += child.count;
+                    sums.threads += child.threads;
+                    sums.resident_bytes += child.resident_bytes;
+                    sums.fds += child.fds;
+                    sums.fds_complete &= child.fds_complete;
+                }
+            }
+        }
+        // Without patterns, only cgroups holding a process (themselves or below) count.
+        if self.selection.patterns.is_empty() {
+            let populated = populated(scan);
+            self.selected.retain(|&index| populated[index]);
+        }
+        self.selected.sort_unstable_by(|&a, &b| {
+            scan.path(&scan.cgroups[a]).cmp(scan.path(&scan.cgroups[b]))
+        });
+        out.matched = self.selected.len() as u64;
+        let dropped = self.selected.len().saturating_sub(self.max_targets);
+        self.selected.truncate(self.max_targets);
+        out.dropped = dropped as u64;
+        if dropped as u64 != self.warned_dropped {
+            if dropped > 0 {
+                tracing::warn!(
+                    matched = out.matched,
+                    max_targets = self.max_targets,
+                    dropped,
+                    "more cgroups match than --max-targets: the last in path order are not measured"
+                );
+            }
+            self.warned_dropped = dropped as u64;
+        }
+        if dropped > 0 {
+            out.reasons.push(format!(
+                "{dropped} of {} selected cgroups are not measured: max_targets is {}",
+                out.matched, self.max_targets
+            ));
+        }
+        for pattern in &self.selection.patterns {
+            if !self
+                .selected
+                .iter()
+                .any(|&index| pattern.matches(scan.path(&scan.cgroups[index])))
+                && dropped == 0
+            {
+                out.reasons.push(format!(
+                    "pattern {:?} matches no cgroup of {}",
+                    pattern.as_str(),
+                    out.hierarchy
+                ));
+            }
+        }
+
+        let mut held: usize = self.entries.values().map(|e| e.reader.held()).sum();
+        let mut filled = 0;
+        for &index in &self.selected {
+            let path = scan.path(&scan.cgroups[index]);
+            let entry = match self.entries.get_mut(path) {
+                Some(entry) => entry,
+                None => {
+                    let Ok(target) = cgroup::resolve(layout, path) else {
+                        // Removed between the walk and now.
+                        continue;
+                    };
+                    let hold = held + FILES_PER_TARGET <= self.held_budget;
+                    held += if hold { FILES_PER_TARGET } else { 0 };
+                    let labels = path_labels(path);
+                    let entry = Entry {
+                        reader: CgroupValuesReader::new(&target, hold, ticks_per_second),
+                        counters: CgroupCounters::default(),
+                        labels: TargetLabels {
+                            unit: labels.unit,
+                            container_id: labels.container_id,
+                            container_runtime: labels.container_runtime.map(str::to_owned),
+                            container_name: None,
+                            container_image: None,
+                            pod_uid: labels.pod_uid,
+                            qos_class: labels.qos_class.map(str::to_owned),
+                        },
+                        seen: 0,
+                    };
+                    self.entries.entry(Arc::from(path)).or_insert(entry)
+                }
+            };
+            entry.seen = self.walks;
+            entry.reader.read(&mut self.buf, &mut entry.counters);
+            if filled == out.cgroups.len() {
+                out.cgroups.push(CgroupTargetReport::default());
+            }
+            let report = &mut out.cgroups[filled];
+            filled += 1;
+            if &*report.cgroup != path {
+                report.cgroup = Arc::from(path);
+            }
+            report.labels.clone_from(&entry.labels);
+            fill_report(&entry.counters, report);
+            report.processes = process_set.map(|_| {
+                let sums = self.sums[index];
+                ProcessSums {
+                    count: sums.count,
+                    threads: sums.threads,
+                    resident_bytes: sums.resident_bytes,
+                    open_file_descriptors: sums.fds_complete.then_some(sums.fds),
+                }
+            });
+            report.kernel_events = None;
+        }
+        out.cgroups.truncate(filled);
+        // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
+        let walks = self.walks;
+        self.entries.retain(|_, entry| entry.seen == walks);
+    }
+}
+
+impl Selection {
+    fn patterns_text(&self) -> Vec<String> {
+        self.patterns
+            .iter()
+            .map(|p| p.as_str().to_owned())
+            .collect()
+    }
+}
+
+/// Per scanned cgroup: whether it or a descendant lists a process.
+fn populated(scan: &Scan) -> Vec<bool> {
+    let mut populated: Vec<bool> = scan.cgroups.iter().map(|c| !c.pids.is_empty()).collect();
+    for index in (1..scan.cgroups.len()).rev() {
+        if let (true, Some(parent)) = (populated[index], scan.cgroups[index].parent) {
+            populated[parent] = true;
+        }
+    }
+    populated
+}
+
+fn fill_report(counters: &CgroupCounters, report: &mut CgroupTargetReport) {
+    report.cpu_usage_ns = counters.cpu_usage_ns;
+    report.cpu_user_ns = counters.cpu_user_ns;
+    report.cpu_system_ns = counters.cpu_system_ns;
+    report.cpu_periods = counters.cpu_periods;
+    report.cpu_throttled_periods = counters.cpu_throttled_periods;
+    report.cpu_throttled_ns = counters.cpu_throttled_ns;
+    report.cpu_limit_cores = counters.cpu_limit_cores;
+    report.memory_current_bytes = counters.memory_current_bytes;
+    report.memory_peak_bytes = counters.memory_peak_bytes;
+    report.memory_limit_bytes = counters.memory_limit_bytes;
+    let [high, max, oom, oom_kill] = counters.memory_events;
+    report.memory_events = MemoryEventCounts {
+        high,
+        max,
+        oom,
+        oom_kill,
+    };
+    report.pids_current = counters.pids_current;
+    report.pids_limit = counters.pids_limit;
+    let [cpu, memory, io] = counters.pressure;
+    report.pressure = TargetPressure {
+        cpu_some_usec: cpu.some_usec,
+        cpu_full_usec: cpu.full_usec,
+        memory_some_usec: memory.some_usec,
+        memory_full_usec: memory.full_usec,
+        io_some_usec: io.some_usec,
+        io_full_usec: io.full_usec,
+    };
+    report.devices.truncate(counters.devices.len());
+    for (at, device) in counters.devices.iter().enumerate() {
+        if at == report.devices.len() {
+            report.devices.push(TargetDeviceIo::default());
+        }
+        let out = &mut report.devices[at];
+        out.device.clear();
+        use std::fmt::Write;
+        let _ = write!(out.device, "{}:{}", device.major, device.minor);
+        out.read_bytes = device.read_bytes;
+        out.write_bytes = device.write_bytes;
+        out.read_operations = device.read_ops;
+        out.write_operations = device.write_ops;
+    }
+    report.reason.clone_from(&counters.error);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! Discovery, subtree sums and `max_targets` over a fixture tree (directories with
+//! `cgroup.procs` and interface files, mounted as a v2 hierarchy), without root.
+
+use std::path::Path;
+
+use super::*;
+use crate::model::{ProcessCounters, ProcessSet};
+use crate::source::cgroup::CgroupLayout;
+
+fn cgroup(root: &Path, path: &str, pids: &[u32], files: &[(&str, &str)]) {
+    let dir = root.join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(&dir).unwrap();
+    let procs: String = pids.iter().map(|pid| format!("{pid}\n")).collect();
+    std::fs::write(dir.join("cgroup.procs"), procs).unwrap();
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).unwrap();
+    }
+}
+
+fn layout(root: &Path) -> CgroupLayout {
+    CgroupLayout {
+        v2: Some(crate::source::cgroup::Mount {
+            root: "/".into(),
+            mount_point: root.to_path_buf(),
+        }),
+        v1: Vec::new(),
+    }
+}
+
+fn config(patterns: &[&str], depth: Option<u32>, max: usize) -> ResourceMetricsConfig {
+    let mut config = ResourceMetricsConfig::default();
+    config.extensions.cgroups = patterns.iter().map(|p| (*p).to_owned()).collect();
+    config.extensions.cgroup_depth = depth;
+    config.extensions.max_targets = max;
+    config
+}
+
+fn process(pid: u32, rss: u64, threads: u64, fds: u64) -> ProcessCounters {
+    ProcessCounters {
+        pid,
+        rss_bytes: rss,
+        threads,
+        open_fds: Some(fds),
+        ..ProcessCounters::default()
+    }
+}
+
+fn paths(targets: &Targets) -> Vec<&str> {
+    targets.cgroups.iter().map(|c| &*c.cgroup).collect()
+}
+
+#[test]
+fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cgroup(root, "/", &[1], &[]);
+    cgroup(root, "/system.slice", &[], &[]);
+    cgroup(
+        root,
+        "/system.slice/a.service",
+        &[10],
+        &[
+            ("cpu.stat", "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 7\nnr_throttled 1\nthrottled_usec 4\n"),
+            ("cpu.max", "50000 100000\n"),
+            ("memory.current", "4096\n"),
+            ("memory.peak", "8192\n"),
+            ("memory.max", "max\n"),
+            ("memory.events", "low 0\nhigh 1\nmax 2\noom 3\noom_kill 4\n"),
+            ("pids.current", "2\n"),
+            ("pids.max", "100\n"),
+            ("io.stat", "8:0 rbytes=1 wbytes=2 rios=3 wios=4\n"),
+            ("cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=11\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=12\n"),
+        ],
+    );
+    cgroup(root, "/system.slice/a.service/inner", &[11], &[]);
+    cgroup(root, "/system.slice/b.service", &[], &[]);
+    cgroup(root, "/system.slice/c.scope", &[12], &[]);
+    let layout = layout(root);
+    let mut set = TargetSet::new(
+        &config(&["/system.slice/*.service", "/nothing/**"], None, 10),
+        Some(&layout),
+    )
+    .unwrap();
+    let pass = ProcessPass::Sampled(ProcessSet {
+        visible: 4,
+        incomplete: None,
+        processes: vec![
+            process(1, 1, 1, 1),
+            process(10, 1000, 2, 5),
+            process(11, 24, 3, 6),
+            process(12, 7, 1, 1),
+        ],
+    });
+    let mut out = Targets::default();
+    set.fill(Some(&pass), 100, &mut out);
+    assert_eq!(
+        paths(&out),
+        ["/system.slice/a.service", "/system.slice/b.service"]
+    );
+    assert_eq!(out.matched, 2);
+    assert_eq!(out.dropped, 0);
+    assert!(
+        out.reasons
+            .iter()
+            .any(|r| r.contains("\"/nothing/**\" matches no cgroup")),
+        "{:?}",
+        out.reasons
+    );
+    let a = &out.cgroups[0];
+    assert_eq!(a.labels.unit.as_deref(), Some("a.service"));
+    assert_eq!(a.cpu_usage_ns, Some(5000));
+    assert_eq!(a.cpu_user_ns, Some(3000));
+    assert_eq!(a.cpu_throttled_ns, Some(4000));
+    assert_eq!(a.cpu_throttled_periods, Some(1));
+    assert_eq!(a.cpu_limit_cores, Some(0.5));
+    assert_eq!(a.memory_current_bytes, Some(4096));
+    assert_eq!(a.memory_peak_bytes, Some(8192));
+    assert_eq!(a.memory_limit_bytes, None);
+    assert_eq!(a.memory_events.oom_kill, Some(4));
+    assert_eq!(a.memory_events.high, Some(1));
+    assert_eq!(a.pids_current, Some(2));
+    assert_eq!(a.pids_limit, Some(100));
+    assert_eq!(a.pressure.cpu_some_usec, Some(11));
+    assert_eq!(a.pressure.cpu_full_usec, Some(12));
+    assert_eq!(a.devices.len(), 1);
+    assert_eq!(a.devices[0].device, "8:0");
+    assert_eq!(a.devices[0].write_operations, 4);
+    // The subtree: its own process and the one in `inner`.
+    assert_eq!(
+        a.processes,
+        Some(ProcessSums {
+            count: 2,
+            threads: 5,
+            resident_bytes: 1024,
+            open_file_descriptors: Some(11),
+        })
+    );
+    let b = &out.cgroups[1];
+    assert_eq!(b.processes.map(|p| p.count), Some(0));
+    assert_eq!(b.cpu_usage_ns, None);
+
+    // A new cgroup appears and a removed one goes at the next fill.
+    cgroup(root, "/system.slice/d.service", &[], &[]);
+    std::fs::remove_dir_all(root.join("system.slice/b.service")).unwrap();
+    set.fill(Some(&pass), 100, &mut out);
+    assert_eq!(
+        paths(&out),
+        ["/system.slice/a.service", "/system.slice/d.service"]
+    );
+    assert_eq!(set.entries.len(), 2);
+}
+
+#[test]
+fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cgroup(root, "/", &[1], &[]);
+    cgroup(root, "/a", &[], &[]);
+    cgroup(root, "/a/x", &[], &[]);
+    cgroup(root, "/a/x/deep", &[5], &[]);
+    cgroup(root, "/b", &[], &[]);
+    cgroup(root, "/c", &[6], &[]);
+    cgroup(root, "/d", &[7], &[]);
+    let layout = layout(root);
+    let mut set = TargetSet::new(&config(&[], Some(2), 2), Some(&layout)).unwrap();
+    let mut out = Targets::default();
+    set.fill(None, 100, &mut out);
+    // /a and /a/x hold a process below them; /b none; /a/x/deep is deeper than 2.
+    assert_eq!(out.matched, 4);
+    assert_eq!(paths(&out), ["/a", "/a/x"]);
+    assert_eq!(out.dropped, 2);
+    assert!(out.cgroups[0].processes.is_none());
+    assert!(out.reasons.iter().any(|r| r.contains("max_targets is 2")));
+}
+
+#[test]
+fn nothing_is_measured_one_by_one_unless_asked() {
+    assert!(TargetSet::new(&ResourceMetricsConfig::default(), None).is_none());
+    let mut set = TargetSet::new(&config(&["/a"], None, 10), None).unwrap();
+    let mut out = Targets::default();
+    set.fill(None, 100, &mut out);
+    assert!(out.cgroups.is_empty());
+    assert!(
+        out.reasons[0].contains("no cgroup file system"),
+        "{:?}",
+        out.reasons
+    );
+}

@@ -1,0 +1,188 @@
+//! `extensions.targets`: the cgroups measured one by one (`serve --cgroups`, the config's
+//! `extensions.cgroups`), each with its labels and values. Raw values keep their unit in the
+//! field name; counters are the kernel's own and never decrease while the cgroup exists.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Every cgroup measured one by one, and what discovery saw.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Targets {
+    /// The patterns given (empty: every cgroup holding processes down to `depth`).
+    pub patterns: Vec<String>,
+    /// The deepest level selected, if bounded.
+    pub depth: Option<u32>,
+    /// The hierarchy discovery walks (`v1 memory` on hybrid hosts), with its mount point.
+    pub hierarchy: String,
+    /// Cgroups selected by the last walk, before `max_targets`.
+    pub matched: u64,
+    /// Selected cgroups left out because `max_targets` was reached (the last in path order).
+    pub dropped: u64,
+    /// Why there is less than asked for: a pattern matching nothing, a part of the tree that
+    /// cannot be walked, a runtime API that does not answer. One line per cause.
+    pub reasons: Vec<String>,
+    /// The measured cgroups, in path order.
+    pub cgroups: Vec<CgroupTargetReport>,
+}
+
+/// One measured cgroup.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CgroupTargetReport {
+    /// Its path (`/system.slice/nginx.service`).
+    pub cgroup: Arc<str>,
+    /// What the path and the runtime say it is.
+    pub labels: TargetLabels,
+    /// CPU time, ns (v2 `cpu.stat usage_usec`, v1 `cpuacct.usage`).
+    pub cpu_usage_ns: Option<u64>,
+    /// User CPU time, ns (v2 `user_usec`, v1 `cpuacct.stat`, tick resolution).
+    pub cpu_user_ns: Option<u64>,
+    /// System CPU time, ns.
+    pub cpu_system_ns: Option<u64>,
+    /// CFS enforcement periods.
+    pub cpu_periods: Option<u64>,
+    /// Periods throttled.
+    pub cpu_throttled_periods: Option<u64>,
+    /// Time throttled, ns.
+    pub cpu_throttled_ns: Option<u64>,
+    /// Its own CPU quota ÷ period, in cores (`null`: no quota).
+    pub cpu_limit_cores: Option<f64>,
+    /// Memory charged now.
+    pub memory_current_bytes: Option<u64>,
+    /// Highest memory charged.
+    pub memory_peak_bytes: Option<u64>,
+    /// Its own memory limit (`null`: none).
+    pub memory_limit_bytes: Option<u64>,
+    /// Memory events (`high`, `max`, `oom`, `oom_kill`; v1: `max` is `failcnt`, `oom` the
+    /// kills, no `high`).
+    pub memory_events: MemoryEventCounts,
+    /// Processes (and threads on v2) the pids controller counts.
+    pub pids_current: Option<u64>,
+    /// Its own `pids.max` (`null`: none).
+    pub pids_limit: Option<u64>,
+    /// Pressure stall totals, µs (`null` without the unified hierarchy's PSI files).
+    pub pressure: TargetPressure,
+    /// Storage I/O per block device.
+    pub devices: Vec<TargetDeviceIo>,
+    /// Summed over the processes of its subtree, from the collector's one pass over all
+    /// processes (`null` when the pass has no per-process values).
+    pub processes: Option<ProcessSums>,
+    /// Kernel events of its processes (eBPF), `null` without them.
+    pub kernel_events: Option<TargetKernelEvents>,
+    /// Why values are missing (a file that cannot be read).
+    pub reason: Option<String>,
+}
+
+/// Labels of a measured cgroup; `null` where nothing says.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetLabels {
+    /// The systemd unit.
+    pub unit: Option<String>,
+    /// The container id.
+    pub container_id: Option<String>,
+    /// `docker`, `podman`, `containerd`, `cri-o`.
+    pub container_runtime: Option<String>,
+    /// The container's name, from the runtime's API (`--docker-socket`).
+    pub container_name: Option<String>,
+    /// The container's image, from the runtime's API.
+    pub container_image: Option<String>,
+    /// The Kubernetes pod UID.
+    pub pod_uid: Option<String>,
+    /// `Guaranteed`, `Burstable`, `BestEffort`.
+    pub qos_class: Option<String>,
+}
+
+/// Memory event counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MemoryEventCounts {
+    /// Usage went over `memory.high`.
+    pub high: Option<u64>,
+    /// Usage hit the limit.
+    pub max: Option<u64>,
+    /// Out-of-memory situations.
+    pub oom: Option<u64>,
+    /// Processes killed by the OOM killer.
+    pub oom_kill: Option<u64>,
+}
+
+/// Pressure stall totals, µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetPressure {
+    /// CPU, some.
+    pub cpu_some_usec: Option<u64>,
+    /// CPU, full.
+    pub cpu_full_usec: Option<u64>,
+    /// Memory, some.
+    pub memory_some_usec: Option<u64>,
+    /// Memory, full.
+    pub memory_full_usec: Option<u64>,
+    /// I/O, some.
+    pub io_some_usec: Option<u64>,
+    /// I/O, full.
+    pub io_full_usec: Option<u64>,
+}
+
+/// One block device's I/O counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetDeviceIo {
+    /// `major:minor`.
+    pub device: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Read operations.
+    pub read_operations: u64,
+    /// Write operations.
+    pub write_operations: u64,
+}
+
+/// Per-process values summed over a cgroup's subtree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProcessSums {
+    /// Processes.
+    pub count: u64,
+    /// Threads.
+    pub threads: u64,
+    /// Resident memory, bytes.
+    pub resident_bytes: u64,
+    /// Open file descriptors (`null` when some process's could not be counted).
+    pub open_file_descriptors: Option<u64>,
+}
+
+/// Kernel events of a cgroup's processes, counted by the eBPF programs per process and
+/// accumulated here from the agent's start (never decreasing).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetKernelEvents {
+    /// Run-queue waits measured.
+    pub run_queue_count: u64,
+    /// Total ns waited.
+    pub run_queue_total_ns: u64,
+    /// Log2 histogram: bucket `i` counts waits of `2^i ..< 2^(i+1)` ns.
+    pub run_queue_histogram: Vec<u64>,
+    /// Involuntary context switches.
+    pub preemptions: u64,
+    /// Memory-reclaim stalls.
+    pub reclaim_stalls: u64,
+    /// ns stalled in reclaim.
+    pub reclaim_stall_ns: u64,
+    /// Processes its processes created.
+    pub processes_created: u64,
+    /// Its processes seen exiting.
+    pub processes_exited: u64,
+    /// Recent OOM victims that were its processes.
+    pub oom_victims: Vec<TargetOomVictim>,
+}
+
+/// An OOM victim of a measured cgroup.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetOomVictim {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// When it was killed (ns since boot).
+    pub time_boot_ns: u64,
+    /// Its anonymous resident memory when killed, KiB.
+    pub anon_rss_kib: u64,
+}

@@ -1,0 +1,460 @@
+//! The values of one cgroup measured one by one (the agent's per-container series): the
+//! cgroup's own counters and settings, each from the cheapest exact file of the hierarchy that
+//! carries its controller, read through held descriptors (`pread` into one reused buffer).
+//!
+//! Limits are the cgroup's own settings (its `memory.max` / `memory.limit_in_bytes`, `cpu.max` /
+//! CFS quota, `pids.max`), as container runtimes set them, not the minimum over its ancestors.
+
+use super::parse::{
+    keyed_u64, parse_cpu_max, parse_limit, parse_psi, parse_u64_trimmed, parse_v1_cpu_quota,
+    parse_v1_memory_limit, CpuQuota, LimitValue, PsiTotals,
+};
+use super::target::CgroupTarget;
+use super::CgroupVersion;
+use crate::source::file::{HeldFile, SourceError};
+
+/// Memory event counters, in [`CgroupCounters::memory_events`] order.
+pub(crate) const MEMORY_EVENTS: [&str; 4] = ["high", "max", "oom", "oom_kill"];
+
+/// Pressure resources, in [`CgroupCounters::pressure`] order.
+pub(crate) const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
+
+/// One block device's I/O counters of a cgroup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct DeviceCounters {
+    /// `major:minor`.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Read operations.
+    pub read_ops: u64,
+    /// Write operations.
+    pub write_ops: u64,
+}
+
+/// What one read of a cgroup gives; `None`: the file is absent, unreadable or malformed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct CgroupCounters {
+    /// CPU time (v2 `cpu.stat usage_usec`, v1 `cpuacct.usage`), ns.
+    pub cpu_usage_ns: Option<u64>,
+    /// User CPU time (v2 `user_usec`, v1 `cpuacct.stat user` ticks), ns.
+    pub cpu_user_ns: Option<u64>,
+    /// System CPU time, ns.
+    pub cpu_system_ns: Option<u64>,
+    /// CFS enforcement periods (`nr_periods`).
+    pub cpu_periods: Option<u64>,
+    /// Throttled periods (`nr_throttled`).
+    pub cpu_throttled_periods: Option<u64>,
+    /// Throttled time, ns.
+    pub cpu_throttled_ns: Option<u64>,
+    /// The cgroup's own CPU quota ÷ period, in cores; `None` when unlimited.
+    pub cpu_limit_cores: Option<f64>,
+    /// Memory charged now (v2 `memory.current`, v1 `memory.usage_in_bytes`).
+    pub memory_current_bytes: Option<u64>,
+    /// Highest charge (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`).
+    pub memory_peak_bytes: Option<u64>,
+    /// The cgroup's own memory limit; `None` when unlimited.
+    pub memory_limit_bytes: Option<u64>,
+    /// [`MEMORY_EVENTS`]: v2 `memory.events`; v1 `memory.failcnt` (max) and
+    /// `memory.oom_control oom_kill` (oom and oom_kill).
+    pub memory_events: [Option<u64>; 4],
+    /// `pids.current`.
+    pub pids_current: Option<u64>,
+    /// The cgroup's own `pids.max`; `None` when unlimited.
+    pub pids_limit: Option<u64>,
+    /// [`PRESSURE_RESOURCES`] stall totals (µs).
+    pub pressure: [PsiTotals; 3],
+    /// Per-device I/O (v2 `io.stat`, v1 `blkio.throttle.io_service*`).
+    pub devices: Vec<DeviceCounters>,
+    /// Why a file could be opened but not read (EACCES, …), the first such cause.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    V2CpuStat,
+    V1CpuacctUsage,
+    V1CpuacctStat,
+    V1CpuStat,
+    V2CpuMax,
+    V1CfsQuota,
+    V1CfsPeriod,
+    MemoryCurrent,
+    MemoryPeak,
+    MemoryLimit(CgroupVersion),
+    V2MemoryEvents,
+    V1MemoryFailcnt,
+    V1OomControl,
+    PidsCurrent,
+    PidsMax,
+    V2IoStat,
+    V1IoBytes,
+    V1IoOps,
+    Pressure(usize),
+}
+
+#[derive(Debug)]
+struct File {
+    kind: Kind,
+    held: HeldFile,
+    /// Missing while the cgroup existed: not probed again.
+    absent: bool,
+}
+
+/// Reads one cgroup's [`CgroupCounters`].
+#[derive(Debug)]
+pub(crate) struct CgroupValuesReader {
+    files: Vec<File>,
+    hold: bool,
+    ticks_per_second: u64,
+    /// The v1 CFS quota, kept until its period is read.
+    quota: Vec<u8>,
+}
+
+impl CgroupValuesReader {
+    /// The files of `target`. With `hold`, their descriptors stay open between reads;
+    /// otherwise each read opens and closes them (when the open-file budget is spent).
+    pub(crate) fn new(target: &CgroupTarget, hold: bool, ticks_per_second: u64) -> Self {
+        let mut files = Vec::with_capacity(20);
+        let mut add = |dir: &std::path::Path, name: &str, kind: Kind| {
+            files.push(File {
+                kind,
+                held: HeldFile::new(dir.join(name)),
+                absent: false,
+            });
+        };
+        match target.controller_dir("cpuacct") {
+            Some((CgroupVersion::V1, dir)) => {
+                add(&dir.dir, "cpuacct.usage", Kind::V1CpuacctUsage);
+                add(&dir.dir, "cpuacct.stat", Kind::V1CpuacctStat);
+            }
+            _ => {
+                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("cpu") {
+                    add(&dir.dir, "cpu.stat", Kind::V2CpuStat);
+                }
+            }
+        }
+        match target.controller_dir("cpu") {
+            Some((CgroupVersion::V1, dir)) => {
+                add(&dir.dir, "cpu.stat", Kind::V1CpuStat);
+                add(&dir.dir, "cpu.cfs_quota_us", Kind::V1CfsQuota);
+                add(&dir.dir, "cpu.cfs_period_us", Kind::V1CfsPeriod);
+            }
+            Some((CgroupVersion::V2, dir)) => add(&dir.dir, "cpu.max", Kind::V2CpuMax),
+            None => {}
+        }
+        match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, dir)) => {
+                add(&dir.dir, "memory.usage_in_bytes", Kind::MemoryCurrent);
+                add(&dir.dir, "memory.max_usage_in_bytes", Kind::MemoryPeak);
+                let limit = Kind::MemoryLimit(CgroupVersion::V1);
+                add(&dir.dir, "memory.limit_in_bytes", limit);
+                add(&dir.dir, "memory.failcnt", Kind::V1MemoryFailcnt);
+                add(&dir.dir, "memory.oom_control", Kind::V1OomControl);
+            }
+            Some((CgroupVersion::V2, dir)) => {
+                add(&dir.dir, "memory.current", Kind::MemoryCurrent);
+                add(&dir.dir, "memory.peak", Kind::MemoryPeak);
+                add(&dir.dir, "memory.max", Kind::MemoryLimit(CgroupVersion::V2));
+                add(&dir.dir, "memory.events", Kind::V2MemoryEvents);
+            }
+            None => {}
+        }
+        if let Some((_, dir)) = target.controller_dir("pids") {
+            add(&dir.dir, "pids.current", Kind::PidsCurrent);
+            add(&dir.dir, "pids.max", Kind::PidsMax);
+        }
+        match target.controller_dir("blkio") {
+            Some((CgroupVersion::V1, dir)) => {
+                add(
+                    &dir.dir,
+                    "blkio.throttle.io_service_bytes_recursive",
+                    Kind::V1IoBytes,
+                );
+                add(
+                    &dir.dir,
+                    "blkio.throttle.io_serviced_recursive",
+                    Kind::V1IoOps,
+                );
+            }
+            _ => {
+                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("io") {
+                    add(&dir.dir, "io.stat", Kind::V2IoStat);
+                }
+            }
+        }
+        // PSI files exist in every cgroup of the unified hierarchy, controllers or not.
+        if let Some(dir) = &target.v2 {
+            for (index, resource) in PRESSURE_RESOURCES.iter().enumerate() {
+                add(
+                    &dir.dir,
+                    &format!("{resource}.pressure"),
+                    Kind::Pressure(index),
+                );
+            }
+        }
+        Self {
+            files,
+            hold,
+            ticks_per_second: ticks_per_second.max(1),
+            quota: Vec::new(),
+        }
+    }
+
+    /// Descriptors this reader holds open between reads.
+    pub(crate) fn held(&self) -> usize {
+        if self.hold {
+            self.files.iter().filter(|f| !f.absent).count()
+        } else {
+            0
+        }
+    }
+
+    /// Reads every file into `out` (every value reset first; `devices` reused).
+    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupCounters) {
+        let devices = std::mem::take(&mut out.devices);
+        *out = CgroupCounters {
+            devices,
+            ..CgroupCounters::default()
+        };
+        out.devices.clear();
+        let Self {
+            files,
+            hold,
+            ticks_per_second,
+            quota,
+        } = self;
+        quota.clear();
+        for file in files {
+            if file.absent {
+                continue;
+            }
+            let result = file.held.read(buf);
+            if !*hold {
+                file.held.close();
+            }
+            let bytes = match result {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    match errno(&error) {
+                        // Absent file (an older kernel, a controller not enabled): not probed
+                        // again. A removed cgroup (ENODEV through a held descriptor) leaves the
+                        // next walk, which drops this reader.
+                        Some(libc::ENOENT) => file.absent = true,
+                        Some(libc::ENODEV) => {}
+                        _ => {
+                            if out.error.is_none() {
+                                out.error = Some(error.to_string());
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
+            match file.kind {
+                Kind::V2CpuStat => {
+                    let us = |key: &[u8]| keyed_u64(bytes, key).and_then(|v| v.checked_mul(1000));
+                    out.cpu_usage_ns = us(b"usage_usec");
+                    out.cpu_user_ns = us(b"user_usec");
+                    out.cpu_system_ns = us(b"system_usec");
+                    out.cpu_periods = keyed_u64(bytes, b"nr_periods");
+                    out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
+                    out.cpu_throttled_ns = us(b"throttled_usec");
+                }
+                Kind::V1CpuacctUsage => out.cpu_usage_ns = parse_u64_trimmed(bytes),
+                Kind::V1CpuacctStat => {
+                    let ns_per_tick = 1_000_000_000 / *ticks_per_second;
+                    let ns = |key: &[u8]| {
+                        keyed_u64(bytes, key).and_then(|ticks| ticks.checked_mul(ns_per_tick))
+                    };
+                    out.cpu_user_ns = ns(b"user");
+                    out.cpu_system_ns = ns(b"system");
+                }
+                Kind::V1CpuStat => {
+                    out.cpu_periods = keyed_u64(bytes, b"nr_periods");
+                    out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
+                    out.cpu_throttled_ns = keyed_u64(bytes, b"throttled_time");
+                }
+                Kind::V2CpuMax => out.cpu_limit_cores = cores(parse_cpu_max(bytes)),
+                Kind::V1CfsQuota => quota.extend_from_slice(bytes),
+                Kind::V1CfsPeriod => {
+                    if !quota.is_empty() {
+                        out.cpu_limit_cores = cores(parse_v1_cpu_quota(quota, bytes));
+                    }
+                }
+                Kind::MemoryCurrent => out.memory_current_bytes = parse_u64_trimmed(bytes),
+                Kind::MemoryPeak => out.memory_peak_bytes = parse_u64_trimmed(bytes),
+                Kind::MemoryLimit(version) => {
+                    let parsed = match version {
+                        CgroupVersion::V1 => parse_v1_memory_limit(bytes),
+                        CgroupVersion::V2 => parse_limit(bytes),
+                    };
+                    out.memory_limit_bytes = limit(parsed);
+                }
+                Kind::V2MemoryEvents => {
+                    for (slot, key) in out.memory_events.iter_mut().zip(MEMORY_EVENTS) {
+                        *slot = keyed_u64(bytes, key.as_bytes());
+                    }
+                }
+                Kind::V1MemoryFailcnt => out.memory_events[1] = parse_u64_trimmed(bytes),
+                Kind::V1OomControl => {
+                    let kills = keyed_u64(bytes, b"oom_kill");
+                    out.memory_events[2] = kills;
+                    out.memory_events[3] = kills;
+                }
+                Kind::PidsCurrent => out.pids_current = parse_u64_trimmed(bytes),
+                Kind::PidsMax => out.pids_limit = limit(parse_limit(bytes)),
+                Kind::V2IoStat => parse_io_stat(bytes, &mut out.devices),
+                Kind::V1IoBytes => parse_blkio(bytes, &mut out.devices, true),
+                Kind::V1IoOps => parse_blkio(bytes, &mut out.devices, false),
+                Kind::Pressure(index) => out.pressure[index] = parse_psi(bytes),
+            }
+        }
+    }
+}
+
+fn errno(error: &SourceError) -> Option<i32> {
+    match error {
+        SourceError::Io { source, .. } => source.raw_os_error(),
+        SourceError::Malformed { .. } => None,
+    }
+}
+
+fn cores(quota: Option<CpuQuota>) -> Option<f64> {
+    match quota {
+        Some(CpuQuota::LogicalProcessors(cores)) => Some(cores),
+        _ => None,
+    }
+}
+
+fn limit(value: Option<LimitValue>) -> Option<u64> {
+    match value {
+        Some(LimitValue::Value(value)) => Some(value),
+        _ => None,
+    }
+}
+
+/// `major:minor` of a device field.
+fn device_numbers(field: &[u8]) -> Option<(u32, u32)> {
+    let text = std::str::from_utf8(field).ok()?;
+    let (major, minor) = text.split_once(':')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+fn device(
+    devices: &mut Vec<DeviceCounters>,
+    (major, minor): (u32, u32),
+) -> &mut DeviceCounters {
+    let at = match devices
+        .iter()
+        .position(|d| d.major == major && d.minor == minor)
+    {
+        Some(at) => at,
+        None => {
+            devices.push(DeviceCounters {
+                major,
+                minor,
+                ..DeviceCounters::default()
+            });
+            devices.len() - 1
+        }
+    };
+    &mut devices[at]
+}
+
+/// v2 `io.stat`: `8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0`.
+pub(crate) fn parse_io_stat(bytes: &[u8], devices: &mut Vec<DeviceCounters>) {
+    for line in bytes.split(|&b| b == b'\n') {
+        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+        let Some(numbers) = fields.next().and_then(device_numbers) else {
+            continue;
+        };
+        let entry = device(devices, numbers);
+        for field in fields {
+            let Some(at) = field.iter().position(|&b| b == b'=') else {
+                continue;
+            };
+            let Some(value) = parse_u64_trimmed(&field[at + 1..]) else {
+                continue;
+            };
+            match &field[..at] {
+                b"rbytes" => entry.read_bytes = value,
+                b"wbytes" => entry.write_bytes = value,
+                b"rios" => entry.read_ops = value,
+                b"wios" => entry.write_ops = value,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// v1 `blkio.throttle.io_service_bytes_recursive` (`bytes`) or `io_serviced_recursive`:
+/// `8:0 Read 123`, `8:0 Write 4`, …, `Total 127`.
+pub(crate) fn parse_blkio(content: &[u8], devices: &mut Vec<DeviceCounters>, bytes: bool) {
+    for line in content.split(|&b| b == b'\n') {
+        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+        let (Some(numbers), Some(kind), Some(value)) = (
+            fields.next().and_then(device_numbers),
+            fields.next(),
+            fields.next().and_then(parse_u64_trimmed),
+        ) else {
+            continue;
+        };
+        let entry = device(devices, numbers);
+        match (kind, bytes) {
+            (b"Read", true) => entry.read_bytes = value,
+            (b"Write", true) => entry.write_bytes = value,
+            (b"Read", false) => entry.read_ops = value,
+            (b"Write", false) => entry.write_ops = value,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_files_of_both_versions_parse_per_device() {
+        let mut devices = Vec::new();
+        parse_io_stat(
+            b"8:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=5 wbytes=0 rios=1 wios=0\n",
+            &mut devices,
+        );
+        assert_eq!(devices.len(), 2);
+        assert_eq!(
+            devices[0],
+            DeviceCounters {
+                major: 8,
+                minor: 0,
+                read_bytes: 10,
+                write_bytes: 20,
+                read_ops: 1,
+                write_ops: 2
+            }
+        );
+        let mut v1 = Vec::new();
+        parse_blkio(
+            b"8:0 Read 100\n8:0 Write 50\n8:0 Sync 1\nTotal 150\n",
+            &mut v1,
+            true,
+        );
+        parse_blkio(b"8:0 Read 3\n8:0 Write 4\nTotal 7\n", &mut v1, false);
+        assert_eq!(
+            v1,
+            vec![DeviceCounters {
+                major: 8,
+                minor: 0,
+                read_bytes: 100,
+                write_bytes: 50,
+                read_ops: 3,
+                write_ops: 4
+            }]
+        );
+    }
+}

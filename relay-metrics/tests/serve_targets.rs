@@ -1,0 +1,440 @@
+//! `serve --cgroups`: cgroups measured one by one, on the live host as root. The tests make
+//! their own cgroups (named with the test process's pid, in every hierarchy they need: v1
+//! `memory`, `cpu`, `cpuacct`, `pids` on hybrid hosts, the unified one on pure v2 hosts) and
+//! remove them when done.
+
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when their setup breaks"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use common::{assert_root, start_agent, start_command, wait_ready, Agent};
+use serde_json::Value;
+
+const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// The hierarchies a test cgroup is made in.
+fn hierarchies() -> Vec<PathBuf> {
+    let base = Path::new("/sys/fs/cgroup");
+    let v1: Vec<PathBuf> = ["memory", "cpu", "cpuacct", "pids"]
+        .iter()
+        .map(|c| base.join(c))
+        .filter(|p| p.join("cgroup.procs").exists())
+        .collect();
+    if v1.is_empty() {
+        vec![base.to_path_buf()]
+    } else {
+        v1
+    }
+}
+
+/// A cgroup made in every hierarchy, removed (with its children, their processes killed) on
+/// drop.
+struct TestCgroup {
+    path: String,
+    children: Vec<Child>,
+}
+
+impl TestCgroup {
+    fn new(path: &str) -> Self {
+        for hierarchy in hierarchies() {
+            std::fs::create_dir_all(hierarchy.join(&path[1..]))
+                .unwrap_or_else(|error| panic!("mkdir {path}: {error}"));
+        }
+        Self {
+            path: path.to_owned(),
+            children: Vec::new(),
+        }
+    }
+
+    fn dir(&self, hierarchy: &str) -> PathBuf {
+        Path::new("/sys/fs/cgroup")
+            .join(hierarchy)
+            .join(&self.path[1..])
+    }
+
+    /// Starts `sleep 600` inside (it joins before `exec`, so its memory is charged here).
+    fn spawn_sleep(&mut self) -> u32 {
+        let joins: Vec<String> = hierarchies()
+            .iter()
+            .map(|h| {
+                format!(
+                    "echo $$ > {}/cgroup.procs",
+                    h.join(&self.path[1..]).display()
+                )
+            })
+            .collect();
+        let script = format!("{} && exec sleep 600", joins.join(" && "));
+        let child = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+        let pid = child.id();
+        self.children.push(child);
+        // Joined once the cgroup lists it.
+        let procs = hierarchies()[0].join(&self.path[1..]).join("cgroup.procs");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&procs)
+            .unwrap()
+            .lines()
+            .any(|line| line == pid.to_string())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the sleep never joined {procs:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        pid
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for hierarchy in hierarchies() {
+            remove_tree(&hierarchy.join(&self.path[1..]));
+        }
+    }
+}
+
+/// Removes a cgroup directory and its subdirectories, deepest first.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+fn snapshot(agent: &Agent) -> Value {
+    let response = common::get(&agent.address, "/snapshot");
+    assert_eq!(response.status, 200);
+    serde_json::from_str(&response.text()).unwrap()
+}
+
+fn sequence(snapshot: &Value) -> u64 {
+    snapshot["extensions"]["collector"]["sequence"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The first snapshot whose sequence is at least `at` (within 20 s).
+fn snapshot_from(agent: &Agent, at: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let response = common::get(&agent.address, "/snapshot");
+        // 503 until the first snapshot.
+        if response.status == 200 {
+            let snapshot: Value = serde_json::from_str(&response.text()).unwrap();
+            if sequence(&snapshot) >= at {
+                return snapshot;
+            }
+        }
+        assert!(Instant::now() < deadline, "no snapshot {at} within 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn measured(snapshot: &Value) -> Vec<String> {
+    snapshot["extensions"]["targets"]["cgroups"]
+        .as_array()
+        .expect("extensions.targets.cgroups")
+        .iter()
+        .map(|c| c["cgroup"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The value of the series `name{labels}` (labels exactly as written).
+fn series(exposition: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|value| value.parse().unwrap())
+}
+
+/// No line of the agent's stderr is a warning or an error.
+fn assert_quiet(agent: &Agent) {
+    let lines = agent.lines.lock().unwrap();
+    let loud: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains("WARN") || line.contains("ERROR"))
+        .collect();
+    assert!(loud.is_empty(), "warnings or errors: {loud:?}");
+}
+
+#[test]
+#[ignore = "root: makes cgroups; tools: promtool (Debian package prometheus)"]
+fn each_matching_cgroup_gets_labelled_series_and_discovery_follows_changes() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let container_path = format!("{parent_path}/docker-{ID}.scope");
+    let mut container = TestCgroup::new(&container_path);
+    let v1 = container.dir("memory").exists();
+    if v1 {
+        std::fs::write(
+            container.dir("memory").join("memory.limit_in_bytes"),
+            "67108864",
+        )
+        .unwrap();
+        std::fs::write(container.dir("cpu").join("cpu.cfs_quota_us"), "50000").unwrap();
+        std::fs::write(container.dir("cpu").join("cpu.cfs_period_us"), "100000").unwrap();
+    } else {
+        std::fs::write(container.dir("").join("memory.max"), "67108864").unwrap();
+        std::fs::write(container.dir("").join("cpu.max"), "50000 100000").unwrap();
+    }
+    container.spawn_sleep();
+    let plain = TestCgroup::new(&format!("{parent_path}/plain"));
+
+    let pattern = format!("{parent_path}/*");
+    let agent = start_agent(&["--cgroups", &pattern, "/relay-no-such-cgroup-*"]);
+    wait_ready(&agent.address);
+    let first = snapshot_from(&agent, 2);
+    assert_eq!(
+        measured(&first),
+        vec![container_path.clone(), format!("{parent_path}/plain")]
+    );
+    let reasons = first["extensions"]["targets"]["reasons"].clone();
+    assert!(
+        reasons.as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .contains("\"/relay-no-such-cgroup-*\" matches no cgroup")),
+        "{reasons}"
+    );
+
+    let metrics = common::get(&agent.address, "/metrics").text();
+    let labels = format!(
+        "cgroup=\"{container_path}\",unit=\"docker-{ID}.scope\",container_id=\"{ID}\",container_runtime=\"docker\""
+    );
+    assert_eq!(
+        series(&metrics, "relay_metrics_cgroup_memory_limit_bytes", &labels),
+        Some(67_108_864.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        series(&metrics, "relay_metrics_cgroup_cpu_limit_cores", &labels),
+        Some(0.5)
+    );
+    assert_eq!(
+        series(&metrics, "relay_metrics_cgroup_processes", &labels),
+        Some(1.0)
+    );
+    assert!(series(&metrics, "relay_metrics_cgroup_memory_usage_bytes", &labels).unwrap() > 0.0);
+    assert!(
+        series(
+            &metrics,
+            "relay_metrics_cgroup_resident_memory_bytes",
+            &labels
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "relay_metrics_cgroup_memory_events_total",
+            &format!("{labels},event=\"oom_kill\"")
+        ),
+        Some(0.0)
+    );
+    assert_eq!(series(&metrics, "relay_metrics_targets", ""), None);
+    assert!(metrics.contains("\nrelay_metrics_targets 2\n"));
+    assert!(metrics.contains("\nrelay_metrics_targets_dropped 0\n"));
+    let (passed, printed) = common::promtool_check(&metrics);
+    assert!(passed && printed.is_empty(), "promtool: {printed}");
+
+    // A new cgroup is in the first snapshot taken after it was made; a removed one is gone
+    // from the first snapshot taken after its removal.
+    let before = sequence(&snapshot(&agent));
+    let late = TestCgroup::new(&format!("{parent_path}/late"));
+    let after = snapshot_from(&agent, before + 2);
+    assert!(
+        measured(&after).contains(&late.path),
+        "{:?}",
+        measured(&after)
+    );
+    let plain_path = plain.path.clone();
+    drop(plain);
+    let before = sequence(&snapshot(&agent));
+    let after = snapshot_from(&agent, before + 2);
+    assert!(!measured(&after).contains(&plain_path));
+    let metrics = common::get(&agent.address, "/metrics").text();
+    assert!(!metrics.contains(&format!("cgroup=\"{plain_path}\"")));
+    assert_quiet(&agent);
+}
+
+#[test]
+#[ignore = "root: makes cgroups"]
+fn max_targets_drops_the_last_in_path_order_with_a_warning_and_a_gauge() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-max-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let _children: Vec<TestCgroup> = (0..5)
+        .map(|i| TestCgroup::new(&format!("{parent_path}/c{i}")))
+        .collect();
+    let pattern = format!("{parent_path}/*");
+    let agent = start_agent(&["--cgroups", &pattern, "--max-targets", "3"]);
+    let snapshot = snapshot_from(&agent, 2);
+    assert_eq!(
+        measured(&snapshot),
+        (0..3)
+            .map(|i| format!("{parent_path}/c{i}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(snapshot["extensions"]["targets"]["dropped"], 2);
+    agent.expect_line("more cgroups match than --max-targets");
+    let metrics = common::get(&agent.address, "/metrics").text();
+    assert!(
+        metrics.contains("\nrelay_metrics_targets_dropped 2\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+#[ignore = "root: makes cgroups"]
+fn without_patterns_the_depth_selects_cgroups_holding_processes() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-depth-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let mut busy = TestCgroup::new(&format!("{parent_path}/busy"));
+    busy.spawn_sleep();
+    let _empty = TestCgroup::new(&format!("{parent_path}/empty"));
+    let agent = start_agent(&["--cgroup-depth", "2"]);
+    let snapshot = snapshot_from(&agent, 2);
+    let cgroups = measured(&snapshot);
+    // The parent holds a process below it; the empty cgroup none.
+    assert!(cgroups.contains(&parent_path), "{cgroups:?}");
+    assert!(cgroups.contains(&busy.path), "{cgroups:?}");
+    assert!(!cgroups.contains(&format!("{parent_path}/empty")));
+    assert!(cgroups.iter().all(|c| c.matches('/').count() <= 2));
+}
+
+#[test]
+fn an_invalid_pattern_is_a_usage_error() {
+    let output = Command::new(common::binary())
+        .args(["serve", "--cgroups", "system.slice/*"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("must be absolute"), "{stderr}");
+}
+
+#[test]
+#[ignore = "root: makes cgroups and runs the agent as nobody"]
+fn an_unreadable_cgroup_is_reported_and_the_others_are_measured() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-unreadable-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let _open = TestCgroup::new(&format!("{parent_path}/open"));
+    let closed = TestCgroup::new(&format!("{parent_path}/closed"));
+    let _inner = TestCgroup::new(&format!("{parent_path}/closed/inner"));
+    for hierarchy in hierarchies() {
+        let dir = hierarchy.join(&closed.path[1..]);
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+    }
+    let pattern = format!("{parent_path}/**");
+    let mut command = Command::new("setpriv");
+    command.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        common::binary(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval-ms",
+        "200",
+        "--cgroups",
+        &pattern,
+    ]);
+    let agent = start_command(command);
+    let first = snapshot_from(&agent, 2);
+    let later = snapshot_from(&agent, sequence(&first) + 3);
+    let cgroups = measured(&later);
+    assert!(
+        cgroups.contains(&format!("{parent_path}/open")),
+        "{cgroups:?}"
+    );
+    let reasons = later["extensions"]["targets"]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("{parent_path}/closed")) && reasons.contains("ermission denied"),
+        "{reasons}"
+    );
+    // Reported in the snapshot, not logged every period.
+    assert_quiet(&agent);
+}
+
+#[test]
+#[ignore = "root: makes cgroups; tools: promtool (Debian package prometheus)"]
+fn churn_of_a_thousand_cgroups_leaves_valid_scrapes_no_leaked_descriptors_and_no_errors() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-churn-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let pattern = format!("{parent_path}/**");
+    let agent = start_agent(&["--cgroups", &pattern, "--interval-ms", "50"]);
+    wait_ready(&agent.address);
+    snapshot_from(&agent, 3);
+    let fd_dir = format!("/proc/{}/fd", agent.child.0.id());
+    let fds = || std::fs::read_dir(&fd_dir).unwrap().count();
+    let fds_before = fds();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let stop = std::sync::Arc::clone(&stop);
+        let address = agent.address.clone();
+        std::thread::spawn(move || {
+            let mut bodies = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                bodies.push(common::get(&address, "/metrics").text());
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            bodies
+        })
+    };
+    let hierarchies = hierarchies();
+    let started = Instant::now();
+    for cycle in 0..1000 {
+        let relative = format!("{}/c{cycle}", &parent_path[1..]);
+        for hierarchy in &hierarchies {
+            std::fs::create_dir(hierarchy.join(&relative)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        for hierarchy in &hierarchies {
+            std::fs::remove_dir(hierarchy.join(&relative)).unwrap();
+        }
+    }
+    let churn = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let bodies = scraper.join().unwrap();
+    assert!(bodies.len() >= 10, "only {} scrapes", bodies.len());
+    for body in &bodies {
+        let (passed, printed) = common::promtool_check(body);
+        assert!(passed && printed.is_empty(), "promtool: {printed}\n{body}");
+    }
+    // The churned cgroups are gone from the series, and so are their descriptors.
+    let settled = snapshot_from(&agent, sequence(&snapshot(&agent)) + 2);
+    assert_eq!(measured(&settled), vec![parent_path.clone()]);
+    let fds_after = fds();
+    assert!(
+        fds_after <= fds_before + 2,
+        "descriptors: {fds_before} before the churn, {fds_after} after"
+    );
+    eprintln!("{} scrapes during {churn:?} of churn", bodies.len());
+    assert_quiet(&agent);
+}
