@@ -345,10 +345,7 @@ fn device_numbers(field: &[u8]) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
-fn device(
-    devices: &mut Vec<DeviceCounters>,
-    (major, minor): (u32, u32),
-) -> &mut DeviceCounters {
+fn device(devices: &mut Vec<DeviceCounters>, (major, minor): (u32, u32)) -> &mut DeviceCounters {
     let at = match devices
         .iter()
         .position(|d| d.major == major && d.minor == minor)
