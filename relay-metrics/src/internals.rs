@@ -73,7 +73,9 @@ pub mod gpu {
         engine_utilization_percent, parse_drm_fdinfo, utilization_percent, DrmFdinfo,
     };
     pub use crate::source::gpu::{
-        GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler, NvmlOptions, NvmlSource,
-        NVML_LIBRARY_ENV,
+        throttle_reason_names, GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler,
+        GpuThrottleEvent, LostDevice, MigInstanceSample, NvmlDeviceValues, NvmlOptions, NvmlSample,
+        NvmlSource, ThrottleCounts, XidCounts, XidDevice, XidWatcher, NVML_LIBRARY_ENV,
+        THROTTLE_REASONS,
     };
 }

@@ -12,6 +12,8 @@ pub(crate) const ERROR_NOT_SUPPORTED: NvmlReturn = 3;
 pub(crate) const ERROR_NOT_FOUND: NvmlReturn = 6;
 pub(crate) const ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
 pub(crate) const ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+pub(crate) const ERROR_TIMEOUT: NvmlReturn = 10;
+pub(crate) const ERROR_GPU_IS_LOST: NvmlReturn = 15;
 pub(crate) const ERROR_UNKNOWN: NvmlReturn = 999;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as the driver stores it in an unsigned long long.
@@ -65,6 +67,39 @@ pub struct ProcessUtilizationSample {
     pub(crate) enc_util: c_uint,
     pub(crate) dec_util: c_uint,
 }
+
+/// `nvmlViolationTime_t`.
+#[repr(C)]
+pub struct ViolationTime {
+    pub(crate) reference_time: c_ulonglong,
+    pub(crate) violation_time: c_ulonglong,
+}
+
+/// `nvmlEventData_t`.
+#[repr(C)]
+pub struct EventData {
+    pub(crate) device: *mut std::ffi::c_void,
+    pub(crate) event_type: c_ulonglong,
+    pub(crate) event_data: c_ulonglong,
+    pub(crate) gpu_instance_id: c_uint,
+    pub(crate) compute_instance_id: c_uint,
+}
+
+/// `nvmlFieldValue_t`: the value is a union of 8 bytes, written here as its `unsigned long
+/// long` or `double` member according to `value_type`.
+#[repr(C)]
+pub struct FieldValue {
+    pub(crate) field_id: c_uint,
+    pub(crate) scope_id: c_uint,
+    pub(crate) timestamp: i64,
+    pub(crate) latency_usec: i64,
+    pub(crate) value_type: c_uint,
+    pub(crate) nvml_return: NvmlReturn,
+    pub(crate) value: c_ulonglong,
+}
+
+const _: () = assert!(std::mem::size_of::<FieldValue>() == 40);
+const _: () = assert!(std::mem::size_of::<EventData>() == 32);
 
 /// NVML's two-call protocol for lists: a count query (null buffer or too small) gets the needed
 /// size and `INSUFFICIENT_SIZE` (or `SUCCESS` when the list is empty), a big enough buffer is

@@ -31,17 +31,20 @@
 //! partial driver: the symbols are really absent, so `dlsym` fails. (The functions still exist
 //! under mangled names, which keeps one body for both builds.)
 
+mod events;
 mod ffi;
 mod script;
+mod timeline;
+mod values;
 
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ffi::{
     fill_list, write_c_string, write_out, Memory, MemoryV2, NvmlReturn, ProcessInfo,
-    ProcessUtilizationSample, Utilization, ERROR_DRIVER_NOT_LOADED, ERROR_INSUFFICIENT_SIZE,
-    ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED, ERROR_UNINITIALIZED,
-    ERROR_UNKNOWN, SUCCESS,
+    ProcessUtilizationSample, Utilization, ERROR_DRIVER_NOT_LOADED, ERROR_GPU_IS_LOST,
+    ERROR_INSUFFICIENT_SIZE, ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED,
+    ERROR_TIMEOUT, ERROR_UNINITIALIZED, ERROR_UNKNOWN, SUCCESS,
 };
 use script::{
     compute_processes, graphics_processes, parse_pids, utilization_samples, Scenario, Script,
@@ -66,7 +69,11 @@ macro_rules! optional_symbol {
 static STATE: Mutex<Option<Script>> = Mutex::new(None);
 
 /// Device handles are the addresses of these bytes: distinct, stable and never dereferenced.
-static HANDLES: [u8; DEVICE_COUNT] = [0, 1];
+/// The first [`DEVICE_COUNT`] are the devices, the others device 1's MIG instances.
+static HANDLES: [u8; DEVICE_COUNT + MIG_INSTANCES] = [0, 1, 2, 3];
+
+/// MIG instances of device 1 (in MIG mode by default).
+const MIG_INSTANCES: usize = 2;
 
 fn state() -> MutexGuard<'static, Option<Script>> {
     // A poisoned lock only means a previous call panicked; the script data is still valid.
@@ -81,7 +88,13 @@ fn index_of(device: *mut c_void) -> Option<usize> {
     (0..DEVICE_COUNT).find(|&index| handle_of(index) == device)
 }
 
-/// Runs `body` with the script of an initialised library and the index of `device`.
+/// The MIG instance (0 or 1 of device 1) whose handle is `device`.
+fn mig_instance_of(device: *mut c_void) -> Option<usize> {
+    (0..MIG_INSTANCES).find(|&instance| handle_of(DEVICE_COUNT + instance) == device)
+}
+
+/// Runs `body` with the script of an initialised library and the index of `device`; a device
+/// the scenario has lost answers `NVML_ERROR_GPU_IS_LOST`.
 fn with_device(
     device: *mut c_void,
     body: impl FnOnce(&mut Script, usize) -> NvmlReturn,
@@ -91,6 +104,7 @@ fn with_device(
         return ERROR_UNINITIALIZED;
     };
     match index_of(device) {
+        Some(index) if script.timeline.device(index).lost => ERROR_GPU_IS_LOST,
         Some(index) => body(script, index),
         None => ERROR_INVALID_ARGUMENT,
     }
@@ -123,9 +137,14 @@ fn used_with_reserved(index: usize) -> u64 {
 /// Every device's memory.
 const TOTAL_MEMORY: u64 = 16 * 1024 * MIB;
 
-/// `nvmlInit_v2`: reads the scenario and PIDs from the environment.
+/// `nvmlInit_v2`: reads the scenario, PIDs and scenario file from the environment; a second
+/// call only counts a session, as NVML's does.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    if let Some(script) = state().as_mut() {
+        script.sessions += 1;
+        return SUCCESS;
+    }
     let name = std::env::var("FAKE_NVML_SCENARIO").unwrap_or_default();
     let Some(scenario) = Scenario::parse(&name) else {
         eprintln!("fake-nvml: unknown FAKE_NVML_SCENARIO {name:?}");
@@ -139,19 +158,36 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
         eprintln!("fake-nvml: malformed FAKE_NVML_PIDS {pid_text:?}");
         return ERROR_UNKNOWN;
     };
+    let timeline = match timeline::Timeline::from_env() {
+        Ok(timeline) => timeline,
+        Err(error) => {
+            eprintln!("fake-nvml: bad FAKE_NVML_SCRIPT: {error}");
+            return ERROR_UNKNOWN;
+        }
+    };
     *state() = Some(Script {
         scenario,
+        sessions: 1,
+        timeline,
         pids,
         utilization_generation: [0; DEVICE_COUNT],
     });
     SUCCESS
 }
 
-/// `nvmlShutdown`.
+/// `nvmlShutdown`: the last session's shutdown forgets the script.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlShutdown() -> NvmlReturn {
-    match state().take() {
-        Some(_) => SUCCESS,
+    let mut guard = state();
+    match guard.as_mut() {
+        Some(script) if script.sessions > 1 => {
+            script.sessions -= 1;
+            SUCCESS
+        }
+        Some(_) => {
+            *guard = None;
+            SUCCESS
+        }
         None => ERROR_UNINITIALIZED,
     }
 }
@@ -167,6 +203,8 @@ pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
         ERROR_NOT_FOUND => b"Not Found\0",
         ERROR_INSUFFICIENT_SIZE => b"Insufficient Size\0",
         ERROR_DRIVER_NOT_LOADED => b"Driver Not Loaded\0",
+        ERROR_TIMEOUT => b"Timeout\0",
+        ERROR_GPU_IS_LOST => b"GPU is lost\0",
         _ => b"Unknown Error\0",
     };
     text.as_ptr().cast()
@@ -214,10 +252,14 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
     device: *mut *mut c_void,
 ) -> NvmlReturn {
-    if state().is_none() {
+    let guard = state();
+    let Some(script) = guard.as_ref() else {
         return ERROR_UNINITIALIZED;
-    }
+    };
     match usize::try_from(index) {
+        Ok(index) if index < DEVICE_COUNT && script.timeline.device(index).lost => {
+            ERROR_GPU_IS_LOST
+        }
         Ok(index) if index < DEVICE_COUNT => {
             // SAFETY: forwarded from the caller's contract.
             unsafe { write_out(device, handle_of(index)) }
@@ -287,6 +329,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: *mut c_void,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
+    if let Some(instance) = mig_instance_of(device) {
+        // SAFETY: forwarded from the caller's contract.
+        return unsafe { values::mig_instance_memory(instance, memory) };
+    }
     // SAFETY: forwarded from the caller's contract.
     unsafe {
         device_struct(device, memory, |index| {

@@ -34,6 +34,10 @@ impl Scenario {
 
 pub(crate) struct Script {
     pub(crate) scenario: Scenario,
+    /// `nvmlInit_v2` calls not yet matched by `nvmlShutdown` (NVML counts them too).
+    pub(crate) sessions: u32,
+    /// Device values over time.
+    pub(crate) timeline: crate::timeline::Timeline,
     pub(crate) pids: [u32; 3],
     /// Filled process-utilisation queries per device: the fake driver's sample clock.
     pub(crate) utilization_generation: [u64; DEVICE_COUNT],
@@ -129,6 +133,8 @@ mod tests {
     fn utilization_samples_are_filtered_by_last_seen() {
         let script = Script {
             scenario: Scenario::TwoDevices,
+            sessions: 1,
+            timeline: crate::timeline::Timeline::from_env().unwrap(),
             pids: [1, 2, 3],
             utilization_generation: [0; DEVICE_COUNT],
         };

@@ -17,13 +17,19 @@ mod drm;
 mod drm_clients;
 pub(crate) mod fdinfo;
 mod nvml;
+mod nvml_values;
 mod sampler;
+mod xid;
 
 pub(crate) use drm::{DrmDeviceSample, DrmSource, DrmVendor};
 pub(crate) use drm_clients::{DrmClientScanner, DrmFdCheck, DrmProcessSample};
-pub use nvml::{NvmlOptions, NvmlSource, NVML_LIBRARY_ENV};
+pub use nvml::{NvmlOptions, NvmlSample, NvmlSource, NVML_LIBRARY_ENV};
+pub use nvml_values::{
+    throttle_reason_names, MigInstanceSample, NvmlDeviceValues, THROTTLE_REASONS,
+};
 pub(crate) use sampler::GpuSample;
 pub use sampler::GpuSampler;
+pub use xid::{XidCounts, XidDevice, XidWatcher};
 
 /// One NVIDIA device as NVML reported it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +43,72 @@ pub struct GpuDeviceSample {
     /// Percentage of the last sample period in which a kernel ran (0–100), `None` when
     /// unavailable.
     pub utilization_percent: Option<f64>,
+    /// Power, energy, temperatures, clocks, throttling, ECC, PCIe, MIG … (all `None`, without
+    /// reasons, when device metrics are off).
+    pub values: NvmlDeviceValues,
+    /// Throttling counted by this source since it first saw the device.
+    pub throttle: ThrottleCounts,
+}
+
+/// The GPU limit events NVML's clock-event reasons are grouped into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuThrottleEvent {
+    /// `sw_power_cap`: clocks lowered to hold the power limit.
+    PowerCap,
+    /// `sw_thermal_slowdown` or `hw_thermal_slowdown`.
+    Thermal,
+    /// `hw_slowdown`, `hw_thermal_slowdown` or `hw_power_brake_slowdown`: the hardware cut the
+    /// clocks (by half or more).
+    HwSlowdown,
+}
+
+impl GpuThrottleEvent {
+    /// Every event, in report order.
+    pub const ALL: [Self; 3] = [Self::PowerCap, Self::Thermal, Self::HwSlowdown];
+
+    /// The event's name in limit events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PowerCap => "power_cap",
+            Self::Thermal => "thermal",
+            Self::HwSlowdown => "hw_slowdown",
+        }
+    }
+
+    /// The clock-event reason bits that make the event active.
+    pub fn mask(self) -> u64 {
+        match self {
+            Self::PowerCap => 0x4,
+            Self::Thermal => 0x20 | 0x40,
+            Self::HwSlowdown => 0x8 | 0x40 | 0x80,
+        }
+    }
+}
+
+/// Throttling of one device counted over the source's sampling periods.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThrottleCounts {
+    /// Periods whose clock-event reasons could be read.
+    pub sampled_periods: u64,
+    /// Periods in which each [`GpuThrottleEvent`] was active, in [`GpuThrottleEvent::ALL`]
+    /// order.
+    pub active_periods: [u64; 3],
+    /// Growth of the power violation time since the first period, ns (`None` when NVML has no
+    /// violation time for it).
+    pub power_violation_ns: Option<u64>,
+    /// Growth of the thermal violation time since the first period, ns.
+    pub thermal_violation_ns: Option<u64>,
+}
+
+/// A device NVML could not open in a query (fallen off the bus, reset, no permission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostDevice {
+    /// NVML index.
+    pub index: u32,
+    /// Its UUID when an earlier query knew it.
+    pub identifier: Option<String>,
+    /// NVML's reason (e.g. `GPU is lost`).
+    pub reason: String,
 }
 
 /// One process's use of one NVIDIA device.

@@ -14,7 +14,11 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
-use super::{device_selected, GpuDeviceSample, GpuError, GpuProcessSample};
+use super::nvml_values::{self, NvmlDeviceValues};
+use super::{
+    device_selected, GpuDeviceSample, GpuError, GpuProcessSample, GpuThrottleEvent, LostDevice,
+    ThrottleCounts,
+};
 
 /// Environment variable naming the NVML shared library to load instead of `libnvidia-ml.so.1`.
 pub const NVML_LIBRARY_ENV: &str = "RELAY_METRICS_NVML_LIBRARY";
@@ -77,6 +81,53 @@ pub struct NvmlSample {
     pub devices: Vec<GpuDeviceSample>,
     /// Processes per device (device index order), ascending PID within a device.
     pub processes: Vec<GpuProcessSample>,
+    /// Devices NVML could not open in this query, with its reason.
+    pub lost: Vec<LostDevice>,
+}
+
+/// Throttle counting of one device, kept across queries.
+#[derive(Debug, Default)]
+struct ThrottleState {
+    identifier: String,
+    counts: ThrottleCounts,
+    power_base_ns: Option<u64>,
+    thermal_base_ns: Option<u64>,
+}
+
+impl ThrottleState {
+    /// Counts one period of `values`.
+    fn count(&mut self, values: &NvmlDeviceValues) -> ThrottleCounts {
+        if let Some(mask) = values.throttle_reasons {
+            self.counts.sampled_periods += 1;
+            for (slot, event) in self
+                .counts
+                .active_periods
+                .iter_mut()
+                .zip(GpuThrottleEvent::ALL)
+            {
+                if mask & event.mask() != 0 {
+                    *slot += 1;
+                }
+            }
+        }
+        self.counts.power_violation_ns = growth(&mut self.power_base_ns, values.violation_power_ns);
+        self.counts.thermal_violation_ns =
+            growth(&mut self.thermal_base_ns, values.violation_thermal_ns);
+        self.counts
+    }
+}
+
+/// Growth of a cumulative counter since its first reading; a counter that went backwards (the
+/// driver reloaded) starts a new base, keeping what was counted before unknown.
+fn growth(base: &mut Option<u64>, current: Option<u64>) -> Option<u64> {
+    let current = current?;
+    match *base {
+        Some(first) if current >= first => Some(current - first),
+        _ => {
+            *base = Some(current);
+            Some(0)
+        }
+    }
 }
 
 enum Session {
@@ -94,6 +145,8 @@ pub struct NvmlSource {
     /// first query of that device, whose samples are discarded because they cover an unknown
     /// stretch of the driver's buffer.
     last_seen_usec: HashMap<u32, u64>,
+    /// Per device index: throttle counts since the device was first seen with its identifier.
+    throttle: HashMap<u32, ThrottleState>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -117,6 +170,7 @@ impl NvmlSource {
             options,
             session: Session::NotTried,
             last_seen_usec: HashMap::new(),
+            throttle: HashMap::new(),
         }
     }
 
@@ -157,6 +211,7 @@ impl NvmlSource {
             options,
             session,
             last_seen_usec,
+            throttle,
         } = self;
         let Session::Open(nvml) = session else {
             // `open` succeeded, so the session is open; kept total rather than panicking.
@@ -167,9 +222,24 @@ impl NvmlSource {
         })?;
         let mut sample = NvmlSample::default();
         for index in 0..count {
-            // A device NVML cannot open (lost, no permission) has no identity to report.
-            let Ok(device) = nvml.device_by_index(index) else {
-                continue;
+            // A device NVML cannot open (lost, no permission) is reported with its last known
+            // identity, so that its loss shows, and its return is a new series of counts.
+            let device = match nvml.device_by_index(index) {
+                Ok(device) => device,
+                Err(error) => {
+                    let identifier = throttle.remove(&index).map(|state| state.identifier);
+                    let selected = identifier.as_deref().map_or(true, |identifier| {
+                        device_selected(&options.devices, identifier, Some(index))
+                    });
+                    if selected {
+                        sample.lost.push(LostDevice {
+                            index,
+                            identifier,
+                            reason: error.to_string(),
+                        });
+                    }
+                    continue;
+                }
             };
             let identifier = match device.uuid() {
                 Ok(uuid) if !uuid.is_empty() => uuid,
@@ -178,6 +248,20 @@ impl NvmlSource {
             if !device_selected(&options.devices, &identifier, Some(index)) {
                 continue;
             }
+            let state = throttle.entry(index).or_default();
+            if state.identifier != identifier {
+                *state = ThrottleState {
+                    identifier: identifier.clone(),
+                    ..ThrottleState::default()
+                };
+            }
+            let (values, counts) = if options.device_metrics {
+                let values = nvml_values::read(nvml, &device);
+                let counts = state.count(&values);
+                (values, counts)
+            } else {
+                (NvmlDeviceValues::default(), ThrottleCounts::default())
+            };
             let (memory_used_bytes, utilization_percent) = if options.device_metrics {
                 (
                     memory_used_bytes(nvml, &device),
@@ -205,6 +289,8 @@ impl NvmlSource {
                 identifier,
                 memory_used_bytes,
                 utilization_percent,
+                values,
+                throttle: counts,
             });
         }
         Ok(sample)
@@ -250,7 +336,7 @@ impl Drop for NvmlSource {
 }
 
 /// Opens and initialises `library`, or the default names in order.
-fn load(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
+pub(super) fn load(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
     match library {
         Some(path) => init(path),
         None => match init(OsStr::new(DEFAULT_NVML_LIBRARY)) {
