@@ -13,7 +13,7 @@ use super::{open_with, Fake, TestDir, Variant, UUID_0, UUID_1};
 
 const GIB: u64 = 1024 * 1024 * 1024;
 
-const SCENARIO: &str = "\
+pub(super) const SCENARIO: &str = "\
 # power-capped phase: power at the limit, sw_power_cap
 1000 0 power_mw 300000
 1000 0 throttle 0x4
@@ -74,7 +74,7 @@ impl Scripted {
     }
 }
 
-fn set_clock(path: &Path, ms: u64) {
+pub(super) fn set_clock(path: &Path, ms: u64) {
     // Written whole and renamed, so the fake never reads a half-written number.
     let temporary = path.with_extension("new");
     std::fs::write(&temporary, ms.to_string()).unwrap();

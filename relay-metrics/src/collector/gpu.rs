@@ -10,8 +10,10 @@ use crate::model::{GpuDeviceValues, GpuProcessValues, GpuValues, ProcessPass};
 use crate::snapshot::AcceleratorVendor;
 use crate::source::gpu::{
     DrmClientScanner, DrmDeviceSample, DrmFdCheck, DrmSource, DrmVendor, GpuSample, GpuSampler,
-    NvmlOptions, NvmlSource,
+    NvmlOptions, NvmlSource, XidWatcher,
 };
+
+mod extension;
 use crate::source::Roots;
 
 use super::reasons::Reasons;
@@ -26,6 +28,9 @@ const FIRST_SAMPLE_WAIT: Duration = Duration::from_millis(500);
 
 pub(super) struct GpuFeed {
     sampler: Option<GpuSampler>,
+    /// XID errors through NVML's event API (device metrics only), or why its thread could not
+    /// start.
+    xid: Option<Result<XidWatcher, String>>,
     spawn_error: Option<String>,
     waited_for_first: bool,
     drm: Option<DrmSource>,
@@ -36,6 +41,7 @@ impl GpuFeed {
     pub(super) fn start(config: &ResourceMetricsConfig, roots: &Roots) -> Self {
         let gpu = &config.gpu;
         let wanted = gpu.enabled && (gpu.device_metrics || gpu.process_metrics);
+        let mut xid = None;
         let (sampler, spawn_error) = if wanted {
             let options = NvmlOptions {
                 devices: gpu.devices.clone(),
@@ -52,6 +58,10 @@ impl GpuFeed {
             let drm_clients = gpu
                 .process_metrics
                 .then(|| DrmClientScanner::new(roots, check, &gpu.devices));
+            xid = gpu.device_metrics.then(|| {
+                XidWatcher::spawn(options.clone())
+                    .map_err(|error| format!("cannot start the XID thread: {error}"))
+            });
             match GpuSampler::spawn_with_drm(NvmlSource::new(options), drm_clients, NVML_PERIOD) {
                 Ok(sampler) => (Some(sampler), None),
                 Err(error) => (None, Some(format!("cannot start the GPU thread: {error}"))),
@@ -62,6 +72,7 @@ impl GpuFeed {
         let drm = (gpu.enabled && gpu.device_metrics).then(|| DrmSource::scan(roots, &gpu.devices));
         Self {
             sampler,
+            xid,
             spawn_error,
             waited_for_first: false,
             drm,
@@ -82,7 +93,8 @@ impl GpuFeed {
         if let Some(reason) = &self.spawn_error {
             reasons.add("gpu", format_args!("{reason}"));
         }
-        if let Some(sample) = self.nvml_sample() {
+        let nvml = self.nvml_sample();
+        if let Some(sample) = &nvml {
             if let Some(error) = &sample.error {
                 reasons.add("gpu", format_args!("NVML: {error}"));
             }
@@ -163,6 +175,13 @@ impl GpuFeed {
         }
         out.devices.truncate(devices);
         out.processes.truncate(records);
+        extension::fill(
+            nvml.as_deref(),
+            self.xid.as_ref().map(Result::as_ref),
+            &self.drm_devices,
+            reasons,
+            &mut out.extension,
+        );
     }
 
     fn nvml_sample(&mut self) -> Option<Arc<GpuSample>> {

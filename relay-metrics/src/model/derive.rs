@@ -262,6 +262,7 @@ fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
     events.ring_buffer_drops = source.ring_buffer_drops;
     extensions.cgroups.clone_from(&sample.cgroup_reports);
     extensions.unavailable.clone_from(&sample.unavailable);
+    extensions.gpu.clone_from(&sample.gpu.extension);
     extensions.sample_ages = SampleAges {
         private_memory_ms: sample.private_memory_age_ms,
         gpu_ms: sample.gpu.age_ms,

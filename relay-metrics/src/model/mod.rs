@@ -262,6 +262,8 @@ pub(crate) struct GpuValues {
     pub processes: Vec<GpuProcessValues>,
     /// Age of the GPU sample (ms), when it came from the GPU thread.
     pub age_ms: Option<u64>,
+    /// `extensions.gpu`, built by the collector from the GPU thread's sample.
+    pub extension: Option<crate::snapshot::GpuExtension>,
 }
 
 /// One GPU device.

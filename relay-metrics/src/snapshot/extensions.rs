@@ -35,6 +35,146 @@ pub struct Extensions {
     /// The cgroups measured one by one (`serve --cgroups`); absent when none are asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Box<super::Targets>>,
+    /// GPU device values beyond Relay's schema (power, temperatures, clocks, throttling, errors)
+    /// and GPU limit events; absent when no GPU source reported a device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuExtension>,
+}
+
+/// `extensions.gpu`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuExtension {
+    /// One entry per device, NVIDIA devices first (NVML index order), then DRM devices.
+    pub devices: Vec<GpuDeviceReport>,
+    /// GPU limit events (resource `gpu`): throttling and XID errors per device.
+    pub limit_events: Vec<GpuLimitEvent>,
+}
+
+/// One device's values. Every `null` value has a reason in `extensions.unavailable` (field
+/// `extensions.gpu.devices.<name>`, the reason naming the device).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuDeviceReport {
+    /// `nvidia`, `amd`, `intel`.
+    pub vendor: Cow<'static, str>,
+    /// NVML index (NVIDIA only).
+    pub index: Option<u32>,
+    /// NVML UUID (`GPU-…`), `nvidia:<index>` when NVML gave none, or the PCI address of a DRM
+    /// device.
+    pub uuid: Arc<str>,
+    /// The device could not be opened in the last query (fallen off the bus …): every value is
+    /// `null`.
+    pub lost: bool,
+    /// Power draw (W).
+    pub power_watts: Option<f64>,
+    /// Enforced power limit (W).
+    pub power_limit_watts: Option<f64>,
+    /// Energy since the driver loaded (J); a counter.
+    pub energy_joules: Option<f64>,
+    /// GPU temperature (°C).
+    pub temperature_celsius: Option<f64>,
+    /// Memory temperature (°C).
+    pub memory_temperature_celsius: Option<f64>,
+    /// SM clock (Hz).
+    pub sm_clock_hz: Option<u64>,
+    /// Memory clock (Hz).
+    pub memory_clock_hz: Option<u64>,
+    /// Graphics clock (Hz).
+    pub graphics_clock_hz: Option<u64>,
+    /// Maximum SM clock (Hz).
+    pub sm_clock_max_hz: Option<u64>,
+    /// Maximum memory clock (Hz).
+    pub memory_clock_max_hz: Option<u64>,
+    /// Maximum graphics clock (Hz).
+    pub graphics_clock_max_hz: Option<u64>,
+    /// Active clock-event (throttle) reasons: `gpu_idle`, `applications_clocks_setting`,
+    /// `sw_power_cap`, `hw_slowdown`, `sync_boost`, `sw_thermal_slowdown`,
+    /// `hw_thermal_slowdown`, `hw_power_brake_slowdown`, `display_clock_setting`.
+    pub throttle_reasons: Option<Vec<Cow<'static, str>>>,
+    /// Cumulative time clocks were held down by the power limit (s, since the driver loaded).
+    pub violation_power_seconds: Option<f64>,
+    /// … by thermal limits (s).
+    pub violation_thermal_seconds: Option<f64>,
+    /// … by the board limit (s).
+    pub violation_board_limit_seconds: Option<f64>,
+    /// … by the reliability limit (s).
+    pub violation_reliability_seconds: Option<f64>,
+    /// Corrected ECC errors since the driver loaded.
+    pub ecc_corrected_volatile: Option<u64>,
+    /// Uncorrected ECC errors since the driver loaded.
+    pub ecc_uncorrected_volatile: Option<u64>,
+    /// Corrected ECC errors over the device's life.
+    pub ecc_corrected_aggregate: Option<u64>,
+    /// Uncorrected ECC errors over the device's life.
+    pub ecc_uncorrected_aggregate: Option<u64>,
+    /// Rows remapped after correctable errors.
+    pub remapped_rows_correctable: Option<u64>,
+    /// Rows remapped after uncorrectable errors.
+    pub remapped_rows_uncorrectable: Option<u64>,
+    /// A remapping waits for the next reset.
+    pub remapping_pending: Option<bool>,
+    /// A remapping failed.
+    pub remapping_failed: Option<bool>,
+    /// PCIe transmit throughput (bytes/s).
+    pub pcie_tx_bytes_per_second: Option<u64>,
+    /// PCIe receive throughput (bytes/s).
+    pub pcie_rx_bytes_per_second: Option<u64>,
+    /// PCIe replays since the driver loaded.
+    pub pcie_replays: Option<u64>,
+    /// Video encoder utilisation (percent).
+    pub encoder_utilization_percent: Option<f64>,
+    /// Video decoder utilisation (percent).
+    pub decoder_utilization_percent: Option<f64>,
+    /// Busy percent of a DRM device (`gpu_busy_percent`), or NVML's utilisation.
+    pub utilization_percent: Option<f64>,
+    /// MIG mode is on.
+    pub mig_enabled: Option<bool>,
+    /// Memory of each MIG instance, when MIG mode is on.
+    pub mig_instances: Vec<MigInstanceReport>,
+    /// XID errors received since the collector started, per code.
+    pub xid_errors: Vec<XidErrorCount>,
+}
+
+/// One MIG GPU instance.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MigInstanceReport {
+    /// Position among the device's MIG devices.
+    pub index: u32,
+    /// Memory in use (bytes).
+    pub memory_used_bytes: Option<u64>,
+    /// Memory of the instance (bytes).
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// XID errors of one code.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct XidErrorCount {
+    /// The XID code (e.g. 79: fallen off the bus; 48: double-bit ECC error).
+    pub xid: u64,
+    /// Errors received.
+    pub count: u64,
+}
+
+/// A GPU limit event in Relay's model (`resource`, `event`, `count`), per device, with what
+/// throttling cost.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuLimitEvent {
+    /// Always `gpu`.
+    pub resource: Cow<'static, str>,
+    /// `power_cap`, `thermal`, `hw_slowdown` (sampling periods with the reason active) or
+    /// `xid` (XID errors received).
+    pub event: Cow<'static, str>,
+    /// NVML index of the device.
+    pub index: Option<u32>,
+    /// UUID of the device.
+    pub uuid: Arc<str>,
+    /// Periods in which the reason was active, or XID errors.
+    pub count: u64,
+    /// GPU sampling periods in which the reasons could be read (`null` for `xid`).
+    pub sampled_periods: Option<u64>,
+    /// Seconds throttled since counting began, from NVML's violation times (`power_cap`:
+    /// power, `thermal`: thermal); `null` for `hw_slowdown` (NVML has no violation time for
+    /// it) and `xid`.
+    pub throttled_seconds: Option<f64>,
 }
 
 /// What a scope consumed since [`Cumulative::since`], alive or exited, from the kernel's own

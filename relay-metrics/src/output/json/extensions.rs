@@ -15,6 +15,7 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         unavailable,
         cumulative,
         targets,
+        gpu,
     } = extensions;
     w.first("collector");
     collector_info(w, collector);
@@ -37,6 +38,11 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
     // Absent unless asked for, so that other snapshots keep their shape.
     if let Some(targets) = targets {
         w.key("targets").serde(targets);
+    }
+    // Absent rather than `null` when no GPU reported (as serde skips it).
+    if let Some(gpu) = gpu {
+        w.key("gpu");
+        super::gpu::write_gpu(w, gpu);
     }
     w.close();
 }

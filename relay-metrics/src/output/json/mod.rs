@@ -15,6 +15,7 @@ use crate::snapshot::ResourceMetricsSnapshot;
 use crate::units::{Measurement, MeasurementValue};
 
 mod extensions;
+mod gpu;
 mod schema;
 
 use extensions::write_extensions;

@@ -567,7 +567,74 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 }),
             }),
             targets: None,
+            gpu: rng.opt(Rng::gpu),
         },
+    }
+}
+
+impl Rng {
+    fn opt_bool(&mut self) -> Option<bool> {
+        self.opt(Rng::chance)
+    }
+
+    fn gpu(&mut self) -> GpuExtension {
+        GpuExtension {
+            devices: self.list(|rng| GpuDeviceReport {
+                vendor: Cow::Owned(rng.text()),
+                index: rng.opt(Rng::u32),
+                uuid: rng.text().into(),
+                lost: rng.chance(),
+                power_watts: rng.opt(Rng::f64),
+                power_limit_watts: rng.opt(Rng::f64),
+                energy_joules: rng.opt(Rng::f64),
+                temperature_celsius: rng.opt(Rng::f64),
+                memory_temperature_celsius: rng.opt(Rng::f64),
+                sm_clock_hz: rng.opt(Rng::u64),
+                memory_clock_hz: rng.opt(Rng::u64),
+                graphics_clock_hz: rng.opt(Rng::u64),
+                sm_clock_max_hz: rng.opt(Rng::u64),
+                memory_clock_max_hz: rng.opt(Rng::u64),
+                graphics_clock_max_hz: rng.opt(Rng::u64),
+                throttle_reasons: rng.opt(|rng| rng.list(|rng| Cow::Owned(rng.text()))),
+                violation_power_seconds: rng.opt(Rng::f64),
+                violation_thermal_seconds: rng.opt(Rng::f64),
+                violation_board_limit_seconds: rng.opt(Rng::f64),
+                violation_reliability_seconds: rng.opt(Rng::f64),
+                ecc_corrected_volatile: rng.opt(Rng::u64),
+                ecc_uncorrected_volatile: rng.opt(Rng::u64),
+                ecc_corrected_aggregate: rng.opt(Rng::u64),
+                ecc_uncorrected_aggregate: rng.opt(Rng::u64),
+                remapped_rows_correctable: rng.opt(Rng::u64),
+                remapped_rows_uncorrectable: rng.opt(Rng::u64),
+                remapping_pending: rng.opt_bool(),
+                remapping_failed: rng.opt_bool(),
+                pcie_tx_bytes_per_second: rng.opt(Rng::u64),
+                pcie_rx_bytes_per_second: rng.opt(Rng::u64),
+                pcie_replays: rng.opt(Rng::u64),
+                encoder_utilization_percent: rng.opt(Rng::f64),
+                decoder_utilization_percent: rng.opt(Rng::f64),
+                utilization_percent: rng.opt(Rng::f64),
+                mig_enabled: rng.opt_bool(),
+                mig_instances: rng.list(|rng| MigInstanceReport {
+                    index: rng.u32(),
+                    memory_used_bytes: rng.opt(Rng::u64),
+                    memory_total_bytes: rng.opt(Rng::u64),
+                }),
+                xid_errors: rng.list(|rng| XidErrorCount {
+                    xid: rng.u64(),
+                    count: rng.u64(),
+                }),
+            }),
+            limit_events: self.list(|rng| GpuLimitEvent {
+                resource: Cow::Borrowed("gpu"),
+                event: Cow::Owned(rng.text()),
+                index: rng.opt(Rng::u32),
+                uuid: rng.text().into(),
+                count: rng.u64(),
+                sampled_periods: rng.opt(Rng::u64),
+                throttled_seconds: rng.opt(Rng::f64),
+            }),
+        }
     }
 }
 

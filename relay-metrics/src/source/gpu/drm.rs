@@ -12,6 +12,7 @@ use crate::source::parse::parse_u64_trimmed;
 use crate::source::Roots;
 
 use super::device_selected;
+use super::hwmon::{Hwmon, HwmonValues};
 
 /// PCI vendor IDs of the DRM devices reported here.
 const PCI_VENDOR_AMD: u16 = 0x1002;
@@ -39,6 +40,8 @@ pub(crate) struct DrmDeviceSample {
     pub memory_used_bytes: Option<u64>,
     /// `gpu_busy_percent` (AMD only), `None` when absent or above 100.
     pub utilization_percent: Option<f64>,
+    /// Power, energy and temperatures from the device's hwmon directory.
+    pub hwmon: HwmonValues,
 }
 
 #[derive(Debug)]
@@ -47,6 +50,7 @@ struct Card {
     identifier: String,
     vram_used: Option<HeldFile>,
     busy_percent: Option<HeldFile>,
+    hwmon: Hwmon,
 }
 
 /// The DRM cards found by a scan, with their value files held open.
@@ -108,7 +112,8 @@ impl DrmSource {
                 .busy_percent
                 .as_mut()
                 .and_then(|file| file.read(&mut self.buf).ok().and_then(parse_busy_percent));
-            if memory_used_bytes.is_none() && utilization_percent.is_none() {
+            let hwmon = card.hwmon.read(&mut self.buf);
+            if memory_used_bytes.is_none() && utilization_percent.is_none() && hwmon.is_empty() {
                 continue;
             }
             match out.get_mut(filled) {
@@ -117,12 +122,14 @@ impl DrmSource {
                     slot.identifier.clone_from(&card.identifier);
                     slot.memory_used_bytes = memory_used_bytes;
                     slot.utilization_percent = utilization_percent;
+                    slot.hwmon = hwmon;
                 }
                 None => out.push(DrmDeviceSample {
                     vendor: card.vendor,
                     identifier: card.identifier.clone(),
                     memory_used_bytes,
                     utilization_percent,
+                    hwmon,
                 }),
             }
             filled += 1;
@@ -163,6 +170,7 @@ fn open_card(device: &Path, buf: &mut Vec<u8>) -> Option<Card> {
             DrmVendor::Amd => held("gpu_busy_percent"),
             DrmVendor::Intel | DrmVendor::Other => None,
         },
+        hwmon: Hwmon::find(device, buf),
     })
 }
 
@@ -271,12 +279,14 @@ mod tests {
                     identifier: "0000:00:02.0".to_string(),
                     memory_used_bytes: Some(4096),
                     utilization_percent: None,
+                    hwmon: HwmonValues::default(),
                 },
                 DrmDeviceSample {
                     vendor: DrmVendor::Amd,
                     identifier: "0000:03:00.0".to_string(),
                     memory_used_bytes: Some(268_435_456),
                     utilization_percent: Some(37.0),
+                    hwmon: HwmonValues::default(),
                 },
             ]
         );
@@ -303,6 +313,7 @@ mod tests {
             identifier: "stale".to_string(),
             memory_used_bytes: None,
             utilization_percent: None,
+            hwmon: HwmonValues::default(),
         }];
         source.read_into(&mut out);
         assert!(out.is_empty());

@@ -16,9 +16,11 @@
 mod drm;
 mod drm_clients;
 pub(crate) mod fdinfo;
+mod hwmon;
 mod nvml;
 mod nvml_values;
 mod sampler;
+mod throttle;
 mod xid;
 
 pub(crate) use drm::{DrmDeviceSample, DrmSource, DrmVendor};

@@ -15,9 +15,9 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
 use super::nvml_values::{self, NvmlDeviceValues};
+use super::throttle::ThrottleState;
 use super::{
-    device_selected, GpuDeviceSample, GpuError, GpuProcessSample, GpuThrottleEvent, LostDevice,
-    ThrottleCounts,
+    device_selected, GpuDeviceSample, GpuError, GpuProcessSample, LostDevice, ThrottleCounts,
 };
 
 /// Environment variable naming the NVML shared library to load instead of `libnvidia-ml.so.1`.
@@ -83,51 +83,6 @@ pub struct NvmlSample {
     pub processes: Vec<GpuProcessSample>,
     /// Devices NVML could not open in this query, with its reason.
     pub lost: Vec<LostDevice>,
-}
-
-/// Throttle counting of one device, kept across queries.
-#[derive(Debug, Default)]
-struct ThrottleState {
-    identifier: String,
-    counts: ThrottleCounts,
-    power_base_ns: Option<u64>,
-    thermal_base_ns: Option<u64>,
-}
-
-impl ThrottleState {
-    /// Counts one period of `values`.
-    fn count(&mut self, values: &NvmlDeviceValues) -> ThrottleCounts {
-        if let Some(mask) = values.throttle_reasons {
-            self.counts.sampled_periods += 1;
-            for (slot, event) in self
-                .counts
-                .active_periods
-                .iter_mut()
-                .zip(GpuThrottleEvent::ALL)
-            {
-                if mask & event.mask() != 0 {
-                    *slot += 1;
-                }
-            }
-        }
-        self.counts.power_violation_ns = growth(&mut self.power_base_ns, values.violation_power_ns);
-        self.counts.thermal_violation_ns =
-            growth(&mut self.thermal_base_ns, values.violation_thermal_ns);
-        self.counts
-    }
-}
-
-/// Growth of a cumulative counter since its first reading; a counter that went backwards (the
-/// driver reloaded) starts a new base, keeping what was counted before unknown.
-fn growth(base: &mut Option<u64>, current: Option<u64>) -> Option<u64> {
-    let current = current?;
-    match *base {
-        Some(first) if current >= first => Some(current - first),
-        _ => {
-            *base = Some(current);
-            Some(0)
-        }
-    }
 }
 
 enum Session {
@@ -228,7 +183,7 @@ impl NvmlSource {
                 Ok(device) => device,
                 Err(error) => {
                     let identifier = throttle.remove(&index).map(|state| state.identifier);
-                    let selected = identifier.as_deref().map_or(true, |identifier| {
+                    let selected = identifier.as_deref().is_none_or(|identifier| {
                         device_selected(&options.devices, identifier, Some(index))
                     });
                     if selected {
@@ -250,10 +205,7 @@ impl NvmlSource {
             }
             let state = throttle.entry(index).or_default();
             if state.identifier != identifier {
-                *state = ThrottleState {
-                    identifier: identifier.clone(),
-                    ..ThrottleState::default()
-                };
+                *state = ThrottleState::new(identifier.clone());
             }
             let (values, counts) = if options.device_metrics {
                 let values = nvml_values::read(nvml, &device);

@@ -8,7 +8,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{DrmClientScanner, DrmProcessSample, GpuDeviceSample, GpuProcessSample, NvmlSource};
+use super::{
+    DrmClientScanner, DrmProcessSample, GpuDeviceSample, GpuProcessSample, LostDevice, NvmlSource,
+};
 
 /// The result of one NVML query and DRM client scan, as handed over by [`GpuSampler`].
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +20,8 @@ pub struct GpuSample {
     /// Every process NVML reported on the selected devices (not yet filtered to a scope: use
     /// [`GpuSample::processes_matching`]).
     pub processes: Vec<GpuProcessSample>,
+    /// Devices NVML could not open in the query.
+    pub lost: Vec<LostDevice>,
     /// Every process's use of DRM devices from the last scan (not yet filtered to a scope);
     /// empty when the sampler has no DRM scanner.
     pub drm_processes: Vec<DrmProcessSample>,
@@ -166,9 +170,9 @@ fn run(
 ) {
     loop {
         let started = Instant::now();
-        let (devices, processes, error) = match source.sample(&mut |_| true) {
-            Ok(nvml) => (nvml.devices, nvml.processes, None),
-            Err(error) => (Vec::new(), Vec::new(), Some(error.to_string())),
+        let (devices, processes, lost, error) = match source.sample(&mut |_| true) {
+            Ok(nvml) => (nvml.devices, nvml.processes, nvml.lost, None),
+            Err(error) => (Vec::new(), Vec::new(), Vec::new(), Some(error.to_string())),
         };
         let mut drm_processes = Vec::new();
         let drm_error = drm
@@ -178,6 +182,7 @@ fn run(
         let sample = GpuSample {
             devices,
             processes,
+            lost,
             drm_processes,
             taken_at: Instant::now(),
             error,

@@ -1,0 +1,196 @@
+//! The collector over the fake: `extensions.gpu` in the snapshot and its JSON, GPU limit
+//! events, per-value reasons, and a device that is lost and returns, with the fake's clock in
+//! a file so that each phase is held while the GPU thread samples it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
+use serde_json::Value;
+
+use super::scenario::{set_clock, SCENARIO};
+use super::{built_library, lock, TestDir, Variant, ENV_LOCK, SCRIPT_VARIABLES, UUID_0, UUID_1};
+
+/// Collects until `ready` accepts a snapshot's JSON (the GPU thread samples every 500 ms).
+fn collect_until(collector: &mut Collector, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let snapshot = collector.collect();
+        let json = to_json(&snapshot);
+        if ready(&json) {
+            return json;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot with {what}: {json:#}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn to_json(snapshot: &ResourceMetricsSnapshot) -> Value {
+    let mut out = Vec::new();
+    relay_metrics::output::json::write_snapshot(snapshot, &mut out);
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn reasons(json: &Value, field: &str) -> Vec<String> {
+    json["extensions"]["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["field"] == field)
+        .map(|entry| entry["reason"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn event<'j>(json: &'j Value, name: &str, uuid: &str) -> &'j Value {
+    json["extensions"]["gpu"]["limit_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == name && e["uuid"] == uuid)
+        .unwrap_or_else(|| panic!("no {name} event of {uuid}: {json:#}"))
+}
+
+#[test]
+fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
+    let files = TestDir::new("snapshot");
+    let library = files.0.join("libnvidia-ml.so.1");
+    std::fs::copy(built_library(Variant::Full), &library).unwrap();
+    let script = files.0.join("scenario.txt");
+    std::fs::write(&script, SCENARIO).unwrap();
+    let clock = files.0.join("clock");
+    set_clock(&clock, 2000);
+    let config = ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "application_process", "disk": {"enabled": false},
+            "network": {"enabled": false}}"#,
+    )
+    .unwrap();
+    // The environment is read by the first nvmlInit_v2, on the GPU or XID thread: held until
+    // both listen (the xid limit events appear when the XID thread is registered).
+    let env = lock(&ENV_LOCK);
+    std::env::set_var("RELAY_METRICS_NVML_LIBRARY", &library);
+    std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
+    set_env(&script, &clock);
+    let mut collector = Collector::new(config).unwrap();
+    let hot = collect_until(&mut collector, "two devices and XID listening", |json| {
+        json["extensions"]["gpu"]["limit_events"]
+            .as_array()
+            .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
+    });
+    std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
+    drop(env);
+
+    // The thermal phase: every value of device 0, each in its unit.
+    let zero = &hot["extensions"]["gpu"]["devices"][0];
+    assert_eq!(zero["vendor"], "nvidia");
+    assert_eq!(zero["index"], 0);
+    assert_eq!(zero["uuid"], UUID_0);
+    assert_eq!(zero["lost"], false);
+    assert_eq!(zero["power_watts"], 300.0, "set in the power-capped phase");
+    assert_eq!(zero["power_limit_watts"], 300.0);
+    assert_eq!(zero["energy_joules"], 1000.0);
+    assert_eq!(zero["temperature_celsius"], 95.0);
+    assert_eq!(zero["memory_temperature_celsius"], 50.0);
+    assert_eq!(zero["sm_clock_hz"], 1_410_000_000_u64);
+    assert_eq!(zero["memory_clock_max_hz"], 2_619_000_000_u64);
+    assert_eq!(
+        zero["throttle_reasons"],
+        serde_json::json!(["sw_thermal_slowdown", "hw_thermal_slowdown"])
+    );
+    assert_eq!(zero["violation_power_seconds"], 1.5);
+    assert_eq!(zero["violation_thermal_seconds"], 0.7);
+    assert_eq!(zero["ecc_corrected_aggregate"], 2);
+    assert_eq!(zero["remapping_pending"], false);
+    assert_eq!(zero["pcie_rx_bytes_per_second"], 2_048_000);
+    assert_eq!(zero["mig_enabled"], false);
+    assert_eq!(zero["utilization_percent"], 25.0);
+    let one = &hot["extensions"]["gpu"]["devices"][1];
+    assert_eq!(one["uuid"], UUID_1);
+    assert_eq!(one["memory_temperature_celsius"], Value::Null);
+    assert_eq!(one["mig_instances"][1]["memory_used_bytes"], 2_u64 << 30);
+    let why = reasons(&hot, "extensions.gpu.devices.memory_temperature_celsius");
+    assert_eq!(
+        why,
+        [format!(
+            "{UUID_1}: the requested operation is not available on the target device"
+        )]
+    );
+    assert_eq!(
+        reasons(&hot, "extensions.gpu.devices.remapped_rows").len(),
+        1
+    );
+    assert!(reasons(&hot, "extensions.gpu.devices.power_watts").is_empty());
+
+    // Limit events: every sampled period was thermal (and hw_slowdown: hw_thermal_slowdown).
+    let thermal = event(&hot, "thermal", UUID_0);
+    let periods = thermal["sampled_periods"].as_u64().unwrap();
+    assert!(periods >= 1);
+    assert_eq!(thermal["resource"], "gpu");
+    assert_eq!(thermal["count"], periods);
+    assert_eq!(
+        thermal["throttled_seconds"], 0.0,
+        "no growth within the phase"
+    );
+    assert_eq!(event(&hot, "hw_slowdown", UUID_0)["count"], periods);
+    assert_eq!(
+        event(&hot, "hw_slowdown", UUID_0)["throttled_seconds"],
+        Value::Null
+    );
+    assert_eq!(event(&hot, "power_cap", UUID_0)["count"], 0);
+    assert_eq!(event(&hot, "xid", UUID_0)["count"], 0);
+
+    // XID 79 and an ECC error.
+    set_clock(&clock, 3000);
+    let after = collect_until(&mut collector, "XID 79", |json| {
+        json["extensions"]["gpu"]["devices"][0]["xid_errors"]
+            .as_array()
+            .is_some_and(|list| !list.is_empty())
+            && json["extensions"]["gpu"]["devices"][0]["ecc_corrected_volatile"] == 1
+    });
+    let zero = &after["extensions"]["gpu"]["devices"][0];
+    assert_eq!(
+        zero["xid_errors"],
+        serde_json::json!([{"xid": 79, "count": 1}])
+    );
+    assert_eq!(event(&after, "xid", UUID_0)["count"], 1);
+    assert_eq!(zero["throttle_reasons"], serde_json::json!(["gpu_idle"]));
+
+    // Device 1 falls off the bus: reported lost, with a reason, without blocking a collect.
+    set_clock(&clock, 4000);
+    let lost = collect_until(&mut collector, "a lost device", |json| {
+        json["extensions"]["gpu"]["devices"][1]["lost"] == true
+    });
+    let one = &lost["extensions"]["gpu"]["devices"][1];
+    assert_eq!(one["uuid"], UUID_1);
+    assert_eq!(one["power_watts"], Value::Null);
+    let why = reasons(&lost, "extensions.gpu.devices");
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert!(why[0].starts_with(&format!(
+        "NVML device 1 ({UUID_1}): device fell off the bus"
+    )));
+    let started = Instant::now();
+    collector.collect();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a collect waited on NVML"
+    );
+
+    // … and returns.
+    set_clock(&clock, 5000);
+    let back = collect_until(&mut collector, "the device back", |json| {
+        json["extensions"]["gpu"]["devices"][1]["lost"] == false
+    });
+    assert_eq!(
+        back["extensions"]["gpu"]["devices"][1]["power_watts"],
+        200.0
+    );
+    assert!(reasons(&back, "extensions.gpu.devices").is_empty());
+}
+
+fn set_env(script: &Path, clock: &Path) {
+    for (name, value) in SCRIPT_VARIABLES.into_iter().zip([script, clock]) {
+        std::env::set_var(name, value);
+    }
+}
