@@ -541,9 +541,10 @@ fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
         ticker.0.id().to_string(),
     )
     .unwrap();
-    // This collect sees it gone; a `sleep` it started just before the move ends within 10 ms.
+    // This collect sees it gone; a `sleep` it started just before the move ends within 10 ms
+    // (given time to be scheduled on a loaded machine).
     let left = waits(&mut collector);
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let settled = waits(&mut collector);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let later = waits(&mut collector);

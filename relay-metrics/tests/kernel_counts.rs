@@ -16,18 +16,12 @@ fn assert_root() {
     common::assert_root("it loads eBPF programs");
 }
 
-/// Runs `relay-metrics run` on `script` and returns its NDJSON lines.
-fn run(interval_ms: &str, script: &str) -> Vec<Value> {
+/// Runs `relay-metrics run` (with `options`) on `script` and returns its NDJSON lines.
+fn run_with(options: &[&str], interval_ms: &str, script: &str) -> Vec<Value> {
     let output = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args([
-            "run",
-            "--interval-ms",
-            interval_ms,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
+        .args(["run", "--interval-ms", interval_ms])
+        .args(options)
+        .args(["--", "sh", "-c", script])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -37,6 +31,10 @@ fn run(interval_ms: &str, script: &str) -> Vec<Value> {
         String::from_utf8_lossy(&output.stderr)
     );
     common::json_lines(&output.stdout)
+}
+
+fn run(interval_ms: &str, script: &str) -> Vec<Value> {
+    run_with(&[], interval_ms, script)
 }
 
 #[test]
@@ -67,11 +65,19 @@ fn run_counts_exactly_the_processes_its_command_creates_and_not_threads_as_root(
     // (Debian's python3 itself: a version-manager shim on $PATH may fork to find it).
     let script = "i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; \
         /usr/bin/python3 -c 'import threading; [threading.Thread(target=int).start() for _ in range(20)]'";
-    let lines = run("50", script);
-    let last = lines.last().unwrap();
+    // In run's own cgroup (as root by default), then on the process tree.
+    let last = run("50", script).pop().unwrap();
+    assert_eq!(last["measurement_scope"], "cgroup", "{last}");
     let events = &last["extensions"]["kernel_events"];
     assert_eq!(events["processes_created"], 201, "{events}");
     chrono::DateTime::parse_from_rfc3339(events["counting_since"].as_str().unwrap()).unwrap();
+    let cumulative = &last["extensions"]["cumulative"];
+    assert_eq!(cumulative["processes_created"], 201, "{cumulative}");
+
+    let last = run_with(&["--no-cgroup"], "50", script).pop().unwrap();
+    assert_eq!(last["measurement_scope"], "process_tree", "{last}");
+    let events = &last["extensions"]["kernel_events"];
+    assert_eq!(events["processes_created"], 201, "{events}");
     // The command was started stopped and tracked before it ran: the count is its lifetime's.
     assert_eq!(last["process"]["lifetime_creation_count"]["value"], 201);
 }

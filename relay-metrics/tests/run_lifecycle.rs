@@ -95,28 +95,37 @@ fn run_exits_right_after_the_command_with_one_final_snapshot() {
         "run exited {after_command:?} after its command"
     );
     let lines = json_lines(&output.stdout);
-    // The first tick at the start, then the final snapshot at the exit.
-    assert_eq!(lines.len(), 2, "{lines:?}");
-    assert_eq!(lines[0]["extensions"]["sampler"]["tick_index"], 0);
-    let last = &lines[1];
+    // The command before it ran, the first tick at the start, then the final snapshot at the
+    // exit.
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["extensions"]["sampler"], Value::Null);
+    assert_eq!(lines[0]["extensions"]["collector"]["sequence"], 1);
+    assert_eq!(lines[1]["extensions"]["sampler"]["tick_index"], 0);
+    let last = &lines[2];
     assert_eq!(
         last["extensions"]["sampler"],
         Value::Null,
         "off the tick grid"
     );
+    let cumulative = &last["extensions"]["cumulative"];
     assert!(
-        last["cpu"]["total_time"].is_object(),
-        "the final snapshot still sees the exited command: {last}"
+        cumulative["cpu_user_ns"].as_u64().unwrap() + cumulative["cpu_system_ns"].as_u64().unwrap()
+            > 0,
+        "the final snapshot carries the exited command's totals: {cumulative}"
     );
 
-    // A period past the end of the clock: the final snapshot still comes at the exit.
+    // The longest period (a day): the final snapshot still comes at the exit.
     let (output, took) = run_within(
-        &["--interval-ms", "18446744073709551615", "--", "true"],
+        &["--interval-ms", "86400000", "--", "true"],
         Duration::from_secs(30),
     );
-    assert!(output.status.success());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(took < Duration::from_secs(10), "run took {took:?}");
-    assert_eq!(json_lines(&output.stdout).len(), 2);
+    assert_eq!(json_lines(&output.stdout).len(), 3);
 }
 
 /// Starts `run` on a shell script that reports its pid in `dir/ready` once its traps are set.

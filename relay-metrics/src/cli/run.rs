@@ -20,6 +20,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -29,7 +30,7 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::Collector;
+use relay_metrics::{Collector, ResourceMetricsSnapshot};
 
 use relay_metrics::internals::{wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
@@ -445,17 +446,22 @@ fn run_command(
         collector
     });
     let _foreground = Foreground::give_to(pid);
-    // Wall time runs from here: the command was stopped while the collector started.
-    let started = Instant::now();
-    killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
+    let resume = || killpg(pid, Signal::SIGCONT).context("cannot resume the command");
     let mut collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
+            resume()?;
             let status = exit_code(&group.reap()?);
             end_cgroup(cgroup.ok(), &mut group);
             bail!("cannot measure {program} (exit status {status}): {error}");
         }
     };
+    // The first line shows the command before it ran. Taking it first also puts the scope's
+    // members in the kernel's tracking, so a cgroup's kernel counts miss no early creation.
+    let before_start = collector.collect();
+    // Wall time runs from here: the command was stopped while the collector started.
+    let started = Instant::now();
+    resume()?;
 
     let (sender, events) = mpsc::channel();
     let exit_sender = sender.clone();
@@ -482,6 +488,7 @@ fn run_command(
     let mut builder = SummaryBuilder::new(Baseline::Zero);
     let mut orphans = Orphans::default();
     let result = stream_until_exit(
+        before_start,
         &mut collector,
         interval_ms,
         &mut out,
@@ -600,10 +607,12 @@ impl Orphans {
     }
 }
 
-/// Streams one snapshot per tick until the command exits, then one final snapshot (taken at
-/// once, outside the tick grid: its `extensions.sampler` is `null`), which carries the totals.
+/// Writes the snapshot taken before the command started, then one per tick until the command
+/// exits, then one final snapshot (taken at once, outside the tick grid: its
+/// `extensions.sampler` is `null`), which carries the totals.
 /// Every snapshot also feeds the summary.
 fn stream_until_exit(
+    before_start: Arc<ResourceMetricsSnapshot>,
     collector: &mut Collector,
     interval_ms: u64,
     out: &mut dyn Write,
@@ -613,7 +622,7 @@ fn stream_until_exit(
     orphans: &mut Orphans,
 ) -> Result<()> {
     let mut line = Vec::with_capacity(16 * 1024);
-    let mut write = |snapshot: &relay_metrics::ResourceMetricsSnapshot| {
+    let mut write = |snapshot: &ResourceMetricsSnapshot| {
         builder.observe(snapshot);
         line.clear();
         snapshot.write_json(&mut line);
@@ -622,6 +631,8 @@ fn stream_until_exit(
             .and_then(|()| out.flush())
             .context("cannot write the snapshot stream")
     };
+    write(&before_start)?;
+    drop(before_start);
     let mut snapshots = collector.every(Duration::from_millis(interval_ms));
     let mut lost = false;
     // Waits for the tick's deadline (`None`: never comes) while passing signals on; false once

@@ -97,7 +97,7 @@ impl Helper {
         deadline: Instant,
     ) -> Result<Result<StatvfsBlocks, String>, Abandoned> {
         let mut bytes = [0_u8; ANSWER_BYTES];
-        // Answers are collected one after another against one deadline: past it, an answer
+        // Answers are collected one after another, oldest first: past the deadline, an answer
         // already sent is still taken (the 1 ms floor; a zero timeout means none).
         let left = deadline
             .saturating_duration_since(Instant::now())

@@ -1,7 +1,7 @@
 //! The configured paths' capacities, kept fresh off the sampling path.
 //!
-//! A refresher thread asks each path in a [`Helper`] process (all paths at once, with one
-//! deadline for the round) and keeps the latest answers; a collect only copies them (no system
+//! A refresher thread asks each path in a [`Helper`] process (a bounded number at once, each
+//! with the timeout from its start) and keeps the latest answers; a collect only copies them (no system
 //! call, no wait) and asks for the next round. Rounds run only while someone collects, and at
 //! most once per [`MIN_ROUND_GAP`]: a helper process per path per collect would cost a fork on
 //! every tick. Only the very first read waits, for one fresh answer, so that a one-shot
@@ -13,7 +13,9 @@
 //! thread itself only forks, reads sockets with a timeout and signals; it never waits on a
 //! filesystem, so it cannot keep the process from exiting.
 
+use std::collections::VecDeque;
 use std::ffi::CString;
+use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -177,7 +179,7 @@ fn refresh(shared: &Shared) {
         }
         let round_at = Instant::now();
         shared.lock().wanted = false;
-        round(shared, &mut paths, round_at, &mut answers);
+        round(shared, &mut paths, &mut answers);
         {
             let mut state = shared.lock();
             std::mem::swap(&mut state.answers, &mut answers);
@@ -201,66 +203,98 @@ fn refresh(shared: &Shared) {
     }
 }
 
-/// Asks every path not hung, each in its own helper, and collects the answers into `answers`
-/// with one deadline for all.
-fn round(
-    shared: &Shared,
-    paths: &mut [PathState],
-    round_at: Instant,
-    answers: &mut Vec<FilesystemCapacity>,
-) {
-    let deadline = round_at + shared.timeout;
-    let mut helpers = Vec::with_capacity(paths.len());
-    for state in paths.iter_mut() {
-        if state.hung.as_mut().is_some_and(Abandoned::has_returned) {
-            state.hung = None;
-        }
-        let helper = match (&state.c_path, &state.hung) {
-            (Ok(c_path), None) => Some(
-                Helper::start(c_path)
-                    .map_err(|error| format!("cannot start the statfs helper process: {error}")),
-            ),
-            _ => None,
-        };
-        helpers.push(helper);
-    }
+/// The most helper processes alive at once in a round. A round over many paths then costs a
+/// bounded number of processes and descriptors (each helper holds a socket), and each helper
+/// gets the whole timeout from its own start.
+const MAX_HELPERS_IN_FLIGHT: usize = 32;
+
+/// A started helper and the path it answers for.
+struct InFlight {
+    index: usize,
+    since: Instant,
+    helper: io::Result<Helper>,
+}
+
+/// Asks every path not hung, each in its own helper (at most [`MAX_HELPERS_IN_FLIGHT`] at
+/// once, oldest answered first), and collects the answers into `answers` in path order.
+fn round(shared: &Shared, paths: &mut [PathState], answers: &mut Vec<FilesystemCapacity>) {
     answers.clear();
-    for ((state, path), helper) in paths.iter_mut().zip(&shared.paths).zip(helpers) {
-        let path = Path::new(&**path);
-        let capacity = match helper {
-            Some(Ok(helper)) => match helper.answer(round_at, deadline) {
-                Ok(Ok(blocks)) => FilesystemCapacity::from_blocks(path, &blocks),
-                Ok(Err(reason)) => FilesystemCapacity::failed(path, reason),
-                Err(abandoned) => {
-                    state.hung = Some(abandoned);
-                    FilesystemCapacity::failed(
-                        path,
-                        format_args!(
-                            "no answer within {} ms (a hung filesystem?); its helper process \
-                             is abandoned and the path is not asked again until that call \
-                             returns",
-                            shared.timeout.as_millis()
-                        ),
-                    )
-                }
-            },
-            Some(Err(reason)) => FilesystemCapacity::failed(path, reason),
-            None => match (&state.c_path, &state.hung) {
-                (Err(reason), _) => FilesystemCapacity::failed(path, reason),
-                (Ok(_), hung) => FilesystemCapacity::failed(
+    answers.resize(paths.len(), FilesystemCapacity::default());
+    let mut in_flight = VecDeque::with_capacity(MAX_HELPERS_IN_FLIGHT);
+    for index in 0..paths.len() {
+        if paths[index].hung.as_mut().is_some_and(Abandoned::has_returned) {
+            paths[index].hung = None;
+        }
+        let path = Path::new(&*shared.paths[index]);
+        match (&paths[index].c_path, &paths[index].hung) {
+            (Err(reason), _) => answers[index] = FilesystemCapacity::failed(path, reason),
+            (Ok(_), Some(hung)) => {
+                answers[index] = FilesystemCapacity::failed(
                     path,
                     format_args!(
                         "no answer within {} ms (a hung filesystem?); that call has not \
                          returned for {} s and is not repeated until it does",
                         shared.timeout.as_millis(),
-                        hung.as_ref()
-                            .map_or(0, |hung| hung.since.elapsed().as_secs())
+                        hung.since.elapsed().as_secs()
                     ),
-                ),
-            },
-        };
-        answers.push(capacity);
+                );
+            }
+            (Ok(_), None) => {
+                if in_flight.len() == MAX_HELPERS_IN_FLIGHT {
+                    if let Some(oldest) = in_flight.pop_front() {
+                        take_answer(shared, paths, answers, oldest);
+                    }
+                }
+                if let Ok(c_path) = &paths[index].c_path {
+                    in_flight.push_back(InFlight {
+                        index,
+                        since: Instant::now(),
+                        helper: Helper::start(c_path),
+                    });
+                }
+            }
+        }
     }
+    for started in in_flight {
+        take_answer(shared, paths, answers, started);
+    }
+}
+
+/// Waits for one helper's answer (until its timeout from its start) into `answers`; a helper
+/// without an answer marks its path hung.
+fn take_answer(
+    shared: &Shared,
+    paths: &mut [PathState],
+    answers: &mut [FilesystemCapacity],
+    started: InFlight,
+) {
+    let InFlight {
+        index,
+        since,
+        helper,
+    } = started;
+    let path = Path::new(&*shared.paths[index]);
+    answers[index] = match helper {
+        Ok(helper) => match helper.answer(since, since + shared.timeout) {
+            Ok(Ok(blocks)) => FilesystemCapacity::from_blocks(path, &blocks),
+            Ok(Err(reason)) => FilesystemCapacity::failed(path, reason),
+            Err(abandoned) => {
+                paths[index].hung = Some(abandoned);
+                FilesystemCapacity::failed(
+                    path,
+                    format_args!(
+                        "no answer within {} ms (a hung filesystem?); its helper process is \
+                         abandoned and the path is not asked again until that call returns",
+                        shared.timeout.as_millis()
+                    ),
+                )
+            }
+        },
+        Err(error) => FilesystemCapacity::failed(
+            path,
+            format_args!("cannot start the statfs helper process: {error}"),
+        ),
+    };
 }
 
 #[cfg(test)]
