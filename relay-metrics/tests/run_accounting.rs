@@ -191,7 +191,7 @@ fn compare_with_time(as_root: bool) -> Vec<Value> {
     let work = Workdir::new();
     let (mut cpu, mut rss, mut cumulative_cpu) = (vec![], vec![], vec![]);
     let mut lasts = Vec::new();
-    for round in 0..5 {
+    for round in 0..7 {
         let timed = work.under_time(as_root, round);
         let (measured, summary, last) = work.under_run(as_root, round);
         eprintln!("round {round}: time {timed:?}, run {measured:?}");

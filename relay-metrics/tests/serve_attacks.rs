@@ -222,7 +222,10 @@ fn clients_that_never_read_a_large_body_do_not_starve_a_good_client() {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    assert!(size > 5_000_000, "/metrics is only {size} bytes after 120 s");
+    assert!(
+        size > 5_000_000,
+        "/metrics is only {size} bytes after 120 s"
+    );
     let _attack = Attack::start(&agent.address, Kind::NonReading, 100);
     good_client_is_served(&agent.address, GOOD_CLIENT_FOR);
 }

@@ -20,7 +20,6 @@ use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -446,22 +445,15 @@ fn run_command(
         collector
     });
     let _foreground = Foreground::give_to(pid);
-    let resume = || killpg(pid, Signal::SIGCONT).context("cannot resume the command");
     let mut collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
-            resume()?;
+            killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
             let status = exit_code(&group.reap()?);
             end_cgroup(cgroup.ok(), &mut group);
             bail!("cannot measure {program} (exit status {status}): {error}");
         }
     };
-    // The first line shows the command before it ran. Taking it first also puts the scope's
-    // members in the kernel's tracking, so a cgroup's kernel counts miss no early creation.
-    let before_start = collector.collect();
-    // Wall time runs from here: the command was stopped while the collector started.
-    let started = Instant::now();
-    resume()?;
 
     let (sender, events) = mpsc::channel();
     let exit_sender = sender.clone();
@@ -488,7 +480,6 @@ fn run_command(
     let mut builder = SummaryBuilder::new(Baseline::Zero);
     let mut orphans = Orphans::default();
     let result = stream_until_exit(
-        before_start,
         &mut collector,
         interval_ms,
         &mut out,
@@ -498,12 +489,15 @@ fn run_command(
         &mut orphans,
     );
     drop(collector);
-    if let Err(error) = result {
-        group.end(&events);
-        group.reap()?;
-        end_cgroup(cgroup.ok(), &mut group);
-        return Err(error);
-    }
+    let started = match result {
+        Ok(started) => started,
+        Err(error) => {
+            group.end(&events);
+            group.reap()?;
+            end_cgroup(cgroup.ok(), &mut group);
+            return Err(error);
+        }
+    };
     let reaped = group.reap()?;
     let wall_time = started.elapsed();
     end_cgroup(cgroup.ok(), &mut group);
@@ -607,12 +601,12 @@ impl Orphans {
     }
 }
 
-/// Writes the snapshot taken before the command started, then one per tick until the command
-/// exits, then one final snapshot (taken at once, outside the tick grid: its
-/// `extensions.sampler` is `null`), which carries the totals.
+/// Writes a snapshot of the command before it starts, resumes it, then writes one per tick
+/// until it exits, then one final snapshot (taken at once, outside the tick grid: its
+/// `extensions.sampler` is `null`), which carries the totals. Returns when the command was
+/// resumed.
 /// Every snapshot also feeds the summary.
 fn stream_until_exit(
-    before_start: Arc<ResourceMetricsSnapshot>,
     collector: &mut Collector,
     interval_ms: u64,
     out: &mut dyn Write,
@@ -620,7 +614,7 @@ fn stream_until_exit(
     events: &Receiver<Event>,
     builder: &mut SummaryBuilder,
     orphans: &mut Orphans,
-) -> Result<()> {
+) -> Result<Instant> {
     let mut line = Vec::with_capacity(16 * 1024);
     let mut write = |snapshot: &ResourceMetricsSnapshot| {
         builder.observe(snapshot);
@@ -631,8 +625,12 @@ fn stream_until_exit(
             .and_then(|()| out.flush())
             .context("cannot write the snapshot stream")
     };
-    write(&before_start)?;
-    drop(before_start);
+    // The first line shows the command before it ran. Taking it first also puts the scope's
+    // members in the kernel's tracking, so a cgroup's kernel counts miss no early creation.
+    write(&collector.collect())?;
+    // Wall time runs from here: the command was stopped while the collector started.
+    let started = Instant::now();
+    killpg(group.pid, Signal::SIGCONT).context("cannot resume the command")?;
     let mut snapshots = collector.every(Duration::from_millis(interval_ms));
     let mut lost = false;
     // Waits for the tick's deadline (`None`: never comes) while passing signals on; false once
@@ -663,7 +661,8 @@ fn stream_until_exit(
         bail!("lost track of the command");
     }
     orphans.reap_exited_at_end(group.pid, collector);
-    write(&collector.collect())
+    write(&collector.collect())?;
+    Ok(started)
 }
 
 /// Why `program` cannot be run, as `env` and the shells report it: exit status 127 when it is

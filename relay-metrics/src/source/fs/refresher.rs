@@ -222,7 +222,11 @@ fn round(shared: &Shared, paths: &mut [PathState], answers: &mut Vec<FilesystemC
     answers.resize(paths.len(), FilesystemCapacity::default());
     let mut in_flight = VecDeque::with_capacity(MAX_HELPERS_IN_FLIGHT);
     for index in 0..paths.len() {
-        if paths[index].hung.as_mut().is_some_and(Abandoned::has_returned) {
+        if paths[index]
+            .hung
+            .as_mut()
+            .is_some_and(Abandoned::has_returned)
+        {
             paths[index].hung = None;
         }
         let path = Path::new(&*shared.paths[index]);
