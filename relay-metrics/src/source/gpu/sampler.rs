@@ -244,6 +244,7 @@ mod tests {
     fn drm_clients_are_scanned_on_the_gpu_thread() {
         let dir = tempfile::tempdir().unwrap();
         let proc = dir.path().join("proc/42");
+        std::fs::create_dir_all(dir.path().join("sys/class/drm/renderD128")).unwrap();
         std::fs::create_dir_all(proc.join("fd")).unwrap();
         std::fs::create_dir_all(proc.join("fdinfo")).unwrap();
         std::fs::write(
@@ -276,6 +277,7 @@ mod tests {
         assert!(sample.error.is_some(), "NVML is missing and says so");
 
         // A tree without /proc: the scan's failure is published, NVML's result still is.
+        std::fs::create_dir_all(dir.path().join("nowhere/sys/class/drm/card0")).unwrap();
         let gone = crate::source::Roots::fixture(dir.path().join("nowhere"));
         let scanner =
             super::super::DrmClientScanner::new(&gone, super::super::DrmFdCheck::LinkName, &[]);

@@ -60,7 +60,8 @@ impl Tree {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("proc")).unwrap();
-        std::fs::create_dir_all(dir.path().join("sys")).unwrap();
+        // A DRM device: without one a scan walks no process.
+        std::fs::create_dir_all(dir.path().join("sys/class/drm/renderD128")).unwrap();
         Self { dir }
     }
 
@@ -202,14 +203,47 @@ fn a_missing_proc_is_an_error_and_vanishing_processes_are_not() {
     std::fs::remove_dir_all(tree.dir.path().join("proc/11/fd")).unwrap();
     let mut scanner = DrmClientScanner::new(&tree.roots(), DrmFdCheck::LinkName, &[]);
     assert_eq!(scan(&mut scanner), vec![]);
-    let gone = Roots::fixture(tree.dir.path().join("nowhere"));
-    let mut scanner = DrmClientScanner::new(&gone, DrmFdCheck::LinkName, &[]);
+    // A DRM device but no /proc.
+    let gone = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(gone.path().join("sys/class/drm/card0")).unwrap();
+    let mut scanner =
+        DrmClientScanner::new(&Roots::fixture(gone.path()), DrmFdCheck::LinkName, &[]);
     assert!(scanner.scan(&mut Vec::new()).is_err());
 }
 
 #[test]
+fn without_a_drm_device_no_process_is_walked() {
+    let tree = Tree::new();
+    tree.process(10, 1);
+    tree.fd(10, 3, "/dev/dri/renderD128", &xe(1, 0, 1, "1 KiB"));
+    let mut scanner = DrmClientScanner::new(&tree.roots(), DrmFdCheck::LinkName, &[]);
+    assert_eq!(
+        scan(&mut scanner).len(),
+        1,
+        "with renderD128 in /sys/class/drm"
+    );
+    // Connectors and other entries are not devices.
+    let class = tree.dir.path().join("sys/class/drm");
+    std::fs::remove_dir(class.join("renderD128")).unwrap();
+    for other in ["card0-DP-1", "version", "card", "renderDx"] {
+        std::fs::create_dir(class.join(other)).unwrap();
+    }
+    assert_eq!(scan(&mut scanner), vec![]);
+    // Not even /proc is read: its absence is no error then.
+    let bare = tempfile::tempdir().unwrap();
+    let mut scanner =
+        DrmClientScanner::new(&Roots::fixture(bare.path()), DrmFdCheck::LinkName, &[]);
+    assert!(scanner.scan(&mut Vec::new()).is_ok());
+    // A device that appears is seen at the next scan.
+    std::fs::create_dir(class.join("card1")).unwrap();
+    let mut scanner = DrmClientScanner::new(&tree.roots(), DrmFdCheck::LinkName, &[]);
+    assert_eq!(scan(&mut scanner).len(), 1);
+}
+
+#[test]
 fn the_live_scan_of_this_machine_reads_without_error() {
-    // No GPU here: what matters is that every process's fds are walked without failing.
+    // With a DRM device every process's fds are walked without failing; without one (this
+    // machine) nothing is walked and nothing found.
     let mut scanner = DrmClientScanner::new(&Roots::host(), DrmFdCheck::DeviceNumber, &[]);
     let mut out = Vec::new();
     scanner.scan(&mut out).unwrap();
