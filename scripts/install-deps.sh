@@ -48,16 +48,17 @@ fi
 
 # The OTLP tests' receivers (relay-metrics/tests/otlp_receiver.py) decode with PyPI's
 # opentelemetry-proto (its generated gRPC service served by grpcio; RetryInfo from
-# googleapis-common-protos), and the deploy tests validate
-# the Kubernetes manifest with kubernetes-validate (offline schemas): one virtualenv in target/,
+# googleapis-common-protos), the deploy tests validate
+# the Kubernetes manifest with kubernetes-validate (offline schemas), and the `--metric-names otel`
+# test checks names against opentelemetry-semantic-conventions: one virtualenv in target/,
 # pinned versions, from PyPI. The TLS tests make their certificates with openssl.
 if ! command -v openssl >/dev/null; then
     apt-get update -qq && apt-get install -y -qq openssl
 fi
 OTLP_VENV=target/otlp-venv
 OTLP_PACKAGES=(opentelemetry-proto==1.45.2 protobuf==7.36.2 grpcio==1.85.3 googleapis-common-protos==1.76.0
-    kubernetes-validate==1.37.0)
-if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto, grpc, google.rpc.status_pb2, kubernetes_validate' 2>/dev/null; then
+    kubernetes-validate==1.37.0 opentelemetry-semantic-conventions==0.66b2)
+if ! "$OTLP_VENV/bin/python" -c 'import opentelemetry.proto, grpc, google.rpc.status_pb2, kubernetes_validate, opentelemetry.semconv' 2>/dev/null; then
     if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
         apt-get update -qq && apt-get install -y -qq python3-venv
     fi

@@ -264,6 +264,10 @@ pub enum MetricNames {
     /// NeMo Relay's mark measurements: `nemo.relay.resource.*` gauges in the configured units
     /// (dots become underscores in Prometheus).
     Relay,
+    /// OpenTelemetry semantic-convention names (`system.cpu.time`, `process.memory.usage`,
+    /// `container.cpu.time`, …) with UCUM units, `relay_metrics.*` where no convention exists
+    /// (Prometheus: dots become underscores, unit suffixes and `_total` are added).
+    Otel,
 }
 
 /// `extensions.process_source`: where per-process values come from.

@@ -18,29 +18,45 @@ struct Text<'o> {
 }
 
 impl Text<'_> {
-    /// A metric or label name; Relay's dots become underscores (the only other character
-    /// in its names is `_`).
+    /// A metric or label name; Relay's and OpenTelemetry's dots become underscores (the only
+    /// other character in their names is `_`).
     fn name(&mut self, name: &str) {
         self.out
             .extend(name.chars().map(|c| if c == '.' { '_' } else { c }));
+    }
+
+    /// A family's metric name: in `otel` naming, as OpenTelemetry's Prometheus exporters write
+    /// it: the unit's suffix (`_seconds`, `_bytes`; none for `{annotations}`), then `_total` for
+    /// a monotonic sum.
+    fn family_name(&mut self, family: &Family) {
+        self.name(family.name);
+        if family.names == MetricNames::Otel {
+            if let Some(suffix) = family.unit.suffix() {
+                self.out.push('_');
+                self.out.push_str(suffix);
+            }
+            if family.kind == Kind::Counter {
+                self.out.push_str("_total");
+            }
+        }
     }
 }
 
 impl Sink for Text<'_> {
     fn begin(&mut self, family: &Family) {
         let kind = match family.kind {
-            Kind::Gauge => "gauge",
+            Kind::Gauge | Kind::UpDownCounter => "gauge",
             Kind::Counter => "counter",
         };
         self.out.push_str("# HELP ");
-        self.name(family.name);
+        self.family_name(family);
         let _ = write!(self.out, " {}", family.help);
         // Relay's names carry no unit suffix: the unit is said here instead.
         if let Unit::Configured(unit) = family.unit {
             let _ = write!(self.out, " ({})", unit.as_str());
         }
         self.out.push_str("\n# TYPE ");
-        self.name(family.name);
+        self.family_name(family);
         let _ = writeln!(self.out, " {kind}");
         // Prometheus 0.0.4 ignores the line; the OpenMetrics conversion keeps it where the
         // family's name ends with the unit (as OpenMetrics requires).
@@ -50,13 +66,13 @@ impl Sink for Text<'_> {
         };
         if let Some(unit) = unit {
             self.out.push_str("# UNIT ");
-            self.name(family.name);
+            self.family_name(family);
             let _ = writeln!(self.out, " {unit}");
         }
     }
 
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
-        self.name(family.name);
+        self.family_name(family);
         for (index, (key, label_value)) in labels.iter().enumerate() {
             self.out.push(if index == 0 { '{' } else { ',' });
             self.name(key);
@@ -94,7 +110,32 @@ fn escape_label(out: &mut String, value: &str) {
 /// Writes the exposition of `snapshot` in `names`' naming into `out` (cleared first).
 pub fn encode(snapshot: &ResourceMetricsSnapshot, names: MetricNames, out: &mut String) {
     out.clear();
-    metrics::walk(snapshot, names, &mut Text { out });
+    let mut text = Text { out };
+    if names == MetricNames::Otel {
+        text.target_info();
+    }
+    metrics::walk(snapshot, names, &mut text);
+}
+
+impl Text<'_> {
+    /// OpenTelemetry's `target_info` (its Prometheus form of the resource): the resource
+    /// attributes as labels of a gauge of 1.
+    fn target_info(&mut self) {
+        self.out.push_str(
+            "# HELP target_info Target metadata (the OpenTelemetry resource).\n# TYPE target_info gauge\ntarget_info",
+        );
+        for (index, (key, value)) in metrics::resource_attributes().iter().enumerate() {
+            self.out.push(if index == 0 { '{' } else { ',' });
+            self.name(key);
+            self.out.push_str("=\"");
+            escape_label(self.out, value);
+            self.out.push('"');
+        }
+        if !metrics::resource_attributes().is_empty() {
+            self.out.push('}');
+        }
+        self.out.push_str(" 1\n");
+    }
 }
 
 #[cfg(test)]

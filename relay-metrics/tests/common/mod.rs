@@ -108,7 +108,10 @@ pub fn meminfo_total_kib() -> u64 {
 pub fn sample<'a>(exposition: &'a str, name: &str) -> &'a str {
     exposition
         .lines()
-        .find(|line| line.starts_with(&format!("{name}{{")))
+        .find(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
         .and_then(|line| line.rsplit(' ').next())
         .unwrap_or_else(|| panic!("{name} missing"))
 }

@@ -6,13 +6,17 @@
 //!   ratios), with the factors of [`crate::units`]. Names are Prometheus's (cumulative counters
 //!   end in `_total`); every series carries `scope`, per-item series their item (`interface`,
 //!   `path`, `device`, `pid`, `resource`/`event`, `kind`).
+//! - `otel`: the same families under OpenTelemetry's semantic conventions ([`otel`]).
 //! - `relay`: NeMo Relay's mark measurements, from [`super::relay_names`] (its one home): Relay's
 //!   names and attributes, gauges in the configured units, Relay's `u64`/`f64` value types.
 //!
 //! A `null` value is simply not exported, as Relay's marks do, and a family without any value
 //! is never announced.
 
+mod otel;
 mod table;
+
+pub(crate) use otel::resource_attributes;
 
 use crate::config::MetricNames;
 use crate::snapshot::{FieldUnit, ResourceMetricsSnapshot, SchemaField};
@@ -27,7 +31,11 @@ use super::relay_names::{self, RelayAttributeValue, RelayValue};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Gauge,
+    /// Never decreases while the agent runs (a Prometheus counter, an OTLP monotonic sum).
     Counter,
+    /// OpenTelemetry's `updowncounter` (`otel` naming only): an OTLP non-monotonic cumulative
+    /// sum, a gauge in Prometheus.
+    UpDownCounter,
 }
 
 /// The unit of a family's values.
@@ -44,6 +52,8 @@ pub(crate) enum Unit {
     Count,
     /// Relay naming: the unit the snapshot was configured to use.
     Configured(MeasurementUnit),
+    /// `otel` naming: the UCUM unit of the convention (`s`, `By`, `{process}`).
+    Ucum(&'static str),
 }
 
 impl Unit {
@@ -73,12 +83,14 @@ impl Unit {
             Self::BytesPerSecond => Some("bytes_per_second"),
             Self::Cores => Some("cores"),
             Self::Ratio => Some("ratio"),
-            Self::Count | Self::Configured(_) => None,
+            Self::Ucum("s") => Some("seconds"),
+            Self::Ucum("By") => Some("bytes"),
+            Self::Ucum("By/s") => Some("bytes_per_second"),
+            Self::Count | Self::Configured(_) | Self::Ucum(_) => None,
         }
     }
 
     /// The OTLP unit: UCUM for base units, the configured unit's name for Relay's names.
-    #[cfg(feature = "agent")]
     pub(crate) fn otlp(self) -> &'static str {
         match self {
             Self::Seconds => "s",
@@ -87,6 +99,7 @@ impl Unit {
             Self::Cores => "{cpu}",
             Self::Ratio | Self::Count => "1",
             Self::Configured(unit) => unit.as_str(),
+            Self::Ucum(unit) => unit,
         }
     }
 }
@@ -185,6 +198,10 @@ pub(crate) fn walk<S: Sink>(snapshot: &ResourceMetricsSnapshot, names: MetricNam
     match names {
         MetricNames::RelayMetrics => walk_relay_metrics(snapshot, sink),
         MetricNames::Relay => walk_relay(snapshot, sink),
+        MetricNames::Otel => walk_relay_metrics(
+            snapshot,
+            &mut otel::Renamer::new(sink, snapshot.measurement_scope.as_str()),
+        ),
     }
 }
 

@@ -22,7 +22,8 @@ pub struct OtlpResource {
 }
 
 impl OtlpResource {
-    /// This host's resource (`service.name` `relay-metrics`, `service.version`, `host.name`),
+    /// This host's resource (`service.name` `relay-metrics`, `service.version`, `host.name`,
+    /// `os.type`, `service.instance.id`),
     /// with `extra` attributes (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`) replacing
     /// same-named ones, and cumulative sums starting at `start`.
     pub fn new(start: SystemTime, extra: &[(String, String)]) -> Self {
@@ -35,6 +36,12 @@ impl OtlpResource {
         ];
         if !host.is_empty() {
             pairs.push(("host.name", host));
+        }
+        // `os.type` and `service.instance.id`, shared with the `otel` naming's `target_info`.
+        for (key, value) in metrics::resource_attributes() {
+            if matches!(*key, "os.type" | "service.instance.id") {
+                pairs.push((key, value));
+            }
         }
         for (key, value) in extra {
             pairs.retain(|(existing, _)| existing != key);
@@ -100,7 +107,7 @@ pub fn request(
 /// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series).
 pub(super) fn otlp_name(family: &Family) -> &'static str {
     match family.names {
-        MetricNames::Relay => family.name,
+        MetricNames::Relay | MetricNames::Otel => family.name,
         MetricNames::RelayMetrics => family.name.strip_suffix("_total").unwrap_or(family.name),
     }
 }
@@ -116,10 +123,10 @@ impl Sink for Points {
     fn begin(&mut self, family: &Family) {
         let data = match family.kind {
             Kind::Gauge => metric::Data::Gauge(Gauge::default()),
-            Kind::Counter => metric::Data::Sum(Sum {
+            Kind::Counter | Kind::UpDownCounter => metric::Data::Sum(Sum {
                 data_points: Vec::new(),
                 aggregation_temporality: AggregationTemporality::Cumulative.into(),
-                is_monotonic: true,
+                is_monotonic: family.kind == Kind::Counter,
             }),
         };
         self.metrics.push(Metric {

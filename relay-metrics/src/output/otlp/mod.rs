@@ -7,8 +7,10 @@
 //! Prometheus exporter adds it back for monotonic sums, so both paths end in the same series),
 //! with UCUM units (`s`, `By`, `By/s`, `{cpu}`, `1`); gauges are OTLP gauges, counters cumulative
 //! monotonic sums starting at the exporter's start. In Relay's naming, Relay's measurement names
-//! and attributes, gauges, the configured unit, `asInt` for Relay's `u64` values. The resource
-//! carries `service.name` (`relay-metrics`), `service.version` and `host.name`, plus
+//! and attributes, gauges, the configured unit, `asInt` for Relay's `u64` values. In the `otel`
+//! naming, OpenTelemetry's semantic-convention names, units and instrument kinds (an
+//! `updowncounter` is a non-monotonic cumulative sum). The resource carries `service.name`
+//! (`relay-metrics`), `service.version`, `host.name`, `os.type` and `service.instance.id`, plus
 //! `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`.
 //!
 //! Use: [`start`] gives an [`OtlpPublisher`] for the sampling thread (it encodes each snapshot

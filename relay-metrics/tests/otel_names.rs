@@ -1,0 +1,225 @@
+//! `--metric-names otel`: every metric name, unit, instrument kind, attribute key and enumerated
+//! value the agent exports over OTLP is checked against PyPI's
+//! `opentelemetry-semantic-conventions` (installed in the test virtualenv by
+//! scripts/install-deps.sh) by `otel_semconv.py`, or sits in the `relay_metrics.*` namespace;
+//! in global scope (`system.*`), for a process tree (`process.*`) and for a cgroup
+//! (`container.*`). The Prometheus form of the same names parses with `promtool` and carries
+//! `target_info`.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when their setup breaks"
+)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{start_agent, venv_python, wait_ready, Reaped};
+
+/// Receives `count` HTTP requests on `listener` (within 30 s), answering 200 to each; returns
+/// the last body.
+fn last_of_requests(listener: TcpListener, count: usize) -> Vec<u8> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut body = Vec::new();
+        for _ in 0..count {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 8192];
+            let head_end = loop {
+                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break at + 4;
+                }
+                let read = stream.read(&mut chunk).unwrap();
+                assert!(read > 0, "the request ended inside its head");
+                request.extend_from_slice(&chunk[..read]);
+            };
+            let head = String::from_utf8(request[..head_end].to_vec()).unwrap();
+            let length: usize = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(": ")?;
+                    name.eq_ignore_ascii_case("content-length").then_some(value)
+                })
+                .unwrap()
+                .parse()
+                .unwrap();
+            while request.len() < head_end + length {
+                let read = stream.read(&mut chunk).unwrap();
+                assert!(read > 0, "the request ended inside its body");
+                request.extend_from_slice(&chunk[..read]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            body = request[head_end..].to_vec();
+        }
+        let _ = sender.send(body);
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("the agent did not export {count} times within 30 s"))
+}
+
+/// The second OTLP/JSON export of an agent started with `scope_args` and `--metric-names otel`
+/// (the second: rates need a previous snapshot), and its `/metrics`.
+fn export(scope_args: &[&str]) -> (Vec<u8>, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let mut args = scope_args.to_vec();
+    args.extend([
+        "--metric-names",
+        "otel",
+        "--otlp-endpoint",
+        &endpoint,
+        "--otlp-protocol",
+        "http/json",
+    ]);
+    let agent = start_agent(&args);
+    let body = last_of_requests(listener, 2);
+    wait_ready(&agent.address);
+    let metrics = common::get(&agent.address, "/metrics").text();
+    (body, metrics)
+}
+
+/// Runs the conventions check over `files`; its exit status and output.
+fn check(files: &[&Path]) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otel_semconv.py");
+    let output = Command::new(venv_python())
+        .arg(script)
+        .args(files)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
+/// The cgroup of this test process where its CPU is accounted (v1 `cpuacct`, or the unified
+/// hierarchy), so that the cgroup scope has CPU time.
+fn own_cgroup() -> String {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = |wanted: &str| {
+        text.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let found = if wanted.is_empty() {
+                controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == wanted)
+            };
+            found.then(|| path.to_owned())
+        })
+    };
+    path("cpuacct").or_else(|| path("")).unwrap()
+}
+
+#[test]
+#[ignore = "tools: opentelemetry-semantic-conventions in the OTLP virtualenv target/otlp-venv, promtool (scripts/install-deps.sh)"]
+fn every_otel_name_and_attribute_is_a_semantic_convention_or_ours() {
+    let sleeper = Reaped(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id().to_string();
+    let cgroup = own_cgroup();
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    let mut conventional = String::new();
+    for (label, args) in [
+        ("global", vec!["--scope", "global"]),
+        ("process_tree", vec!["--pid", pid.as_str()]),
+        ("cgroup", vec!["--cgroup", cgroup.as_str()]),
+    ] {
+        let (body, metrics) = export(&args);
+        let file = dir.path().join(format!("{label}.json"));
+        std::fs::write(&file, &body).unwrap();
+        let (ok, output) = check(&[&file]);
+        assert!(ok, "{label}: {output}");
+        conventional.push_str(&output);
+        files.push(file);
+
+        // The Prometheus form: OpenTelemetry's translation (dots to underscores, unit suffix,
+        // `_total` on monotonic sums), parsed by promtool; its only lint is the conventions'
+        // own `.count` names.
+        assert!(metrics.contains("\ntarget_info{host_name=\""), "{metrics}");
+        assert!(metrics.contains("os_type=\"linux\""), "{metrics}");
+        assert!(metrics.contains("service_instance_id=\""), "{metrics}");
+        // (promtool exits 1 on lints too: a parse error is a line of another kind.)
+        let (_, printed) = common::promtool_check(&metrics);
+        for line in printed.lines() {
+            assert!(
+                line.contains("should not have \"_count\" suffix"),
+                "{label}: {line}"
+            );
+        }
+        let types: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("# TYPE "))
+            .collect();
+        let mut unique = types.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(
+            types.len(),
+            unique.len(),
+            "{label}: a family announced twice"
+        );
+    }
+    // What each scope is named by.
+    for name in [
+        "system.cpu.time",
+        "system.memory.usage",
+        "system.network.io",
+        "system.process.count",
+        "process.cpu.time",
+        "process.memory.usage",
+        "process.thread.count",
+        "container.cpu.time",
+    ] {
+        assert!(
+            conventional.contains(name),
+            "{name} not exported: {conventional}"
+        );
+    }
+    for key in [
+        "cpu.mode",
+        "system.memory.state",
+        "network.io.direction",
+        "network.interface.name",
+    ] {
+        assert!(
+            conventional.contains(key),
+            "{key} not exported: {conventional}"
+        );
+    }
+
+    // The check bites: a name, a unit, a kind and an attribute value the conventions do not
+    // have each fail it.
+    let global = std::fs::read_to_string(&files[0]).unwrap();
+    for (from, to) in [
+        ("\"system.cpu.time\"", "\"system.cpu.seconds\""),
+        ("\"unit\":\"s\"", "\"unit\":\"ms\""),
+        ("\"isMonotonic\":true", "\"isMonotonic\":false"),
+        ("\"stringValue\":\"user\"", "\"stringValue\":\"usr\""),
+        ("\"key\":\"os.type\"", "\"key\":\"os.kind\""),
+    ] {
+        assert!(global.contains(from), "{from} in {global}");
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, global.replacen(from, to, 1)).unwrap();
+        let (ok, output) = check(&[&bad]);
+        assert!(!ok, "{from} -> {to} passed: {output}");
+    }
+}
