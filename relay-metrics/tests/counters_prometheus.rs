@@ -1,8 +1,11 @@
 //! Counters never go down: a real Prometheus server (Debian's `prometheus`, installed by
-//! scripts/install-deps.sh) scrapes three agents every second for two minutes (global scope,
-//! the process tree of a shell that keeps starting and reaping short CPU-bound processes, and
-//! a cgroup of the test's own that holds that shell), then is asked for `resets()` over every
-//! family the agents type `counter`. Each must have been scraped, and none may have reset.
+//! scripts/install-deps.sh) scrapes three agents every second for two minutes (global scope
+//! with the test's cgroup also measured one by one, the process tree of a shell that keeps
+//! starting and reaping short CPU-bound processes, and a cgroup of the test's own that holds
+//! that shell), then is asked for `resets()` over every family the agents type `counter`. Each
+//! must have been scraped, and none may have reset. (Main before the counter audit, under the
+//! same churn: 22 resets of `relay_metrics_cpu_user_seconds_total` in global scope and 49 in
+//! the process tree in two minutes.)
 //!
 //! This is the suite's one long test (about 2.5 minutes).
 
@@ -143,7 +146,15 @@ fn no_counter_family_resets_under_process_churn() {
     cgroup.enter(shell);
     let shell_pid = shell.to_string();
     let agents = [
-        start_agent(&["--scope", "global", "--interval-ms", "500"]),
+        // With the test's cgroup measured one by one too (`relay_metrics_cgroup_*`).
+        start_agent(&[
+            "--scope",
+            "global",
+            "--interval-ms",
+            "500",
+            "--cgroups",
+            &cgroup.path,
+        ]),
         start_agent(&["--pid", &shell_pid, "--interval-ms", "500"]),
         start_agent(&["--cgroup", &cgroup.path, "--interval-ms", "500"]),
     ];
@@ -164,6 +175,7 @@ fn no_counter_family_resets_under_process_churn() {
         "relay_metrics_cpu_user_seconds_total",
         "relay_metrics_cpu_system_seconds_total",
         "relay_metrics_snapshots_total",
+        "relay_metrics_cgroup_cpu_usage_seconds_total",
         "process_cpu_seconds_total",
     ] {
         assert!(

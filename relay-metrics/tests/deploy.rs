@@ -264,6 +264,10 @@ fn the_alerting_rules_check_and_fire_on_oom_kills_throttling_and_memory_near_the
         "relay_metrics_cpu_throttled_seconds_total",
         "relay_metrics_memory_cgroup_charged_bytes",
         "relay_metrics_memory_limit_bytes",
+        "relay_metrics_cgroup_memory_events_total",
+        "relay_metrics_cgroup_cpu_throttled_seconds_total",
+        "relay_metrics_cgroup_memory_usage_bytes",
+        "relay_metrics_cgroup_memory_limit_bytes",
     ] {
         assert!(rules.contains(family), "{family}");
         assert!(
@@ -285,4 +289,36 @@ fn the_example_prometheus_configuration_checks() {
     let (ok, output) = promtool(&["check", "config", "prometheus.yml"]);
     assert!(ok, "{output}");
     assert!(output.contains("SUCCESS: 1 rule files found"), "{output}");
+}
+
+#[test]
+#[ignore = "tools: the OTLP virtualenv target/otlp-venv (PyYAML reads the manifest; scripts/install-deps.sh)"]
+fn the_daemonsets_arguments_start_an_agent_in_per_container_mode() {
+    let objects = manifest_objects();
+    let container = &object(&objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+    let mut args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(args[0], "serve");
+    assert!(args.iter().any(|a| a == "--cgroup-depth"), "{args:?}");
+    // The same arguments on a free loopback port.
+    let listen = args.iter().position(|a| a == "--listen").unwrap();
+    args[listen + 1] = "127.0.0.1:0".to_owned();
+    let refs: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+    let mut command = Command::new(common::binary());
+    command.arg("serve").args(&refs[..]);
+    let agent = common::start_command(command);
+    common::wait_ready(&agent.address);
+    let metrics = common::get(&agent.address, "/metrics").text();
+    let targets: f64 = common::sample(&metrics, "relay_metrics_targets")
+        .parse()
+        .unwrap();
+    assert!(targets >= 1.0, "no cgroup measured one by one:\n{metrics}");
+    assert!(
+        metrics.contains("relay_metrics_cgroup_memory_usage_bytes{"),
+        "{metrics}"
+    );
 }

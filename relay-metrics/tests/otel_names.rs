@@ -2,8 +2,8 @@
 //! value the agent exports over OTLP is checked against PyPI's
 //! `opentelemetry-semantic-conventions` (installed in the test virtualenv by
 //! scripts/install-deps.sh) by `otel_semconv.py`, or sits in the `relay_metrics.*` namespace;
-//! in global scope (`system.*`), for a process tree (`process.*`) and for a cgroup
-//! (`container.*`). The Prometheus form of the same names parses with `promtool` and carries
+//! in global scope (`system.*`), for a process tree (`process.*`), for a cgroup (`container.*`)
+//! and for the cgroups measured one by one beside the global scope (`--cgroup-depth`). The Prometheus form of the same names parses with `promtool` and carries
 //! `target_info`.
 
 #![expect(
@@ -142,12 +142,20 @@ fn every_otel_name_and_attribute_is_a_semantic_convention_or_ours() {
         ("global", vec!["--scope", "global"]),
         ("process_tree", vec!["--pid", pid.as_str()]),
         ("cgroup", vec!["--cgroup", cgroup.as_str()]),
+        // The cgroups measured one by one beside the global scope (`container.*` per cgroup).
+        ("cgroups", vec!["--scope", "global", "--cgroup-depth", "2"]),
     ] {
         let (body, metrics) = export(&args);
         let file = dir.path().join(format!("{label}.json"));
         std::fs::write(&file, &body).unwrap();
         let (ok, output) = check(&[&file]);
         assert!(ok, "{label}: {output}");
+        if label == "cgroups" {
+            // Global's system.cpu.time, and each cgroup's container.memory.usage with its
+            // relay_metrics.cgroup attribute.
+            assert!(output.contains("container.memory.usage"), "{output}");
+            assert!(output.contains("relay_metrics.cgroup "), "{output}");
+        }
         conventional.push_str(&output);
         files.push(file);
 

@@ -142,6 +142,13 @@ fn mapping(name: &str, subject: Subject) -> Option<Mapping> {
         "relay_metrics_sampling_sampled_processes" => m("relay_metrics.sampling.sampled_processes", Gauge, "{process}"),
         "relay_metrics_collect_duration_seconds" => m("relay_metrics.collect.duration", Gauge, "s"),
         "relay_metrics_snapshots_total" => m("relay_metrics.snapshots", Counter, "{snapshot}"),
+        // The cgroups measured one by one (`--cgroups`): a container's series, told apart by
+        // their `container.id` / `relay_metrics.cgroup` attributes.
+        "relay_metrics_cgroup_cpu_user_seconds_total" => with("container.cpu.time", Counter, "s", "cpu.mode", "user"),
+        "relay_metrics_cgroup_cpu_system_seconds_total" => with("container.cpu.time", Counter, "s", "cpu.mode", "system"),
+        "relay_metrics_cgroup_memory_usage_bytes" => m("container.memory.usage", UpDownCounter, "By"),
+        "relay_metrics_cgroup_io_read_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "read"),
+        "relay_metrics_cgroup_io_written_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "write"),
         _ => return None,
     })
 }
@@ -177,12 +184,13 @@ fn attribute_key(label: &str) -> &'static str {
         "container_id" => "container.id",
         "container_runtime" => "container.runtime.name",
         "container_name" => "container.name",
+        "container_image" => "container.image.name",
         "pod_uid" => "k8s.pod.uid",
         "qos_class" => "relay_metrics.k8s.qos_class",
         "unit" => "relay_metrics.systemd.unit",
         "cgroup" => "relay_metrics.cgroup",
-        "resource" => "relay_metrics.limit.resource",
-        "event" => "relay_metrics.limit.event",
+        "resource" => "relay_metrics.resource",
+        "event" => "relay_metrics.event",
         "path" => "relay_metrics.filesystem.path",
         "kind" => "relay_metrics.kind",
         "device" => "relay_metrics.device",
@@ -224,12 +232,20 @@ fn interned(prefix: &str, text: &str, suffix: &str) -> &'static str {
     made
 }
 
+/// Most attributes a point gets: a measured cgroup's eight labels, two of its family's, and the
+/// merged family's own.
+const MAX_ATTRIBUTES: usize = 12;
+
 /// Renames the `relay_metrics` families handed to it, then hands them to the sink inside.
 pub(super) struct Renamer<'s, S> {
     inner: &'s mut S,
     subject_scope: &'static str,
-    /// The current family's mapping and the family handed on.
+    /// The family handed on last.
     current: Option<Family>,
+    /// The names announced so far: a name met again after another family (the scope's
+    /// `container.cpu.time` and a measured cgroup's) takes the fallback name instead, so that
+    /// a family's series stay together.
+    announced: Vec<&'static str>,
     attribute: Option<(&'static str, &'static str)>,
 }
 
@@ -240,13 +256,16 @@ impl<'s, S: Sink> Renamer<'s, S> {
             subject_scope: scope,
             current: None,
             attribute: None,
+            announced: Vec::new(),
         }
     }
 }
 
 impl<S: Sink> Sink for Renamer<'_, S> {
     fn begin(&mut self, family: &Family) {
+        let current = self.current.map(|current| current.name);
         let mapped = mapping(family.name, Subject::of(self.subject_scope))
+            .filter(|m| Some(m.name) == current || !self.announced.contains(&m.name))
             .unwrap_or_else(|| fallback(family));
         let renamed = Family {
             name: mapped.name,
@@ -257,8 +276,9 @@ impl<S: Sink> Sink for Renamer<'_, S> {
         };
         self.attribute = mapped.attribute;
         // Adjacent families merged into one name are announced once.
-        if self.current.map(|current| current.name) != Some(mapped.name) {
+        if current != Some(mapped.name) {
             self.inner.begin(&renamed);
+            self.announced.push(mapped.name);
         }
         self.current = Some(renamed);
     }
@@ -267,7 +287,7 @@ impl<S: Sink> Sink for Renamer<'_, S> {
         let Some(family) = self.current else {
             return;
         };
-        let mut renamed = [("", Label::Int(0)); super::MAX_LABELS + 1];
+        let mut renamed = [("", Label::Int(0)); MAX_ATTRIBUTES];
         let mut count = 0;
         for (key, label) in labels.iter().copied() {
             if count < renamed.len() {
@@ -348,5 +368,63 @@ mod tests {
             attribute_key("new_label"),
             attribute_key("new_label")
         ));
+    }
+}
+
+#[cfg(test)]
+mod renamer_tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Names(Vec<&'static str>, Vec<usize>);
+
+    impl Sink for Names {
+        fn begin(&mut self, family: &Family) {
+            self.0.push(family.name);
+        }
+        fn point(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], _value: Number) {
+            self.1.push(labels.len());
+        }
+    }
+
+    fn family(name: &'static str) -> Family {
+        Family {
+            name,
+            kind: Kind::Counter,
+            help: "",
+            unit: Unit::Seconds,
+            names: MetricNames::RelayMetrics,
+        }
+    }
+
+    #[test]
+    fn a_name_is_announced_once_and_every_label_is_kept() {
+        let mut names = Names::default();
+        let mut renamer = Renamer::new(&mut names, "cgroup");
+        let labels: Vec<(&str, Label<'_>)> =
+            (0..10).map(|_| ("cgroup", Label::Str("/a"))).collect();
+        for name in [
+            "relay_metrics_cpu_user_seconds_total",
+            "relay_metrics_cpu_system_seconds_total",
+            "relay_metrics_snapshots_total",
+            "relay_metrics_cgroup_cpu_user_seconds_total",
+            "relay_metrics_cgroup_cpu_system_seconds_total",
+        ] {
+            renamer.begin(&family(name));
+            renamer.point(&family(name), &labels, Number::F64(1.0));
+        }
+        // The measured cgroup's CPU time cannot join the scope's, announced two families
+        // before: it keeps a name of its own.
+        assert_eq!(
+            names.0,
+            [
+                "container.cpu.time",
+                "relay_metrics.snapshots",
+                "relay_metrics.cgroup_cpu_user",
+                "relay_metrics.cgroup_cpu_system"
+            ]
+        );
+        // Ten labels and the merged family's cpu.mode.
+        assert_eq!(names.1[0], 11);
     }
 }
