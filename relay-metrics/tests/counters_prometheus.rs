@@ -258,3 +258,40 @@ fn no_counter_family_resets_under_process_churn() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     drop(churn);
 }
+
+#[test]
+fn every_family_on_metrics_is_in_the_audit_with_its_type() {
+    let audit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/METRICS.md"),
+    )
+    .unwrap();
+    let mut missing = Vec::new();
+    for scope in [
+        &["--scope", "global", "--cgroup-depth", "2"][..],
+        &["--pid", "1"][..],
+    ] {
+        let agent = start_agent(scope);
+        wait_ready(&agent.address);
+        let metrics = common::get(&agent.address, "/metrics").text();
+        let mut families = 0;
+        for line in metrics.lines() {
+            let Some((name, kind)) = line
+                .strip_prefix("# TYPE ")
+                .and_then(|rest| rest.split_once(' '))
+            else {
+                continue;
+            };
+            families += 1;
+            if !audit.contains(&format!("| `{name}` | {kind} |")) {
+                missing.push(format!("{name} ({kind})"));
+            }
+        }
+        assert!(families > 20, "{metrics}");
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "families on /metrics without their line in docs/METRICS.md's audit: {missing:?}"
+    );
+}
