@@ -68,10 +68,18 @@ impl Own {
             .filter(|p| *p > 0);
         let stat = std::fs::read_to_string("/proc/self/stat").ok();
         let statm = std::fs::read_to_string("/proc/self/statm").ok();
-        // Less the descriptor the listing itself holds.
-        let open_fds = std::fs::read_dir("/proc/self/fd")
+        // Linux 6.2 and later give the count as the directory's size (one stat, however many
+        // descriptors the agent holds); earlier kernels say 0: list it, less the descriptor the
+        // listing itself holds.
+        let open_fds = std::fs::metadata("/proc/self/fd")
             .ok()
-            .map(|dir| (dir.count() as u64).saturating_sub(1));
+            .map(|meta| meta.len())
+            .filter(|count| *count > 0)
+            .or_else(|| {
+                std::fs::read_dir("/proc/self/fd")
+                    .ok()
+                    .map(|dir| (dir.count() as u64).saturating_sub(1))
+            });
         Self {
             cpu_seconds: stat
                 .as_deref()
@@ -124,6 +132,15 @@ mod tests {
         assert!(after.resident_bytes.unwrap() > 1 << 20, "{after:?}");
         // The open file is one more descriptor (other test threads may open theirs too).
         assert!(after.open_fds.unwrap() >= 3, "{after:?}");
+        // The same count as a listing (less the listing's own descriptor), when no other test
+        // thread opens or closes one in between.
+        let listed = || std::fs::read_dir("/proc/self/fd").unwrap().count() as u64 - 1;
+        let agree = (0..20).any(|_| {
+            let before = listed();
+            let own = Own::read().open_fds.unwrap();
+            own == before && listed() == before
+        });
+        assert!(agree, "{:?} against {}", Own::read(), listed());
         let mut out = String::new();
         append(&mut out);
         assert!(out.contains(&format!(
