@@ -249,6 +249,9 @@ pub struct ExtensionsConfig {
     /// At most this many cgroups are measured one by one; the others (the last in path order)
     /// are dropped with a warning and counted.
     pub max_targets: usize,
+    /// The Docker Engine API socket (docker's, or podman's `podman system service`) that names
+    /// the containers among [`Self::cgroups`]; asked off the sampling thread.
+    pub docker_socket: Option<String>,
 }
 
 /// The naming of exported metrics.
@@ -307,6 +310,7 @@ impl Default for ExtensionsConfig {
             cgroups: Vec::new(),
             cgroup_depth: None,
             max_targets: 2000,
+            docker_socket: None,
         }
     }
 }

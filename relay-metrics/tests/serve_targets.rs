@@ -438,3 +438,97 @@ fn churn_of_a_thousand_cgroups_leaves_valid_scrapes_no_leaked_descriptors_and_no
     eprintln!("{} scrapes during {churn:?} of churn", bodies.len());
     assert_quiet(&agent);
 }
+
+/// A Unix socket that accepts and then hangs (never answers), or answers `garbage`, until the
+/// test ends.
+fn fake_docker_socket(path: &Path, garbage: Option<&'static str>) {
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if let Some(answer) = garbage {
+                use std::io::{Read, Write};
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(answer.as_bytes());
+            } else {
+                held.push(stream);
+            }
+        }
+    });
+}
+
+#[test]
+#[ignore = "root: makes cgroups"]
+fn a_docker_socket_that_hangs_answers_garbage_or_is_missing_gives_a_reason_and_never_stalls_sampling(
+) {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-docker-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let _container = TestCgroup::new(&format!("{parent_path}/docker-{ID}.scope"));
+    let dir = tempfile::tempdir().unwrap();
+    let hang = dir.path().join("hang.sock");
+    fake_docker_socket(&hang, None);
+    let garbage = dir.path().join("garbage.sock");
+    fake_docker_socket(
+        &garbage,
+        Some("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nnot json!!!"),
+    );
+    let not_http = dir.path().join("not-http.sock");
+    fake_docker_socket(&not_http, Some("\x00\x01garbage\r\n\r\n"));
+    let missing = dir.path().join("missing.sock");
+    let pattern = format!("{parent_path}/*");
+    let cases = [
+        (&hang, "no complete answer within 5s"),
+        (&garbage, "the answer is not a container list"),
+        (&not_http, "no valid HTTP answer"),
+        (&missing, "cannot connect"),
+    ];
+    let agents: Vec<(Agent, &str)> = cases
+        .iter()
+        .map(|(socket, expected)| {
+            let agent = start_agent(&[
+                "--cgroups",
+                &pattern,
+                "--interval-ms",
+                "100",
+                "--docker-socket",
+                socket.to_str().unwrap(),
+            ]);
+            (agent, *expected)
+        })
+        .collect();
+    let started = Instant::now();
+    let first: Vec<u64> = agents
+        .iter()
+        .map(|(agent, _)| sequence(&snapshot_from(agent, 1)))
+        .collect();
+    for ((agent, expected), first) in agents.iter().zip(first) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let snapshot = loop {
+            let snapshot = snapshot(agent);
+            let reasons = snapshot["extensions"]["targets"]["reasons"].to_string();
+            if reasons.contains(expected) {
+                break snapshot;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no reason {expected:?}: {reasons}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // The container is measured, labelled from its path, without a name.
+        let container = &snapshot["extensions"]["targets"]["cgroups"][0];
+        assert_eq!(container["labels"]["container_id"], ID);
+        assert_eq!(container["labels"]["container_name"], Value::Null);
+        // Sampling went on at its rate meanwhile (at least half the ticks, on a busy machine).
+        let ticks = started.elapsed().as_millis() as u64 / 100;
+        let taken = sequence(&snapshot) - first;
+        assert!(
+            taken * 2 >= ticks.saturating_sub(5),
+            "{expected}: {taken} snapshots in {ticks} periods"
+        );
+        assert_quiet(agent);
+    }
+}

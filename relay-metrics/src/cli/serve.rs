@@ -42,6 +42,11 @@ pub(crate) struct ServeArgs {
     /// and counted in relay_metrics_targets_dropped). Default: 2000.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_targets: Option<u64>,
+    /// The Docker Engine API socket that names the containers among the measured cgroups
+    /// (container_name, container_image labels), e.g. /run/docker.sock or podman's
+    /// /run/podman/podman.sock. Asked off the sampling thread with bounded timeouts.
+    #[arg(long, value_name = "PATH")]
+    docker_socket: Option<String>,
     /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
     log_format: LogFormatArg,
@@ -69,6 +74,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         cgroups,
         cgroup_depth,
         max_targets,
+        docker_socket,
     } = args;
     serve::init_logging(match log_format {
         LogFormatArg::Text => serve::LogFormat::Text,
@@ -91,6 +97,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
     }
     if cgroup_depth.is_some() {
         config.extensions.cgroup_depth = cgroup_depth;
+    }
+    if docker_socket.is_some() {
+        config.extensions.docker_socket = docker_socket;
     }
     if let Some(max) = max_targets {
         config.extensions.max_targets = usize::try_from(max).unwrap_or(usize::MAX);

@@ -3,6 +3,8 @@
 //! `model`, which never does I/O.
 
 pub(crate) mod cgroup;
+#[cfg(feature = "agent")]
+pub(crate) mod docker;
 pub(crate) mod ebpf;
 pub(crate) mod file;
 pub(crate) mod fs;

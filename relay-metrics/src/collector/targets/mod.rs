@@ -57,6 +57,92 @@ pub(crate) struct TargetSet {
     sums: Vec<Sums>,
     /// Scratch: pid → index in the process pass.
     by_pid: HashMap<u32, usize>,
+    /// Container names from the runtime's API, when a socket is given.
+    names: Names,
+}
+
+/// Where container names come from.
+#[derive(Debug)]
+enum Names {
+    None,
+    #[cfg(feature = "agent")]
+    Docker {
+        client: crate::source::docker::ContainerNames,
+        table: Option<Arc<crate::source::docker::Table>>,
+    },
+    /// Why they cannot be asked.
+    Unavailable(String),
+}
+
+impl Names {
+    fn start(socket: Option<&str>) -> Self {
+        let Some(socket) = socket else {
+            return Self::None;
+        };
+        #[cfg(feature = "agent")]
+        {
+            match crate::source::docker::ContainerNames::start(std::path::Path::new(socket)) {
+                Ok(client) => Self::Docker {
+                    client,
+                    table: None,
+                },
+                Err(error) => Self::Unavailable(format!(
+                    "cannot start the thread asking the Docker API at {socket}: {error}"
+                )),
+            }
+        }
+        #[cfg(not(feature = "agent"))]
+        {
+            Self::Unavailable(format!(
+                "container names from {socket} need the agent build (feature `agent`)"
+            ))
+        }
+    }
+
+    /// Takes the latest table and reports why names are missing, if they are.
+    fn refresh(&mut self, reasons: &mut Vec<String>) {
+        match self {
+            Self::None => {}
+            Self::Unavailable(reason) => reasons.push(reason.clone()),
+            #[cfg(feature = "agent")]
+            Self::Docker { client, table } => {
+                if let Some(latest) = client.table() {
+                    *table = Some(latest);
+                }
+                if let Some(error) = table.as_ref().and_then(|t| t.error.as_ref()) {
+                    reasons.push(format!(
+                        "no container names: {error} (the socket was {})",
+                        client.socket().display()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Fills the name and image of a container, if the runtime listed it.
+    fn label(&self, labels: &mut TargetLabels) {
+        #[cfg(feature = "agent")]
+        if let Self::Docker { client, table } = self {
+            let Some(id) = &labels.container_id else {
+                return;
+            };
+            let Some(table) = table else {
+                return;
+            };
+            match table.containers.get(id) {
+                Some(info) if labels.container_name.as_deref() != Some(info.name.as_str()) => {
+                    labels.container_name = (!info.name.is_empty()).then(|| info.name.clone());
+                    labels.container_image = (!info.image.is_empty()).then(|| info.image.clone());
+                }
+                Some(_) => {}
+                // A container started since the last answer: ask again (at most once a second).
+                None if table.error.is_none() => client.ask(),
+                None => {}
+            }
+        }
+        #[cfg(not(feature = "agent"))]
+        let _ = labels;
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -101,6 +187,7 @@ impl TargetSet {
             selected: Vec::new(),
             sums: Vec::new(),
             by_pid: HashMap::new(),
+            names: Names::start(extensions.docker_socket.as_deref()),
         })
     }
 
@@ -139,6 +226,7 @@ impl TargetSet {
         scanner.scan(&self.selection, &mut self.scan);
         let scan = &self.scan;
         out.reasons.extend(scan.errors.iter().cloned());
+        self.names.refresh(&mut out.reasons);
 
         self.selected.clear();
         self.selected.extend(
@@ -270,6 +358,7 @@ impl TargetSet {
                 }
             };
             entry.seen = self.walks;
+            self.names.label(&mut entry.labels);
             entry.reader.read(&mut self.buf, &mut entry.counters);
             if filled == out.cgroups.len() {
                 out.cgroups.push(CgroupTargetReport::default());

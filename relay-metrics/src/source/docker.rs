@@ -1,0 +1,231 @@
+//! Container names and images from the Docker Engine API (`GET /containers/json?all=true`,
+//! which podman's `podman system service` serves too), asked on a thread of its own so the
+//! sampling thread never waits for the runtime: it only looks up the latest table.
+//!
+//! The client is hyper's HTTP/1 connection over a Unix socket (hyper is already the agent's HTTP
+//! stack; one GET does not justify a Docker SDK and its dependency tree). Every request is
+//! bounded: 2 s to connect, 5 s for the whole answer, 8 MiB of body. A socket that hangs, answers
+//! garbage or is missing gives a reason (in `extensions.targets.reasons`) and an empty table, and
+//! is asked again later.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the whole exchange may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most body accepted.
+const MAX_BODY: usize = 8 << 20;
+/// The table is refreshed at least this often, and at most once a second on demand.
+const REFRESH: Duration = Duration::from_secs(10);
+
+/// A container's name and image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ContainerInfo {
+    /// The name, without Docker's leading `/`.
+    pub name: String,
+    /// The image as the runtime lists it.
+    pub image: String,
+}
+
+/// The latest answer: the containers by full id, or why there is none.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    pub containers: HashMap<String, ContainerInfo>,
+    pub error: Option<String>,
+}
+
+/// The sampling thread's side: the latest table, and a way to ask for a refresh.
+#[derive(Debug)]
+pub(crate) struct ContainerNames {
+    latest: Arc<Mutex<Arc<Table>>>,
+    wake: mpsc::SyncSender<()>,
+    socket: PathBuf,
+}
+
+impl ContainerNames {
+    /// Starts the thread that asks the API at `socket`.
+    pub(crate) fn start(socket: &Path) -> std::io::Result<Self> {
+        let latest = Arc::new(Mutex::new(Arc::new(Table {
+            containers: HashMap::new(),
+            error: Some(format!(
+                "the Docker API at {} has not answered yet",
+                socket.display()
+            )),
+        })));
+        let (wake, woken) = mpsc::sync_channel(1);
+        let shared = Arc::clone(&latest);
+        let path = socket.to_path_buf();
+        std::thread::Builder::new()
+            .name("relay-metrics-docker".into())
+            .spawn(move || refresh_loop(&path, &shared, &woken))?;
+        Ok(Self {
+            latest,
+            wake,
+            socket: socket.to_path_buf(),
+        })
+    }
+
+    /// The latest table; never blocks (the writer holds the lock only to swap an `Arc`, and a
+    /// busy lock gives `None`: the caller keeps what it had).
+    pub(crate) fn table(&self) -> Option<Arc<Table>> {
+        self.latest.try_lock().ok().map(|table| Arc::clone(&table))
+    }
+
+    /// Asks for a refresh (a container id the table does not know); never blocks.
+    pub(crate) fn ask(&self) {
+        let _ = self.wake.try_send(());
+    }
+
+    /// The socket asked.
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+fn refresh_loop(socket: &Path, latest: &Mutex<Arc<Table>>, woken: &mpsc::Receiver<()>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            publish(
+                latest,
+                Table {
+                    containers: HashMap::new(),
+                    error: Some(format!("cannot start the Docker API client: {error}")),
+                },
+            );
+            return;
+        }
+    };
+    loop {
+        let table = match runtime.block_on(list_containers(socket)) {
+            Ok(containers) => Table {
+                containers,
+                error: None,
+            },
+            Err(error) => Table {
+                containers: HashMap::new(),
+                error: Some(format!("Docker API at {}: {error}", socket.display())),
+            },
+        };
+        publish(latest, table);
+        // At most one request a second, at least one every REFRESH.
+        std::thread::sleep(Duration::from_secs(1));
+        match woken.recv_timeout(REFRESH) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn publish(latest: &Mutex<Arc<Table>>, table: Table) {
+    let table = Arc::new(table);
+    *latest
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = table;
+}
+
+/// One `GET /containers/json?all=true`, bounded in time and size.
+async fn list_containers(socket: &Path) -> Result<HashMap<String, ContainerInfo>, String> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(socket))
+        .await
+        .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
+        .map_err(|error| format!("cannot connect: {error}"))?;
+    let exchange = async {
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                .await
+                .map_err(|error| format!("HTTP handshake: {error}"))?;
+        let driver = tokio::spawn(connection);
+        let request = hyper::Request::get("/containers/json?all=true")
+            .header(hyper::header::HOST, "docker")
+            .body(Empty::new())
+            .map_err(|error| format!("request: {error}"))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|error| format!("no valid HTTP answer: {error}"))?;
+        let status = response.status();
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|error| format!("reading the answer: {error}"))?
+            .to_bytes();
+        driver.abort();
+        if !status.is_success() {
+            return Err(format!(
+                "answered {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+            ));
+        }
+        parse_containers(&body)
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no complete answer within {REQUEST_TIMEOUT:?}"))?
+}
+
+#[derive(serde::Deserialize)]
+struct Listed {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "Names", default)]
+    names: Vec<String>,
+    #[serde(rename = "Image", default)]
+    image: String,
+}
+
+/// The containers of a `/containers/json` answer, by id.
+pub(crate) fn parse_containers(body: &[u8]) -> Result<HashMap<String, ContainerInfo>, String> {
+    let listed: Vec<Listed> = serde_json::from_slice(body)
+        .map_err(|error| format!("the answer is not a container list: {error}"))?;
+    Ok(listed
+        .into_iter()
+        .map(|container| {
+            let name = container
+                .names
+                .first()
+                .map(|name| name.trim_start_matches('/').to_owned())
+                .unwrap_or_default();
+            (
+                container.id,
+                ContainerInfo {
+                    name,
+                    image: container.image,
+                },
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_list_gives_names_and_images_by_id() {
+        let body = br#"[{"Id":"abc","Names":["/web"],"Image":"nginx:1","State":"running"},{"Id":"def","Names":[],"Image":""}]"#;
+        let containers = parse_containers(body).unwrap();
+        assert_eq!(
+            containers["abc"],
+            ContainerInfo {
+                name: "web".into(),
+                image: "nginx:1".into()
+            }
+        );
+        assert_eq!(containers["def"].name, "");
+        let error = parse_containers(b"hello").unwrap_err();
+        assert!(error.contains("not a container list"), "{error}");
+        assert!(parse_containers(br#"{"message":"page not found"}"#).is_err());
+    }
+}
