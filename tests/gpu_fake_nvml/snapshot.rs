@@ -5,6 +5,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use relay_metrics::config::MetricNames;
+use relay_metrics::output::otlp::{request, OtlpResource};
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use serde_json::Value;
 
@@ -13,12 +18,20 @@ use super::{built_library, lock, TestDir, Variant, ENV_LOCK, SCRIPT_VARIABLES, U
 
 /// Collects until `ready` accepts a snapshot's JSON (the GPU thread samples every 500 ms).
 fn collect_until(collector: &mut Collector, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    collect_snapshot_until(collector, what, ready).1
+}
+
+fn collect_snapshot_until(
+    collector: &mut Collector,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> (Arc<ResourceMetricsSnapshot>, Value) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let snapshot = collector.collect();
         let json = to_json(&snapshot);
         if ready(&json) {
-            return json;
+            return (snapshot, json);
         }
         assert!(
             Instant::now() < deadline,
@@ -74,11 +87,12 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
     set_env(&script, &clock);
     let mut collector = Collector::new(config).unwrap();
-    let hot = collect_until(&mut collector, "two devices and XID listening", |json| {
-        json["extensions"]["gpu"]["limit_events"]
-            .as_array()
-            .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
-    });
+    let (snapshot, hot) =
+        collect_snapshot_until(&mut collector, "two devices and XID listening", |json| {
+            json["extensions"]["gpu"]["limit_events"]
+                .as_array()
+                .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
+        });
     std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
     drop(env);
 
@@ -123,6 +137,99 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     );
     assert!(reasons(&hot, "extensions.gpu.devices.power_watts").is_empty());
 
+    // The same values in /metrics and OTLP, with device and uuid labels.
+    let mut text = String::new();
+    relay_metrics::output::prometheus::encode(&snapshot, MetricNames::RelayMetrics, &mut text);
+    for (family, labels, value) in [
+        ("relay_metrics_gpu_power_watts", vec![], "300"),
+        ("relay_metrics_gpu_power_limit_watts", vec![], "300"),
+        ("relay_metrics_gpu_energy_joules_total", vec![], "1000"),
+        (
+            "relay_metrics_gpu_temperature_celsius",
+            vec!["sensor=\"gpu\""],
+            "95",
+        ),
+        (
+            "relay_metrics_gpu_clock_hertz",
+            vec!["clock=\"sm\""],
+            "1410000000",
+        ),
+        (
+            "relay_metrics_gpu_throttle_active",
+            vec!["reason=\"hw_thermal_slowdown\""],
+            "1",
+        ),
+        (
+            "relay_metrics_gpu_throttle_active",
+            vec!["reason=\"sw_power_cap\""],
+            "0",
+        ),
+        (
+            "relay_metrics_gpu_throttled_seconds_total",
+            vec!["reason=\"power\""],
+            "1.5",
+        ),
+        (
+            "relay_metrics_gpu_ecc_errors_total",
+            vec!["type=\"corrected\"", "counter=\"aggregate\""],
+            "2",
+        ),
+        ("relay_metrics_gpu_pcie_replays_total", vec![], "0"),
+    ] {
+        let found = text.lines().any(|line| {
+            line.starts_with(&format!("{family}{{"))
+                && line.contains("device=\"0\"")
+                && line.contains(&format!("uuid=\"{UUID_0}\""))
+                && labels.iter().all(|label| line.contains(label))
+                && line.ends_with(&format!(" {value}"))
+        });
+        assert!(
+            found,
+            "no {family} {labels:?} {value} of device 0 in:\n{text}"
+        );
+    }
+    let otlp = serde_json::to_string(&request(
+        &snapshot,
+        &OtlpResource::new(SystemTime::now(), &[]),
+        MetricNames::RelayMetrics,
+    ))
+    .unwrap();
+    for name in [
+        "relay_metrics_gpu_power_watts",
+        "relay_metrics_gpu_energy_joules",
+        "relay_metrics_gpu_temperature_celsius",
+        "relay_metrics_gpu_throttle_periods",
+        UUID_0,
+    ] {
+        // OTLP names drop `_total` (a collector's Prometheus exporter adds it back to sums).
+        assert!(
+            otlp.contains(&format!("\"{name}")),
+            "{name} missing from the OTLP request"
+        );
+    }
+
+    // `otel` names: the hardware conventions' hw.power, hw.energy, hw.temperature, with hw.id
+    // (the UUID) and hw.type "gpu"; the others in relay_metrics.*.
+    let otel = serde_json::to_string(&request(
+        &snapshot,
+        &OtlpResource::new(SystemTime::now(), &[]),
+        MetricNames::Otel,
+    ))
+    .unwrap();
+    for name in [
+        "\"hw.power\"",
+        "\"hw.energy\"",
+        "\"hw.temperature\"",
+        "\"hw.id\"",
+        "\"hw.type\"",
+        "\"relay_metrics.gpu_clock\"",
+    ] {
+        assert!(
+            otel.contains(name),
+            "{name} missing from the otel OTLP request"
+        );
+    }
+
     // Limit events: every sampled period was thermal (and hw_slowdown: hw_thermal_slowdown).
     let thermal = event(&hot, "thermal", UUID_0);
     let periods = thermal["sampled_periods"].as_u64().unwrap();
@@ -155,6 +262,20 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
         serde_json::json!([{"xid": 79, "count": 1}])
     );
     assert_eq!(event(&after, "xid", UUID_0)["count"], 1);
+    let mut text = String::new();
+    relay_metrics::output::prometheus::encode(
+        &collector.collect(),
+        MetricNames::RelayMetrics,
+        &mut text,
+    );
+    assert!(
+        text.lines().any(
+            |line| line.starts_with("relay_metrics_gpu_xid_errors_total{")
+                && line.contains("xid=\"79\"")
+                && line.ends_with(" 1")
+        ),
+        "{text}"
+    );
     assert_eq!(zero["throttle_reasons"], serde_json::json!(["gpu_idle"]));
 
     // Device 1 falls off the bus: reported lost, with a reason, without blocking a collect.

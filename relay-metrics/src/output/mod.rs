@@ -3,6 +3,7 @@
 //!
 //! `otlp` and `serve` are the agent's: they need the `agent` feature.
 
+mod gpu_metrics;
 pub mod json;
 pub(crate) mod metrics;
 #[cfg(feature = "agent")]

@@ -50,6 +50,14 @@ pub(crate) enum Unit {
     Ratio,
     /// A plain count.
     Count,
+    /// Power (W).
+    Watts,
+    /// Energy (J).
+    Joules,
+    /// Temperature (°C).
+    Celsius,
+    /// Frequency (Hz).
+    Hertz,
     /// Relay naming: the unit the snapshot was configured to use.
     Configured(MeasurementUnit),
     /// `otel` naming: the UCUM unit of the convention (`s`, `By`, `{process}`).
@@ -86,6 +94,10 @@ impl Unit {
             Self::Ucum("s") => Some("seconds"),
             Self::Ucum("By") => Some("bytes"),
             Self::Ucum("By/s") => Some("bytes_per_second"),
+            Self::Watts => Some("watts"),
+            Self::Joules => Some("joules"),
+            Self::Celsius => Some("celsius"),
+            Self::Hertz => Some("hertz"),
             Self::Count | Self::Configured(_) | Self::Ucum(_) => None,
         }
     }
@@ -98,6 +110,10 @@ impl Unit {
             Self::BytesPerSecond => "By/s",
             Self::Cores => "{cpu}",
             Self::Ratio | Self::Count => "1",
+            Self::Watts => "W",
+            Self::Joules => "J",
+            Self::Celsius => "Cel",
+            Self::Hertz => "Hz",
             Self::Configured(unit) => unit.as_str(),
             Self::Ucum(unit) => unit,
         }
@@ -276,6 +292,9 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S)
     w.single(table::COLLECTOR, &snapshot.extensions.collector);
     if let Some(targets) = &snapshot.extensions.targets {
         super::target_metrics::walk(targets, w.sink);
+    }
+    if let Some(gpu) = &snapshot.extensions.gpu {
+        super::gpu_metrics::walk(gpu, w.scope, w.sink);
     }
 }
 

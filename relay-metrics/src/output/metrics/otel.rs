@@ -149,6 +149,10 @@ fn mapping(name: &str, subject: Subject) -> Option<Mapping> {
         "relay_metrics_cgroup_memory_usage_bytes" => m("container.memory.usage", UpDownCounter, "By"),
         "relay_metrics_cgroup_io_read_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "read"),
         "relay_metrics_cgroup_io_written_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "write"),
+        // GPUs: the hardware conventions' hw.* (hw.id is the UUID, hw.type "gpu").
+        "relay_metrics_gpu_power_watts" => with("hw.power", Gauge, "W", "hw.type", "gpu"),
+        "relay_metrics_gpu_energy_joules_total" => with("hw.energy", Counter, "J", "hw.type", "gpu"),
+        "relay_metrics_gpu_temperature_celsius" => with("hw.temperature", Gauge, "Cel", "hw.type", "gpu"),
         _ => return None,
     })
 }
@@ -194,6 +198,7 @@ fn attribute_key(label: &str) -> &'static str {
         "path" => "relay_metrics.filesystem.path",
         "kind" => "relay_metrics.kind",
         "device" => "relay_metrics.device",
+        "uuid" => "hw.id",
         other => interned("relay_metrics.", other, ""),
     }
 }

@@ -1,0 +1,179 @@
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::*;
+use crate::snapshot::{GpuLimitEvent, MigInstanceReport, XidErrorCount};
+
+/// Collects `name{labels} value` lines and the announced families with their kind and unit.
+#[derive(Default)]
+struct Lines {
+    families: Vec<(&'static str, Kind, Unit)>,
+    lines: Vec<String>,
+}
+
+impl Sink for Lines {
+    fn begin(&mut self, family: &Family) {
+        self.families.push((family.name, family.kind, family.unit));
+    }
+
+    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(key, value)| match value {
+                Label::Str(text) => format!("{key}={text}"),
+                Label::Int(number) => format!("{key}={number}"),
+            })
+            .collect();
+        let value = match value {
+            Number::F64(v) => v,
+            Number::U64(v) => v as f64,
+        };
+        self.lines
+            .push(format!("{}{{{}}} {value}", family.name, labels.join(",")));
+    }
+}
+
+fn nvidia() -> GpuDeviceReport {
+    GpuDeviceReport {
+        vendor: Cow::Borrowed("nvidia"),
+        index: Some(0),
+        uuid: Arc::from("GPU-a"),
+        power_watts: Some(250.5),
+        power_limit_watts: Some(300.0),
+        energy_joules: Some(1234.5),
+        temperature_celsius: Some(71.0),
+        memory_temperature_celsius: None,
+        sm_clock_hz: Some(1_410_000_000),
+        memory_clock_max_hz: Some(2_619_000_000),
+        throttle_reasons: Some(vec![Cow::Borrowed("sw_power_cap")]),
+        violation_power_seconds: Some(1.5),
+        ecc_corrected_volatile: Some(3),
+        ecc_uncorrected_aggregate: Some(0),
+        remapped_rows_correctable: Some(2),
+        remapping_pending: Some(true),
+        pcie_rx_bytes_per_second: Some(4096),
+        pcie_replays: Some(7),
+        encoder_utilization_percent: Some(25.0),
+        mig_enabled: Some(true),
+        mig_instances: vec![MigInstanceReport {
+            index: 1,
+            memory_used_bytes: Some(1 << 30),
+            memory_total_bytes: Some(8 << 30),
+        }],
+        xid_errors: vec![XidErrorCount { xid: 79, count: 2 }],
+        ..GpuDeviceReport::default()
+    }
+}
+
+fn walked(gpu: &GpuExtension) -> Lines {
+    let mut lines = Lines::default();
+    walk(gpu, "global", &mut lines);
+    lines
+}
+
+#[test]
+fn every_value_is_a_series_with_device_and_uuid_labels() {
+    let amd = GpuDeviceReport {
+        vendor: Cow::Borrowed("amd"),
+        uuid: Arc::from("0000:03:00.0"),
+        power_watts: Some(87.0),
+        ..GpuDeviceReport::default()
+    };
+    let gpu = GpuExtension {
+        devices: vec![nvidia(), amd],
+        limit_events: vec![GpuLimitEvent {
+            resource: Cow::Borrowed("gpu"),
+            event: Cow::Borrowed("power_cap"),
+            index: Some(0),
+            uuid: Arc::from("GPU-a"),
+            count: 4,
+            sampled_periods: Some(9),
+            throttled_seconds: Some(1.0),
+        }],
+    };
+    let lines = walked(&gpu).lines;
+    let expected = [
+        "relay_metrics_gpu_power_watts{scope=global,device=0,uuid=GPU-a} 250.5",
+        "relay_metrics_gpu_power_watts{scope=global,device=0000:03:00.0,uuid=0000:03:00.0} 87",
+        "relay_metrics_gpu_power_limit_watts{scope=global,device=0,uuid=GPU-a} 300",
+        "relay_metrics_gpu_energy_joules_total{scope=global,device=0,uuid=GPU-a} 1234.5",
+        "relay_metrics_gpu_temperature_celsius{scope=global,device=0,uuid=GPU-a,sensor=gpu} 71",
+        "relay_metrics_gpu_clock_hertz{scope=global,device=0,uuid=GPU-a,clock=sm} 1410000000",
+        "relay_metrics_gpu_clock_max_hertz{scope=global,device=0,uuid=GPU-a,clock=memory} 2619000000",
+        "relay_metrics_gpu_throttle_active{scope=global,device=0,uuid=GPU-a,reason=gpu_idle} 0",
+        "relay_metrics_gpu_throttle_active{scope=global,device=0,uuid=GPU-a,reason=sw_power_cap} 1",
+        "relay_metrics_gpu_throttled_seconds_total{scope=global,device=0,uuid=GPU-a,reason=power} 1.5",
+        "relay_metrics_gpu_throttle_periods_total{scope=global,device=0,uuid=GPU-a,reason=power_cap} 4",
+        "relay_metrics_gpu_xid_errors_total{scope=global,device=0,uuid=GPU-a,xid=79} 2",
+        "relay_metrics_gpu_ecc_errors_total{scope=global,device=0,uuid=GPU-a,type=corrected,counter=volatile} 3",
+        "relay_metrics_gpu_ecc_errors_total{scope=global,device=0,uuid=GPU-a,type=uncorrected,counter=aggregate} 0",
+        "relay_metrics_gpu_remapped_rows{scope=global,device=0,uuid=GPU-a,cause=correctable} 2",
+        "relay_metrics_gpu_row_remapping_state{scope=global,device=0,uuid=GPU-a,state=pending} 1",
+        "relay_metrics_gpu_pcie_bytes_per_second{scope=global,device=0,uuid=GPU-a,direction=rx} 4096",
+        "relay_metrics_gpu_pcie_replays_total{scope=global,device=0,uuid=GPU-a} 7",
+        "relay_metrics_gpu_codec_utilization_ratio{scope=global,device=0,uuid=GPU-a,codec=encoder} 0.25",
+        "relay_metrics_gpu_mig_enabled{scope=global,device=0,uuid=GPU-a} 1",
+        "relay_metrics_gpu_mig_instance_memory_used_bytes{scope=global,device=0,uuid=GPU-a,instance=1} 1073741824",
+    ];
+    for line in expected {
+        assert!(
+            lines.iter().any(|l| l == line),
+            "missing {line}\n{lines:#?}"
+        );
+    }
+    // Nine reasons, each 0 or 1; a null value (memory temperature) has no series.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("relay_metrics_gpu_throttle_active"))
+            .count(),
+        9
+    );
+    assert!(!lines.iter().any(|l| l.contains("sensor=memory")));
+}
+
+#[test]
+fn counters_end_in_total_and_families_without_values_are_not_announced() {
+    let gpu = GpuExtension {
+        devices: vec![GpuDeviceReport {
+            uuid: Arc::from("GPU-empty"),
+            index: Some(3),
+            ..GpuDeviceReport::default()
+        }],
+        limit_events: Vec::new(),
+    };
+    assert!(walked(&gpu).families.is_empty());
+    let full = GpuExtension {
+        devices: vec![nvidia()],
+        limit_events: vec![GpuLimitEvent {
+            resource: Cow::Borrowed("gpu"),
+            event: Cow::Borrowed("thermal"),
+            index: Some(0),
+            uuid: Arc::from("GPU-a"),
+            count: 1,
+            sampled_periods: Some(1),
+            throttled_seconds: None,
+        }],
+    };
+    assert_eq!(walked(&full).families.len(), 18, "every family announced");
+    let audit = include_str!("../../../../docs/METRICS.md");
+    for (name, kind, unit) in walked(&full).families {
+        assert_eq!(kind == Kind::Counter, name.ends_with("_total"), "{name}");
+        let kind_name = if kind == Kind::Counter {
+            "counter"
+        } else {
+            "gauge"
+        };
+        assert!(
+            audit.contains(&format!("`{name}` | {kind_name} |")),
+            "{name} is not listed as a {kind_name} in docs/METRICS.md's audit"
+        );
+        if let Some(suffix) = unit.suffix() {
+            let base = name.strip_suffix("_total").unwrap_or(name);
+            assert!(
+                base.ends_with(suffix),
+                "{name} does not end with its unit {suffix}"
+            );
+        }
+    }
+}
