@@ -378,9 +378,7 @@ NETDATA_CONF = """\
 	hostname = relay-bench
 	process scheduling policy = keep
 [db]
-	mode = ram
 	update every = 1
-	retention = 1024
 [directories]
 	cache = {dir}/cache
 	lib = {dir}/lib
