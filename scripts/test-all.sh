@@ -26,8 +26,9 @@ echo "== tests (host: unit, fixture trees, fake NVML, and the root tests: hybrid
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # `--include-ignored` runs the tests marked `#[ignore = "root: …"]`; the VM tests (marked
-# `#[ignore = "vm: …"]`, named `…_in_vm`) need a pure cgroup v2 kernel and run in the VM tier.
-cargo test --workspace --locked --no-fail-fast -- --include-ignored --skip _in_vm 2>&1 | tee "$log"
+# `#[ignore = "vm: …"]`, named `…_in_vm`) need a pure cgroup v2 kernel and run in the VM tier;
+# the real-container tests (named `…_with_podman`) need the image and run after its build below.
+cargo test --workspace --locked --no-fail-fast -- --include-ignored --skip _in_vm --skip _with_podman 2>&1 | tee "$log"
 
 echo "== Python package: build relay_metrics into the test virtualenv, then pytest against NeMo Relay 0.10.4"
 # pip builds the wheel in place with maturin (the README's `pip install ./relay-metrics-python`);
@@ -44,9 +45,13 @@ status=0
 timeout 300 deploy/container/build-image.sh --binary target/debug/relay-metrics || status=$?
 if [[ $status -eq 124 ]]; then
     echo "SKIPPED: the container image build took over 5 minutes (deploy/container/build-image.sh)"
+    echo "SKIPPED: the real-container tests need that image: relay-metrics/tests/containers.rs (every test named …_with_podman)"
 elif [[ $status -ne 0 ]]; then
     echo "the container image build failed ($status)" >&2
     exit 1
+else
+    echo "== real containers: podman runs the image with limits; the agent labels them, counts an OOM kill, drops removed ones"
+    cargo test -p relay-metrics --locked --no-fail-fast --test containers -- --include-ignored _with_podman 2>&1 | tee -a "$log"
 fi
 
 echo "== fuzzing: every parser of kernel text and configuration, 400 s in all (scripts/fuzz.sh)"

@@ -1,0 +1,361 @@
+//! Real containers: podman runs containers from the project's own image
+//! (`deploy/container/build-image.sh`, which `scripts/test-all.sh` runs before this test) with
+//! CPU and memory limits, and the agent (`serve --cgroups … --docker-socket …`, on the host)
+//! reports each one with its limits, its `container_id`, and its name and image from podman's
+//! Docker-compatible API (`podman system service`); a container that hits its memory limit
+//! shows an OOM kill on its own series; a removed container's series go away.
+//!
+//! Needs root, podman, runc (crun refuses this host's hybrid cgroups) and the image; fails
+//! with the reason when one is missing. The test names end in `_with_podman`, which
+//! `scripts/test-all.sh` runs after building the image (and reports as skipped, by name, when
+//! the image build was given up).
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly when podman or the agent is broken"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{agent_command, get, start_command, wait_ready, Reaped};
+
+/// The image `deploy/container/build-image.sh` tags by default.
+fn image() -> String {
+    format!("localhost/relay-metrics:{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// podman, with this test's `containers.conf` and a bound on every call.
+struct Podman {
+    dir: tempfile::TempDir,
+    /// Containers made, removed when dropped.
+    names: Vec<String>,
+    service: Option<Reaped>,
+}
+
+impl Podman {
+    fn new() -> Self {
+        common::assert_root("podman runs containers as root here");
+        let dir = tempfile::tempdir().unwrap();
+        // As deploy/container/build-image.sh: runc, and limits the host lets a container raise.
+        std::fs::write(
+            dir.path().join("containers.conf"),
+            "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+             [engine]\nruntime = \"runc\"\n",
+        )
+        .unwrap();
+        let podman = Self {
+            dir,
+            names: Vec::new(),
+            service: None,
+        };
+        let version = podman.run(&["--version"]);
+        assert!(
+            version.status.success(),
+            "podman does not run (scripts/install-deps.sh installs it): {}",
+            String::from_utf8_lossy(&version.stderr)
+        );
+        let exists = podman.run(&["image", "exists", &image()]);
+        assert!(
+            exists.status.success(),
+            "the image {} is missing: build it with deploy/container/build-image.sh \
+             (scripts/test-all.sh does before this test)",
+            image()
+        );
+        podman
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new("podman");
+        // conmon writes an `oom` file into its working directory when a container's process is
+        // OOM-killed: keep it in the test's directory.
+        command
+            .env("CONTAINERS_CONF", self.dir.path().join("containers.conf"))
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `podman ARGS` to completion within 60 s.
+    fn run(&self, args: &[&str]) -> Output {
+        let child = self
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("podman (scripts/install-deps.sh installs it): {error}")
+            });
+        let pid = child.id();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(child.wait_with_output());
+        });
+        match receiver.recv_timeout(Duration::from_secs(60)) {
+            Ok(output) => output.unwrap(),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                panic!("podman {args:?} did not finish within 60 s");
+            }
+        }
+    }
+
+    /// `podman run -d` with `args` before the image and `command` run by `/bin/sh -c` in it;
+    /// returns the full container id.
+    fn start(&mut self, name: &str, args: &[&str], command: &str) -> String {
+        self.names.push(name.to_string());
+        let mut all = vec!["run", "-d", "--name", name, "--network", "none"];
+        all.extend_from_slice(args);
+        let image = image();
+        all.extend_from_slice(&["--entrypoint", "/bin/sh", &image, "-c", command]);
+        let output = self.run(&all);
+        assert!(
+            output.status.success(),
+            "podman {all:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let id = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        assert_eq!(id.len(), 64, "a container id: {id:?}");
+        id
+    }
+
+    /// `podman rm -f -t 0 NAME`.
+    fn remove(&mut self, name: &str) {
+        let output = self.run(&["rm", "-f", "-t", "0", name]);
+        assert!(
+            output.status.success(),
+            "podman rm {name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        self.names.retain(|n| n != name);
+    }
+
+    /// Starts `podman system service` on a socket in the test's directory (the Docker Engine
+    /// API) and waits until it answers.
+    fn serve_api(&mut self) -> PathBuf {
+        let socket = self.dir.path().join("podman.sock");
+        let child = self
+            .command()
+            .args(["system", "service", "--time=0"])
+            .arg(format!("unix://{}", socket.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.service = Some(Reaped(child));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !api_answers(&socket) {
+            assert!(
+                Instant::now() < deadline,
+                "podman system service did not answer on {} within 30 s",
+                socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        socket
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        if !self.names.is_empty() {
+            let mut args = vec!["rm", "-f", "-t", "0"];
+            args.extend(self.names.iter().map(String::as_str));
+            let _ = self.command().args(&args).output();
+        }
+    }
+}
+
+/// Whether the Docker API answers `GET /_ping` on `socket`.
+fn api_answers(socket: &Path) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if stream
+        .write_all(b"GET /_ping HTTP/1.1\r\nHost: d\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+/// The series of `/metrics` that carry `label="value"`.
+fn series_with<'a>(exposition: &'a str, label: &str, value: &str) -> Vec<&'a str> {
+    let needle = format!("{label}=\"{value}\"");
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#') && line.contains(&needle))
+        .collect()
+}
+
+/// The value of the series named `name` among `series` that also has every label of `labels`
+/// (`key="value"` strings).
+fn value_of(series: &[&str], name: &str, labels: &[&str]) -> Option<f64> {
+    series
+        .iter()
+        .find(|line| {
+            line.starts_with(&format!("{name}{{")) && labels.iter().all(|l| line.contains(l))
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .map(|value| value.parse().unwrap())
+}
+
+/// The OOM kills counted on a container's series.
+const OOM_KILLS: (&str, &[&str]) = (
+    "relay_metrics_cgroup_memory_events_total",
+    &["event=\"oom_kill\""],
+);
+
+/// Scrapes `/metrics` every 250 ms until `done` holds (returns that exposition) or `timeout`
+/// passes (fails with `what` and the last exposition's lines about `container`).
+fn scrape_until(
+    address: &str,
+    timeout: Duration,
+    what: &str,
+    container: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = get(address, "/metrics").text();
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {timeout:?}; the series of {container}:\n{}",
+            series_with(&text, "container_id", container).join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+#[ignore = "root: runs containers; tools: podman, runc and the image of deploy/container/build-image.sh (scripts/test-all.sh)"]
+fn labels_limits_oom_kill_and_removal_with_podman() {
+    let started = Instant::now();
+    let mut podman = Podman::new();
+    let socket = podman.serve_api();
+    let pid = std::process::id();
+    let limited = format!("relay-metrics-test-{pid}-limited");
+    let oom = format!("relay-metrics-test-{pid}-oom");
+    // Half a core and 64 MiB; two sleeping processes.
+    let limited_id = podman.start(
+        &limited,
+        &["--cpus", "0.5", "--memory", "64m"],
+        "sleep infinity & exec sleep infinity",
+    );
+    // 32 MiB, then `tail` reads /dev/zero (no newline ever: it keeps the whole line) until the
+    // OOM killer ends it; the shell stays, so the container and its counters stay too.
+    let oom_id = podman.start(
+        &oom,
+        &["--memory", "32m", "--memory-swap", "32m"],
+        "tail /dev/zero; exec sleep infinity",
+    );
+
+    let mut command = agent_command(&[
+        "--interval-ms",
+        "500",
+        "--cgroups",
+        "/libpod_parent/libpod-*",
+        "/machine.slice/libpod-*",
+        "--docker-socket",
+    ]);
+    command.arg(&socket);
+    let agent = start_command(command);
+    wait_ready(&agent.address);
+
+    // Each container: its cgroup, its id, the runtime, and its name from the API.
+    let text = scrape_until(
+        &agent.address,
+        Duration::from_secs(20),
+        "both containers labelled with their names",
+        &limited_id,
+        |text| {
+            [(&limited_id, &limited), (&oom_id, &oom)]
+                .iter()
+                .all(|(id, name)| {
+                    series_with(text, "container_id", id)
+                        .iter()
+                        .any(|line| line.contains(&format!("container_name=\"{name}\"")))
+                })
+        },
+    );
+    let series = series_with(&text, "container_id", &limited_id);
+    for line in &series {
+        assert!(
+            line.contains("container_runtime=\"podman\"")
+                && line.contains(&format!("cgroup=\"/libpod_parent/libpod-{limited_id}\""))
+                && line.contains(&format!("container_name=\"{limited}\""))
+                && line.contains(&format!("container_image=\"{}\"", image())),
+            "{line}"
+        );
+    }
+    // Its limits.
+    assert_eq!(
+        value_of(&series, "relay_metrics_cgroup_cpu_limit_cores", &[]),
+        Some(0.5),
+        "{series:#?}"
+    );
+    assert_eq!(
+        value_of(&series, "relay_metrics_cgroup_memory_limit_bytes", &[]),
+        Some(64.0 * 1024.0 * 1024.0),
+        "{series:#?}"
+    );
+    // The OOM kill is on the OOM container's series, not on the other.
+    let text = scrape_until(
+        &agent.address,
+        Duration::from_secs(30),
+        "an OOM kill on the container over its memory limit",
+        &oom_id,
+        |text| {
+            value_of(
+                &series_with(text, "container_id", &oom_id),
+                OOM_KILLS.0,
+                OOM_KILLS.1,
+            )
+            .is_some_and(|kills| kills >= 1.0)
+        },
+    );
+    assert_eq!(
+        value_of(
+            &series_with(&text, "container_id", &limited_id),
+            OOM_KILLS.0,
+            OOM_KILLS.1
+        ),
+        Some(0.0)
+    );
+
+    // A removed container's series go within a few periods; the other's stay.
+    podman.remove(&limited);
+    let text = scrape_until(
+        &agent.address,
+        Duration::from_secs(10),
+        "the removed container's series gone",
+        &limited_id,
+        |text| series_with(text, "container_id", &limited_id).is_empty(),
+    );
+    assert!(!series_with(&text, "container_id", &oom_id).is_empty());
+    let errors: Vec<String> = agent
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains("ERROR"))
+        .cloned()
+        .collect();
+    assert!(errors.is_empty(), "the agent logged errors: {errors:#?}");
+    eprintln!("took {:?}", started.elapsed());
+}
