@@ -24,7 +24,8 @@ every second (keep-alive, gzip, Prometheus' Accept header: netdata's
 
 Before the windows it checks that netdata collects those cgroups at 1 s (chart update_every
 and the busy cgroup's CPU chart: one point a second, about its quota); afterwards that the busy
-cgroup's points cover the windows. Prints a Markdown table per size and the load averages;
+cgroup's points cover the windows, and that the agent's CPU counter of the busy cgroup grew by
+about its quota. Prints a Markdown table per size and the load averages;
 --json writes everything. Every cgroup and process it made is removed at the end, also on
 Ctrl-C, SIGTERM or an error. Root only; 127.0.0.1 only.
 """
@@ -603,14 +604,15 @@ def check_netdata_points(netdata, chart, seconds, quota):
     return len(rows), median
 
 
-def check_agent_busy(agent, slice_path, quota):
-    """The agent's CPU rate of the busy cgroup, from /metrics (cores), if it exports one."""
+def agent_busy_usage(agent, slice_path):
+    """(time, the busy cgroup's CPU usage counter in seconds) from the agent's /metrics."""
     _, _, _, text = Scraper(agent.port, agent.path).get(decompress=True)
     busy = f'cgroup="{slice_path}/busy.scope"'
     for line in text.splitlines():
-        if line.startswith("relay_metrics_cpu_consumption_cores") and busy in line:
-            return float(line.rsplit(" ", 1)[1])
-    return None
+        if line.startswith("relay_metrics_cgroup_cpu_usage_seconds_total{") and busy in line:
+            return time.monotonic(), float(line.rsplit(" ", 1)[1])
+    raise RuntimeError("the agent exports no relay_metrics_cgroup_cpu_usage_seconds_total "
+                       "for the busy cgroup")
 
 
 # ---- one window ----------------------------------------------------------------------------
@@ -704,6 +706,7 @@ def run_size(args, hierarchies, count, report):
         time.sleep(args.settle)
         measured = [m for m in [agent, netdata] if m]
         entry["rounds"] = []
+        busy_before = agent_busy_usage(agent, slice_path) if agent else None
         for round_index in range(args.rounds):
             before = os.getloadavg()
             results = measure_window(measured, args.window)
@@ -724,7 +727,13 @@ def run_size(args, hierarchies, count, report):
             log(f"netdata: {points} points 1 s apart for the busy cgroup over the windows, "
                 f"median {median:.1f} % of a core")
         if agent:
-            entry["agent_busy_cores"] = check_agent_busy(agent, slice_path, args.busy_quota)
+            at, usage = agent_busy_usage(agent, slice_path)
+            cores = (usage - busy_before[1]) / (at - busy_before[0])
+            entry["agent_busy_cores"] = cores
+            log(f"agent: the busy cgroup used {cores:.3f} cores over the windows")
+            if not args.busy_quota * 0.5 <= cores <= args.busy_quota * 1.5:
+                raise RuntimeError(f"the agent saw the busy cgroup at {cores:.3f} cores, "
+                                   f"its quota is {args.busy_quota}")
             entry["agent_errors"] = [line for line in tail(agent.stderr_path, 200).splitlines()
                                      if "ERROR" in line or "WARN" in line][:5]
     finally:
