@@ -11,7 +11,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use relay_metrics::config::ScopeSetting;
-use relay_metrics::report::ReportBuilder;
+use relay_metrics::report::{Report, ReportBuilder};
 use relay_metrics::summary::{Baseline, RunEnd};
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
@@ -23,6 +23,20 @@ struct Recorded {
     snapshots: Vec<Arc<ResourceMetricsSnapshot>>,
     started: Instant,
     wall_time: Option<Duration>,
+}
+
+impl Recorded {
+    /// The report of the recording so far: its wall time is the run's, or the time since the
+    /// start while it runs.
+    fn report(&self) -> Result<Report, String> {
+        let wall_time = self.wall_time.or(Some(self.started.elapsed()));
+        self.builder
+            .finish(RunEnd {
+                wall_time,
+                ..RunEnd::default()
+            })
+            .map_err(|error| error.to_string())
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -178,29 +192,17 @@ impl NativeRecorder {
 
     /// The run summary as JSON (the same code and fields as `run --summary-format json`).
     fn summary_json(&self) -> PyResult<String> {
-        let recorded = lock(&self.recorded);
-        let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
-        let report = recorded
-            .builder
-            .finish(RunEnd {
-                wall_time,
-                ..RunEnd::default()
-            })
-            .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        let report = lock(&self.recorded)
+            .report()
+            .map_err(PyRuntimeError::new_err)?;
         Ok(report.summary.to_json())
     }
 
     /// The summary as the aligned text table `run` prints.
     fn summary_text(&self) -> PyResult<String> {
-        let recorded = lock(&self.recorded);
-        let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
-        let report = recorded
-            .builder
-            .finish(RunEnd {
-                wall_time,
-                ..RunEnd::default()
-            })
-            .map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
+        let report = lock(&self.recorded)
+            .report()
+            .map_err(PyRuntimeError::new_err)?;
         Ok(report.summary.to_text())
     }
 
@@ -225,16 +227,7 @@ impl NativeRecorder {
         let recorded = Arc::clone(&self.recorded);
         let format = format.to_owned();
         py.detach(move || -> Result<(), String> {
-            let recorded = lock(&recorded);
-            let wall_time = recorded.wall_time.or(Some(recorded.started.elapsed()));
-            let report = recorded
-                .builder
-                .finish(RunEnd {
-                    wall_time,
-                    ..RunEnd::default()
-                })
-                .map_err(|error| error.to_string())?;
-            drop(recorded);
+            let report = lock(&recorded).report()?;
             let cannot = |error: std::io::Error| format!("cannot write {path}: {error}");
             match format.as_str() {
                 "html" => {

@@ -68,52 +68,43 @@ unit_family! {
     }
 }
 
-unit_family! {
-    /// Units for capacities (factor in bytes): decimal ×1000 and binary ×1024 multiples.
-    CapacityUnit {
-        /// B.
-        Bytes = 1,
-        /// kB.
-        Kilobytes = 1_000,
-        /// MB.
-        Megabytes = 1_000_000,
-        /// GB.
-        Gigabytes = 1_000_000_000,
-        /// TB.
-        Terabytes = 1_000_000_000_000,
-        /// KiB.
-        Kibibytes = 1 << 10,
-        /// MiB.
-        Mebibytes = 1 << 20,
-        /// GiB.
-        Gibibytes = 1 << 30,
-        /// TiB.
-        Tebibytes = 1 << 40,
-    }
+/// A family of byte-count units: the same names and factors (in bytes) for capacities and data.
+macro_rules! byte_family {
+    ($(#[$meta:meta])* $name:ident) => {
+        unit_family! {
+            $(#[$meta])*
+            $name {
+                /// B.
+                Bytes = 1,
+                /// kB.
+                Kilobytes = 1_000,
+                /// MB.
+                Megabytes = 1_000_000,
+                /// GB.
+                Gigabytes = 1_000_000_000,
+                /// TB.
+                Terabytes = 1_000_000_000_000,
+                /// KiB.
+                Kibibytes = 1 << 10,
+                /// MiB.
+                Mebibytes = 1 << 20,
+                /// GiB.
+                Gibibytes = 1 << 30,
+                /// TiB.
+                Tebibytes = 1 << 40,
+            }
+        }
+    };
 }
 
-unit_family! {
+byte_family! {
+    /// Units for capacities (factor in bytes): decimal ×1000 and binary ×1024 multiples.
+    CapacityUnit
+}
+
+byte_family! {
     /// Units for transferred data (disk and network); same names and factors as capacities.
-    DataUnit {
-        /// B.
-        Bytes = 1,
-        /// kB.
-        Kilobytes = 1_000,
-        /// MB.
-        Megabytes = 1_000_000,
-        /// GB.
-        Gigabytes = 1_000_000_000,
-        /// TB.
-        Terabytes = 1_000_000_000_000,
-        /// KiB.
-        Kibibytes = 1 << 10,
-        /// MiB.
-        Mebibytes = 1 << 20,
-        /// GiB.
-        Gibibytes = 1 << 30,
-        /// TiB.
-        Tebibytes = 1 << 40,
-    }
+    DataUnit
 }
 
 unit_family! {

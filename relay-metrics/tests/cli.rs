@@ -199,31 +199,12 @@ fn process_values_agree_with_the_kernel_files() {
             .parse::<f64>()
             .unwrap()
     };
-    assert_eq!(value(&snapshot["process"]["thread_count"]), field(20));
     // The exact resident size: statm and status agree; stat's rss field may lag behind.
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
     let statm_resident: f64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert_eq!(
-        value(&snapshot["memory"]["resident"]),
-        statm_resident * page_kib
-    );
-    assert_eq!(value(&snapshot["memory"]["resident"]), status_kib("VmRSS:"));
-    assert_eq!(
-        value(&snapshot["memory"]["virtual_memory"]),
-        status_kib("VmSize:")
-    );
-    assert_eq!(
-        value(&snapshot["memory"]["peak_resident"]),
-        status_kib("VmHWM:")
-    );
-    assert_eq!(value(&snapshot["cpu"]["user_time"]), field(14) * 10.0);
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .count() as f64;
-    assert_eq!(
-        value(&snapshot["process"]["open_file_descriptor_count"]),
-        fds
-    );
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
     let io_value = |key: &str| {
         io.lines().find(|l| l.starts_with(key)).unwrap()[key.len()..]
@@ -231,23 +212,32 @@ fn process_values_agree_with_the_kernel_files() {
             .parse::<f64>()
             .unwrap()
     };
-    assert_eq!(
-        value(&snapshot["disk"]["read_operations"]),
-        io_value("syscr:")
-    );
-    assert_eq!(
-        value(&snapshot["disk"]["write_data"]),
-        io_value("write_bytes:")
-    );
     let total = common::meminfo_total_kib();
-    assert_eq!(value(&snapshot["memory"]["system_total"]), total as f64);
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
     let private: f64 = smaps
         .lines()
         .filter(|l| l.starts_with("Private_"))
         .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
         .sum();
-    assert_eq!(value(&snapshot["memory"]["private"]), private);
+    for (category, name, expected) in [
+        ("process", "thread_count", field(20)),
+        ("memory", "resident", statm_resident * page_kib),
+        ("memory", "resident", status_kib("VmRSS:")),
+        ("memory", "virtual_memory", status_kib("VmSize:")),
+        ("memory", "peak_resident", status_kib("VmHWM:")),
+        ("cpu", "user_time", field(14) * 10.0),
+        ("process", "open_file_descriptor_count", fds),
+        ("disk", "read_operations", io_value("syscr:")),
+        ("disk", "write_data", io_value("write_bytes:")),
+        ("memory", "system_total", total as f64),
+        ("memory", "private", private),
+    ] {
+        assert_eq!(
+            value(&snapshot[category][name]),
+            expected,
+            "{category}.{name}"
+        );
+    }
 }
 
 #[test]
@@ -261,11 +251,7 @@ fn watch_streams_fixed_rate_ndjson() {
         "--count",
         "5",
     ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output);
     let lines = common::json_lines(&output.stdout);
     assert_eq!(lines.len(), 5);
     let mut previous_index = None;
@@ -341,11 +327,7 @@ fn run_counts_every_process_the_command_creates_as_root() {
         "-c",
         "for i in $(seq 100); do /bin/true; done",
     ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output);
     let last: Value = serde_json::from_slice(
         output
             .stdout
@@ -480,13 +462,9 @@ fn the_in_process_opt_out_loads_in_the_watch_process_as_root() {
     );
 }
 
-/// Without privileges the eBPF programs cannot load: the snapshot is produced all the same and
-/// says why the kernel event counters are off.
-#[test]
-#[ignore = "root: drops to an unprivileged user"]
-fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
-    assert_root("this test drops from root to nobody");
-    let output = Command::new("setpriv")
+/// Runs the binary with `args` as nobody, with no capabilities (`setpriv`).
+fn unprivileged(args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
         .args([
             "--reuid=65534",
             "--regid=65534",
@@ -494,9 +472,18 @@ fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
             "--inh-caps=-all",
         ])
         .arg(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args(["snapshot", "--scope", "global", "--interval-ms", "100"])
+        .args(args)
         .output()
-        .expect("setpriv runs");
+        .expect("setpriv runs")
+}
+
+/// Without privileges the eBPF programs cannot load: the snapshot is produced all the same and
+/// says why the kernel event counters are off.
+#[test]
+#[ignore = "root: drops to an unprivileged user"]
+fn an_unprivileged_user_still_gets_a_snapshot_with_the_reason_as_root() {
+    assert_root("this test drops from root to nobody");
+    let output = unprivileged(&["snapshot", "--scope", "global", "--interval-ms", "100"]);
     let snapshot = json_of(&output);
     let events = &snapshot["extensions"]["kernel_events"];
     assert_eq!(events["active"], false);
@@ -707,19 +694,6 @@ fn bench_compares_the_iterator_and_procfs_paths_as_root() {
 #[ignore = "root: drops to an unprivileged user"]
 fn an_unprivileged_user_gets_procfs_with_the_reason_as_root() {
     assert_root("this test drops from root to nobody");
-    let unprivileged = |args: &[&str]| {
-        Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-            ])
-            .arg(env!("CARGO_BIN_EXE_relay-metrics"))
-            .args(args)
-            .output()
-            .expect("setpriv runs")
-    };
     let snapshot = json_of(&unprivileged(&["snapshot", "--scope", "global"]));
     let collector = &snapshot["extensions"]["collector"];
     assert_eq!(collector["process_source"], "procfs", "{collector}");

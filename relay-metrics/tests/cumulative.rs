@@ -103,57 +103,11 @@ fn process_tree_totals_never_decrease_over_a_churn_and_keep_the_exited() {
     assert!(cpu > 50_000_000, "{cpu} ns for 2,000 processes");
 }
 
-/// A v1 (or v2) cgroup of the test's own in the cpuacct and memory hierarchies.
-struct TestCgroup {
-    dirs: Vec<std::path::PathBuf>,
-    path: String,
-}
-
-impl TestCgroup {
-    fn new() -> Self {
-        let path = format!("/relay-metrics-test-cumulative-{}", std::process::id());
-        let mut dirs = Vec::new();
-        for hierarchy in ["cpuacct", "memory", "blkio"] {
-            let root = std::path::Path::new("/sys/fs/cgroup").join(hierarchy);
-            if root.join("cgroup.procs").exists() {
-                let dir = root.join(&path[1..]);
-                std::fs::create_dir(&dir).unwrap();
-                dirs.push(dir);
-            }
-        }
-        if dirs.is_empty() {
-            let dir = std::path::Path::new("/sys/fs/cgroup").join(&path[1..]);
-            std::fs::create_dir(&dir).unwrap();
-            dirs.push(dir);
-        }
-        Self { dirs, path }
-    }
-
-    fn enter(&self, pid: u32) {
-        for dir in &self.dirs {
-            std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
-        }
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        for dir in &self.dirs {
-            for _ in 0..100 {
-                if std::fs::remove_dir(dir).is_ok() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-    }
-}
-
 #[test]
 #[ignore = "root: creates a cgroup"]
 fn cgroup_totals_never_decrease_over_a_churn() {
     common::assert_root("it creates a cgroup");
-    let cgroup = TestCgroup::new();
+    let cgroup = common::TestCgroup::new("cumulative", &["cpuacct", "memory", "blkio"]);
     let child = churn();
     cgroup.enter(child.id());
     let mut config = config(ScopeSetting::Cgroup);

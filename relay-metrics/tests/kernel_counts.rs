@@ -1,14 +1,7 @@
 //! Kernel event counts through the binary, as root: exact process-creation counts in `run`,
 //! and no false tracking error when tracked processes exit.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers fail loudly when the binary or its output is broken"
-)]
-
 mod common;
-
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -18,19 +11,9 @@ fn assert_root() {
 
 /// Runs `relay-metrics run` (with `options`) on `script` and returns its NDJSON lines.
 fn run_with(options: &[&str], interval_ms: &str, script: &str) -> Vec<Value> {
-    let output = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args(["run", "--interval-ms", interval_ms])
-        .args(options)
-        .args(["--", "sh", "-c", script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    common::json_lines(&output.stdout)
+    let mut args = vec!["--interval-ms", interval_ms];
+    args.extend_from_slice(options);
+    common::run_script(&args, script)
 }
 
 fn run(interval_ms: &str, script: &str) -> Vec<Value> {

@@ -10,7 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::relay_metrics;
 
@@ -44,17 +44,24 @@ fn run_stream(dir: &Path) -> PathBuf {
     stream
 }
 
+/// `relay-metrics report STREAM -o OUT EXTRA…`.
+fn report(stream: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "report",
+        stream.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    relay_metrics(&args)
+}
+
 #[test]
 fn report_writes_a_self_contained_page_and_the_charts_alone() {
     let dir = tempfile::tempdir().unwrap();
     let stream = run_stream(dir.path());
     let html = dir.path().join("report.html");
-    let output = relay_metrics(&[
-        "report",
-        stream.to_str().unwrap(),
-        "-o",
-        html.to_str().unwrap(),
-    ]);
+    let output = report(&stream, &html, &[]);
     assert!(output.status.success(), "report failed: {output:?}");
     let page = std::fs::read_to_string(&html).unwrap();
     for text in TITLES.iter().chain(&AXES) {
@@ -71,26 +78,14 @@ fn report_writes_a_self_contained_page_and_the_charts_alone() {
     assert_eq!(page.matches("<svg").count(), TITLES.len());
 
     let svg = dir.path().join("charts.svg");
-    let output = relay_metrics(&[
-        "report",
-        stream.to_str().unwrap(),
-        "-o",
-        svg.to_str().unwrap(),
-    ]);
+    let output = report(&stream, &svg, &[]);
     assert!(output.status.success(), "svg failed: {output:?}");
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("Resident memory"));
     assert!(!svg.contains("wall time"), "the SVG holds the charts alone");
 
     let png = dir.path().join("charts.out");
-    let output = relay_metrics(&[
-        "report",
-        stream.to_str().unwrap(),
-        "-o",
-        png.to_str().unwrap(),
-        "--format",
-        "png",
-    ]);
+    let output = report(&stream, &png, &["--format", "png"]);
     assert!(output.status.success(), "png failed: {output:?}");
     let (width, height, variance) = png_variance(&png);
     assert_eq!(width, 1000);
@@ -108,7 +103,7 @@ fn report_names_the_bad_line_and_refuses_an_empty_input() {
     let bad = dir.path().join("bad.ndjson");
     std::fs::write(&bad, &text).unwrap();
     let out = dir.path().join("r.html");
-    let output = relay_metrics(&["report", bad.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let output = report(&bad, &out, &[]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -122,12 +117,7 @@ fn report_names_the_bad_line_and_refuses_an_empty_input() {
 
     let empty = dir.path().join("empty.ndjson");
     std::fs::write(&empty, "\n\n").unwrap();
-    let output = relay_metrics(&[
-        "report",
-        empty.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let output = report(&empty, &out, &[]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no snapshot in the input"));
 }
@@ -152,7 +142,7 @@ fn png_variance(path: &Path) -> (u32, u32, f64) {
 }
 
 /// Headless Chromium with everything that would reach the network off, and a profile of its own.
-fn chromium(profile: &Path, args: &[&str]) -> std::process::Output {
+fn chromium(profile: &Path, args: &[&str]) -> Output {
     Command::new("chromium")
         .args([
             "--headless",
@@ -176,12 +166,7 @@ fn chromium_renders_the_report_with_its_charts() {
     let dir = tempfile::tempdir().unwrap();
     let stream = run_stream(dir.path());
     let html = dir.path().join("report.html");
-    let output = relay_metrics(&[
-        "report",
-        stream.to_str().unwrap(),
-        "-o",
-        html.to_str().unwrap(),
-    ]);
+    let output = report(&stream, &html, &[]);
     assert!(output.status.success(), "report failed: {output:?}");
     let url = format!("file://{}", html.display());
 

@@ -103,11 +103,7 @@ impl Workdir {
             .arg(&report)
             .output()
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        common::assert_success(&output);
         let text = String::from_utf8_lossy(&output.stderr);
         let field = |name: &str| -> f64 {
             text.lines()
@@ -145,11 +141,7 @@ impl Workdir {
             .arg(&report)
             .output()
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        common::assert_success(&output);
         let summary: Value = serde_json::from_slice(&output.stderr)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
         let lines = common::json_lines(&std::fs::read(&stream).unwrap());
@@ -321,28 +313,10 @@ fn run_removes_its_cgroup_after_sigkill() {
 
 #[test]
 fn no_cgroup_measures_the_process_tree_and_says_why() {
-    let output = Command::new(env!("CARGO_BIN_EXE_relay-metrics"))
-        .args([
-            "run",
-            "--no-cgroup",
-            "--interval-ms",
-            "20",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(
-            "for i in 1 2 3 4 5; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done",
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let lines = common::run_script(
+        &["--no-cgroup", "--interval-ms", "20"],
+        "for i in 1 2 3 4 5; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done",
     );
-    let lines = common::json_lines(&output.stdout);
     let mut previous = 0.0;
     for line in &lines {
         let cumulative = &line["extensions"]["cumulative"];

@@ -19,7 +19,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_address, start_agent, venv_python, wait_ready, Reaped};
+use common::{free_address, start_agent, venv_python, wait_ready, Prometheus, Reaped};
 use serde_json::Value;
 
 /// One HTTP GET; returns the status code and the body.
@@ -86,52 +86,11 @@ fn a_prometheus_server_scrapes_the_agent() {
     let agent = start_agent(&["--scope", "global"]);
     let address = agent.address.clone();
     wait_ready(&address);
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: relay\n    static_configs:\n      - targets: ['{address}']\n"
-        ),
-    )
-    .unwrap();
-    let web = free_address();
-    let _prometheus = Reaped(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (Debian package prometheus, installed by scripts/install-deps.sh)"),
-    );
-    let query = "/api/v1/query?query=relay_metrics_memory_system_total_bytes";
+    let prometheus = Prometheus::start(&[&address]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let value = loop {
-        if let Ok(mut stream) = TcpStream::connect(&web) {
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            let _ = write!(
-                stream,
-                "GET {query} HTTP/1.1\r\nHost: {web}\r\nConnection: close\r\n\r\n"
-            );
-            let mut response = String::new();
-            let _ = stream.read_to_string(&mut response);
-            if let Some((_, body)) = response.split_once("\r\n\r\n") {
-                // The body may be chunked; the JSON object is between the outer braces.
-                if let (Some(start), Some(end)) = (body.find('{'), body.rfind('}')) {
-                    let answer: Value =
-                        serde_json::from_str(&body[start..=end]).unwrap_or(Value::Null);
-                    if let Some(value) = answer["data"]["result"][0]["value"][1].as_str() {
-                        break value.parse::<f64>().unwrap();
-                    }
-                }
-            }
+        if let Some(value) = prometheus.first_value("relay_metrics_memory_system_total_bytes") {
+            break value;
         }
         assert!(
             Instant::now() < deadline,

@@ -34,18 +34,20 @@ fn advance(proc: &Path) {
     );
     for fd in [3, 4] {
         let path = proc.join(format!("302/fdinfo/{fd}"));
-        edit(&path, "drm-cycles-rcs:\t1000\n", "drm-cycles-rcs:\t2000\n");
-        edit(
-            &path,
-            "drm-total-cycles-rcs:\t40000",
-            "drm-total-cycles-rcs:\t44000",
-        );
-        edit(&path, "drm-cycles-vcs:\t0\n", "drm-cycles-vcs:\t1000\n");
-        edit(
-            &path,
-            "drm-total-cycles-vcs:\t40000",
-            "drm-total-cycles-vcs:\t44000",
-        );
+        for (from, to) in [
+            ("drm-cycles-rcs:\t1000\n", "drm-cycles-rcs:\t2000\n"),
+            (
+                "drm-total-cycles-rcs:\t40000",
+                "drm-total-cycles-rcs:\t44000",
+            ),
+            ("drm-cycles-vcs:\t0\n", "drm-cycles-vcs:\t1000\n"),
+            (
+                "drm-total-cycles-vcs:\t40000",
+                "drm-total-cycles-vcs:\t44000",
+            ),
+        ] {
+            edit(&path, from, to);
+        }
     }
 }
 

@@ -70,31 +70,31 @@ pub(crate) fn rates_between_two_collections() {
     is_null(&first_global, "/cpu/consumption_rate");
 
     let proc = base.join("proc");
-    // 101: utime 200 → 210 ticks (+0.1 s CPU); schedstat +100 ms run time.
-    edit(&proc.join("101/stat"), " 200 50 0 0 ", " 210 50 0 0 ");
-    // 102: read_bytes +1 MiB.
-    edit(
-        &proc.join("102/io"),
-        "read_bytes: 4194304",
-        "read_bytes: 5242880",
-    );
-    // eth0: rx +100000 B, tx +50000 B; lo unchanged.
-    edit(
-        &proc.join("net/dev"),
-        "eth0: 1000000    1000    2    0    0     0          0         0   500000     500",
-        "eth0: 1100000    1100    2    0    0     0          0         0   550000     550",
-    );
-    // cpu0: busy +50 of +100 ticks; cpu1: busy +20 of +100 → 0.5 + 0.2 = 0.7 exactly.
-    edit(
-        &proc.join("stat"),
-        "cpu0 4000 100 1000 10000 100 0 50 0 0 0",
-        "cpu0 4050 100 1000 10050 100 0 50 0 0 0",
-    );
-    edit(
-        &proc.join("stat"),
-        "cpu1 3000 0 500 12000 0 0 0 0 0 0",
-        "cpu1 3020 0 500 12080 0 0 0 0 0 0",
-    );
+    for (file, from, to) in [
+        // 101: utime 200 → 210 ticks (+0.1 s CPU); schedstat +100 ms run time.
+        ("101/stat", " 200 50 0 0 ", " 210 50 0 0 "),
+        // 102: read_bytes +1 MiB.
+        ("102/io", "read_bytes: 4194304", "read_bytes: 5242880"),
+        // eth0: rx +100000 B, tx +50000 B; lo unchanged.
+        (
+            "net/dev",
+            "eth0: 1000000    1000    2    0    0     0          0         0   500000     500",
+            "eth0: 1100000    1100    2    0    0     0          0         0   550000     550",
+        ),
+        // cpu0: busy +50 of +100 ticks; cpu1: busy +20 of +100 → 0.5 + 0.2 = 0.7 exactly.
+        (
+            "stat",
+            "cpu0 4000 100 1000 10000 100 0 50 0 0 0",
+            "cpu0 4050 100 1000 10050 100 0 50 0 0 0",
+        ),
+        (
+            "stat",
+            "cpu1 3000 0 500 12000 0 0 0 0 0 0",
+            "cpu1 3020 0 500 12080 0 0 0 0 0 0",
+        ),
+    ] {
+        edit(&proc.join(file), from, to);
+    }
     std::thread::sleep(Duration::from_millis(200));
 
     let before2 = Instant::now();

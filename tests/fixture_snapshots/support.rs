@@ -78,6 +78,18 @@ pub(crate) fn config(patch: Value) -> Value {
 }
 
 pub(crate) fn case(name: &'static str) -> Case {
+    // The GPU cases: the global scope with every other category off.
+    let gpu_only = || {
+        config(json!({
+            "measurement_scope": "global",
+            "cpu": {"enabled": false},
+            "memory": {"enabled": false},
+            "process": {"enabled": false},
+            "disk": {"enabled": false},
+            "network": {"enabled": false},
+            "gpu": {"enabled": true},
+        }))
+    };
     let (fixture, config, collections) = match name {
         "cgroup_v2_relay_test" => (
             "cgroup-v2",
@@ -164,32 +176,8 @@ pub(crate) fn case(name: &'static str) -> Case {
             // consumption units show.
             2,
         ),
-        "gpu_missing_nvml" => (
-            "global-small",
-            config(json!({
-                "measurement_scope": "global",
-                "cpu": {"enabled": false},
-                "memory": {"enabled": false},
-                "process": {"enabled": false},
-                "disk": {"enabled": false},
-                "network": {"enabled": false},
-                "gpu": {"enabled": true},
-            })),
-            1,
-        ),
-        "gpu_drm_clients" => (
-            "drm-clients",
-            config(json!({
-                "measurement_scope": "global",
-                "cpu": {"enabled": false},
-                "memory": {"enabled": false},
-                "process": {"enabled": false},
-                "disk": {"enabled": false},
-                "network": {"enabled": false},
-                "gpu": {"enabled": true},
-            })),
-            1,
-        ),
+        "gpu_missing_nvml" => ("global-small", gpu_only(), 1),
+        "gpu_drm_clients" => ("drm-clients", gpu_only(), 1),
         other => panic!("unknown case {other}"),
     };
     Case {

@@ -4,12 +4,16 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 use super::{Marker, Report, ReportError, Series};
 use crate::summary::RunSummary;
+
+/// A chart of seconds since the start against a value.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// What `--format` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +120,19 @@ fn draw_error(error: impl std::fmt::Display) -> ReportError {
     ReportError::Draw(error.to_string())
 }
 
+/// The chart's legend, in its upper right corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result<(), ReportError> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(draw_error)?;
+    Ok(())
+}
+
 impl Report {
     /// The charts that have data (GPU charts only where a GPU was seen), then the events.
     fn charts(&self) -> Vec<&'static ChartSpec> {
@@ -210,28 +227,13 @@ impl Report {
                 });
         }
         self.draw_marker_lines(&mut chart, y_max)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(draw_error)?;
-        Ok(())
+        draw_legend(&mut chart)
     }
 
     /// OOM kills as thin vertical lines across a chart.
     fn draw_marker_lines<DB: DrawingBackend>(
         &self,
-        chart: &mut ChartContext<
-            '_,
-            DB,
-            Cartesian2d<
-                plotters::coord::types::RangedCoordf64,
-                plotters::coord::types::RangedCoordf64,
-            >,
-        >,
+        chart: &mut Chart<'_, DB>,
         y_max: f64,
     ) -> Result<(), ReportError> {
         let color = MARKERS[1].2;
@@ -297,15 +299,7 @@ impl Report {
                 .label(format!("{name} ({count} columns)"))
                 .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 5, color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK.mix(0.3))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(draw_error)?;
-        Ok(())
+        draw_legend(&mut chart)
     }
 
     /// Every chart stacked on one drawing area.

@@ -109,6 +109,22 @@ impl Drop for RemountSecurityfs {
     }
 }
 
+/// A snapshot complete but for kernel events, whose reasons for procfs and for the kernel
+/// events being off pass the two checks.
+fn assert_falls_back(
+    process_source_reason: impl FnOnce(&str) -> bool,
+    kernel_events_reason: impl FnOnce(&str) -> bool,
+) {
+    let snapshot = take_snapshot();
+    let text = serde_json::to_string_pretty(&*snapshot).unwrap_or_default();
+    assert_complete_but_kernel_events(&snapshot, &text);
+    let extensions = &snapshot.extensions;
+    let reason = extensions.collector.process_source_reason.as_deref();
+    assert!(reason.is_some_and(process_source_reason), "{text}");
+    let reason = extensions.kernel_events.reason.as_deref();
+    assert!(reason.is_some_and(kernel_events_reason), "{text}");
+}
+
 #[test]
 #[ignore = "vm: needs a kernel booted with lockdown=confidentiality: cargo xtask vm-test --lockdown runs it"]
 fn a_snapshot_under_lockdown_falls_back_with_its_reasons_and_is_complete_in_vm() {
@@ -118,48 +134,26 @@ fn a_snapshot_under_lockdown_falls_back_with_its_reasons_and_is_complete_in_vm()
         lockdown.contains("[confidentiality]"),
         "not booted with lockdown=confidentiality: {lockdown:?}"
     );
-    let snapshot = take_snapshot();
-    let text = serde_json::to_string_pretty(&*snapshot).unwrap_or_default();
-    assert_complete_but_kernel_events(&snapshot, &text);
-    let reason = snapshot
-        .extensions
-        .collector
-        .process_source_reason
-        .as_deref();
-    assert!(
-        reason.is_some_and(|reason| reason.contains("lockdown is 'confidentiality'")),
-        "{text}"
-    );
-    assert_eq!(
-        snapshot.extensions.kernel_events.reason.as_deref(),
-        Some(
-            "tracing is disabled by the kernel (kernel lockdown is 'confidentiality'): the \
-             tracepoints' ids and record formats are tracefs files, so no program can be attached"
-        ),
-        "{text}"
+    assert_falls_back(
+        |reason| reason.contains("lockdown is 'confidentiality'"),
+        |reason| {
+            reason
+                == "tracing is disabled by the kernel (kernel lockdown is 'confidentiality'): the \
+                    tracepoints' ids and record formats are tracefs files, so no program can be \
+                    attached"
+        },
     );
 
     // Without securityfs the mode is unknown: what the kernel refuses gives the reasons.
     umount(SECURITYFS).expect("unmounting securityfs");
     let _remount = RemountSecurityfs;
-    let snapshot = take_snapshot();
-    let text = serde_json::to_string_pretty(&*snapshot).unwrap_or_default();
-    assert_complete_but_kernel_events(&snapshot, &text);
-    let reason = snapshot
-        .extensions
-        .collector
-        .process_source_reason
-        .as_deref();
-    assert!(
-        reason.is_some_and(|reason| reason.starts_with("loading the task iterator")),
-        "{text}"
-    );
-    let reason = snapshot.extensions.kernel_events.reason.as_deref();
-    assert!(
-        reason.is_some_and(|reason| reason.starts_with(
-            "tracing is disabled by the kernel (tracefs is mounted at /sys/kernel/tracing but \
-             has no events"
-        )),
-        "{text}"
+    assert_falls_back(
+        |reason| reason.starts_with("loading the task iterator"),
+        |reason| {
+            reason.starts_with(
+                "tracing is disabled by the kernel (tracefs is mounted at /sys/kernel/tracing \
+                 but has no events",
+            )
+        },
     );
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's tests: run `relay-metrics`, reap children, read this
 //! machine's facts, find the test virtualenv, start an agent and talk HTTP/1.1 to it
-//! ([`agent`]), receive its OTLP exports ([`otlp`]).
+//! ([`agent`]), receive its OTLP exports ([`otlp`]), scrape it with Prometheus
+//! ([`prometheus`]), make a cgroup of the test's own ([`cgroup`]).
 
 #![allow(
     dead_code,
@@ -9,7 +10,9 @@
 )]
 
 mod agent;
+mod cgroup;
 mod otlp;
+mod prometheus;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -17,7 +20,9 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 
 pub use agent::*;
+pub use cgroup::TestCgroup;
 pub use otlp::OtlpReceiver;
+pub use prometheus::Prometheus;
 
 /// Kills and reaps a child when dropped, also when an assertion fails.
 pub struct Reaped(pub Child);
@@ -43,14 +48,29 @@ pub fn relay_metrics(args: &[&str]) -> Output {
         .unwrap_or_else(|error| panic!("the binary runs: {error}"))
 }
 
-/// The JSON document a successful run printed.
-pub fn json_of(output: &Output) -> Value {
+/// Asserts that the command succeeded, showing its exit status and stderr if not.
+pub fn assert_success(output: &Output) {
     assert!(
         output.status.success(),
         "exit {:?}, stderr: {}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The NDJSON lines of a successful `relay-metrics run OPTIONS -- sh -c SCRIPT` (stdin closed).
+pub fn run_script(options: &[&str], script: &str) -> Vec<Value> {
+    let mut args = vec!["run"];
+    args.extend_from_slice(options);
+    args.extend(["--", "sh", "-c", script]);
+    let output = relay_metrics(&args);
+    assert_success(&output);
+    json_lines(&output.stdout)
+}
+
+/// The JSON document a successful run printed.
+pub fn json_of(output: &Output) -> Value {
+    assert_success(output);
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|error| panic!("stdout is one JSON document: {error}"))
 }

@@ -34,24 +34,42 @@ fn at(origin: Instant, seconds: u64) -> (Instant, u64) {
     )
 }
 
+/// One origin's baselines, fed passes at `TICKS` ticks per second.
+struct Passes {
+    origin: Instant,
+    baselines: Baselines,
+}
+
+impl Passes {
+    fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+            baselines: Baselines::default(),
+        }
+    }
+
+    /// A complete pass `seconds` after the origin.
+    fn rates(
+        &mut self,
+        seconds: u64,
+        processes: &[ProcessCounters],
+        coverage: Coverage,
+    ) -> ProcessRates {
+        let clock = at(self.origin, seconds);
+        self.baselines
+            .process_rates(processes, clock, TICKS, coverage, true)
+    }
+}
+
 #[test]
 fn first_sample_has_no_rates_then_deltas_give_them() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
-    let first = baselines.process_rates(
-        &[process(1, 10, 100, Some((1000, 0)))],
-        at(origin, 0),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let mut passes = Passes::new();
+    let first = passes.rates(0, &[process(1, 10, 100, Some((1000, 0)))], Coverage::Strict);
     assert_eq!(first, ProcessRates::default());
-    let second = baselines.process_rates(
+    let second = passes.rates(
+        2,
         &[process(1, 10, 300, Some((1100, 50)))],
-        at(origin, 2),
-        TICKS,
         Coverage::Strict,
-        true,
     );
     assert_eq!(second.cpu_logical_processors, Some(1.0));
     assert_eq!(second.read_bytes_per_second, Some(50.0));
@@ -61,85 +79,51 @@ fn first_sample_has_no_rates_then_deltas_give_them() {
 
 #[test]
 fn an_exited_child_disappears_and_a_new_child_counts_from_zero() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
+    let mut passes = Passes::new();
     let before = [
         process(1, 10, 100, Some((0, 0))),
         process(2, 20, 50, Some((0, 0))),
     ];
-    baselines.process_rates(&before, at(origin, 0), TICKS, Coverage::Strict, true);
+    passes.rates(0, &before, Coverage::Strict);
     // Child 2 exited; child 3 was born during the interval (boot second 1000.5 > 1000).
     let mut born = process(3, 0, 30, Some((150, 0)));
     born.start_time_ticks = 1000 * TICKS + 50;
     let after = [process(1, 10, 130, Some((0, 0))), born];
-    let rates = baselines.process_rates(&after, at(origin, 1), TICKS, Coverage::Strict, true);
+    let rates = passes.rates(1, &after, Coverage::Strict);
     assert_eq!(rates.cpu_logical_processors, Some(0.6));
     assert_eq!(rates.read_bytes_per_second, Some(150.0));
 }
 
 #[test]
 fn a_long_running_process_joining_the_scope_is_not_a_spike() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
-    baselines.process_rates(
-        &[process(1, 10, 100, None)],
-        at(origin, 0),
-        TICKS,
-        Coverage::Partial,
-        true,
-    );
+    let mut passes = Passes::new();
+    passes.rates(0, &[process(1, 10, 100, None)], Coverage::Partial);
     // Process 7 started at boot second 5, long before the previous sample, with 10 000 s of CPU.
     let joined = process(7, 5, 1_000_000, None);
-    let rates = baselines.process_rates(
-        &[process(1, 10, 150, None), joined],
-        at(origin, 1),
-        TICKS,
-        Coverage::Partial,
-        true,
-    );
+    let rates = passes.rates(1, &[process(1, 10, 150, None), joined], Coverage::Partial);
     assert_eq!(rates.cpu_logical_processors, Some(0.5));
 }
 
 #[test]
 fn a_decreasing_counter_gives_no_rate_but_a_new_baseline() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
-    baselines.process_rates(
-        &[process(1, 10, 500, Some((900, 0)))],
-        at(origin, 0),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
-    let reset = baselines.process_rates(
-        &[process(1, 10, 400, Some((100, 0)))],
-        at(origin, 1),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let mut passes = Passes::new();
+    passes.rates(0, &[process(1, 10, 500, Some((900, 0)))], Coverage::Strict);
+    let reset = passes.rates(1, &[process(1, 10, 400, Some((100, 0)))], Coverage::Strict);
     assert_eq!(reset.cpu_logical_processors, None);
     assert_eq!(reset.read_bytes_per_second, None);
-    let next = baselines.process_rates(
-        &[process(1, 10, 450, Some((200, 0)))],
-        at(origin, 2),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let next = passes.rates(2, &[process(1, 10, 450, Some((200, 0)))], Coverage::Strict);
     assert_eq!(next.cpu_logical_processors, Some(0.5));
     assert_eq!(next.read_bytes_per_second, Some(100.0));
 }
 
 #[test]
 fn missing_io_pairs_are_skipped_in_partial_scopes_and_fatal_in_strict_ones() {
-    let origin = Instant::now();
     let run = |coverage| {
-        let mut baselines = Baselines::default();
+        let mut passes = Passes::new();
         let before = [process(1, 10, 0, Some((0, 0))), process(2, 10, 0, None)];
-        baselines.process_rates(&before, at(origin, 0), TICKS, coverage, true);
+        passes.rates(0, &before, coverage);
         let after = [process(1, 10, 0, Some((100, 0))), process(2, 10, 0, None)];
-        baselines.process_rates(&after, at(origin, 1), TICKS, coverage, true)
+        passes.rates(1, &after, coverage)
     };
     let partial = run(Coverage::Partial);
     assert_eq!(
@@ -152,52 +136,23 @@ fn missing_io_pairs_are_skipped_in_partial_scopes_and_fatal_in_strict_ones() {
 
 #[test]
 fn out_of_order_samples_do_not_rewind_the_baseline() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
-    baselines.process_rates(
-        &[process(1, 10, 100, None)],
-        at(origin, 5),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
-    let stale = baselines.process_rates(
-        &[process(1, 10, 50, None)],
-        at(origin, 4),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let mut passes = Passes::new();
+    passes.rates(5, &[process(1, 10, 100, None)], Coverage::Strict);
+    let stale = passes.rates(4, &[process(1, 10, 50, None)], Coverage::Strict);
     assert_eq!(stale, ProcessRates::default());
-    let next = baselines.process_rates(
-        &[process(1, 10, 200, None)],
-        at(origin, 6),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let next = passes.rates(6, &[process(1, 10, 200, None)], Coverage::Strict);
     assert_eq!(next.cpu_logical_processors, Some(1.0));
 }
 
 #[test]
 fn an_incomplete_pass_clears_the_baseline() {
-    let origin = Instant::now();
-    let mut baselines = Baselines::default();
-    baselines.process_rates(
-        &[process(1, 10, 100, None)],
-        at(origin, 0),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
-    baselines.process_rates(&[], at(origin, 1), TICKS, Coverage::Strict, false);
-    let after = baselines.process_rates(
-        &[process(1, 10, 200, None)],
-        at(origin, 2),
-        TICKS,
-        Coverage::Strict,
-        true,
-    );
+    let mut passes = Passes::new();
+    passes.rates(0, &[process(1, 10, 100, None)], Coverage::Strict);
+    let clock = at(passes.origin, 1);
+    passes
+        .baselines
+        .process_rates(&[], clock, TICKS, Coverage::Strict, false);
+    let after = passes.rates(2, &[process(1, 10, 200, None)], Coverage::Strict);
     assert_eq!(after.cpu_logical_processors, None);
 }
 

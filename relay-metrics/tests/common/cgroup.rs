@@ -1,0 +1,56 @@
+//! A cgroup of the test's own, removed at the end.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A cgroup of the test's own on a v2 host, or in each of the given v1 hierarchies that this
+/// host mounts; removed when dropped.
+pub struct TestCgroup {
+    dirs: Vec<PathBuf>,
+    /// Its path, as `--cgroup` and `cgroup_path` take it (`/relay-metrics-test-NAME-PID`).
+    pub path: String,
+}
+
+impl TestCgroup {
+    /// Creates `/relay-metrics-test-{name}-{pid}` (in `v1_hierarchies` on a v1 host).
+    pub fn new(name: &str, v1_hierarchies: &[&str]) -> Self {
+        let path = format!("/relay-metrics-test-{name}-{}", std::process::id());
+        let root = Path::new("/sys/fs/cgroup");
+        let mut dirs = Vec::new();
+        if root.join("cgroup.controllers").exists() {
+            dirs.push(root.join(&path[1..]));
+        } else {
+            for hierarchy in v1_hierarchies {
+                if root.join(hierarchy).join("cgroup.procs").exists() {
+                    dirs.push(root.join(hierarchy).join(&path[1..]));
+                }
+            }
+        }
+        for dir in &dirs {
+            std::fs::create_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        }
+        Self { dirs, path }
+    }
+
+    /// Moves `pid` into the cgroup (in every hierarchy).
+    pub fn enter(&self, pid: u32) {
+        for dir in &self.dirs {
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", dir.display()));
+        }
+    }
+}
+
+impl Drop for TestCgroup {
+    /// Removes the cgroup, waiting up to 5 s per directory for its last member's exit.
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for _ in 0..250 {
+                if std::fs::remove_dir(dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
