@@ -13,61 +13,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{start_agent, venv_python, wait_ready, Reaped};
-
-/// Receives `count` HTTP requests on `listener` (within 30 s), answering 200 to each; returns
-/// the last body.
-fn last_of_requests(listener: TcpListener, count: usize) -> Vec<u8> {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut body = Vec::new();
-        for _ in 0..count {
-            let (mut stream, _) = listener.accept().unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            let mut request = Vec::new();
-            let mut chunk = [0u8; 8192];
-            let head_end = loop {
-                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break at + 4;
-                }
-                let read = stream.read(&mut chunk).unwrap();
-                assert!(read > 0, "the request ended inside its head");
-                request.extend_from_slice(&chunk[..read]);
-            };
-            let head = String::from_utf8(request[..head_end].to_vec()).unwrap();
-            let length: usize = head
-                .lines()
-                .find_map(|line| {
-                    let (name, value) = line.split_once(": ")?;
-                    name.eq_ignore_ascii_case("content-length").then_some(value)
-                })
-                .unwrap()
-                .parse()
-                .unwrap();
-            while request.len() < head_end + length {
-                let read = stream.read(&mut chunk).unwrap();
-                assert!(read > 0, "the request ended inside its body");
-                request.extend_from_slice(&chunk[..read]);
-            }
-            stream
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                .unwrap();
-            body = request[head_end..].to_vec();
-        }
-        let _ = sender.send(body);
-    });
-    receiver
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("the agent did not export {count} times within 30 s"))
-}
 
 /// The second OTLP/JSON export of an agent started with `scope_args` and `--metric-names otel`
 /// (the second: rates need a previous snapshot), and its `/metrics`.
@@ -84,7 +35,9 @@ fn export(scope_args: &[&str]) -> (Vec<u8>, String) {
         "http/json",
     ]);
     let agent = start_agent(&args);
-    let body = last_of_requests(listener, 2);
+    let (_, body) = common::receive_requests(listener, 2, Duration::from_secs(30))
+        .pop()
+        .unwrap();
     wait_ready(&agent.address);
     let metrics = common::get(&agent.address, "/metrics").text();
     (body, metrics)

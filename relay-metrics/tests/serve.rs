@@ -14,12 +14,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_address, start_agent, venv_python, wait_ready, Prometheus, Reaped};
+use common::{
+    free_address, receive_requests, start_agent, venv_python, wait_ready, Prometheus, Reaped,
+};
 use serde_json::Value;
 
 /// One HTTP GET; returns the status code and the body.
@@ -101,49 +103,6 @@ fn a_prometheus_server_scrapes_the_agent() {
     assert_eq!(value, meminfo_total_bytes());
 }
 
-/// Receives one HTTP request on `listener` (within 20 s), answers 200; returns head and body.
-fn receive_one_request(listener: std::net::TcpListener) -> (String, Vec<u8>) {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut request = Vec::new();
-        let mut chunk = [0u8; 8192];
-        let head_end = loop {
-            if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let read = stream.read(&mut chunk).unwrap();
-            assert!(read > 0, "the request ended inside its head");
-            request.extend_from_slice(&chunk[..read]);
-        };
-        let head = String::from_utf8(request[..head_end].to_vec()).unwrap();
-        let length: usize = head
-            .lines()
-            .find_map(|line| {
-                let (name, value) = line.split_once(": ")?;
-                name.eq_ignore_ascii_case("content-length").then_some(value)
-            })
-            .expect("a Content-Length header")
-            .parse()
-            .unwrap();
-        while request.len() < head_end + length {
-            let read = stream.read(&mut chunk).unwrap();
-            assert!(read > 0, "the request ended inside its body");
-            request.extend_from_slice(&chunk[..read]);
-        }
-        stream
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let _ = sender.send((head, request[head_end..].to_vec()));
-    });
-    receiver
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the agent exported within 20 s")
-}
-
 /// Parses an OTLP/HTTP JSON body with opentelemetry-proto's bindings (unknown or mistyped
 /// fields are errors); returns the metric names.
 fn parse_with_opentelemetry_proto(body: &[u8]) -> Vec<String> {
@@ -190,7 +149,9 @@ fn exports_snapshots_as_otlp_that_opentelemetry_proto_accepts() {
         "--otlp-protocol",
         "http/json",
     ]);
-    let (head, body) = receive_one_request(listener);
+    let (head, body) = receive_requests(listener, 1, Duration::from_secs(20))
+        .pop()
+        .unwrap();
     assert!(head.starts_with("POST /v1/metrics HTTP/1.1\r\n"), "{head}");
     assert!(
         head.to_ascii_lowercase()

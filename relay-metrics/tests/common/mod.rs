@@ -21,7 +21,7 @@ use serde_json::Value;
 
 pub use agent::*;
 pub use cgroup::TestCgroup;
-pub use otlp::OtlpReceiver;
+pub use otlp::{receive_requests, OtlpReceiver};
 pub use prometheus::Prometheus;
 
 /// Kills and reaps a child when dropped, also when an assertion fails.

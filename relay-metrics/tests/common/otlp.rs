@@ -1,6 +1,8 @@
-//! A running `otlp_receiver.py`: an OTLP receiver whose decoding is PyPI opentelemetry-proto's.
+//! A running `otlp_receiver.py`: an OTLP receiver whose decoding is PyPI opentelemetry-proto's;
+//! and [`receive_requests`], the raw requests an agent exports over HTTP.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -71,4 +73,68 @@ impl OtlpReceiver {
             Err(RecvTimeoutError::Timeout)
         )
     }
+}
+
+/// Receives `count` HTTP requests on `listener` (within `within` in all), answering 200 to
+/// each; returns the head and body of each.
+pub fn receive_requests(
+    listener: TcpListener,
+    count: usize,
+    within: Duration,
+) -> Vec<(String, Vec<u8>)> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let requests: Vec<(String, Vec<u8>)> = (0..count)
+            .map(|_| {
+                let (stream, _) = listener
+                    .accept()
+                    .unwrap_or_else(|error| panic!("accepting a request: {error}"));
+                receive_request(stream)
+            })
+            .collect();
+        let _ = sender.send(requests);
+    });
+    receiver
+        .recv_timeout(within)
+        .unwrap_or_else(|_| panic!("the agent did not send {count} requests within {within:?}"))
+}
+
+/// Reads one request (head and `Content-Length` body) and answers 200.
+fn receive_request(mut stream: TcpStream) -> (String, Vec<u8>) {
+    let failed = |error: std::io::Error| -> ! { panic!("receiving a request: {error}") };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap_or_else(|error| failed(error));
+    let mut request = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let read = stream
+            .read(&mut chunk)
+            .unwrap_or_else(|error| failed(error));
+        assert!(read > 0, "the request ended inside its head");
+        request.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(": ")?;
+            name.eq_ignore_ascii_case("content-length").then_some(value)
+        })
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Content-Length header in {head}"));
+    while request.len() < head_end + length {
+        let read = stream
+            .read(&mut chunk)
+            .unwrap_or_else(|error| failed(error));
+        assert!(read > 0, "the request ended inside its body");
+        request.extend_from_slice(&chunk[..read]);
+    }
+    stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap_or_else(|error| failed(error));
+    (head, request[head_end..].to_vec())
 }
