@@ -7,14 +7,14 @@
 
 mod support;
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use relay_metrics::config::{MetricNames, ScopeSetting};
 use relay_metrics::output::otlp::{self, OtlpFlags, OtlpSettings};
 use relay_metrics::output::prometheus;
 
-use support::{or_die, quick, second_snapshot, SyntheticTree};
+use support::{or_die, second_snapshot, SyntheticTree};
 
 fn exports(c: &mut Criterion) {
     let tree = or_die(SyntheticTree::generate(10), "generating the tree");
@@ -54,9 +54,4 @@ fn exports(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = quick(Duration::from_secs(2));
-    targets = exports
-}
-criterion_main!(benches);
+quick_main!(2; exports);

@@ -6,12 +6,10 @@
 
 mod support;
 
-use std::time::Duration;
-
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput};
 use relay_metrics::config::ScopeSetting;
 
-use support::{or_die, quick, second_snapshot, SyntheticTree};
+use support::{or_die, second_snapshot, SyntheticTree};
 
 fn json(c: &mut Criterion) {
     let tree = or_die(SyntheticTree::generate(10), "generating the tree");
@@ -47,9 +45,4 @@ fn json(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = quick(Duration::from_secs(2));
-    targets = json
-}
-criterion_main!(benches);
+quick_main!(2; json);

@@ -6,12 +6,9 @@
 mod support;
 
 use std::hint::black_box;
-use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use relay_metrics::internals::{cgroup, procfs as parse, system};
-
-use support::quick;
 
 macro_rules! testdata {
     ($path:literal) => {
@@ -146,9 +143,4 @@ fn cgroup_files(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = quick(Duration::from_secs(1));
-    targets = procfs, system_files, cgroup_files
-}
-criterion_main!(benches);
+quick_main!(1; procfs, system_files, cgroup_files);

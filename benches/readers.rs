@@ -12,15 +12,14 @@ mod support;
 use std::hint::black_box;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
-use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use relay_metrics::internals::procfs::{DirentBuffer, ProcessFields, ProcessReader};
 use relay_metrics::internals::system::NetReader;
 use relay_metrics::internals::system::{SystemFields, SystemReader, SystemSample};
 use relay_metrics::internals::{pread_all, HeldFile, Roots};
 
-use support::{or_die, quick};
+use support::or_die;
 
 fn network(c: &mut Criterion) {
     let mut group = c.benchmark_group("readers/net");
@@ -279,9 +278,4 @@ fn rereading(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = quick(Duration::from_secs(2));
-    targets = network, system_wide, process, listing, rereading
-}
-criterion_main!(benches);
+quick_main!(2; network, system_wide, process, listing, rereading);

@@ -6,8 +6,8 @@
 //! pid-dependent fields rewritten; system files are the captured `system/` and `net/` testdata
 //! (2 CPUs, 4 interfaces); cgroup files follow `tests/fixtures/cgroup-v2`.
 //!
-//! Also the setup every bench shares: [`or_die`], [`quick`], [`bench_config`] and
-//! [`second_snapshot`].
+//! Also the setup every bench shares: [`or_die`], [`quick`] (and [`quick_main!`]),
+//! [`bench_config`] and [`second_snapshot`].
 
 #![allow(dead_code, reason = "each bench uses its own subset of the helpers")]
 
@@ -38,6 +38,19 @@ pub fn quick(measurement: Duration) -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(measurement)
+}
+
+/// The bench's `main`: its `targets`, each measured for `seconds` with [`quick`] settings.
+#[macro_export]
+macro_rules! quick_main {
+    ($seconds:expr; $($target:path),+ $(,)?) => {
+        criterion::criterion_group! {
+            name = benches;
+            config = $crate::support::quick(std::time::Duration::from_secs($seconds));
+            targets = $($target),+
+        }
+        criterion::criterion_main!(benches);
+    };
 }
 
 /// Every category but GPU, `/` and `/tmp` as filesystem paths.
