@@ -7,7 +7,6 @@
 //! creates in `target/otlp-venv`).
 
 #![expect(
-    clippy::expect_used,
     clippy::unwrap_used,
     reason = "test helpers fail loudly when their setup breaks"
 )]
