@@ -59,7 +59,10 @@ impl KernelEventFeed {
                 max_recent_oom_victims: 64,
                 // Only a single process is read from its own per-process counters; a tree or a
                 // cgroup is read from its scope, and global reads no scheduler counter.
-                tracked_only: !matches!(target, Target::Process { tree: false, .. }),
+                // Cgroups measured one by one read every member process's counters.
+                tracked_only: !matches!(target, Target::Process { tree: false, .. })
+                    && config.extensions.cgroups.is_empty()
+                    && config.extensions.cgroup_depth.is_none(),
             };
             match EbpfSource::load(&options) {
                 Ok(source) => {
@@ -110,6 +113,11 @@ impl KernelEventFeed {
 
     /// Declares that the tree's root has created no process yet (it was started stopped), so
     /// that the tree's counts since the collector started are its lifetime counts.
+    /// The loaded programs, if any.
+    pub(super) fn source(&self) -> Option<&EbpfSource> {
+        self.source.as_ref()
+    }
+
     pub(super) fn count_from_root_start(&mut self) {
         self.root_fresh = true;
     }

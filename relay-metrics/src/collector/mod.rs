@@ -288,7 +288,12 @@ impl Collector {
                 let processes =
                     matches!(self.target, Target::Global).then_some(&self.sample.processes);
                 let out = extensions.targets.get_or_insert_with(Default::default);
-                targets.fill(processes, self.sample.clock_ticks_per_second, out);
+                targets.fill(
+                    processes,
+                    self.sample.clock_ticks_per_second,
+                    self.kernel.source(),
+                    out,
+                );
             }
             let (process_source, process_source_reason) = self.processes.process_source();
             extensions.collector = CollectorInfo {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::{self, Family, Kind, Label, Number, Sink, Unit};
+use super::metrics::{self, Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
 
@@ -47,6 +47,7 @@ impl Sink for Text<'_> {
         let kind = match family.kind {
             Kind::Gauge | Kind::UpDownCounter => "gauge",
             Kind::Counter => "counter",
+            Kind::Histogram => "histogram",
         };
         self.out.push_str("# HELP ");
         self.family_name(family);
@@ -72,7 +73,41 @@ impl Sink for Text<'_> {
     }
 
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+        self.series(family, "", labels, None);
+        let _ = match value {
+            Number::F64(number) => writeln!(self.out, " {number}"),
+            Number::U64(number) => writeln!(self.out, " {number}"),
+        };
+    }
+
+    fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        let mut bound = String::new();
+        for &(le, count) in &histogram.buckets {
+            bound.clear();
+            let _ = write!(bound, "{le}");
+            self.series(family, "_bucket", labels, Some(&bound));
+            let _ = writeln!(self.out, " {count}");
+        }
+        self.series(family, "_bucket", labels, Some("+Inf"));
+        let _ = writeln!(self.out, " {}", histogram.count);
+        self.series(family, "_sum", labels, None);
+        let _ = writeln!(self.out, " {}", histogram.sum);
+        self.series(family, "_count", labels, None);
+        let _ = writeln!(self.out, " {}", histogram.count);
+    }
+}
+
+impl Text<'_> {
+    /// A series' name (with `suffix`) and labels (with `le` last when given), without its value.
+    fn series(
+        &mut self,
+        family: &Family,
+        suffix: &str,
+        labels: &[(&str, Label<'_>)],
+        le: Option<&str>,
+    ) {
         self.family_name(family);
+        self.out.push_str(suffix);
         for (index, (key, label_value)) in labels.iter().enumerate() {
             self.out.push(if index == 0 { '{' } else { ',' });
             self.name(key);
@@ -85,13 +120,18 @@ impl Sink for Text<'_> {
             }
             self.out.push('"');
         }
-        if !labels.is_empty() {
+        if let Some(le) = le {
+            self.out.push_str(if labels.is_empty() {
+                "{le=\""
+            } else {
+                ",le=\""
+            });
+            self.out.push_str(le);
+            self.out.push('"');
+        }
+        if !labels.is_empty() || le.is_some() {
             self.out.push('}');
         }
-        let _ = match value {
-            Number::F64(number) => writeln!(self.out, " {number}"),
-            Number::U64(number) => writeln!(self.out, " {number}"),
-        };
     }
 }
 

@@ -5,7 +5,7 @@
 //! kernel counters (they never decrease while the cgroup exists; a cgroup removed and made
 //! again under the same path starts from zero, which Prometheus reads as a reset).
 
-use super::metrics::{Family, Kind, Label, Number, Sink, Unit};
+use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 use crate::snapshot::{CgroupTargetReport, Targets};
 
@@ -178,7 +178,63 @@ const SIMPLE: &[(Family, Getter)] = &[
         ),
         |r| plain(r.processes.and_then(|p| p.open_file_descriptors)),
     ),
+    (
+        family(
+            "relay_metrics_cgroup_preemptions_total",
+            Kind::Counter,
+            Unit::Count,
+            "Involuntary context switches of the cgroup's processes (eBPF, since the agent started).",
+        ),
+        |r| r.kernel_events.as_ref().map(|k| k.preemptions as f64),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_reclaim_stalls_total",
+            Kind::Counter,
+            Unit::Count,
+            "Memory-reclaim stalls of the cgroup's processes (eBPF).",
+        ),
+        |r| r.kernel_events.as_ref().map(|k| k.reclaim_stalls as f64),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_reclaim_stall_seconds_total",
+            Kind::Counter,
+            Unit::Seconds,
+            "Time the cgroup's processes stalled in memory reclaim (eBPF).",
+        ),
+        |r| r.kernel_events.as_ref().map(|k| k.reclaim_stall_ns as f64 / 1e9),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_processes_created_total",
+            Kind::Counter,
+            Unit::Count,
+            "Processes created by the cgroup's processes (eBPF).",
+        ),
+        |r| r.kernel_events.as_ref().map(|k| k.processes_created as f64),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_processes_exited_total",
+            Kind::Counter,
+            Unit::Count,
+            "Processes of the cgroup seen exiting (eBPF membership).",
+        ),
+        |r| r.kernel_events.as_ref().map(|k| k.processes_exited as f64),
+    ),
 ];
+
+const RUN_QUEUE: Family = family(
+    "relay_metrics_cgroup_run_queue_delay_seconds",
+    Kind::Histogram,
+    Unit::Seconds,
+    "Time the cgroup's threads waited runnable for a CPU (eBPF, since the agent started).",
+);
+
+/// The log2 buckets exported: waits up to 2^k ns, k = 10 (about 1 µs) to 30 (about 1 s), every
+/// second power.
+const RUN_QUEUE_BOUNDS: [u32; 11] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
 
 const MEMORY_EVENTS: Family = family(
     "relay_metrics_cgroup_memory_events_total",
@@ -347,11 +403,125 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
             }
         }
     });
+    let mut started = false;
+    for report in &targets.cgroups {
+        let Some(kernel) = &report.kernel_events else {
+            continue;
+        };
+        // Bucket i of the kernel's histogram holds waits of 2^i ..< 2^(i+1) ns.
+        let buckets = RUN_QUEUE_BOUNDS
+            .iter()
+            .map(|&k| {
+                let upto = kernel
+                    .run_queue_histogram
+                    .iter()
+                    .take(k as usize)
+                    .sum::<u64>();
+                ((1u64 << k) as f64 / 1e9, upto)
+            })
+            .collect();
+        let histogram = Histogram {
+            buckets,
+            count: kernel.run_queue_count,
+            sum: kernel.run_queue_total_ns as f64 / 1e9,
+        };
+        if !started {
+            started = true;
+            sink.begin(&RUN_QUEUE);
+        }
+        let mut labels = [("", Label::Int(0)); MAX_LABELS];
+        let count = cgroup_labels(report, &mut labels);
+        sink.histogram(&RUN_QUEUE, &labels[..count], &histogram);
+    }
     for (family, get) in DEVICES {
         emit_family(sink, family, targets, |report, emit| {
             for device in &report.devices {
                 emit(&[("device", &device.device)], get(device) as f64);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{ResourceMetricsSnapshot, TargetKernelEvents, TargetLabels};
+
+    fn snapshot() -> ResourceMetricsSnapshot {
+        let mut histogram = vec![0; 32];
+        histogram[10] = 2; // 1.0–2.0 µs
+        histogram[13] = 3; // 8–16 µs
+        histogram[31] = 1; // beyond every bound
+        let mut snapshot = ResourceMetricsSnapshot::default();
+        snapshot.extensions.targets = Some(Box::new(Targets {
+            cgroups: vec![CgroupTargetReport {
+                cgroup: "/machine.slice/a".into(),
+                labels: TargetLabels {
+                    container_id: Some("abc".into()),
+                    ..TargetLabels::default()
+                },
+                cpu_usage_ns: Some(1_500_000_000),
+                kernel_events: Some(TargetKernelEvents {
+                    run_queue_count: 6,
+                    run_queue_total_ns: 3_000_000_000,
+                    run_queue_histogram: histogram,
+                    preemptions: 4,
+                    ..TargetKernelEvents::default()
+                }),
+                ..CgroupTargetReport::default()
+            }],
+            dropped: 7,
+            ..Targets::default()
+        }));
+        snapshot
+    }
+
+    #[test]
+    fn prometheus_text_has_labelled_series_and_a_cumulative_histogram() {
+        let mut text = String::new();
+        crate::output::prometheus::encode(&snapshot(), MetricNames::RelayMetrics, &mut text);
+        let labels = "cgroup=\"/machine.slice/a\",container_id=\"abc\"";
+        for line in [
+            "relay_metrics_targets 1".to_owned(),
+            "relay_metrics_targets_dropped 7".to_owned(),
+            format!("relay_metrics_cgroup_cpu_usage_seconds_total{{{labels}}} 1.5"),
+            format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
+            "# TYPE relay_metrics_cgroup_run_queue_delay_seconds histogram".to_owned(),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000001024\"}} 0"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000004096\"}} 2"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000016384\"}} 5"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"1.073741824\"}} 5"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"+Inf\"}} 6"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_sum{{{labels}}} 3"),
+            format!("relay_metrics_cgroup_run_queue_delay_seconds_count{{{labels}}} 6"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+    }
+
+    #[cfg(feature = "agent")]
+    #[test]
+    fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
+        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+        let resource = crate::output::otlp::OtlpResource::new(std::time::SystemTime::now(), &[]);
+        let request =
+            crate::output::otlp::request(&snapshot(), &resource, MetricNames::RelayMetrics);
+        let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
+        let metric = metrics
+            .iter()
+            .find(|m| m.name == "relay_metrics_cgroup_run_queue_delay_seconds")
+            .expect("the histogram");
+        let Some(Data::Histogram(histogram)) = &metric.data else {
+            panic!("not a histogram: {metric:?}");
+        };
+        let point = &histogram.data_points[0];
+        assert_eq!(point.count, 6);
+        assert_eq!(point.sum, Some(3.0));
+        assert_eq!(point.explicit_bounds.len(), 11);
+        assert_eq!(point.bucket_counts.len(), 12);
+        assert_eq!(point.bucket_counts[..3], [0, 2, 3]);
+        assert_eq!(point.bucket_counts.iter().sum::<u64>(), 6);
+        assert_eq!(point.bucket_counts[11], 1);
+        assert!(point.attributes.iter().any(|kv| kv.key == "cgroup"));
     }
 }

@@ -4,6 +4,7 @@
 //! processes (membership from the `cgroup.procs` files the walk reads), into
 //! `extensions.targets`.
 
+mod events;
 mod labels;
 
 use std::collections::HashMap;
@@ -32,6 +33,8 @@ struct Entry {
     reader: CgroupValuesReader,
     counters: CgroupCounters,
     labels: TargetLabels,
+    /// Its kernel events since it was first measured.
+    kernel: crate::snapshot::TargetKernelEvents,
     /// The walk that last selected it.
     seen: u64,
 }
@@ -59,6 +62,8 @@ pub(crate) struct TargetSet {
     by_pid: HashMap<u32, usize>,
     /// Container names from the runtime's API, when a socket is given.
     names: Names,
+    /// Per-process kernel event counters between snapshots.
+    events: events::EventTracker,
 }
 
 /// Where container names come from.
@@ -188,6 +193,7 @@ impl TargetSet {
             sums: Vec::new(),
             by_pid: HashMap::new(),
             names: Names::start(extensions.docker_socket.as_deref()),
+            events: events::EventTracker::default(),
         })
     }
 
@@ -196,6 +202,7 @@ impl TargetSet {
         &mut self,
         processes: Option<&ProcessPass>,
         ticks_per_second: u64,
+        kernel: Option<&crate::source::ebpf::EbpfSource>,
         out: &mut Targets,
     ) {
         self.walks += 1;
@@ -227,6 +234,21 @@ impl TargetSet {
         let scan = &self.scan;
         out.reasons.extend(scan.errors.iter().cloned());
         self.names.refresh(&mut out.reasons);
+        let victims = match kernel {
+            Some(source) => {
+                // Before the update, which forgets the processes that are gone (the victims).
+                let victims = self.events.new_victims(source);
+                self.events.update(source, scan);
+                victims
+            }
+            None => {
+                out.reasons.push(
+                    "no kernel events per cgroup: the eBPF programs are not loaded (see extensions.kernel_events)"
+                        .into(),
+                );
+                Vec::new()
+            }
+        };
 
         self.selected.clear();
         self.selected.extend(
@@ -343,6 +365,7 @@ impl TargetSet {
                     let entry = Entry {
                         reader: CgroupValuesReader::new(&target, hold, ticks_per_second),
                         counters: CgroupCounters::default(),
+                        kernel: crate::snapshot::TargetKernelEvents::default(),
                         labels: TargetLabels {
                             unit: labels.unit,
                             container_id: labels.container_id,
@@ -379,7 +402,26 @@ impl TargetSet {
                     open_file_descriptors: sums.fds_complete.then_some(sums.fds),
                 }
             });
-            report.kernel_events = None;
+            if kernel.is_some() {
+                events::accumulate(&mut entry.kernel, &self.events.deltas[index]);
+                let path = &*report.cgroup;
+                for (cgroup, victim) in &victims {
+                    let below = path == "/"
+                        || cgroup == path
+                        || cgroup
+                            .strip_prefix(path)
+                            .is_some_and(|rest| rest.starts_with('/'));
+                    if below {
+                        events::push_victim(&mut entry.kernel, victim.clone());
+                    }
+                }
+                match &mut report.kernel_events {
+                    Some(events) => events.clone_from(&entry.kernel),
+                    None => report.kernel_events = Some(entry.kernel.clone()),
+                }
+            } else {
+                report.kernel_events = None;
+            }
         }
         out.cgroups.truncate(filled);
         // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.

@@ -36,6 +36,9 @@ pub(crate) enum Kind {
     /// OpenTelemetry's `updowncounter` (`otel` naming only): an OTLP non-monotonic cumulative
     /// sum, a gauge in Prometheus.
     UpDownCounter,
+    /// A distribution (a Prometheus histogram, an OTLP cumulative histogram); its points come
+    /// through [`Sink::histogram`].
+    Histogram,
 }
 
 /// The unit of a family's values.
@@ -154,6 +157,20 @@ pub(crate) trait Sink {
     /// One finite value of `family` with all its labels (the scope first, in `relay_metrics`
     /// naming).
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number);
+    /// One distribution of a [`Kind::Histogram`] family: cumulative counts at each upper bound
+    /// (ascending; the `+Inf` bucket is `count`), the total count and the sum.
+    fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram);
+}
+
+/// A distribution handed to [`Sink::histogram`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Histogram {
+    /// `(upper bound, observations ≤ it)`, bounds ascending, counts cumulative.
+    pub buckets: Vec<(f64, u64)>,
+    /// Every observation.
+    pub count: u64,
+    /// Their sum.
+    pub sum: f64,
 }
 
 /// One `relay_metrics` family: its series read fields of a snapshot section `T`, each with an

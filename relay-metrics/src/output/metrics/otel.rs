@@ -14,7 +14,7 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::{Family, Kind, Label, Number, Sink, Unit};
+use super::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 
 /// How one `relay_metrics` family is named under the conventions.
@@ -293,6 +293,27 @@ impl<S: Sink> Sink for Renamer<'_, S> {
             return;
         };
         let mut renamed = [("", Label::Int(0)); MAX_ATTRIBUTES];
+        let count = self.rename_labels(labels, &mut renamed);
+        self.inner.point(&family, &renamed[..count], value);
+    }
+
+    fn histogram(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        let Some(family) = self.current else {
+            return;
+        };
+        let mut renamed = [("", Label::Int(0)); MAX_ATTRIBUTES];
+        let count = self.rename_labels(labels, &mut renamed);
+        self.inner.histogram(&family, &renamed[..count], histogram);
+    }
+}
+
+impl<S> Renamer<'_, S> {
+    /// `labels` under the conventions' attribute keys, plus the family's own attribute.
+    fn rename_labels<'l>(
+        &self,
+        labels: &[(&str, Label<'l>)],
+        renamed: &mut [(&'static str, Label<'l>); MAX_ATTRIBUTES],
+    ) -> usize {
         let mut count = 0;
         for (key, label) in labels.iter().copied() {
             if count < renamed.len() {
@@ -306,7 +327,7 @@ impl<S: Sink> Sink for Renamer<'_, S> {
                 count += 1;
             }
         }
-        self.inner.point(&family, &renamed[..count], value);
+        count
     }
 }
 
@@ -388,6 +409,14 @@ mod renamer_tests {
             self.0.push(family.name);
         }
         fn point(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], _value: Number) {
+            self.1.push(labels.len());
+        }
+        fn histogram(
+            &mut self,
+            _family: &Family,
+            labels: &[(&str, Label<'_>)],
+            _histogram: &Histogram,
+        ) {
             self.1.push(labels.len());
         }
     }

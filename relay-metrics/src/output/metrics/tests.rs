@@ -23,6 +23,9 @@ impl Sink for Recorder {
             .collect();
         self.points.push((family.name, labels.join(","), value));
     }
+    fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        self.point(family, labels, Number::U64(histogram.count));
+    }
 }
 
 #[test]

@@ -5,12 +5,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
-    metric, number_data_point, AggregationTemporality, Gauge, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics, Sum,
+    metric, number_data_point, AggregationTemporality, Gauge, Histogram as OtlpHistogram,
+    HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::super::metrics::{self, Family, Kind, Label, Number, Sink};
+use super::super::metrics::{self, Family, Histogram, Kind, Label, Number, Sink};
 use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
 
@@ -128,6 +128,10 @@ impl Sink for Points {
                 aggregation_temporality: AggregationTemporality::Cumulative.into(),
                 is_monotonic: family.kind == Kind::Counter,
             }),
+            Kind::Histogram => metric::Data::Histogram(OtlpHistogram {
+                data_points: Vec::new(),
+                aggregation_temporality: AggregationTemporality::Cumulative.into(),
+            }),
         };
         self.metrics.push(Metric {
             name: otlp_name(family).into(),
@@ -145,19 +149,7 @@ impl Sink for Points {
         else {
             return;
         };
-        let attributes = labels
-            .iter()
-            .map(|(key, value)| match value {
-                Label::Str(text) => string_attribute(key, text),
-                Label::Int(number) => KeyValue {
-                    key: (*key).to_owned(),
-                    value: Some(AnyValue {
-                        value: Some(any_value::Value::IntValue(saturating_i64(*number))),
-                    }),
-                    ..KeyValue::default()
-                },
-            })
-            .collect();
+        let attributes = attributes(labels);
         let (data_points, start) = match data {
             metric::Data::Sum(sum) => (&mut sum.data_points, self.start_time_unix_nano),
             metric::Data::Gauge(gauge) => (&mut gauge.data_points, 0),
@@ -175,6 +167,50 @@ impl Sink for Points {
             ..NumberDataPoint::default()
         });
     }
+
+    fn histogram(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        let Some(Metric {
+            data: Some(metric::Data::Histogram(data)),
+            ..
+        }) = self.metrics.last_mut()
+        else {
+            return;
+        };
+        // OTLP's buckets are not cumulative, with one more bucket above the last bound.
+        let mut bucket_counts = Vec::with_capacity(histogram.buckets.len() + 1);
+        let mut below = 0;
+        for &(_, cumulative) in &histogram.buckets {
+            bucket_counts.push(cumulative.saturating_sub(below));
+            below = cumulative;
+        }
+        bucket_counts.push(histogram.count.saturating_sub(below));
+        data.data_points.push(HistogramDataPoint {
+            attributes: attributes(labels),
+            start_time_unix_nano: self.start_time_unix_nano,
+            time_unix_nano: self.time_unix_nano,
+            count: histogram.count,
+            sum: Some(histogram.sum),
+            bucket_counts,
+            explicit_bounds: histogram.buckets.iter().map(|&(bound, _)| bound).collect(),
+            ..HistogramDataPoint::default()
+        });
+    }
+}
+
+fn attributes(labels: &[(&str, Label<'_>)]) -> Vec<KeyValue> {
+    labels
+        .iter()
+        .map(|(key, value)| match value {
+            Label::Str(text) => string_attribute(key, text),
+            Label::Int(number) => KeyValue {
+                key: (*key).to_owned(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::IntValue(saturating_i64(*number))),
+                }),
+                ..KeyValue::default()
+            },
+        })
+        .collect()
 }
 
 /// OTLP integers are signed; Relay's never exceed `i64::MAX`, pids and indexes neither.

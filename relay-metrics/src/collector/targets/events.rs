@@ -1,0 +1,238 @@
+//! Kernel events keyed by measured cgroup. The eBPF programs count per process (tgid): run-queue
+//! waits with their log2 histogram, involuntary switches, reclaim stalls, processes created.
+//! Each snapshot adds every member process's increase since the previous snapshot to the
+//! cgroups that hold it (its cgroup and the measured ancestors), so the totals never decrease
+//! although processes come and go; a process that exits is counted as an exit of the cgroup it
+//! was last seen in. OOM victims are attributed by pid to the cgroup that held them.
+//!
+//! Attribution is by pid (`cgroup.procs`), not by the kernel's cgroup id, which on hybrid hosts
+//! is the unified hierarchy's (the root for every process there).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::snapshot::{TargetKernelEvents, TargetOomVictim};
+use crate::source::cgroup::Scan;
+use crate::source::ebpf::EbpfSource;
+use relay_metrics_common::RUNQ_HIST_BUCKETS;
+
+/// Victims kept per cgroup (the newest).
+const MAX_VICTIMS: usize = 16;
+
+/// One process's counters at the previous snapshot.
+#[derive(Debug, Clone)]
+struct Seen {
+    runq_count: u64,
+    runq_total_ns: u64,
+    runq_hist: [u64; RUNQ_HIST_BUCKETS],
+    preemptions: u64,
+    reclaim_count: u64,
+    reclaim_ns: u64,
+    created: u64,
+    /// The scanned cgroup it was in (its path).
+    cgroup: Arc<str>,
+    /// The snapshot that last saw it.
+    walk: u64,
+}
+
+/// Per scanned cgroup: the increase of its own processes.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Delta {
+    runq_count: u64,
+    runq_total_ns: u64,
+    runq_hist: [u64; RUNQ_HIST_BUCKETS],
+    preemptions: u64,
+    reclaim_count: u64,
+    reclaim_ns: u64,
+    created: u64,
+    exited: u64,
+}
+
+impl Delta {
+    fn add(&mut self, other: &Self) {
+        self.runq_count += other.runq_count;
+        self.runq_total_ns += other.runq_total_ns;
+        for (a, b) in self.runq_hist.iter_mut().zip(other.runq_hist) {
+            *a += b;
+        }
+        self.preemptions += other.preemptions;
+        self.reclaim_count += other.reclaim_count;
+        self.reclaim_ns += other.reclaim_ns;
+        self.created += other.created;
+        self.exited += other.exited;
+    }
+}
+
+/// The per-process state between snapshots.
+#[derive(Debug, Default)]
+pub(super) struct EventTracker {
+    seen: HashMap<u32, Seen>,
+    walk: u64,
+    /// Victims already attributed (pid, boot time).
+    attributed: HashSet<(u32, u64)>,
+    /// Scratch: per scanned cgroup, the increase of its subtree.
+    pub(super) deltas: Vec<Delta>,
+    /// Scratch: scanned cgroup paths, shared with `seen`.
+    paths: HashMap<Box<str>, Arc<str>>,
+}
+
+impl EventTracker {
+    /// Reads every member process's counters and fills [`Self::deltas`] (per scanned cgroup,
+    /// its subtree's increase since the previous call). Exits are counted for the cgroup each
+    /// process was last seen in, if that cgroup was scanned again.
+    pub(super) fn update(&mut self, source: &EbpfSource, scan: &Scan) {
+        self.walk += 1;
+        let first = self.walk == 1;
+        self.deltas.clear();
+        self.deltas.resize(scan.cgroups.len(), Delta::default());
+        let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
+        for (index, cgroup) in scan.cgroups.iter().enumerate() {
+            let path = scan.path(cgroup);
+            index_of.insert(path, index);
+            if cgroup.pids.is_empty() {
+                continue;
+            }
+            let shared = match self.paths.get(path) {
+                Some(shared) => Arc::clone(shared),
+                None => {
+                    let shared: Arc<str> = Arc::from(path);
+                    self.paths.insert(Box::from(path), Arc::clone(&shared));
+                    shared
+                }
+            };
+            for &pid in &scan.pids[cgroup.pids.clone()] {
+                let Ok(Some(stats)) = source.tgid(pid) else {
+                    continue;
+                };
+                let events = stats.events;
+                let now = Seen {
+                    runq_count: events.runq_count,
+                    runq_total_ns: events.runq_total_ns,
+                    runq_hist: events.runq_hist,
+                    preemptions: events.involuntary_switches,
+                    reclaim_count: events.reclaim_count,
+                    reclaim_ns: events.reclaim_total_ns,
+                    created: stats.processes_created,
+                    cgroup: Arc::clone(&shared),
+                    walk: self.walk,
+                };
+                let delta = &mut self.deltas[index];
+                match self.seen.get(&pid) {
+                    // Counted from the agent's start: what a process had before is not added.
+                    None if first => {}
+                    // A process new since the previous snapshot: all of it.
+                    None => add(delta, &now, None),
+                    Some(before) => add(delta, &now, Some(before)),
+                }
+                self.seen.insert(pid, now);
+            }
+        }
+        // Processes not seen this time: exited (or moved out of every scanned cgroup).
+        let walk = self.walk;
+        let deltas = &mut self.deltas;
+        self.seen.retain(|_, seen| {
+            if seen.walk == walk {
+                return true;
+            }
+            if let Some(&index) = index_of.get(&*seen.cgroup) {
+                deltas[index].exited += 1;
+            }
+            false
+        });
+        drop(index_of);
+        self.paths.retain(|_, shared| Arc::strong_count(shared) > 1);
+        for index in (1..scan.cgroups.len()).rev() {
+            if let Some(parent) = scan.cgroups[index].parent {
+                let child = self.deltas[index].clone();
+                self.deltas[parent].add(&child);
+            }
+        }
+    }
+
+    /// The scanned cgroup that held `pid` at the last update.
+    pub(super) fn cgroup_of(&self, pid: u32) -> Option<&str> {
+        self.seen.get(&pid).map(|seen| &*seen.cgroup)
+    }
+
+    /// OOM victims not attributed yet, each with the cgroup path that held it.
+    pub(super) fn new_victims(&mut self, source: &EbpfSource) -> Vec<(String, TargetOomVictim)> {
+        let mut found = Vec::new();
+        for victim in source.recent_oom_victims() {
+            if !self.attributed.insert((victim.pid, victim.time_boot_ns)) {
+                continue;
+            }
+            let Some(cgroup) = self.cgroup_of(victim.pid) else {
+                continue;
+            };
+            let comm_len = victim
+                .comm
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(victim.comm.len());
+            found.push((
+                cgroup.to_owned(),
+                TargetOomVictim {
+                    pid: victim.pid,
+                    comm: String::from_utf8_lossy(&victim.comm[..comm_len]).into_owned(),
+                    time_boot_ns: victim.time_boot_ns,
+                    anon_rss_kib: victim.anon_rss_bytes / 1024,
+                },
+            ));
+        }
+        // Bounded: the source keeps its most recent victims only.
+        if self.attributed.len() > 4096 {
+            self.attributed.clear();
+            for victim in source.recent_oom_victims() {
+                self.attributed.insert((victim.pid, victim.time_boot_ns));
+            }
+        }
+        found
+    }
+}
+
+fn add(delta: &mut Delta, now: &Seen, before: Option<&Seen>) {
+    // A counter below its previous value is a new process under a reused pid: all of it.
+    let diff = |now: u64, before: Option<u64>| match before {
+        Some(before) if now >= before => now - before,
+        _ => now,
+    };
+    delta.runq_count += diff(now.runq_count, before.map(|b| b.runq_count));
+    delta.runq_total_ns += diff(now.runq_total_ns, before.map(|b| b.runq_total_ns));
+    for (bucket, (n, b)) in delta
+        .runq_hist
+        .iter_mut()
+        .enumerate()
+        .map(|(i, d)| (d, (now.runq_hist[i], before.map(|b| b.runq_hist[i]))))
+    {
+        *bucket += diff(n, b);
+    }
+    delta.preemptions += diff(now.preemptions, before.map(|b| b.preemptions));
+    delta.reclaim_count += diff(now.reclaim_count, before.map(|b| b.reclaim_count));
+    delta.reclaim_ns += diff(now.reclaim_ns, before.map(|b| b.reclaim_ns));
+    delta.created += diff(now.created, before.map(|b| b.created));
+}
+
+/// Adds a cgroup's subtree increase to its running totals.
+pub(super) fn accumulate(totals: &mut TargetKernelEvents, delta: &Delta) {
+    if totals.run_queue_histogram.len() != RUNQ_HIST_BUCKETS {
+        totals.run_queue_histogram = vec![0; RUNQ_HIST_BUCKETS];
+    }
+    totals.run_queue_count += delta.runq_count;
+    totals.run_queue_total_ns += delta.runq_total_ns;
+    for (total, add) in totals.run_queue_histogram.iter_mut().zip(delta.runq_hist) {
+        *total += add;
+    }
+    totals.preemptions += delta.preemptions;
+    totals.reclaim_stalls += delta.reclaim_count;
+    totals.reclaim_stall_ns += delta.reclaim_ns;
+    totals.processes_created += delta.created;
+    totals.processes_exited += delta.exited;
+}
+
+/// Keeps the newest [`MAX_VICTIMS`] victims.
+pub(super) fn push_victim(totals: &mut TargetKernelEvents, victim: TargetOomVictim) {
+    if totals.oom_victims.len() == MAX_VICTIMS {
+        totals.oom_victims.remove(0);
+    }
+    totals.oom_victims.push(victim);
+}
