@@ -31,6 +31,15 @@ impl Sink for Lines {
         self.lines
             .push(format!("{}{{{}}} {value}", family.name, labels.join(",")));
     }
+
+    fn histogram(
+        &mut self,
+        family: &Family,
+        labels: &[(&str, Label<'_>)],
+        histogram: &crate::output::metrics::Histogram,
+    ) {
+        self.point(family, labels, Number::U64(histogram.count));
+    }
 }
 
 fn nvidia() -> GpuDeviceReport {
