@@ -25,7 +25,8 @@ every second (keep-alive, gzip, Prometheus' Accept header: netdata's
 Before the windows it checks that netdata collects those cgroups at 1 s (chart update_every
 and the busy cgroup's CPU chart: one point a second, about its quota); afterwards that the busy
 cgroup's points cover the windows, and that the agent's CPU counter of the busy cgroup grew by
-about its quota. Prints a Markdown table per size and the load averages;
+about its quota. Each size's working directory (netdata's config, logs and database, the agent's
+stderr) is removed afterwards unless the run failed or --keep-workdir is given. Prints a Markdown table per size and the load averages;
 --json writes everything. Every cgroup and process it made is removed at the end, also on
 Ctrl-C, SIGTERM or an error. Root only; 127.0.0.1 only.
 """
@@ -37,6 +38,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -692,6 +694,7 @@ def run_size(args, hierarchies, count, report):
     workdir = tempfile.mkdtemp(prefix=f"bench-node-agent-{count}-")
     entry = {"cgroups": count, "slice": slice_path, "layout": hierarchies.layout(),
              "load_before": os.getloadavg()}
+    completed = False
     try:
         load.start()
         if not args.no_netdata:
@@ -736,6 +739,7 @@ def run_size(args, hierarchies, count, report):
                                    f"its quota is {args.busy_quota}")
             entry["agent_errors"] = [line for line in tail(agent.stderr_path, 200).splitlines()
                                      if "ERROR" in line or "WARN" in line][:5]
+        completed = True
     finally:
         quiet = {signum: signal.signal(signum, signal.SIG_IGN)
                  for signum in [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]}
@@ -743,6 +747,11 @@ def run_size(args, hierarchies, count, report):
         stop_process(netdata)
         load.stop()
         entry["load_after"] = os.getloadavg()
+        # netdata's logs and database, and the agent's stderr: kept when the run failed.
+        if args.keep_workdir or not completed:
+            log(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
         for signum, handler in quiet.items():
             signal.signal(signum, handler)
     report.append(entry)
@@ -791,6 +800,8 @@ def main():
     parser.add_argument("--no-netdata", action="store_true")
     parser.add_argument("--no-agent", action="store_true")
     parser.add_argument("--json")
+    parser.add_argument("--keep-workdir", action="store_true",
+                        help="keep netdata's logs and database and the agent's stderr")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: it makes cgroups and moves processes into them")
