@@ -167,6 +167,32 @@ pub struct GpuSummary {
     pub peak_utilization_percent: Option<f64>,
     /// The highest device memory in use, summed over the devices, in any sample (bytes).
     pub peak_memory_bytes: Option<u64>,
+    /// GPU limit events during the run (`extensions.gpu.limit_events`), per device.
+    pub limit_events: Vec<GpuLimitEventTotal>,
+}
+
+/// One GPU limit event of one device during a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuLimitEventTotal {
+    /// `power_cap`, `thermal`, `hw_slowdown` or `xid`.
+    pub event: String,
+    /// The device's UUID (or PCI address).
+    pub uuid: String,
+    /// Sampling periods with the event active, or XID errors, during the run.
+    pub count: u64,
+    /// Seconds throttled during the run, from NVML's violation times, where it has one.
+    pub throttled_s: Option<f64>,
+}
+
+/// A GPU limit event's first and last values in the run.
+#[derive(Debug, Clone, PartialEq)]
+struct GpuEventSpan {
+    event: String,
+    uuid: String,
+    first: u64,
+    last: u64,
+    first_s: Option<f64>,
+    last_s: Option<f64>,
 }
 
 /// The sampling itself.
@@ -312,6 +338,7 @@ pub struct SummaryBuilder {
     gpu_devices: u32,
     gpu_utilization: Peak,
     gpu_memory: Peak,
+    gpu_events: Vec<GpuEventSpan>,
     // extensions.cumulative: whole-scope totals, exited processes included.
     cum_method: Option<CumulativeMethod>,
     cum_reason: Option<std::sync::Arc<str>>,
@@ -574,6 +601,32 @@ impl SummaryBuilder {
             self.gpu_utilization.observe(utilization, at);
             self.gpu_memory.observe(memory, at);
         }
+        if let Some(gpu) = &snapshot.extensions.gpu {
+            self.observe_gpu_events(&gpu.limit_events);
+        }
+    }
+
+    fn observe_gpu_events(&mut self, events: &[crate::snapshot::GpuLimitEvent]) {
+        for event in events {
+            let known = self
+                .gpu_events
+                .iter_mut()
+                .find(|span| span.event == *event.event && span.uuid == *event.uuid);
+            match known {
+                Some(span) => {
+                    span.last = event.count;
+                    span.last_s = event.throttled_seconds;
+                }
+                None => self.gpu_events.push(GpuEventSpan {
+                    event: event.event.to_string(),
+                    uuid: event.uuid.to_string(),
+                    first: event.count,
+                    last: event.count,
+                    first_s: event.throttled_seconds,
+                    last_s: event.throttled_seconds,
+                }),
+            }
+        }
     }
 
     fn observe_limits(&mut self, events: &[ResourceLimitEventCount]) {
@@ -800,10 +853,24 @@ impl SummaryBuilder {
             );
         }
 
-        let gpu = (self.gpu_devices > 0).then(|| GpuSummary {
+        let gpu = (self.gpu_devices > 0 || !self.gpu_events.is_empty()).then(|| GpuSummary {
             devices: self.gpu_devices,
             peak_utilization_percent: self.gpu_utilization.value,
             peak_memory_bytes: self.gpu_memory.value.map(|b| b as u64),
+            limit_events: self
+                .gpu_events
+                .iter()
+                .map(|span| GpuLimitEventTotal {
+                    event: span.event.clone(),
+                    uuid: span.uuid.clone(),
+                    // The counts restart when a device returns after being lost.
+                    count: span.last.checked_sub(span.first).unwrap_or(span.last),
+                    throttled_s: match (span.first_s, span.last_s) {
+                        (Some(first), Some(last)) if last >= first => Some(last - first),
+                        (_, last) => last,
+                    },
+                })
+                .collect(),
         });
 
         RunSummary {

@@ -283,3 +283,57 @@ fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
     assert_eq!(summary.processes_created, Some(5));
     assert!(summary.to_text().contains("totals: orphans reparented"));
 }
+
+#[test]
+fn gpu_limit_events_count_what_happened_during_the_run() {
+    use crate::snapshot::{GpuExtension, GpuLimitEvent};
+    let mut builder = SummaryBuilder::new(Baseline::FirstSample);
+    let with_gpu = |ms, periods: u64, seconds: f64, xids: u64| {
+        let mut s = snapshot(MeasurementScope::ProcessTree, ms, 0, 0, 0, 0);
+        let event = |name: &'static str, count, throttled| GpuLimitEvent {
+            resource: Cow::Borrowed("gpu"),
+            event: Cow::Borrowed(name),
+            index: Some(0),
+            uuid: Arc::from("GPU-a"),
+            count,
+            sampled_periods: Some(periods + 10),
+            throttled_seconds: throttled,
+        };
+        s.extensions.gpu = Some(GpuExtension {
+            devices: Vec::new(),
+            limit_events: vec![
+                event("power_cap", periods, Some(seconds)),
+                event("xid", xids, None),
+            ],
+        });
+        s
+    };
+    builder.observe(&with_gpu(0, 2, 1.0, 0));
+    builder.observe(&with_gpu(100, 5, 2.5, 1));
+    builder.observe(&with_gpu(200, 9, 4.0, 1));
+    let summary = builder.finish(RunEnd::default());
+    let gpu = summary.gpu.as_ref().unwrap();
+    assert_eq!(
+        gpu.limit_events,
+        vec![
+            GpuLimitEventTotal {
+                event: "power_cap".into(),
+                uuid: "GPU-a".into(),
+                count: 7,
+                throttled_s: Some(3.0),
+            },
+            GpuLimitEventTotal {
+                event: "xid".into(),
+                uuid: "GPU-a".into(),
+                count: 1,
+                throttled_s: None,
+            },
+        ]
+    );
+    let text = summary.to_text();
+    assert!(
+        text.contains("gpu power_cap on GPU-a (sampling periods, throttled 3.000 s)"),
+        "{text}"
+    );
+    assert!(text.contains("gpu xid on GPU-a (XID errors)"), "{text}");
+}

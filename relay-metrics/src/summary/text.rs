@@ -188,6 +188,22 @@ impl RunSummary {
                 value: gpu.peak_memory_bytes.map(|b| format_bytes(b as f64)),
                 comment: "summed over the devices".into(),
             });
+            for event in &gpu.limit_events {
+                let unit = if event.event == "xid" {
+                    "XID errors"
+                } else {
+                    "sampling periods"
+                };
+                let throttled = event
+                    .throttled_s
+                    .map(|s| format!(", throttled {}", format_seconds(s)))
+                    .unwrap_or_default();
+                rows.push(Row {
+                    label: "GPU limit event",
+                    value: Some(event.count.to_string()),
+                    comment: format!("gpu {} on {} ({unit}{throttled})", event.event, event.uuid),
+                });
+            }
         }
         let interval = self
             .sampling
