@@ -12,12 +12,14 @@ import pytest
 
 import relay_metrics
 import relay_metrics.plugin
+import relay_metrics.recording
 import relay_metrics.resource_metrics
 import relay_metrics.subscribers
 
 PUBLIC_MODULES = [
     relay_metrics,
     relay_metrics.plugin,
+    relay_metrics.recording,
     relay_metrics.resource_metrics,
     relay_metrics.subscribers,
 ]

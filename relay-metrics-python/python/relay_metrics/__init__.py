@@ -19,4 +19,12 @@ try:
 except _PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "unknown"
 
-__all__ = ["Collector", "Recording", "plugin", "record", "resource_metrics", "subscribers"]
+__all__ = [
+    "Collector",
+    "Recording",
+    "plugin",
+    "record",
+    "recording",
+    "resource_metrics",
+    "subscribers",
+]
