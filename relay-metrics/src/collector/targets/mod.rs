@@ -23,9 +23,9 @@ use crate::source::cgroup::{
 
 use labels::path_labels;
 
-/// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 3, memory 5, pids 2,
-/// blkio 2; v2 PSI 3).
-const FILES_PER_TARGET: usize = 17;
+/// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 1, memory 4, pids 1,
+/// blkio 2; v2 PSI 3; its settings are opened per read).
+const FILES_PER_TARGET: usize = 13;
 
 /// One measured cgroup's state.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ pub(crate) struct TargetSet {
     entries: HashMap<Arc<str>, Entry>,
     walks: u64,
     buf: Vec<u8>,
-    /// Descriptors the entries may hold open in all (a quarter of the open-file limit).
+    /// Descriptors the entries may hold open in all (a third of the open-file limit).
     held_budget: usize,
     /// The number dropped that was last warned about.
     warned_dropped: u64,
@@ -187,7 +187,7 @@ impl TargetSet {
             entries: HashMap::new(),
             walks: 0,
             buf: Vec::with_capacity(4096),
-            held_budget: limit / 4,
+            held_budget: limit / 3,
             warned_dropped: 0,
             selected: Vec::new(),
             sums: Vec::new(),

@@ -148,6 +148,9 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
         ["/system.slice/a.service", "/system.slice/d.service"]
     );
     assert_eq!(set.entries.len(), 2);
+    // Settings are kept between their reads (every SETTINGS_EVERY snapshots).
+    assert_eq!(out.cgroups[0].cpu_limit_cores, Some(0.5));
+    assert_eq!(out.cgroups[0].pids_limit, Some(100));
 }
 
 #[test]

@@ -113,6 +113,26 @@ pub(crate) struct CgroupValuesReader {
     ticks_per_second: u64,
     /// The v1 CFS quota, kept until its period is read.
     quota: Vec<u8>,
+    /// Reads so far: settings are re-read every [`SETTINGS_EVERY`] reads.
+    reads: u64,
+}
+
+/// Settings (limits) change rarely: they are read at the first read and then every this many
+/// reads, through descriptors opened for the read and closed after it.
+pub(crate) const SETTINGS_EVERY: u64 = 10;
+
+impl Kind {
+    /// A setting rather than a counter or a level.
+    fn is_setting(self) -> bool {
+        matches!(
+            self,
+            Self::V2CpuMax
+                | Self::V1CfsQuota
+                | Self::V1CfsPeriod
+                | Self::MemoryLimit(_)
+                | Self::PidsMax
+        )
+    }
 }
 
 impl CgroupValuesReader {
@@ -202,23 +222,38 @@ impl CgroupValuesReader {
             hold,
             ticks_per_second: ticks_per_second.max(1),
             quota: Vec::new(),
+            reads: 0,
         }
     }
 
     /// Descriptors this reader holds open between reads.
     pub(crate) fn held(&self) -> usize {
         if self.hold {
-            self.files.iter().filter(|f| !f.absent).count()
+            self.files
+                .iter()
+                .filter(|f| !f.absent && !f.kind.is_setting())
+                .count()
         } else {
             0
         }
     }
 
-    /// Reads every file into `out` (every value reset first; `devices` reused).
+    /// Reads every file into `out` (every value reset first, settings kept between their
+    /// reads; `devices` reused).
     pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupCounters) {
         let devices = std::mem::take(&mut out.devices);
+        let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
+        self.reads += 1;
+        let (cpu_limit, memory_limit, pids_limit) = if settings {
+            (None, None, None)
+        } else {
+            (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit)
+        };
         *out = CgroupCounters {
             devices,
+            cpu_limit_cores: cpu_limit,
+            memory_limit_bytes: memory_limit,
+            pids_limit,
             ..CgroupCounters::default()
         };
         out.devices.clear();
@@ -227,14 +262,15 @@ impl CgroupValuesReader {
             hold,
             ticks_per_second,
             quota,
+            reads: _,
         } = self;
         quota.clear();
         for file in files {
-            if file.absent {
+            if file.absent || (file.kind.is_setting() && !settings) {
                 continue;
             }
             let result = file.held.read(buf);
-            if !*hold {
+            if !*hold || file.kind.is_setting() {
                 file.held.close();
             }
             let bytes = match result {
