@@ -9,7 +9,10 @@
 
 mod render;
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Read};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 
@@ -227,34 +230,56 @@ impl ReportBuilder {
 
     /// Reads snapshots from NDJSON (a `run` or `watch` stream): blank lines are skipped, a line
     /// longer than [`MAX_LINE_BYTES`] or one that is not a snapshot is an error with its number.
+    ///
+    /// Parsing is most of the work, so batches of lines are parsed on one thread per core while
+    /// this thread reads the next ones; the snapshots are observed in their order. At most
+    /// two batches per thread are in flight, so memory stays bounded.
     pub fn read_ndjson(&mut self, mut input: impl BufRead) -> Result<(), ReportError> {
-        let mut line = Vec::with_capacity(64 * 1024);
-        let mut number = 0u64;
-        loop {
-            line.clear();
-            number += 1;
-            let read = Read::take(input.by_ref(), MAX_LINE_BYTES as u64 + 1)
-                .read_until(b'\n', &mut line)?;
-            if read == 0 {
-                return Ok(());
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let (jobs, job_queue) = mpsc::sync_channel::<ParseJob>(threads);
+        let job_queue = Mutex::new(job_queue);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| parse_jobs(&job_queue));
             }
-            if line.len() > MAX_LINE_BYTES {
-                return Err(ReportError::BadLine {
-                    line: number,
-                    reason: format!("longer than {} MiB", MAX_LINE_BYTES >> 20),
-                });
+            // Owned here, so that any return closes the queue and the threads end before the
+            // scope waits for them.
+            let jobs = jobs;
+            let mut in_flight = VecDeque::with_capacity(2 * threads);
+            let mut next_line = 1;
+            let unread = loop {
+                let batch = match Batch::read(&mut input, &mut next_line) {
+                    Ok(Some(batch)) => batch,
+                    Ok(None) => break None,
+                    Err(error) => break Some(error),
+                };
+                let (done, parsed) = mpsc::sync_channel(1);
+                if jobs.send(ParseJob { batch, done }).is_err() {
+                    return Err(stopped());
+                }
+                in_flight.push_back(parsed);
+                if in_flight.len() == 2 * threads {
+                    self.observe_batch(in_flight.pop_front())?;
+                }
+            };
+            drop(jobs);
+            // The lines before an unreadable one come first, with their own errors.
+            while let Some(parsed) = in_flight.pop_front() {
+                self.observe_batch(Some(parsed))?;
             }
-            let text = line.trim_ascii();
-            if text.is_empty() {
-                continue;
-            }
-            let snapshot: ResourceMetricsSnapshot =
-                serde_json::from_slice(text).map_err(|error| ReportError::BadLine {
-                    line: number,
-                    reason: error.to_string(),
-                })?;
-            self.observe(&snapshot);
+            unread.map_or(Ok(()), Err)
+        })
+    }
+
+    /// Observes a parsed batch's snapshots, then returns its error if it has one.
+    fn observe_batch(&mut self, parsed: Option<Receiver<Parsed>>) -> Result<(), ReportError> {
+        let (snapshots, error) = parsed
+            .and_then(|parsed| parsed.recv().ok())
+            .ok_or_else(stopped)?;
+        for snapshot in &snapshots {
+            self.observe(snapshot);
         }
+        error.map_or(Ok(()), Err)
     }
 
     /// The report: the summary (with what the caller knows of the end) and the charts' data.
@@ -268,6 +293,99 @@ impl ReportBuilder {
             width_ms: self.width_ms,
             end_ms: self.end_ms,
         })
+    }
+}
+
+/// Lines per parsing batch: large enough that a hand-over costs little against the parsing.
+const BATCH_LINES: usize = 256;
+
+/// A batch ends early past this size, so that batches in flight stay bounded in memory
+/// (a few times this per thread, plus one line of at most [`MAX_LINE_BYTES`]).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Consecutive non-blank NDJSON lines, with the number of each.
+struct Batch {
+    text: Vec<u8>,
+    /// Each line's end in `text` and its number in the input.
+    lines: Vec<(usize, u64)>,
+}
+
+impl Batch {
+    /// Reads up to [`BATCH_LINES`] non-blank lines, or [`BATCH_BYTES`] (`None` at the end of
+    /// the input).
+    fn read(input: &mut impl BufRead, next_line: &mut u64) -> Result<Option<Self>, ReportError> {
+        let mut batch = Self {
+            text: Vec::with_capacity(BATCH_LINES * 8 * 1024),
+            lines: Vec::with_capacity(BATCH_LINES),
+        };
+        while batch.lines.len() < BATCH_LINES && batch.text.len() < BATCH_BYTES {
+            let start = batch.text.len();
+            let number = *next_line;
+            *next_line += 1;
+            let read = Read::take(input.by_ref(), MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut batch.text)?;
+            if read == 0 {
+                break;
+            }
+            if read > MAX_LINE_BYTES {
+                return Err(ReportError::BadLine {
+                    line: number,
+                    reason: format!("longer than {} MiB", MAX_LINE_BYTES >> 20),
+                });
+            }
+            if batch.text[start..].trim_ascii().is_empty() {
+                batch.text.truncate(start);
+                continue;
+            }
+            batch.lines.push((batch.text.len(), number));
+        }
+        Ok((!batch.lines.is_empty()).then_some(batch))
+    }
+
+    /// The snapshots up to the first line that is not one, and that line's error.
+    fn parse(&self) -> Parsed {
+        let mut snapshots = Vec::with_capacity(self.lines.len());
+        let mut start = 0;
+        for &(end, number) in &self.lines {
+            match serde_json::from_slice(self.text[start..end].trim_ascii()) {
+                Ok(snapshot) => snapshots.push(snapshot),
+                Err(error) => {
+                    let error = ReportError::BadLine {
+                        line: number,
+                        reason: error.to_string(),
+                    };
+                    return (snapshots, Some(error));
+                }
+            }
+            start = end;
+        }
+        (snapshots, None)
+    }
+}
+
+/// A parsed batch: its snapshots up to the first bad line, and that line's error.
+type Parsed = (Vec<ResourceMetricsSnapshot>, Option<ReportError>);
+
+/// A batch to parse and where its snapshots go.
+struct ParseJob {
+    batch: Batch,
+    done: SyncSender<Parsed>,
+}
+
+/// A parsing thread ended without its answer (it panicked).
+fn stopped() -> ReportError {
+    ReportError::Read(std::io::Error::other("a parsing thread stopped"))
+}
+
+/// A parsing thread: parses batches until the queue closes.
+fn parse_jobs(queue: &Mutex<Receiver<ParseJob>>) {
+    loop {
+        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(ParseJob { batch, done }) = job else {
+            return;
+        };
+        // The reader has stopped waiting after an error: nothing to hand over then.
+        let _ = done.send(batch.parse());
     }
 }
 
