@@ -111,13 +111,13 @@ impl KernelEventFeed {
         }
     }
 
-    /// Declares that the tree's root has created no process yet (it was started stopped), so
-    /// that the tree's counts since the collector started are its lifetime counts.
     /// The loaded programs, if any.
     pub(super) fn source(&self) -> Option<&EbpfSource> {
         self.source.as_ref()
     }
 
+    /// Declares that the tree's root has created no process yet (it was started stopped), so
+    /// that the tree's counts since the collector started are its lifetime counts.
     pub(super) fn count_from_root_start(&mut self) {
         self.root_fresh = true;
     }
@@ -353,10 +353,11 @@ impl ScopeTracking {
     /// re-parented out of the tree) are removed. Exited processes were removed by the kernel
     /// already.
     fn update(&mut self, maps: &mut impl ScopeMaps, listed: &[u32], complete: bool) {
-        if listed.is_empty() {
-            return;
-        }
         let Some(scope) = self.scope else {
+            // Tracking starts with the first listing that has members.
+            if listed.is_empty() {
+                return;
+            }
             match maps.track(listed) {
                 Ok(scope) => {
                     self.scope = Some(scope);
@@ -560,6 +561,21 @@ mod tests {
             reason(&tracking)
         );
         tracking.update(&mut maps, &[1], true);
+        assert_eq!(tracking.reason, None);
+    }
+
+    #[test]
+    fn a_scope_that_empties_stops_tracking_its_last_members() {
+        let mut maps = FakeMaps::default();
+        let mut tracking = ScopeTracking::default();
+        // Nothing is tracked before the scope has a member.
+        tracking.update(&mut maps, &[], true);
+        assert!(tracking.scope.is_none());
+        tracking.update(&mut maps, &[4], true);
+        assert_eq!(maps.tracked, BTreeSet::from([4]));
+        // Its last member moved out: an empty listing takes it out of the kernel's scope.
+        tracking.update(&mut maps, &[], true);
+        assert_eq!(maps.tracked, BTreeSet::new());
         assert_eq!(tracking.reason, None);
     }
 
