@@ -126,8 +126,10 @@ def main():
                         monotonic = metric["sum"].get("isMonotonic", False)
                         kind = "counter" if monotonic else "updowncounter"
                         points = metric["sum"]["dataPoints"]
+                    elif "histogram" in metric:
+                        kind, points = "histogram", metric["histogram"]["dataPoints"]
                     else:
-                        problems.append(f"{name}: neither a gauge nor a sum")
+                        problems.append(f"{name}: neither a gauge, a sum nor a histogram")
                         continue
                     if name.startswith(OUR):
                         ours.add(name)
