@@ -15,7 +15,7 @@ use std::path::Path;
 
 use criterion::Criterion;
 use relay_metrics::internals::procfs::{DirentBuffer, ProcessFields, ProcessReader};
-use relay_metrics::internals::system::NetReader;
+use relay_metrics::internals::system::{NetReader, SYSFS_COUNTERS};
 use relay_metrics::internals::system::{SystemFields, SystemReader, SystemSample};
 use relay_metrics::internals::{pread_all, HeldFile, Roots};
 
@@ -32,15 +32,7 @@ fn network(c: &mut Criterion) {
     let mut files: Vec<HeldFile> = interfaces
         .iter()
         .flat_map(|interface| {
-            [
-                "rx_bytes",
-                "tx_bytes",
-                "rx_packets",
-                "tx_packets",
-                "rx_errors",
-                "tx_errors",
-            ]
-            .map(|counter| {
+            SYSFS_COUNTERS.map(|counter| {
                 HeldFile::new(
                     Path::new("/sys/class/net")
                         .join(&interface.name)

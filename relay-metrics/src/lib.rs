@@ -46,6 +46,19 @@ pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;
 pub use source::ebpf::{init_child_loader, IN_PROCESS_ENV};
 
+/// An error and its causes, `a: b: c` (a top-level message alone often says little: hyper's, or
+/// aya's load error, whose cause holds the verifier log).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// NOT API: the one door to the internals, for the workspace's fuzz targets, benches, tools and
 /// tests. Nothing there is stable or documented for users.
 #[doc(hidden)]

@@ -2,6 +2,7 @@
 //! it (no drift). A tick that is already past by a whole period is skipped and counted as
 //! missed, instead of firing a burst of late ticks back to back.
 
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -144,6 +145,39 @@ impl FixedRate {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// A stop request for a sampling thread that sleeps between ticks: clones share one flag, and a
+/// request wakes the sleeper at once instead of at its next deadline.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<(Mutex<bool>, Condvar)>);
+
+impl StopSignal {
+    /// Asks the thread to stop (it wakes from its sleep at once).
+    pub fn request(&self) {
+        let (flag, wake) = &*self.0;
+        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
+    }
+
+    /// Sleeps until `deadline` unless a stop is requested first; true when one was.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let (flag, wake) = &*self.0;
+        let mut stopped = flag.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if *stopped {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            stopped = wake
+                .wait_timeout(stopped, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 }

@@ -14,13 +14,14 @@ mod awaitable;
 mod polling;
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use relay_metrics::config::ScopeSetting;
+use relay_metrics::sampler::StopSignal;
 use relay_metrics::snapshot::SamplerInfo;
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
@@ -155,9 +156,9 @@ impl NativeCollector {
                 "interval_millis must be greater than zero",
             ));
         }
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stop = StopSignal::default();
         let series = Arc::clone(&self.series);
-        let thread_stop = Arc::clone(&stop);
+        let thread_stop = stop.clone();
         // As Relay, any positive interval is accepted; polls come at least once a day.
         let period =
             Duration::from_millis(interval_millis.min(relay_metrics::config::MAX_INTERVAL_MILLIS));
@@ -190,10 +191,7 @@ impl NativeCollector {
         let series = Arc::clone(&self.series);
         py.detach(move || {
             if let Some(polling) = polling {
-                if let Ok(mut stopped) = polling.stop.0.lock() {
-                    *stopped = true;
-                }
-                polling.stop.1.notify_all();
+                polling.stop.request();
                 // A panic in the thread has already been reported on stderr.
                 let _ = polling.thread.join();
             }
@@ -305,10 +303,7 @@ impl Drop for NativeCollector {
         self.queue.close();
         if let Ok(mut polling) = self.polling.lock() {
             if let Some(polling) = polling.take() {
-                if let Ok(mut stopped) = polling.stop.0.lock() {
-                    *stopped = true;
-                }
-                polling.stop.1.notify_all();
+                polling.stop.request();
                 // Not joined: the thread may be waiting for the GIL that the dropping thread
                 // holds. It sees the stop flag and ends on its own.
             }

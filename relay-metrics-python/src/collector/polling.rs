@@ -1,30 +1,25 @@
 //! The fixed-rate polling thread of a collector with `polling.enabled`: it collects on absolute
 //! deadlines and emits Relay's metric marks.
 
-use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
+use relay_metrics::sampler::StopSignal;
 use relay_metrics::snapshot::SamplerInfo;
 
 use super::Series;
 
 /// The polling thread and its stop signal.
 pub(super) struct Polling {
-    pub(super) stop: Arc<(Mutex<bool>, Condvar)>,
+    pub(super) stop: StopSignal,
     pub(super) thread: JoinHandle<()>,
 }
 
 /// The polling thread: fixed-rate ticks (deadlines `start + n × period`); a tick that a slow
 /// collection overran is skipped and counted, never fired late in a burst.
-pub(super) fn poll(
-    series: &Series,
-    period: Duration,
-    stop: &(Mutex<bool>, Condvar),
-    emit: &Py<PyAny>,
-) {
+pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &Py<PyAny>) {
     let start = Instant::now();
     let period_ns = period.as_nanos().max(1);
     let mut tick: u64 = 0;
@@ -32,7 +27,7 @@ pub(super) fn poll(
     loop {
         let deadline = start
             + Duration::from_nanos(u64::try_from(period_ns * u128::from(tick)).unwrap_or(u64::MAX));
-        if wait_until(stop, deadline) {
+        if stop.wait_until(deadline) {
             return;
         }
         let lateness = Instant::now().saturating_duration_since(deadline);
@@ -55,26 +50,5 @@ pub(super) fn poll(
         let next = u64::try_from(elapsed / period_ns + 1).unwrap_or(u64::MAX);
         missed += next.saturating_sub(tick + 1);
         tick = next;
-    }
-}
-
-/// Sleeps until `deadline`; true when asked to stop meanwhile.
-fn wait_until(stop: &(Mutex<bool>, Condvar), deadline: Instant) -> bool {
-    let (flag, wake) = stop;
-    let Ok(mut stopped) = flag.lock() else {
-        return true;
-    };
-    loop {
-        if *stopped {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        match wake.wait_timeout(stopped, deadline - now) {
-            Ok((guard, _)) => stopped = guard,
-            Err(_) => return true,
-        }
     }
 }

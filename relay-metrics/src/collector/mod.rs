@@ -140,7 +140,7 @@ impl Collector {
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
             targets: targets::TargetSet::new(&config, layout.as_ref()),
-            sample: empty_sample(scope),
+            sample: Sample::empty(scope),
             config,
             target,
             target_info,
@@ -449,31 +449,6 @@ impl Iterator for FixedRateSnapshots<'_> {
             missed_ticks_total: self.ticker.missed_total(),
         };
         Some(self.collector.collect_with_sampler(sampler))
-    }
-}
-
-/// A sample with nothing in it yet, for the first pass to fill.
-fn empty_sample(scope: MeasurementScope) -> Sample {
-    Sample {
-        scope,
-        instant: Instant::now(),
-        boottime_ns: 0,
-        clock_ticks_per_second: 0,
-        processes: Default::default(),
-        system: Default::default(),
-        cgroup: None,
-        cgroup_reports: Vec::new(),
-        system_wide_instant: Instant::now(),
-        filesystems: Vec::new(),
-        interfaces: Vec::new(),
-        gpu: Default::default(),
-        kernel_events: Default::default(),
-        lifetime: Default::default(),
-        private_memory_age_ms: None,
-        cgroup_reports_age_ms: None,
-        system_wide_age_ms: None,
-        filesystems_age_ms: None,
-        unavailable: Vec::new(),
     }
 }
 

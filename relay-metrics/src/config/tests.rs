@@ -1,5 +1,5 @@
 use super::*;
-use crate::units::{BandwidthUnit, CapacityUnit, CpuUnit, DataUnit, DurationUnit, UtilizationUnit};
+use crate::units::{CapacityUnit, MeasurementUnit as U};
 use serde_json::json;
 
 fn error_of(value: serde_json::Value) -> String {
@@ -19,31 +19,28 @@ fn defaults_match_relay() {
     assert!(config.disk.filesystem_paths.is_empty());
     assert!(config.gpu.enabled && config.gpu.device_metrics && config.gpu.process_metrics);
     assert!(config.network.enabled && config.network.interfaces.is_empty());
-    assert_eq!(config.units.cpu.user_time, DurationUnit::Milliseconds);
-    assert_eq!(config.units.cpu.effective_limit, CpuUnit::LogicalProcessors);
-    assert_eq!(config.units.memory.resident, CapacityUnit::Kibibytes);
-    assert_eq!(
-        config.units.memory.full_pressure_stall_time,
-        DurationUnit::Milliseconds
-    );
-    assert_eq!(config.units.disk.read_data, DataUnit::Bytes);
-    assert_eq!(
-        config.units.disk.filesystem_free_capacity,
-        CapacityUnit::Bytes
-    );
-    assert_eq!(
-        config.units.disk.write_throughput,
-        BandwidthUnit::BytesPerSecond
-    );
-    assert_eq!(config.units.gpu.device_memory_used, CapacityUnit::Kibibytes);
-    assert_eq!(
-        config.units.gpu.process_compute_utilization,
-        UtilizationUnit::Percentage
-    );
-    assert_eq!(
-        config.units.network.interface.receive_throughput,
-        BandwidthUnit::BytesPerSecond
-    );
+    let units = &config.units;
+    let defaults: [(U, U); 10] = [
+        (units.cpu.user_time.into(), U::Milliseconds),
+        (units.cpu.effective_limit.into(), U::LogicalProcessors),
+        (units.memory.resident.into(), U::Kibibytes),
+        (
+            units.memory.full_pressure_stall_time.into(),
+            U::Milliseconds,
+        ),
+        (units.disk.read_data.into(), U::Bytes),
+        (units.disk.filesystem_free_capacity.into(), U::Bytes),
+        (units.disk.write_throughput.into(), U::BytesPerSecond),
+        (units.gpu.device_memory_used.into(), U::Kibibytes),
+        (units.gpu.process_compute_utilization.into(), U::Percentage),
+        (
+            units.network.interface.receive_throughput.into(),
+            U::BytesPerSecond,
+        ),
+    ];
+    for (row, (unit, relay_default)) in defaults.into_iter().enumerate() {
+        assert_eq!(unit, relay_default, "row {row}");
+    }
     assert_eq!(config, ResourceMetricsConfig::default());
 }
 

@@ -63,6 +63,33 @@ pub(crate) struct Sample {
     pub unavailable: Vec<Unavailable>,
 }
 
+impl Sample {
+    /// A sample with nothing in it yet, for the first pass to fill.
+    pub(crate) fn empty(scope: MeasurementScope) -> Self {
+        Self {
+            scope,
+            instant: Instant::now(),
+            boottime_ns: 0,
+            clock_ticks_per_second: 0,
+            processes: Default::default(),
+            system: Default::default(),
+            cgroup: None,
+            cgroup_reports: Vec::new(),
+            system_wide_instant: Instant::now(),
+            filesystems: Vec::new(),
+            interfaces: Vec::new(),
+            gpu: Default::default(),
+            kernel_events: Default::default(),
+            lifetime: Default::default(),
+            private_memory_age_ms: None,
+            cgroup_reports_age_ms: None,
+            system_wide_age_ms: None,
+            filesystems_age_ms: None,
+            unavailable: Vec::new(),
+        }
+    }
+}
+
 /// Counts over the whole life of the scope: since boot in global scope, since the cgroup's
 /// creation for a cgroup's own counters, since the root process started for a tree counted from
 /// its start (`relay-metrics run`). A count that only runs from the collector's start is not one

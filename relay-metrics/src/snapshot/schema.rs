@@ -179,20 +179,34 @@ macro_rules! sections {
     };
 }
 
-/// Number of fields flagged `sampled` in `sections`.
-pub(super) const fn coverage_count(sections: &[SectionInfo]) -> usize {
-    let mut count = 0;
-    let mut s = 0;
+/// The first coverage key at or after field `f` of section `s` (declaration order), with the
+/// position of its field.
+const fn next_coverage(
+    sections: &[SectionInfo],
+    mut s: usize,
+    mut f: usize,
+) -> Option<(usize, usize, &'static str)> {
     while s < sections.len() {
         let fields = sections[s].fields;
-        let mut f = 0;
         while f < fields.len() {
-            if fields[f].coverage.is_some() {
-                count += 1;
+            if let Some(key) = fields[f].coverage {
+                return Some((s, f, key));
             }
             f += 1;
         }
         s += 1;
+        f = 0;
+    }
+    None
+}
+
+/// Number of fields flagged `sampled` in `sections`.
+pub(super) const fn coverage_count(sections: &[SectionInfo]) -> usize {
+    let mut count = 0;
+    let (mut s, mut f) = (0, 0);
+    while let Some((at_s, at_f, _)) = next_coverage(sections, s, f) {
+        count += 1;
+        (s, f) = (at_s, at_f + 1);
     }
     count
 }
@@ -201,24 +215,17 @@ pub(super) const fn coverage_count(sections: &[SectionInfo]) -> usize {
 pub(super) const fn coverage_keys<const N: usize>(sections: &[SectionInfo]) -> [&'static str; N] {
     let mut keys = [""; N];
     let mut count = 0;
-    let mut s = 0;
-    while s < sections.len() {
-        let fields = sections[s].fields;
-        let mut f = 0;
-        while f < fields.len() {
-            if let Some(key) = fields[f].coverage {
-                // Insertion sort: shift the larger keys up by one.
-                let mut at = count;
-                while at > 0 && less(key, keys[at - 1]) {
-                    keys[at] = keys[at - 1];
-                    at -= 1;
-                }
-                keys[at] = key;
-                count += 1;
-            }
-            f += 1;
+    let (mut s, mut f) = (0, 0);
+    while let Some((at_s, at_f, key)) = next_coverage(sections, s, f) {
+        // Insertion sort: shift the larger keys up by one.
+        let mut at = count;
+        while at > 0 && less(key, keys[at - 1]) {
+            keys[at] = keys[at - 1];
+            at -= 1;
         }
-        s += 1;
+        keys[at] = key;
+        count += 1;
+        (s, f) = (at_s, at_f + 1);
     }
     keys
 }

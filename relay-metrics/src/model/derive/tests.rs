@@ -5,9 +5,8 @@ use serde_json::{json, Value};
 use super::*;
 use crate::model::{CgroupValues, PressureValues};
 use crate::model::{
-    CpuTicks, FilesystemValues, GpuValues, InterfaceValues, IoValues, ProcessSet, SystemValues,
+    CpuTicks, FilesystemValues, InterfaceValues, IoValues, ProcessSet, SystemValues,
 };
-use crate::snapshot::KernelEvents;
 
 fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
     ProcessCounters {
@@ -36,7 +35,6 @@ fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
 
 fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCounters>) -> Sample {
     Sample {
-        scope,
         instant,
         system_wide_instant: instant,
         boottime_ns: 50_000_000_000,
@@ -59,8 +57,6 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
             },
             memory_pressure: PressureValues::default(),
         },
-        cgroup: None,
-        cgroup_reports: Vec::new(),
         filesystems: vec![FilesystemValues {
             path: "/".into(),
             total_bytes: Some(4096),
@@ -81,14 +77,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
                 ..Default::default()
             },
         ],
-        gpu: GpuValues::default(),
-        kernel_events: KernelEvents::default(),
-        lifetime: Default::default(),
-        private_memory_age_ms: None,
-        cgroup_reports_age_ms: None,
-        system_wide_age_ms: None,
-        filesystems_age_ms: None,
-        unavailable: Vec::new(),
+        ..Sample::empty(scope)
     }
 }
 

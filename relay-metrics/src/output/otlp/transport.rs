@@ -23,6 +23,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic_types::StatusExt as _;
 
 use super::settings::{Compression, OtlpSettings, Protocol};
+use crate::error_chain;
 use crate::output::pem::{read_certificates, read_private_key};
 
 /// Most of a collector's answer that is read (an error's text, a partial success).
@@ -308,18 +309,6 @@ impl GrpcTransport {
         }
         Err(Failure { reason, retry })
     }
-}
-
-/// An error and its causes, `: `-separated (hyper's top-level messages alone say little).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `Retry-After` as delay-seconds or an HTTP-date.

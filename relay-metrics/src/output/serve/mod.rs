@@ -106,40 +106,7 @@ pub struct SamplerDied(pub String);
 /// Tells the sampling thread to stop: it then drops its collector at once, so that the kernel
 /// detaches the eBPF programs (~1 s of RCU synchronisation on close) while the agent finishes
 /// its requests and last export, not after, when the process exits.
-#[derive(Debug, Clone, Default)]
-pub struct SamplerStop(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
-
-impl SamplerStop {
-    /// Asks the sampling thread to stop (it wakes from its sleep at once).
-    pub fn request(&self) {
-        let (flag, wake) = &*self.0;
-        *flag
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-        wake.notify_all();
-    }
-
-    /// Sleeps until `deadline` unless a stop is requested first; true when one was.
-    fn wait_until(&self, deadline: Instant) -> bool {
-        let (flag, wake) = &*self.0;
-        let mut stopped = flag
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        loop {
-            if *stopped {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            stopped = wake
-                .wait_timeout(stopped, deadline - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
-    }
-}
+pub type SamplerStop = crate::sampler::StopSignal;
 
 /// Samples with `collector` every `period` (fixed rate: deadlines `start + n × period`, late
 /// ticks skipped and counted) on a thread of its own, publishing into `latest` (and to the OTLP

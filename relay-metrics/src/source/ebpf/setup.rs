@@ -9,6 +9,7 @@ use relay_metrics_common::{Config, NO_FIELD};
 
 use super::format;
 use super::types::{EbpfUnavailable, ProgramSpec};
+use crate::error_chain;
 use crate::source::file::read_once;
 use crate::source::Roots;
 
@@ -109,18 +110,6 @@ pub(super) fn clock_ns(clock: nix::time::ClockId) -> i128 {
         .unwrap_or(0)
 }
 
-/// An error with its causes, `a: b: c` (the verifier log is in aya's load error's `Display`).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 pub(super) fn attach(
     ebpf: &mut Ebpf,
     spec: ProgramSpec,
@@ -145,10 +134,10 @@ pub(super) fn attach(
         .map_err(|error| format!("{error}"))?;
     program
         .load()
-        .map_err(|error| format!("load failed: {}", chain(&error)))?;
+        .map_err(|error| format!("load failed: {}", error_chain(&error)))?;
     program
         .attach(spec.category, spec.tracepoint)
-        .map_err(|error| format!("attach failed: {}", chain(&error)))?;
+        .map_err(|error| format!("attach failed: {}", error_chain(&error)))?;
     Ok(())
 }
 

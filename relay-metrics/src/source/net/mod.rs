@@ -36,6 +36,17 @@ pub struct InterfaceCounters {
     pub tx_errors: Option<u64>,
 }
 
+/// The names of the six counters as files in `/sys/class/net/<interface>/statistics/` (what
+/// Relay reads), in the order of the fields of an interface's counters.
+pub const SYSFS_COUNTERS: [&str; 6] = [
+    "rx_bytes",
+    "tx_bytes",
+    "rx_packets",
+    "tx_packets",
+    "rx_errors",
+    "tx_errors",
+];
+
 /// `IFNAMSIZ` (including the NUL): every kernel name fits, so reserving it once per slot means
 /// renaming a slot never allocates.
 const IFNAMSIZ: usize = 16;

@@ -230,17 +230,7 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
     loopback_traffic(20, 200);
     let sysfs: Vec<[u64; 6]> = first
         .iter()
-        .map(|c| {
-            [
-                "rx_bytes",
-                "tx_bytes",
-                "rx_packets",
-                "tx_packets",
-                "rx_errors",
-                "tx_errors",
-            ]
-            .map(|counter| sysfs_counter(&c.name, counter))
-        })
+        .map(|c| SYSFS_COUNTERS.map(|counter| sysfs_counter(&c.name, counter)))
         .collect();
     loopback_traffic(20, 200);
     reader.read(&mut second).unwrap();

@@ -289,25 +289,16 @@ impl ProcessReader {
                 parse::parse_status_vm_hwm_kib,
             )
             .map_err(gone)?;
-            let private_kib = optional_if(
-                fields.private_memory,
-                files,
-                Kind::SmapsRollup,
-                buf,
-                parse::parse_smaps_rollup_private_kib,
-            )
-            .map_err(gone)?;
             // stat's rss comes from per-CPU counters that can lag by hundreds of KiB on
             // recent kernels; statm sums them exactly and costs about as little.
-            let statm_resident_bytes = optional_if(
-                fields.exact_resident,
+            let (statm_resident_bytes, private_kib) = read_memory(
                 files,
-                Kind::Statm,
                 buf,
-                parse::parse_statm_resident_pages,
+                fields.exact_resident,
+                fields.private_memory,
+                page_size_bytes,
             )
-            .map_err(gone)?
-            .and_then(|pages| pages.checked_mul(page_size_bytes));
+            .map_err(gone)?;
             let io = optional_if(fields.io, files, Kind::Io, buf, parse::parse_io).map_err(gone)?;
             let open_fd_count = if !fields.open_fds {
                 None
@@ -370,25 +361,8 @@ impl ProcessReader {
             {
                 return Err(ProcessError::Gone { pid });
             }
-            let gone = |Gone| ProcessError::Gone { pid };
-            let resident_bytes = optional_if(
-                statm,
-                files,
-                Kind::Statm,
-                buf,
-                parse::parse_statm_resident_pages,
-            )
-            .map_err(gone)?
-            .and_then(|pages| pages.checked_mul(page_size_bytes));
-            let private_kib = optional_if(
-                private,
-                files,
-                Kind::SmapsRollup,
-                buf,
-                parse::parse_smaps_rollup_private_kib,
-            )
-            .map_err(gone)?;
-            Ok((resident_bytes, private_kib))
+            read_memory(files, buf, statm, private, page_size_bytes)
+                .map_err(|Gone| ProcessError::Gone { pid })
         })
     }
 
@@ -522,6 +496,32 @@ fn read_stat(
 /// descriptor then answers ESRCH, never stale numbers). Kernel threads and zombies have no
 /// address space at all and stay `None`.
 /// [`optional`] when the value is `wanted`; `None` without reading otherwise.
+/// `statm`'s resident size in bytes when `statm`, `smaps_rollup`'s private KiB when `private`.
+fn read_memory(
+    files: &mut PidFiles,
+    buf: &mut Vec<u8>,
+    statm: bool,
+    private: bool,
+    page_size_bytes: u64,
+) -> Result<(Option<u64>, Option<u64>), Gone> {
+    let private_kib = optional_if(
+        private,
+        files,
+        Kind::SmapsRollup,
+        buf,
+        parse::parse_smaps_rollup_private_kib,
+    )?;
+    let resident_bytes = optional_if(
+        statm,
+        files,
+        Kind::Statm,
+        buf,
+        parse::parse_statm_resident_pages,
+    )?
+    .and_then(|pages| pages.checked_mul(page_size_bytes));
+    Ok((resident_bytes, private_kib))
+}
+
 fn optional_if<T>(
     wanted: bool,
     files: &mut PidFiles,
