@@ -26,6 +26,7 @@ use std::time::Duration;
 
 mod scenario;
 mod snapshot;
+mod targets;
 
 use relay_metrics::internals::gpu::{
     GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler, NvmlOptions, NvmlSource,
@@ -228,14 +229,15 @@ fn process(
     device_identifier: &str,
     pid: u32,
     memory: Option<u64>,
-    sm: Option<f64>,
+    utilization: Option<(f64, f64)>,
 ) -> GpuProcessSample {
     GpuProcessSample {
         device_index,
         device_identifier: device_identifier.to_string(),
         pid,
         memory_used_bytes: memory,
-        sm_utilization_percent: sm,
+        sm_utilization_percent: utilization.map(|(sm, _)| sm),
+        memory_utilization_percent: utilization.map(|(_, memory)| memory),
     }
 }
 
@@ -277,14 +279,14 @@ fn process_utilization_is_none_on_the_first_query_then_the_newest_sample() {
         .iter()
         .all(|process| process.sm_utilization_percent.is_none()));
     let expected = vec![
-        // Two samples (20 then 30): the newer wins.
-        process(0, UUID_0, own_pid(), Some(8192), Some(30.0)),
+        // Two samples (sm 20 mem 10, then sm 30 mem 12): the newer wins.
+        process(0, UUID_0, own_pid(), Some(8192), Some((30.0, 12.0))),
         // Only the sample from before the first query mentions B: passing the last seen
         // timestamp keeps it out.
         process(0, UUID_0, PID_B, Some(MIB), None),
         // C appears on device 0 only in utilisation samples.
-        process(0, UUID_0, PID_C, None, Some(5.0)),
-        process(1, UUID_1, PID_C, None, Some(70.0)),
+        process(0, UUID_0, PID_C, None, Some((5.0, 2.0))),
+        process(1, UUID_1, PID_C, None, Some((70.0, 40.0))),
     ];
     let second = fake.source.sample(&mut |_| true).unwrap();
     assert_eq!(second.processes, expected);
@@ -525,7 +527,13 @@ fn the_sampler_hands_over_samples_taken_on_its_thread() {
         .collect();
     assert_eq!(
         mine,
-        vec![process(0, UUID_0, own_pid(), Some(8192), Some(30.0))]
+        vec![process(
+            0,
+            UUID_0,
+            own_pid(),
+            Some(8192),
+            Some((30.0, 12.0))
+        )]
     );
     let latest = sampler.latest().unwrap();
     assert!(latest.taken_at >= second.taken_at);

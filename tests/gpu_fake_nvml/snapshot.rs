@@ -21,7 +21,7 @@ fn collect_until(collector: &mut Collector, what: &str, ready: impl Fn(&Value) -
     collect_snapshot_until(collector, what, ready).1
 }
 
-fn collect_snapshot_until(
+pub(super) fn collect_snapshot_until(
     collector: &mut Collector,
     what: &str,
     ready: impl Fn(&Value) -> bool,
@@ -41,7 +41,7 @@ fn collect_snapshot_until(
     }
 }
 
-fn to_json(snapshot: &ResourceMetricsSnapshot) -> Value {
+pub(super) fn to_json(snapshot: &ResourceMetricsSnapshot) -> Value {
     let mut out = Vec::new();
     relay_metrics::output::json::write_snapshot(snapshot, &mut out);
     serde_json::from_slice(&out).unwrap()

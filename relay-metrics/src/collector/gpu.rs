@@ -32,6 +32,8 @@ pub(super) struct GpuFeed {
     /// start.
     xid: Option<Result<XidWatcher, String>>,
     spawn_error: Option<String>,
+    /// NVML lists processes (the config's `gpu.process_metrics`).
+    process_metrics: bool,
     waited_for_first: bool,
     drm: Option<DrmSource>,
     drm_devices: Vec<DrmDeviceSample>,
@@ -74,6 +76,7 @@ impl GpuFeed {
             sampler,
             xid,
             spawn_error,
+            process_metrics: wanted && gpu.process_metrics,
             waited_for_first: false,
             drm,
             drm_devices: Vec::new(),
@@ -94,6 +97,9 @@ impl GpuFeed {
             reasons.add("gpu", format_args!("{reason}"));
         }
         let nvml = self.nvml_sample();
+        out.nvml_processes = self.process_metrics
+            && matches!(processes, ProcessPass::Sampled(_))
+            && nvml.as_ref().is_some_and(|sample| sample.error.is_none());
         if let Some(sample) = &nvml {
             if let Some(error) = &sample.error {
                 reasons.add("gpu", format_args!("NVML: {error}"));
@@ -123,6 +129,7 @@ impl GpuFeed {
                         pid: 0,
                         memory_used_bytes: None,
                         utilization_percent: None,
+                        memory_utilization_percent: None,
                     });
                     entry.vendor = AcceleratorVendor::Nvidia;
                     share(&mut entry.identifier, &p.device_identifier);
@@ -130,6 +137,7 @@ impl GpuFeed {
                     entry.pid = p.pid;
                     entry.memory_used_bytes = p.memory_used_bytes;
                     entry.utilization_percent = p.sm_utilization_percent;
+                    entry.memory_utilization_percent = p.memory_utilization_percent;
                 }
                 for p in sample.drm_processes.iter().filter(|p| {
                     set.processes
@@ -143,6 +151,7 @@ impl GpuFeed {
                         pid: 0,
                         memory_used_bytes: None,
                         utilization_percent: None,
+                        memory_utilization_percent: None,
                     });
                     entry.vendor = accelerator_vendor(p.vendor);
                     share(&mut entry.identifier, &p.identifier);
@@ -150,6 +159,7 @@ impl GpuFeed {
                     entry.pid = p.pid;
                     entry.memory_used_bytes = p.memory_used_bytes;
                     entry.utilization_percent = p.utilization_percent;
+                    entry.memory_utilization_percent = None;
                 }
             }
             if let Some(error) = &sample.drm_error {

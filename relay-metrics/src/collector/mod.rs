@@ -288,8 +288,10 @@ impl Collector {
                 let processes =
                     matches!(self.target, Target::Global).then_some(&self.sample.processes);
                 let out = extensions.targets.get_or_insert_with(Default::default);
+                let gpu = &self.sample.gpu;
                 targets.fill(
                     processes,
+                    gpu.nvml_processes.then_some(gpu.processes.as_slice()),
                     self.sample.clock_ticks_per_second,
                     self.kernel.source(),
                     out,

@@ -287,6 +287,9 @@ pub(crate) struct GpuValues {
     pub devices: Vec<GpuDeviceValues>,
     /// Per-process records (only processes in scope).
     pub processes: Vec<GpuProcessValues>,
+    /// The NVML process records of this pass are complete: process metrics are on and the GPU
+    /// thread's last query answered (with a process pass to match them against).
+    pub nvml_processes: bool,
     /// Age of the GPU sample (ms), when it came from the GPU thread.
     pub age_ms: Option<u64>,
     /// `extensions.gpu`, built by the collector from the GPU thread's sample.
@@ -321,6 +324,8 @@ pub(crate) struct GpuProcessValues {
     pub pid: u32,
     /// Device memory used by the process (bytes).
     pub memory_used_bytes: Option<u64>,
-    /// The process's utilisation of the device (percent).
+    /// The process's utilisation of the device (percent; NVML: its SM utilisation).
     pub utilization_percent: Option<f64>,
+    /// Its memory-controller utilisation of the device (percent; NVML only).
+    pub memory_utilization_percent: Option<f64>,
 }

@@ -1,13 +1,14 @@
 //! The `relay_metrics_cgroup_*` families: one series set per cgroup measured one by one
 //! (`extensions.targets`), labelled `cgroup` and, where known, `unit`, `container_id`,
-//! `container_runtime`, `container_name`, `container_image`, `pod_uid`, `qos_class`; plus
+//! `container_runtime`, `container_name`, `container_image`, `pod_uid`, `qos_class` (the
+//! `relay_metrics_cgroup_gpu_*` families also `device` and `uuid`); plus
 //! `relay_metrics_targets` and `relay_metrics_targets_dropped`. Counters are the cgroup's own
 //! kernel counters (they never decrease while the cgroup exists; a cgroup removed and made
 //! again under the same path starts from zero, which Prometheus reads as a reset).
 
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
-use crate::snapshot::{CgroupTargetReport, Targets};
+use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
 
 /// Most labels a series has: the cgroup's eight and two of its family.
 const MAX_LABELS: usize = 10;
@@ -291,6 +292,48 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
     ),
 ];
 
+type GpuGetter = fn(&TargetGpuUse) -> Option<f64>;
+
+/// Per device a cgroup's processes use (NVML per-process records summed over its subtree).
+const GPUS: &[(Family, GpuGetter)] = &[
+    (
+        family(
+            "relay_metrics_cgroup_gpu_processes",
+            Kind::Gauge,
+            Unit::Count,
+            "Processes of the cgroup's subtree on the GPU.",
+        ),
+        |g| Some(g.processes as f64),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_gpu_memory_used_bytes",
+            Kind::Gauge,
+            Unit::Bytes,
+            "GPU memory used by the processes of the cgroup's subtree.",
+        ),
+        |g| plain(g.memory_used_bytes),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_gpu_sm_utilization_ratio",
+            Kind::Gauge,
+            Unit::Ratio,
+            "SM utilisation of the GPU by the processes of the cgroup's subtree (0-1, summed).",
+        ),
+        |g| g.sm_utilization_percent.map(|p| p / 100.0),
+    ),
+    (
+        family(
+            "relay_metrics_cgroup_gpu_memory_utilization_ratio",
+            Kind::Gauge,
+            Unit::Ratio,
+            "GPU memory-controller utilisation by the processes of the cgroup's subtree (0-1, summed).",
+        ),
+        |g| g.memory_utilization_percent.map(|p| p / 100.0),
+    ),
+];
+
 const TARGETS: Family = family(
     "relay_metrics_targets",
     Kind::Gauge,
@@ -334,7 +377,7 @@ fn emit_family<S: Sink>(
     sink: &mut S,
     family: &Family,
     targets: &Targets,
-    each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, &str)], f64)),
+    each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, Label<'_>)], f64)),
 ) {
     let mut started = false;
     for report in &targets.cgroups {
@@ -351,9 +394,9 @@ fn emit_family<S: Sink>(
             let mut all = [("", Label::Int(0)); MAX_LABELS];
             all[..base].copy_from_slice(&labels[..base]);
             let mut count = base;
-            for &(key, text) in extra {
+            for &label in extra {
                 if count < MAX_LABELS {
-                    all[count] = (key, Label::Str(text));
+                    all[count] = label;
                     count += 1;
                 }
             }
@@ -384,7 +427,7 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
             ("oom_kill", events.oom_kill),
         ] {
             if let Some(value) = value {
-                emit(&[("event", event)], value as f64);
+                emit(&[("event", Label::Str(event))], value as f64);
             }
         }
     });
@@ -399,7 +442,11 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
             ("io", "full", p.io_full_usec),
         ] {
             if let Some(usec) = value {
-                emit(&[("resource", resource), ("kind", kind)], usec as f64 / 1e6);
+                let labels = [
+                    ("resource", Label::Str(resource)),
+                    ("kind", Label::Str(kind)),
+                ];
+                emit(&labels, usec as f64 / 1e6);
             }
         }
     });
@@ -436,7 +483,23 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
     for (family, get) in DEVICES {
         emit_family(sink, family, targets, |report, emit| {
             for device in &report.devices {
-                emit(&[("device", &device.device)], get(device) as f64);
+                emit(
+                    &[("device", Label::Str(&device.device))],
+                    get(device) as f64,
+                );
+            }
+        });
+    }
+    for (family, get) in GPUS {
+        emit_family(sink, family, targets, |report, emit| {
+            for gpu in report.gpus.iter().flatten() {
+                if let Some(value) = get(gpu) {
+                    let labels = [
+                        ("device", Label::Int(u64::from(gpu.index))),
+                        ("uuid", Label::Str(&gpu.uuid)),
+                    ];
+                    emit(&labels, value);
+                }
             }
         });
     }
@@ -446,6 +509,7 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
 mod tests {
     use super::*;
     use crate::snapshot::{ResourceMetricsSnapshot, TargetKernelEvents, TargetLabels};
+    use std::sync::Arc;
 
     fn snapshot() -> ResourceMetricsSnapshot {
         let mut histogram = vec![0; 32];
@@ -461,6 +525,14 @@ mod tests {
                     ..TargetLabels::default()
                 },
                 cpu_usage_ns: Some(1_500_000_000),
+                gpus: Some(vec![TargetGpuUse {
+                    index: 1,
+                    uuid: Arc::from("GPU-b"),
+                    processes: 2,
+                    memory_used_bytes: None,
+                    sm_utilization_percent: Some(45.0),
+                    memory_utilization_percent: Some(12.5),
+                }]),
                 kernel_events: Some(TargetKernelEvents {
                     run_queue_count: 6,
                     run_queue_total_ns: 3_000_000_000,
@@ -486,6 +558,9 @@ mod tests {
             "relay_metrics_targets_dropped 7".to_owned(),
             format!("relay_metrics_cgroup_cpu_usage_seconds_total{{{labels}}} 1.5"),
             format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
+            format!("relay_metrics_cgroup_gpu_processes{{{labels},device=\"1\",uuid=\"GPU-b\"}} 2"),
+            format!("relay_metrics_cgroup_gpu_sm_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.45"),
+            format!("relay_metrics_cgroup_gpu_memory_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.125"),
             "# TYPE relay_metrics_cgroup_run_queue_delay_seconds histogram".to_owned(),
             format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000001024\"}} 0"),
             format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000004096\"}} 2"),
@@ -497,6 +572,11 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
+        // Unknown memory is not exported.
+        assert!(
+            !text.contains("relay_metrics_cgroup_gpu_memory_used_bytes{"),
+            "{text}"
+        );
     }
 
     #[cfg(feature = "agent")]

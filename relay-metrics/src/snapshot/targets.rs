@@ -67,6 +67,10 @@ pub struct CgroupTargetReport {
     /// Summed over the processes of its subtree, from the collector's one pass over all
     /// processes (`null` when the pass has no per-process values).
     pub processes: Option<ProcessSums>,
+    /// GPU use of the processes of its subtree, per NVIDIA device, from the GPU thread's last
+    /// per-process records (`null` when there are none to join: the GPU category or its process
+    /// metrics off, NVML not answering, or no pass over all processes).
+    pub gpus: Option<Vec<TargetGpuUse>>,
     /// Kernel events of its processes (eBPF), `null` without them.
     pub kernel_events: Option<TargetKernelEvents>,
     /// Why values are missing (a file that cannot be read).
@@ -148,6 +152,26 @@ pub struct ProcessSums {
     pub resident_bytes: u64,
     /// Open file descriptors (`null` when some process's could not be counted).
     pub open_file_descriptors: Option<u64>,
+}
+
+/// One NVIDIA device's use by the processes of a measured cgroup's subtree (sums over NVML's
+/// per-process records).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TargetGpuUse {
+    /// NVML index of the device.
+    pub index: u32,
+    /// Its UUID (`nvidia:<index>` when NVML gave none), as in `extensions.gpu.devices`.
+    pub uuid: Arc<str>,
+    /// Processes of the subtree NVML lists on the device.
+    pub processes: u64,
+    /// Device memory they use (`null` when the driver does not know some process's).
+    pub memory_used_bytes: Option<u64>,
+    /// Sum of their SM utilisation, percent of the device, over the processes with a sample
+    /// since the previous query (`null` when none had one: the first query, an unsupported
+    /// query, or all of them idle).
+    pub sm_utilization_percent: Option<f64>,
+    /// Sum of their memory-controller utilisation, percent (`null` likewise).
+    pub memory_utilization_percent: Option<f64>,
 }
 
 /// Kernel events of a cgroup's processes, counted by the eBPF programs per process and

@@ -14,12 +14,12 @@
 //! - `FAKE_NVML_PIDS`: up to three comma-separated PIDs `a,b,c` (default `1000,2000,3000`), so a
 //!   test can put its own PID in.
 //!
-//! The script (bytes; "sm" is per-process SM utilisation in percent):
+//! The script (bytes; "sm" and "mem" are per-process SM and memory utilisation in percent):
 //!
 //! | device | UUID | memory v1 used / v2 used+reserved | utilisation | compute | graphics | utilisation samples |
 //! | --- | --- | --- | --- | --- | --- | --- |
-//! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 then (newer) 30; c: sm 5; buffered before the first query: b: sm 99 at 50 µs |
-//! | 1 | `GPU-6a1f0c3e-0000-4000-8000-000000000001` | 8 MiB / 7 MiB + 1 MiB | 50 % | c: not available | none | c: sm 70 |
+//! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 mem 10 then (newer) sm 30 mem 12; c: sm 5 mem 2; buffered before the first query: b: sm 99 mem 88 at 50 µs |
+//! | 1 | `GPU-6a1f0c3e-0000-4000-8000-000000000001` | 8 MiB / 7 MiB + 1 MiB | 50 % | c: not available | none | c: sm 70 mem 40 |
 //!
 //! Process utilisation samples carry timestamps `g * 1_000_000 + {100, 150, 200}` µs, where `g`
 //! counts the filled queries on that device, and only samples newer than `lastSeenTimeStamp` are

@@ -88,31 +88,36 @@ pub(crate) fn utilization_samples(
 ) -> Vec<ProcessUtilizationSample> {
     let [a, b, c] = script.pids;
     let base_usec = generation * 1_000_000;
-    let scripted: &[(u32, u64, u32)] = match index {
-        0 => &[(a, 100, 20), (a, 200, 30), (c, 150, 5)],
-        _ => &[(c, 100, 70)],
+    // (pid, µs after the generation's start, sm %, memory %)
+    let scripted: &[(u32, u64, u32, u32)] = match index {
+        0 => &[(a, 100, 20, 10), (a, 200, 30, 12), (c, 150, 5, 2)],
+        _ => &[(c, 100, 70, 40)],
     };
     // Device 0's buffer still holds one sample from before the first query (pid b, sm 99): only
     // a caller that passes no or a stale `lastSeenTimeStamp` gets it.
-    let history: &[(u32, u64, u32)] = match index {
-        0 => &[(b, HISTORY_TIME_STAMP_USEC, 99)],
+    let history: &[(u32, u64, u32, u32)] = match index {
+        0 => &[(b, HISTORY_TIME_STAMP_USEC, 99, 88)],
         _ => &[],
     };
     let current = scripted
         .iter()
-        .map(|&(pid, offset_usec, sm_util)| (pid, base_usec + offset_usec, sm_util));
+        .map(|&(pid, offset_usec, sm_util, mem_util)| {
+            (pid, base_usec + offset_usec, sm_util, mem_util)
+        });
     history
         .iter()
         .copied()
         .chain(current)
-        .map(|(pid, time_stamp, sm_util)| ProcessUtilizationSample {
-            pid,
-            time_stamp,
-            sm_util,
-            mem_util: 0,
-            enc_util: 0,
-            dec_util: 0,
-        })
+        .map(
+            |(pid, time_stamp, sm_util, mem_util)| ProcessUtilizationSample {
+                pid,
+                time_stamp,
+                sm_util,
+                mem_util,
+                enc_util: 0,
+                dec_util: 0,
+            },
+        )
         .filter(|sample| sample.time_stamp > last_seen_usec)
         .collect()
 }

@@ -1,17 +1,18 @@
 //! The cgroups measured one by one besides the scope (`serve --cgroups`, the config's
 //! `extensions.cgroups`): discovered by one walk per snapshot, each read through its own held
 //! files, with per-process sums grouped by cgroup from the collector's one pass over all
-//! processes (membership from the `cgroup.procs` files the walk reads), into
-//! `extensions.targets`.
+//! processes (membership from the `cgroup.procs` files the walk reads), and the GPU thread's
+//! per-process records joined with that grouping, into `extensions.targets`.
 
 mod events;
+mod gpu;
 mod labels;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::ResourceMetricsConfig;
-use crate::model::ProcessPass;
+use crate::model::{GpuProcessValues, ProcessPass};
 use crate::snapshot::{
     CgroupTargetReport, MemoryEventCounts, ProcessSums, TargetDeviceIo, TargetLabels,
     TargetPressure, Targets,
@@ -60,6 +61,9 @@ pub(crate) struct TargetSet {
     sums: Vec<Sums>,
     /// Scratch: pid → index in the process pass.
     by_pid: HashMap<u32, usize>,
+    /// Scratch: per process of the pass, the scan index of the cgroup listing it (`usize::MAX`:
+    /// none).
+    cgroup_of: Vec<usize>,
     /// Container names from the runtime's API, when a socket is given.
     names: Names,
     /// Per-process kernel event counters between snapshots.
@@ -192,15 +196,18 @@ impl TargetSet {
             selected: Vec::new(),
             sums: Vec::new(),
             by_pid: HashMap::new(),
+            cgroup_of: Vec::new(),
             names: Names::start(extensions.docker_socket.as_deref()),
             events: events::EventTracker::default(),
         })
     }
 
-    /// Walks, reads every selected cgroup and fills `out`.
+    /// Walks, reads every selected cgroup and fills `out`. `gpu`: the GPU thread's per-process
+    /// records for the processes of `processes` (`None` when there are none to join).
     pub(crate) fn fill(
         &mut self,
         processes: Option<&ProcessPass>,
+        gpu: Option<&[GpuProcessValues]>,
         ticks_per_second: u64,
         kernel: Option<&crate::source::ebpf::EbpfSource>,
         out: &mut Targets,
@@ -272,6 +279,8 @@ impl TargetSet {
                     .enumerate()
                     .map(|(index, p)| (p.pid, index)),
             );
+            self.cgroup_of.clear();
+            self.cgroup_of.resize(set.processes.len(), usize::MAX);
             for (index, cgroup) in scan.cgroups.iter().enumerate() {
                 let sums = &mut self.sums[index];
                 sums.fds_complete = true;
@@ -281,6 +290,7 @@ impl TargetSet {
                     let Some(&at) = self.by_pid.get(pid) else {
                         continue;
                     };
+                    self.cgroup_of[at] = index;
                     let process = &set.processes[at];
                     sums.count += 1;
                     sums.threads += process.threads;
@@ -424,6 +434,16 @@ impl TargetSet {
             }
         }
         out.cgroups.truncate(filled);
+        gpu::attribute(
+            gpu.filter(|_| process_set.is_some()),
+            |pid| {
+                let at = *self.by_pid.get(&pid)?;
+                Some(self.cgroup_of[at]).filter(|&index| index != usize::MAX)
+            },
+            |index| scan.cgroups[index].parent,
+            |index| scan.path(&scan.cgroups[index]),
+            &mut out.cgroups,
+        );
         // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
         let walks = self.walks;
         self.entries.retain(|_, entry| entry.seen == walks);

@@ -92,7 +92,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
         ],
     });
     let mut out = Targets::default();
-    set.fill(Some(&pass), 100, None, &mut out);
+    set.fill(Some(&pass), None, 100, None, &mut out);
     assert_eq!(
         paths(&out),
         ["/system.slice/a.service", "/system.slice/b.service"]
@@ -142,7 +142,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
     // A new cgroup appears and a removed one goes at the next fill.
     cgroup(root, "/system.slice/d.service", &[], &[]);
     std::fs::remove_dir_all(root.join("system.slice/b.service")).unwrap();
-    set.fill(Some(&pass), 100, None, &mut out);
+    set.fill(Some(&pass), None, 100, None, &mut out);
     assert_eq!(
         paths(&out),
         ["/system.slice/a.service", "/system.slice/d.service"]
@@ -167,7 +167,7 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
     let layout = layout(root);
     let mut set = TargetSet::new(&config(&[], Some(2), 2), Some(&layout)).unwrap();
     let mut out = Targets::default();
-    set.fill(None, 100, None, &mut out);
+    set.fill(None, None, 100, None, &mut out);
     // /a and /a/x hold a process below them; /b none; /a/x/deep is deeper than 2.
     assert_eq!(out.matched, 4);
     assert_eq!(paths(&out), ["/a", "/a/x"]);
@@ -181,7 +181,7 @@ fn nothing_is_measured_one_by_one_unless_asked() {
     assert!(TargetSet::new(&ResourceMetricsConfig::default(), None).is_none());
     let mut set = TargetSet::new(&config(&["/a"], None, 10), None).unwrap();
     let mut out = Targets::default();
-    set.fill(None, 100, None, &mut out);
+    set.fill(None, None, 100, None, &mut out);
     assert!(out.cgroups.is_empty());
     assert!(
         out.reasons[0].contains("no cgroup file system"),

@@ -129,6 +129,9 @@ pub struct GpuProcessSample {
     /// `None` on the first query of a device, when unsupported, or when the process had no
     /// sample in that interval.
     pub sm_utilization_percent: Option<f64>,
+    /// Memory-controller (bandwidth) utilisation of the process from the same sample, `None`
+    /// when the SM utilisation is.
+    pub memory_utilization_percent: Option<f64>,
 }
 
 /// Why NVML gave no records at all.

@@ -361,14 +361,14 @@ fn memory_used_bytes(nvml: &Nvml, device: &Device<'_>) -> Option<u64> {
     device.memory_info().ok().map(|memory| memory.used)
 }
 
-/// SM utilisation per PID from the samples newer than the last seen timestamp of this device,
-/// the newest sample of each PID winning. `None` on the device's first query and when the
-/// query is unsupported.
+/// SM and memory utilisation per PID from the samples newer than the last seen timestamp of
+/// this device, the newest sample of each PID winning. `None` on the device's first query and
+/// when the query is unsupported.
 fn process_utilization(
     device: &Device<'_>,
     index: u32,
     last_seen_usec: &mut HashMap<u32, u64>,
-) -> Option<BTreeMap<u32, f64>> {
+) -> Option<BTreeMap<u32, ProcessUtilization>> {
     let previous_usec = last_seen_usec.get(&index).copied();
     let samples = match device.process_utilization_stats(previous_usec.unwrap_or(0)) {
         Ok(samples) => samples,
@@ -383,24 +383,35 @@ fn process_utilization(
         .fold(floor_usec, u64::max);
     last_seen_usec.insert(index, newest_usec);
     previous_usec?;
-    let mut newest: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+    let mut newest: BTreeMap<u32, (u64, ProcessUtilization)> = BTreeMap::new();
     for sample in samples
         .iter()
         .filter(|sample| sample.timestamp > floor_usec)
     {
+        let utilization = ProcessUtilization {
+            sm_percent: f64::from(sample.sm_util),
+            memory_percent: f64::from(sample.mem_util),
+        };
         let entry = newest
             .entry(sample.pid)
-            .or_insert((sample.timestamp, sample.sm_util));
+            .or_insert((sample.timestamp, utilization));
         if sample.timestamp >= entry.0 {
-            *entry = (sample.timestamp, sample.sm_util);
+            *entry = (sample.timestamp, utilization);
         }
     }
     Some(
         newest
             .into_iter()
-            .map(|(pid, (_, sm_util))| (pid, f64::from(sm_util)))
+            .map(|(pid, (_, utilization))| (pid, utilization))
             .collect(),
     )
+}
+
+/// One process's newest utilisation sample on a device.
+#[derive(Debug, Clone, Copy)]
+struct ProcessUtilization {
+    sm_percent: f64,
+    memory_percent: f64,
 }
 
 /// Merges the compute and graphics lists (a query that fails leaves the other one's memory
@@ -409,7 +420,7 @@ fn collect_processes(
     device: &Device<'_>,
     index: u32,
     identifier: &str,
-    utilization: Option<BTreeMap<u32, f64>>,
+    utilization: Option<BTreeMap<u32, ProcessUtilization>>,
     include_pid: &mut dyn FnMut(u32) -> bool,
     out: &mut Vec<GpuProcessSample>,
 ) {
@@ -429,14 +440,16 @@ fn collect_processes(
         if !include_pid(pid) {
             continue;
         }
+        let sampled = utilization
+            .as_ref()
+            .and_then(|by_pid| by_pid.get(&pid).copied());
         out.push(GpuProcessSample {
             device_index: index,
             device_identifier: identifier.to_string(),
             pid,
             memory_used_bytes,
-            sm_utilization_percent: utilization
-                .as_ref()
-                .and_then(|by_pid| by_pid.get(&pid).copied()),
+            sm_utilization_percent: sampled.map(|u| u.sm_percent),
+            memory_utilization_percent: sampled.map(|u| u.memory_percent),
         });
     }
 }
