@@ -557,3 +557,61 @@ fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
         "waits after the move out are not the scope's"
     );
 }
+
+/// A tree's creations counted by a collector of `config` built from `preload`: the root is
+/// started stopped (as `relay-metrics run` does), resumed after the first snapshot, and
+/// creates three processes.
+fn creations_with_preload(
+    mut config: ResourceMetricsConfig,
+    preload: relay_metrics::KernelEventsPreload,
+) -> (u64, ResourceMetricsSnapshot) {
+    let root = Reaped(
+        Command::new("sh")
+            .args(["-c", "kill -STOP $$; true & true & true & wait"])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = nix::unistd::Pid::from_raw(root.0.id() as i32);
+    wait_for("the root to stop", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('T'))
+        })
+    });
+    config.root_pid = Some(root.0.id());
+    let mut collector = Collector::with_preload(config, preload).unwrap();
+    collector.count_from_root_start();
+    let _ = collector.collect();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let mut last = collector.collect();
+    wait_for("the tree's three creations", || {
+        last = collector.collect();
+        last.extensions.kernel_events.processes_created >= Some(3)
+    });
+    let created = last.extensions.kernel_events.processes_created.unwrap();
+    (created, (*last).clone())
+}
+
+#[test]
+#[ignore = "root: loads eBPF programs"]
+fn a_collector_takes_preloaded_programs_or_loads_its_own_as_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "kernel event tests load eBPF programs: run as root"
+    );
+    // Preloaded for this very configuration: taken.
+    let tree = config(ScopeSetting::ProcessTree);
+    let (created, snapshot) =
+        creations_with_preload(tree.clone(), Collector::preload_kernel_events(&tree));
+    assert_eq!(created, 3, "{:?}", snapshot.extensions.kernel_events);
+    assert!(snapshot.extensions.kernel_events.active);
+    // Preloaded for cgroups measured one by one (every process's scheduler counters): not the
+    // programs a tree needs, so the collector loads its own and counts the same.
+    let mut other = tree.clone();
+    other.extensions.cgroup_depth = Some(1);
+    let (created, snapshot) =
+        creations_with_preload(tree, Collector::preload_kernel_events(&other));
+    assert_eq!(created, 3, "{:?}", snapshot.extensions.kernel_events);
+    assert!(snapshot.extensions.kernel_events.active);
+}

@@ -41,7 +41,10 @@ pub(crate) mod source;
 pub mod summary;
 pub mod units;
 
-pub use collector::{AsyncCollector, Collector, CollectorError, FixedRateSnapshots, ReapedProcess};
+pub use collector::{
+    AsyncCollector, Collector, CollectorError, FixedRateSnapshots, KernelEventsPreload,
+    ReapedProcess,
+};
 pub use config::ResourceMetricsConfig;
 pub use snapshot::ResourceMetricsSnapshot;
 pub use source::ebpf::{init_child_loader, IN_PROCESS_ENV};

@@ -29,7 +29,7 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::{Collector, ResourceMetricsSnapshot};
+use relay_metrics::{Collector, KernelEventsPreload, ResourceMetricsSnapshot};
 
 use relay_metrics::internals::{wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
@@ -44,7 +44,9 @@ use cgroup::RunCgroup;
 #[derive(Args)]
 pub(crate) struct RunArgs {
     /// A Relay/relay-metrics config file (JSON or TOML); its scope is replaced by the
-    /// command's process tree.
+    /// command's process tree. Without one, the defaults apply, except that below one
+    /// snapshot a second `memory.private` is re-read once a second
+    /// (`extensions.private_memory_interval_millis = 1000`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Period between snapshots.
@@ -96,6 +98,9 @@ pub(crate) fn run(args: RunArgs) -> Result<i32> {
 
 /// Set in the guard process's environment: the directories of `run`'s cgroup, one a line.
 const GUARD_CGROUP_ENV: &str = "RELAY_METRICS_RUN_GUARD_CGROUP";
+
+/// Without a config file, `memory.private` is re-read at most this often (ms).
+const PRIVATE_MEMORY_INTERVAL_MS: u64 = 1000;
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
@@ -351,12 +356,30 @@ fn run_command(
 ) -> Result<i32> {
     let mut config = match &config {
         Some(path) => ResourceMetricsConfig::from_file(path)?,
-        None => ResourceMetricsConfig::default(),
+        None => {
+            let mut config = ResourceMetricsConfig::default();
+            // `memory.private`'s only exact source, `smaps_rollup`, walks every page of a
+            // process (most of a sample's cost at 1 ms): below one snapshot a second it is
+            // re-read once a second, its age in `extensions.sample_ages.private_memory_ms`.
+            if interval_ms < PRIVATE_MEMORY_INTERVAL_MS {
+                config.extensions.private_memory_interval_millis = PRIVATE_MEMORY_INTERVAL_MS;
+            }
+            config
+        }
     };
     let (program, arguments) = command.split_first().context("no command given")?;
     if let Some(exit) = unrunnable(program) {
         return Err(exit.into());
     }
+    // The eBPF programs take tens of ms to load (the loader child parses the kernel's BTF, the
+    // verifier checks each program): loaded meanwhile, they are ready when the command is
+    // stopped in its cgroup. The scope is set below (a cgroup or a process tree, both loaded
+    // the same way).
+    let preload = {
+        let mut scoped = config.clone();
+        scoped.measurement_scope = ScopeSetting::ProcessTree;
+        preload_with_signals_blocked(&scoped)?
+    };
     let mut out: Box<dyn Write> = match &output {
         Some(path) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(path)
@@ -399,10 +422,7 @@ fn run_command(
     // the background once the command has the terminal, can take the foreground back. (A
     // signal in the instant before would end `run` and leave the command stopped in an
     // orphaned group, which the kernel ends with SIGHUP.)
-    let mut forwarded = SigSet::empty();
-    for signal in FORWARDED {
-        forwarded.add(signal);
-    }
+    let forwarded = forwarded_signals();
     let mut blocked = forwarded;
     blocked.add(Signal::SIGTTOU);
     blocked
@@ -429,7 +449,7 @@ fn run_command(
             config.cgroup_path = None;
         }
     }
-    let collector = Collector::new(config).map(|mut collector| {
+    let collector = Collector::with_preload(config, preload).map(|mut collector| {
         match &cgroup {
             Ok(_) => collector.count_cumulative_from_start(),
             Err(reason) => {
@@ -524,6 +544,30 @@ fn run_command(
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
     Ok(exit_code(&reaped))
+}
+
+/// The signals `run` passes on to the command, as a set.
+fn forwarded_signals() -> SigSet {
+    let mut forwarded = SigSet::empty();
+    for signal in FORWARDED {
+        forwarded.add(signal);
+    }
+    forwarded
+}
+
+/// Starts the eBPF preload on a thread that blocks the signals the forwarding thread waits
+/// for (a thread inherits its creator's mask), so that none of them is delivered to it.
+fn preload_with_signals_blocked(config: &ResourceMetricsConfig) -> Result<KernelEventsPreload> {
+    let mut blocked = forwarded_signals();
+    blocked.add(Signal::SIGTTOU);
+    let previous = blocked
+        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
+        .context("cannot block the signals to forward")?;
+    let preload = Collector::preload_kernel_events(config);
+    previous
+        .thread_set_mask()
+        .context("cannot restore the signal mask")?;
+    Ok(preload)
 }
 
 /// Removes `run`'s cgroup (ending what the command left in it), then lets the guard go.

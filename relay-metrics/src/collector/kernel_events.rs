@@ -15,7 +15,9 @@ use chrono::{DateTime, Utc};
 use crate::config::ResourceMetricsConfig;
 use crate::model::ProcessPass;
 use crate::snapshot::{KernelEvents, OomVictim};
-use crate::source::ebpf::{EbpfCounters, EbpfOptions, EbpfReadError, EbpfSource, ScopeId};
+use crate::source::ebpf::{
+    EbpfCounters, EbpfOptions, EbpfReadError, EbpfSource, EbpfUnavailable, ScopeId,
+};
 use crate::source::Roots;
 
 use super::environment::CgroupEpoch;
@@ -46,43 +48,123 @@ pub(super) struct KernelEventFeed {
     victims_seen: u64,
 }
 
+/// The eBPF programs of a collector's kernel events, being loaded on a thread of their own (see
+/// [`crate::Collector::preload_kernel_events`]).
+pub struct KernelEventsPreload {
+    options: Option<EbpfOptions>,
+    thread: Option<std::thread::JoinHandle<Loaded>>,
+}
+
+/// A load's outcome, and when it ended (the programs count from then on).
+type Loaded = (Result<EbpfSource, EbpfUnavailable>, DateTime<Utc>);
+
+impl std::fmt::Debug for KernelEventsPreload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelEventsPreload")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KernelEventsPreload {
+    pub(super) fn start(config: &ResourceMetricsConfig, roots: &Roots) -> Self {
+        let options = ebpf_options(
+            config,
+            roots,
+            !matches!(
+                config.measurement_scope,
+                crate::config::ScopeSetting::ApplicationProcess
+            ),
+        );
+        let thread = options.clone().and_then(|options| {
+            std::thread::Builder::new()
+                .name("relay-metrics-ebpf-load".into())
+                .spawn(move || (EbpfSource::load(&options), Utc::now()))
+                .inspect_err(|error| {
+                    tracing::debug!("eBPF programs not preloaded (no thread: {error})");
+                })
+                .ok()
+        });
+        Self { options, thread }
+    }
+
+    /// The load's outcome when it was made with `options` (a load for other options is
+    /// dropped: its programs are detached).
+    fn take(mut self, options: &EbpfOptions) -> Option<Loaded> {
+        let made = self.options.as_ref()?;
+        let same = made.roots == options.roots
+            && made.tracked_only == options.tracked_only
+            && made.max_recent_oom_victims == options.max_recent_oom_victims;
+        let loaded = self.thread.take()?.join().ok()?;
+        same.then_some(loaded)
+    }
+}
+
+/// What the eBPF programs are loaded with for a collector of `config`, or `None` when its
+/// kernel events are off. `tree_or_wider`: the target is not a single process.
+fn ebpf_options(
+    config: &ResourceMetricsConfig,
+    roots: &Roots,
+    tree_or_wider: bool,
+) -> Option<EbpfOptions> {
+    config.extensions.kernel_events.then(|| EbpfOptions {
+        roots: roots.clone(),
+        max_recent_oom_victims: 64,
+        // Only a single process is read from its own per-process counters; a tree or a
+        // cgroup is read from its scope, and global reads no scheduler counter.
+        // Cgroups measured one by one read every member process's counters.
+        tracked_only: tree_or_wider
+            && config.extensions.cgroups.is_empty()
+            && config.extensions.cgroup_depth.is_none(),
+    })
+}
+
 impl KernelEventFeed {
-    pub(super) fn start(config: &ResourceMetricsConfig, roots: &Roots, target: &Target) -> Self {
-        let (mut source, off_reason) = if !config.extensions.kernel_events {
-            (
+    /// Loads the programs for `target`, or takes them from `preload` when it loaded them
+    /// with the same options.
+    pub(super) fn start(
+        config: &ResourceMetricsConfig,
+        roots: &Roots,
+        target: &Target,
+        preload: Option<KernelEventsPreload>,
+    ) -> Self {
+        let options = ebpf_options(
+            config,
+            roots,
+            !matches!(target, Target::Process { tree: false, .. }),
+        );
+        let (mut source, off_reason, loaded_at) = match options {
+            None => (
                 None,
                 Some(Arc::from("off: extensions.kernel_events = false (also set by the CLI for a single snapshot without --interval-ms, which would only count from its own start)")),
-            )
-        } else {
-            let options = EbpfOptions {
-                roots: roots.clone(),
-                max_recent_oom_victims: 64,
-                // Only a single process is read from its own per-process counters; a tree or a
-                // cgroup is read from its scope, and global reads no scheduler counter.
-                // Cgroups measured one by one read every member process's counters.
-                tracked_only: !matches!(target, Target::Process { tree: false, .. })
-                    && config.extensions.cgroups.is_empty()
-                    && config.extensions.cgroup_depth.is_none(),
-            };
-            match EbpfSource::load(&options) {
-                Ok(source) => {
-                    let failed: Vec<String> = source
-                        .status()
-                        .iter()
-                        .filter(|status| {
-                            !matches!(status.state, crate::source::ebpf::ProgramState::Attached)
-                        })
-                        .map(|status| format!("{}: {:?}", status.spec.program, status.state))
-                        .collect();
-                    let reason = (!failed.is_empty()).then(|| {
-                        Arc::from(format!("some programs are off: {}", failed.join("; ")))
-                    });
-                    (Some(source), reason)
+                Utc::now(),
+            ),
+            Some(options) => {
+                let (loaded, loaded_at) = preload
+                    .and_then(|preload| preload.take(&options))
+                    .unwrap_or_else(|| (EbpfSource::load(&options), Utc::now()));
+                match loaded {
+                    Ok(source) => {
+                        let failed: Vec<String> = source
+                            .status()
+                            .iter()
+                            .filter(|status| {
+                                !matches!(
+                                    status.state,
+                                    crate::source::ebpf::ProgramState::Attached
+                                )
+                            })
+                            .map(|status| format!("{}: {:?}", status.spec.program, status.state))
+                            .collect();
+                        let reason = (!failed.is_empty()).then(|| {
+                            Arc::from(format!("some programs are off: {}", failed.join("; ")))
+                        });
+                        (Some(source), reason, loaded_at)
+                    }
+                    Err(error) => (None, Some(Arc::from(error.to_string())), loaded_at),
                 }
-                Err(error) => (None, Some(Arc::from(error.to_string()))),
             }
         };
-        let loaded_at = Utc::now();
         let mut tracking = ScopeTracking::default();
         // A tree is tracked from its root right away, so processes it creates before the first
         // snapshot are counted too.

@@ -54,6 +54,7 @@ pub use cumulative::ReapedProcess;
 use environment::Environment;
 use gpu::GpuFeed;
 use kernel_events::KernelEventFeed;
+pub use kernel_events::KernelEventsPreload;
 use lifetime::OomKillCount;
 use processes::{ListingEpoch, ProcessPassReader};
 use reasons::Reasons;
@@ -108,10 +109,35 @@ impl Collector {
         Self::with_roots(config, Roots::host())
     }
 
+    /// Starts loading the eBPF programs of the kernel events that a collector of `config`
+    /// needs, on a thread of its own, so that the caller can prepare its target meanwhile
+    /// (`relay-metrics run` starts its command and cgroup while the programs load). Hand it to
+    /// [`Self::with_preload`]. The programs count from the end of the load; a collector whose
+    /// configuration needs them loaded otherwise loads its own.
+    pub fn preload_kernel_events(config: &ResourceMetricsConfig) -> KernelEventsPreload {
+        KernelEventsPreload::start(config, &Roots::host())
+    }
+
+    /// [`Self::new`], with the eBPF programs of `preload` (waits for their load to end).
+    pub fn with_preload(
+        config: ResourceMetricsConfig,
+        preload: KernelEventsPreload,
+    ) -> Result<Self, CollectorError> {
+        Self::with_roots_and_preload(config, Roots::host(), Some(preload))
+    }
+
     /// A collector reading `/proc` and `/sys` from `roots` (fixture trees in tests).
     pub(crate) fn with_roots(
         config: ResourceMetricsConfig,
         roots: Roots,
+    ) -> Result<Self, CollectorError> {
+        Self::with_roots_and_preload(config, roots, None)
+    }
+
+    fn with_roots_and_preload(
+        config: ResourceMetricsConfig,
+        roots: Roots,
+        preload: Option<KernelEventsPreload>,
     ) -> Result<Self, CollectorError> {
         config.validate()?;
         let layout = CgroupLayout::discover(&roots).ok();
@@ -121,7 +147,7 @@ impl Collector {
         let processes = ProcessPassReader::new(&roots, &config, &target, wanted)?;
         let environment = Environment::new(&roots, layout.as_ref(), &target);
         let gpu = GpuFeed::start(&config, &roots);
-        let kernel = KernelEventFeed::start(&config, &roots, &target);
+        let kernel = KernelEventFeed::start(&config, &roots, &target, preload);
         let target_info = match &target {
             Target::Global => TargetInfo::default(),
             Target::Process { pid, .. } => TargetInfo {

@@ -67,16 +67,20 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Sleeps up to `duration` in wait slices; `false` when asked to stop.
+    /// Sleeps up to `duration` (parked: a stop request unparks the thread, so dropping the
+    /// watcher does not wait for a sleep to end); `false` when asked to stop.
     fn pause(&self, duration: Duration) -> bool {
         let until = Instant::now() + duration;
-        while Instant::now() < until {
+        loop {
             if self.stopped() {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(u64::from(WAIT_SLICE_MS)));
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::park_timeout(left);
         }
-        !self.stopped()
     }
 }
 
@@ -127,6 +131,7 @@ impl Drop for XidWatcher {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             // A panic on the thread has already been reported by the panic hook.
             let _ = thread.join();
         }
