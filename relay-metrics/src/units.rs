@@ -184,86 +184,67 @@ impl From<CountUnit> for MeasurementUnit {
     }
 }
 
-/// Every unit name that can appear in a snapshot (Relay's flat `ResourceMeasurementUnit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[expect(
-    missing_docs,
-    reason = "the names are the documentation; see the family enums"
-)]
-pub enum MeasurementUnit {
-    Microseconds,
-    Milliseconds,
-    Seconds,
-    Minutes,
-    Bytes,
-    Kilobytes,
-    Megabytes,
-    Gigabytes,
-    Terabytes,
-    Kibibytes,
-    Mebibytes,
-    Gibibytes,
-    Tebibytes,
-    BytesPerSecond,
-    KibibytesPerSecond,
-    MebibytesPerSecond,
-    GibibytesPerSecond,
-    BitsPerSecond,
-    MegabitsPerSecond,
-    GigabitsPerSecond,
-    LogicalProcessors,
-    Millicores,
-    Percentage,
-    Fraction,
-    Processes,
-    Threads,
-    FileDescriptors,
-    Handles,
-    Events,
-    Operations,
-    Packets,
-    Errors,
+/// The flat unit enum and its wire names, from one list (`Variant => "wire_name"`).
+macro_rules! measurement_units {
+    ($( $variant:ident => $name:literal ),+ $(,)?) => {
+        /// Every unit name that can appear in a snapshot (Relay's flat `ResourceMeasurementUnit`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[expect(
+            missing_docs,
+            reason = "the names are the documentation; see the family enums"
+        )]
+        pub enum MeasurementUnit {
+            $( $variant ),+
+        }
+
+        impl MeasurementUnit {
+            /// Every unit, in declaration order.
+            pub const ALL: &[Self] = &[$( Self::$variant ),+];
+
+            /// The wire name, e.g. `"kibibytes"`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $name ),+
+                }
+            }
+        }
+    };
 }
 
-impl MeasurementUnit {
-    /// The wire name, e.g. `"kibibytes"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Microseconds => "microseconds",
-            Self::Milliseconds => "milliseconds",
-            Self::Seconds => "seconds",
-            Self::Minutes => "minutes",
-            Self::Bytes => "bytes",
-            Self::Kilobytes => "kilobytes",
-            Self::Megabytes => "megabytes",
-            Self::Gigabytes => "gigabytes",
-            Self::Terabytes => "terabytes",
-            Self::Kibibytes => "kibibytes",
-            Self::Mebibytes => "mebibytes",
-            Self::Gibibytes => "gibibytes",
-            Self::Tebibytes => "tebibytes",
-            Self::BytesPerSecond => "bytes_per_second",
-            Self::KibibytesPerSecond => "kibibytes_per_second",
-            Self::MebibytesPerSecond => "mebibytes_per_second",
-            Self::GibibytesPerSecond => "gibibytes_per_second",
-            Self::BitsPerSecond => "bits_per_second",
-            Self::MegabitsPerSecond => "megabits_per_second",
-            Self::GigabitsPerSecond => "gigabits_per_second",
-            Self::LogicalProcessors => "logical_processors",
-            Self::Millicores => "millicores",
-            Self::Percentage => "percentage",
-            Self::Fraction => "fraction",
-            Self::Processes => "processes",
-            Self::Threads => "threads",
-            Self::FileDescriptors => "file_descriptors",
-            Self::Handles => "handles",
-            Self::Events => "events",
-            Self::Operations => "operations",
-            Self::Packets => "packets",
-            Self::Errors => "errors",
-        }
-    }
+measurement_units! {
+    Microseconds => "microseconds",
+    Milliseconds => "milliseconds",
+    Seconds => "seconds",
+    Minutes => "minutes",
+    Bytes => "bytes",
+    Kilobytes => "kilobytes",
+    Megabytes => "megabytes",
+    Gigabytes => "gigabytes",
+    Terabytes => "terabytes",
+    Kibibytes => "kibibytes",
+    Mebibytes => "mebibytes",
+    Gibibytes => "gibibytes",
+    Tebibytes => "tebibytes",
+    BytesPerSecond => "bytes_per_second",
+    KibibytesPerSecond => "kibibytes_per_second",
+    MebibytesPerSecond => "mebibytes_per_second",
+    GibibytesPerSecond => "gibibytes_per_second",
+    BitsPerSecond => "bits_per_second",
+    MegabitsPerSecond => "megabits_per_second",
+    GigabitsPerSecond => "gigabits_per_second",
+    LogicalProcessors => "logical_processors",
+    Millicores => "millicores",
+    Percentage => "percentage",
+    Fraction => "fraction",
+    Processes => "processes",
+    Threads => "threads",
+    FileDescriptors => "file_descriptors",
+    Handles => "handles",
+    Events => "events",
+    Operations => "operations",
+    Packets => "packets",
+    Errors => "errors",
 }
 
 /// A measured number: an exact integer or a decimal.
@@ -343,23 +324,24 @@ mod tests {
     }
 
     #[test]
-    fn exact_conversions_stay_integers() {
-        let m = Measurement::integer(1024, CapacityUnit::Kibibytes, CapacityUnit::Mebibytes);
-        assert_eq!(json(m), r#"{"value":1,"unit":"mebibytes"}"#);
-        let m = Measurement::integer(210, DurationUnit::Milliseconds, DurationUnit::Microseconds);
-        assert_eq!(m.value, MeasurementValue::Integer(210_000));
+    fn exact_conversions_stay_integers_and_inexact_ones_become_decimals() {
+        use DurationUnit::{Microseconds, Milliseconds, Minutes, Seconds};
+        let kib_to_mib =
+            |kib| Measurement::integer(kib, CapacityUnit::Kibibytes, CapacityUnit::Mebibytes);
+        let ms_to = |ms, to| Measurement::integer(ms, Milliseconds, to);
+        assert_eq!(json(kib_to_mib(1024)), r#"{"value":1,"unit":"mebibytes"}"#);
+        assert_eq!(kib_to_mib(1).value, MeasurementValue::Decimal(0.0009765625));
+        assert_eq!(
+            ms_to(210, Microseconds).value,
+            MeasurementValue::Integer(210_000)
+        );
+        assert_eq!(
+            json(ms_to(1500, Seconds)),
+            r#"{"value":1.5,"unit":"seconds"}"#
+        );
+        assert_eq!(ms_to(330, Minutes).value, MeasurementValue::Decimal(0.0055));
         let m = Measurement::integer(1000, DataUnit::Bytes, DataUnit::Kilobytes);
         assert_eq!(json(m), r#"{"value":1,"unit":"kilobytes"}"#);
-    }
-
-    #[test]
-    fn inexact_conversions_become_decimals() {
-        let m = Measurement::integer(1500, DurationUnit::Milliseconds, DurationUnit::Seconds);
-        assert_eq!(json(m), r#"{"value":1.5,"unit":"seconds"}"#);
-        let m = Measurement::integer(1, CapacityUnit::Kibibytes, CapacityUnit::Mebibytes);
-        assert_eq!(m.value, MeasurementValue::Decimal(0.0009765625));
-        let m = Measurement::integer(330, DurationUnit::Milliseconds, DurationUnit::Minutes);
-        assert_eq!(m.value, MeasurementValue::Decimal(0.0055));
     }
 
     #[test]

@@ -712,41 +712,7 @@ fn enum_names_match_serde() {
     for value in [CgroupVersionName::V2, CgroupVersionName::V1] {
         check(value, value.as_str());
     }
-    use MeasurementUnit::*;
-    for unit in [
-        Microseconds,
-        Milliseconds,
-        Seconds,
-        Minutes,
-        Bytes,
-        Kilobytes,
-        Megabytes,
-        Gigabytes,
-        Terabytes,
-        Kibibytes,
-        Mebibytes,
-        Gibibytes,
-        Tebibytes,
-        BytesPerSecond,
-        KibibytesPerSecond,
-        MebibytesPerSecond,
-        GibibytesPerSecond,
-        BitsPerSecond,
-        MegabitsPerSecond,
-        GigabitsPerSecond,
-        LogicalProcessors,
-        Millicores,
-        Percentage,
-        Fraction,
-        Processes,
-        Threads,
-        FileDescriptors,
-        Handles,
-        Events,
-        Operations,
-        Packets,
-        Errors,
-    ] {
+    for &unit in MeasurementUnit::ALL {
         check(unit, unit.as_str());
     }
 }
