@@ -15,14 +15,22 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// one line per series.
 struct Text<'o> {
     out: &'o mut String,
+    /// Histogram bucket bounds as formatted last (`f64` bits and text), by bucket index.
+    bounds: Vec<(u64, String)>,
 }
 
 impl Text<'_> {
     /// A metric or label name; Relay's and OpenTelemetry's dots become underscores (the only
     /// other character in their names is `_`).
     fn name(&mut self, name: &str) {
-        self.out
-            .extend(name.chars().map(|c| if c == '.' { '_' } else { c }));
+        let mut parts = name.split('.');
+        if let Some(first) = parts.next() {
+            self.out.push_str(first);
+        }
+        for part in parts {
+            self.out.push('_');
+            self.out.push_str(part);
+        }
     }
 
     /// A family's metric name: in `otel` naming, as OpenTelemetry's Prometheus exporters write
@@ -81,11 +89,21 @@ impl Sink for Text<'_> {
     }
 
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
-        let mut bound = String::new();
-        for &(le, count) in &histogram.buckets {
-            bound.clear();
-            let _ = write!(bound, "{le}");
+        for (at, &(le, count)) in histogram.buckets.iter().enumerate() {
+            // Every cgroup's histogram has the same bounds: each is formatted once.
+            if self
+                .bounds
+                .get(at)
+                .is_none_or(|(bits, _)| *bits != le.to_bits())
+            {
+                let mut text = String::new();
+                let _ = write!(text, "{le}");
+                self.bounds.truncate(at);
+                self.bounds.push((le.to_bits(), text));
+            }
+            let bound = std::mem::take(&mut self.bounds[at].1);
             self.series(family, "_bucket", labels, Some(&bound));
+            self.bounds[at].1 = bound;
             let _ = writeln!(self.out, " {count}");
         }
         self.series(family, "_bucket", labels, Some("+Inf"));
@@ -135,22 +153,29 @@ impl Text<'_> {
     }
 }
 
-/// Label values escape backslash, double quote and newline.
+/// Label values escape backslash, double quote and newline (copied in runs between them: most
+/// values have none).
 fn escape_label(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
+    let mut rest = value;
+    while let Some(at) = memchr::memchr3(b'\\', b'"', b'\n', rest.as_bytes()) {
+        out.push_str(&rest[..at]);
+        out.push_str(match rest.as_bytes()[at] {
+            b'\\' => "\\\\",
+            b'"' => "\\\"",
+            _ => "\\n",
+        });
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
 }
 
 /// Writes the exposition of `snapshot` in `names`' naming into `out` (cleared first).
 pub fn encode(snapshot: &ResourceMetricsSnapshot, names: MetricNames, out: &mut String) {
     out.clear();
-    let mut text = Text { out };
+    let mut text = Text {
+        out,
+        bounds: Vec::new(),
+    };
     if names == MetricNames::Otel {
         text.target_info();
     }
@@ -185,7 +210,10 @@ mod tests {
     #[test]
     fn a_family_is_announced_once_and_label_values_are_escaped() {
         let mut out = String::new();
-        let mut text = Text { out: &mut out };
+        let mut text = Text {
+            out: &mut out,
+            bounds: Vec::new(),
+        };
         let family = Family {
             name: "m_bytes",
             kind: Kind::Gauge,

@@ -11,6 +11,21 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// The open-file limit after raising the soft limit to the hard one (which needs no privilege;
+/// Go's runtime and many daemons do the same at start): the limit held descriptors are budgeted
+/// against. 1024 when it cannot be read.
+pub(crate) fn raise_open_file_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    }
+}
+
 /// Descriptors held by every reader of this process, as last published.
 static HELD: AtomicUsize = AtomicUsize::new(0);
 

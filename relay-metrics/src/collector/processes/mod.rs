@@ -483,15 +483,7 @@ const RESERVED_DESCRIPTORS: u64 = 256;
 /// files can never exhaust the open-file limit (raised to its hard limit first, which needs no
 /// privilege). Processes beyond the cap are read with open/read/close: slower, still correct.
 fn held_process_cap(configured: usize) -> usize {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let limit = match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            Ok(()) => hard,
-            Err(_) => soft,
-        },
-        Ok((soft, _)) => soft,
-        Err(_) => 1024,
-    };
+    let limit = crate::source::held::raise_open_file_limit();
     let affordable = limit.saturating_sub(RESERVED_DESCRIPTORS) / DESCRIPTORS_PER_PROCESS;
     configured.min(usize::try_from(affordable).unwrap_or(usize::MAX))
 }

@@ -35,34 +35,6 @@ struct Seen {
     walk: u64,
 }
 
-/// Per scanned cgroup: the increase of its own processes.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Delta {
-    runq_count: u64,
-    runq_total_ns: u64,
-    runq_hist: [u64; RUNQ_HIST_BUCKETS],
-    preemptions: u64,
-    reclaim_count: u64,
-    reclaim_ns: u64,
-    created: u64,
-    exited: u64,
-}
-
-impl Delta {
-    fn add(&mut self, other: &Self) {
-        self.runq_count += other.runq_count;
-        self.runq_total_ns += other.runq_total_ns;
-        for (a, b) in self.runq_hist.iter_mut().zip(other.runq_hist) {
-            *a += b;
-        }
-        self.preemptions += other.preemptions;
-        self.reclaim_count += other.reclaim_count;
-        self.reclaim_ns += other.reclaim_ns;
-        self.created += other.created;
-        self.exited += other.exited;
-    }
-}
-
 /// The per-process state between snapshots.
 #[derive(Debug, Default)]
 pub(super) struct EventTracker {
@@ -70,8 +42,9 @@ pub(super) struct EventTracker {
     walk: u64,
     /// Victims already attributed (pid, boot time).
     attributed: HashSet<(u32, u64)>,
-    /// Scratch: per scanned cgroup, the increase of its subtree.
-    pub(super) deltas: Vec<Delta>,
+    /// Scratch: per scanned cgroup, the increase of its subtree (no victims: those are
+    /// attributed by [`Self::new_victims`]).
+    pub(super) deltas: Vec<TargetKernelEvents>,
     /// Scratch: scanned cgroup paths, shared with `seen`.
     paths: HashMap<Box<str>, Arc<str>>,
 }
@@ -83,8 +56,18 @@ impl EventTracker {
     pub(super) fn update(&mut self, source: &EbpfSource, scan: &Scan) {
         self.walk += 1;
         let first = self.walk == 1;
-        self.deltas.clear();
-        self.deltas.resize(scan.cgroups.len(), Delta::default());
+        // Reset in place: the histograms keep their allocation from snapshot to snapshot.
+        self.deltas
+            .resize_with(scan.cgroups.len(), TargetKernelEvents::default);
+        for delta in &mut self.deltas {
+            let mut histogram = std::mem::take(&mut delta.run_queue_histogram);
+            histogram.clear();
+            histogram.resize(RUNQ_HIST_BUCKETS, 0);
+            *delta = TargetKernelEvents {
+                run_queue_histogram: histogram,
+                ..TargetKernelEvents::default()
+            };
+        }
         let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
         for (index, cgroup) in scan.cgroups.iter().enumerate() {
             let path = scan.path(cgroup);
@@ -135,7 +118,7 @@ impl EventTracker {
                 return true;
             }
             if let Some(&index) = index_of.get(&*seen.cgroup) {
-                deltas[index].exited += 1;
+                deltas[index].processes_exited += 1;
             }
             false
         });
@@ -143,8 +126,9 @@ impl EventTracker {
         self.paths.retain(|_, shared| Arc::strong_count(shared) > 1);
         for index in (1..scan.cgroups.len()).rev() {
             if let Some(parent) = scan.cgroups[index].parent {
-                let child = self.deltas[index].clone();
-                self.deltas[parent].add(&child);
+                // Parents come before their children.
+                let (before, from) = self.deltas.split_at_mut(index);
+                accumulate(&mut before[parent], &from[0]);
             }
         }
     }
@@ -190,16 +174,16 @@ impl EventTracker {
     }
 }
 
-fn add(delta: &mut Delta, now: &Seen, before: Option<&Seen>) {
+fn add(delta: &mut TargetKernelEvents, now: &Seen, before: Option<&Seen>) {
     // A counter below its previous value is a new process under a reused pid: all of it.
     let diff = |now: u64, before: Option<u64>| match before {
         Some(before) if now >= before => now - before,
         _ => now,
     };
-    delta.runq_count += diff(now.runq_count, before.map(|b| b.runq_count));
-    delta.runq_total_ns += diff(now.runq_total_ns, before.map(|b| b.runq_total_ns));
+    delta.run_queue_count += diff(now.runq_count, before.map(|b| b.runq_count));
+    delta.run_queue_total_ns += diff(now.runq_total_ns, before.map(|b| b.runq_total_ns));
     for (bucket, (n, b)) in delta
-        .runq_hist
+        .run_queue_histogram
         .iter_mut()
         .enumerate()
         .map(|(i, d)| (d, (now.runq_hist[i], before.map(|b| b.runq_hist[i]))))
@@ -207,26 +191,31 @@ fn add(delta: &mut Delta, now: &Seen, before: Option<&Seen>) {
         *bucket += diff(n, b);
     }
     delta.preemptions += diff(now.preemptions, before.map(|b| b.preemptions));
-    delta.reclaim_count += diff(now.reclaim_count, before.map(|b| b.reclaim_count));
-    delta.reclaim_ns += diff(now.reclaim_ns, before.map(|b| b.reclaim_ns));
-    delta.created += diff(now.created, before.map(|b| b.created));
+    delta.reclaim_stalls += diff(now.reclaim_count, before.map(|b| b.reclaim_count));
+    delta.reclaim_stall_ns += diff(now.reclaim_ns, before.map(|b| b.reclaim_ns));
+    delta.processes_created += diff(now.created, before.map(|b| b.created));
 }
 
-/// Adds a cgroup's subtree increase to its running totals.
-pub(super) fn accumulate(totals: &mut TargetKernelEvents, delta: &Delta) {
+/// Adds an increase (a cgroup's own, or a child's subtree) to running totals; victims are
+/// not counters and are left out.
+pub(super) fn accumulate(totals: &mut TargetKernelEvents, delta: &TargetKernelEvents) {
     if totals.run_queue_histogram.len() != RUNQ_HIST_BUCKETS {
         totals.run_queue_histogram = vec![0; RUNQ_HIST_BUCKETS];
     }
-    totals.run_queue_count += delta.runq_count;
-    totals.run_queue_total_ns += delta.runq_total_ns;
-    for (total, add) in totals.run_queue_histogram.iter_mut().zip(delta.runq_hist) {
+    totals.run_queue_count += delta.run_queue_count;
+    totals.run_queue_total_ns += delta.run_queue_total_ns;
+    for (total, add) in totals
+        .run_queue_histogram
+        .iter_mut()
+        .zip(&delta.run_queue_histogram)
+    {
         *total += add;
     }
     totals.preemptions += delta.preemptions;
-    totals.reclaim_stalls += delta.reclaim_count;
-    totals.reclaim_stall_ns += delta.reclaim_ns;
-    totals.processes_created += delta.created;
-    totals.processes_exited += delta.exited;
+    totals.reclaim_stalls += delta.reclaim_stalls;
+    totals.reclaim_stall_ns += delta.reclaim_stall_ns;
+    totals.processes_created += delta.processes_created;
+    totals.processes_exited += delta.processes_exited;
 }
 
 /// Keeps the newest [`MAX_VICTIMS`] victims.

@@ -13,13 +13,9 @@ use std::sync::Arc;
 
 use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuProcessValues, ProcessPass};
-use crate::snapshot::{
-    CgroupTargetReport, MemoryEventCounts, ProcessSums, TargetDeviceIo, TargetLabels,
-    TargetPressure, Targets,
-};
+use crate::snapshot::{CgroupTargetReport, ProcessSums, TargetLabels, Targets};
 use crate::source::cgroup::{
-    self, CgroupCounters, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, Scan,
-    Scanner, Selection,
+    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, Scan, Scanner, Selection,
 };
 
 use labels::path_labels;
@@ -28,11 +24,14 @@ use labels::path_labels;
 /// blkio 2; v2 PSI 3; its settings are opened per read).
 const FILES_PER_TARGET: usize = 13;
 
+/// The walk keeps at most this share of the open-file limit of cgroup directories open (a
+/// twelfth: 1,666 at a limit of 20,000).
+const HELD_DIRS_SHARE: usize = 12;
+
 /// One measured cgroup's state.
 #[derive(Debug)]
 struct Entry {
     reader: CgroupValuesReader,
-    counters: CgroupCounters,
     labels: TargetLabels,
     /// Its kernel events since it was first measured.
     kernel: crate::snapshot::TargetKernelEvents,
@@ -175,17 +174,15 @@ impl TargetSet {
         }
         // Validated with the config: an invalid pattern never gets here.
         let patterns = CgroupPattern::parse_all(&extensions.cgroups).unwrap_or_default();
-        let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-            .map_or(1024, |(soft, _)| {
-                usize::try_from(soft).unwrap_or(usize::MAX)
-            });
+        let limit =
+            usize::try_from(crate::source::held::raise_open_file_limit()).unwrap_or(usize::MAX);
         Some(Self {
             selection: Selection {
                 patterns,
                 depth: extensions.cgroup_depth,
             },
             max_targets: extensions.max_targets,
-            scanner: layout.and_then(Scanner::new),
+            scanner: layout.and_then(|layout| Scanner::new(layout, limit / HELD_DIRS_SHARE)),
             layout: layout.cloned(),
             scan: Scan::default(),
             entries: HashMap::new(),
@@ -374,7 +371,6 @@ impl TargetSet {
                     let labels = path_labels(path);
                     let entry = Entry {
                         reader: CgroupValuesReader::new(&target, hold, ticks_per_second),
-                        counters: CgroupCounters::default(),
                         kernel: crate::snapshot::TargetKernelEvents::default(),
                         labels: TargetLabels {
                             unit: labels.unit,
@@ -392,7 +388,6 @@ impl TargetSet {
             };
             entry.seen = self.walks;
             self.names.label(&mut entry.labels);
-            entry.reader.read(&mut self.buf, &mut entry.counters);
             if filled == out.cgroups.len() {
                 out.cgroups.push(CgroupTargetReport::default());
             }
@@ -401,8 +396,8 @@ impl TargetSet {
             if &*report.cgroup != path {
                 report.cgroup = Arc::from(path);
             }
+            entry.reader.read(&mut self.buf, report);
             report.labels.clone_from(&entry.labels);
-            fill_report(&entry.counters, report);
             report.processes = process_set.map(|_| {
                 let sums = self.sums[index];
                 ProcessSums {
@@ -468,52 +463,6 @@ fn populated(scan: &Scan) -> Vec<bool> {
         }
     }
     populated
-}
-
-fn fill_report(counters: &CgroupCounters, report: &mut CgroupTargetReport) {
-    report.cpu_usage_ns = counters.cpu_usage_ns;
-    report.cpu_user_ns = counters.cpu_user_ns;
-    report.cpu_system_ns = counters.cpu_system_ns;
-    report.cpu_periods = counters.cpu_periods;
-    report.cpu_throttled_periods = counters.cpu_throttled_periods;
-    report.cpu_throttled_ns = counters.cpu_throttled_ns;
-    report.cpu_limit_cores = counters.cpu_limit_cores;
-    report.memory_current_bytes = counters.memory_current_bytes;
-    report.memory_peak_bytes = counters.memory_peak_bytes;
-    report.memory_limit_bytes = counters.memory_limit_bytes;
-    let [high, max, oom, oom_kill] = counters.memory_events;
-    report.memory_events = MemoryEventCounts {
-        high,
-        max,
-        oom,
-        oom_kill,
-    };
-    report.pids_current = counters.pids_current;
-    report.pids_limit = counters.pids_limit;
-    let [cpu, memory, io] = counters.pressure;
-    report.pressure = TargetPressure {
-        cpu_some_usec: cpu.some_usec,
-        cpu_full_usec: cpu.full_usec,
-        memory_some_usec: memory.some_usec,
-        memory_full_usec: memory.full_usec,
-        io_some_usec: io.some_usec,
-        io_full_usec: io.full_usec,
-    };
-    report.devices.truncate(counters.devices.len());
-    for (at, device) in counters.devices.iter().enumerate() {
-        if at == report.devices.len() {
-            report.devices.push(TargetDeviceIo::default());
-        }
-        let out = &mut report.devices[at];
-        out.device.clear();
-        use std::fmt::Write;
-        let _ = write!(out.device, "{}:{}", device.major, device.minor);
-        out.read_bytes = device.read_bytes;
-        out.write_bytes = device.write_bytes;
-        out.read_operations = device.read_ops;
-        out.write_operations = device.write_ops;
-    }
-    report.reason.clone_from(&counters.error);
 }
 
 #[cfg(test)]

@@ -7,12 +7,38 @@
 //! second part simply refers to nothing before it), and the gzip trailer's CRC-32 is combined
 //! from both parts. A request costs a few hundred bytes of compression, not the whole body.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::Publication;
+use crate::snapshot::ResourceMetricsSnapshot;
+
+/// A publication's JSON: given, or written from its snapshot on the first request for it.
+#[derive(Debug)]
+pub(super) enum Json {
+    Ready(Bytes),
+    Lazy {
+        snapshot: Arc<ResourceMetricsSnapshot>,
+        encoded: OnceLock<Bytes>,
+    },
+}
+
+impl Json {
+    pub(super) fn bytes(&self) -> Bytes {
+        match self {
+            Self::Ready(bytes) => bytes.clone(),
+            Self::Lazy { snapshot, encoded } => encoded
+                .get_or_init(|| {
+                    let mut json = Vec::with_capacity(64 * 1024);
+                    snapshot.write_json(&mut json);
+                    Bytes::from(json)
+                })
+                .clone(),
+        }
+    }
+}
 
 /// The text formats a publication is served in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +73,7 @@ impl Publication {
     pub(super) fn encoded(&self, format: Format) -> Bytes {
         match format {
             Format::Prometheus => self.prometheus.clone(),
-            Format::Json => self.json.clone(),
+            Format::Json => self.json(),
             Format::OpenMetrics => self
                 .derived
                 .openmetrics

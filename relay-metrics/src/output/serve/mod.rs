@@ -1,5 +1,6 @@
-//! The agent: a sampling thread publishes each snapshot once (JSON and Prometheus text, encoded
-//! once into shared `Bytes`; when exporting, the OTLP request too), an HTTP/1.1 server on hyper
+//! The agent: a sampling thread publishes each snapshot once (Prometheus text encoded once into
+//! shared `Bytes`, the JSON on the first `/snapshot` request for it; when exporting, the OTLP
+//! request too), an HTTP/1.1 server on hyper
 //! answers every request from the latest publication without copying it, and the OTLP exporter
 //! (`super::otlp`) pushes each snapshot to a collector.
 //!
@@ -34,6 +35,7 @@ use tokio::sync::watch;
 
 use super::otlp::OtlpPublisher;
 use super::prometheus;
+use crate::snapshot::ResourceMetricsSnapshot;
 use crate::Collector;
 
 pub use agent::{run, AgentError, AgentOptions};
@@ -45,8 +47,8 @@ pub use web::{WebConfig, WebConfigError};
 /// One snapshot, encoded once for every output.
 #[derive(Debug)]
 pub struct Publication {
-    /// The snapshot as JSON.
-    pub json: Bytes,
+    /// The snapshot as JSON, or the snapshot to encode it from when first asked.
+    json: encode::Json,
     /// The snapshot in Prometheus text format 0.0.4.
     pub prometheus: Bytes,
     /// The collector's snapshot sequence number.
@@ -63,13 +65,35 @@ impl Publication {
     /// A publication of already encoded outputs.
     pub fn new(json: Bytes, prometheus: Bytes, sequence: u64, scope: &'static str) -> Self {
         Self {
-            json,
+            json: encode::Json::Ready(json),
             prometheus,
             sequence,
             scope,
             taken: Instant::now(),
             derived: encode::Derived::default(),
         }
+    }
+
+    /// A publication of `snapshot` with its Prometheus text; its JSON is written on the first
+    /// request for it (most agents are only scraped: a node's snapshot with hundreds of cgroups
+    /// is hundreds of KiB of JSON a period that nobody reads).
+    pub fn of_snapshot(snapshot: Arc<ResourceMetricsSnapshot>, prometheus: Bytes) -> Self {
+        Self {
+            sequence: snapshot.extensions.collector.sequence,
+            scope: snapshot.measurement_scope.as_str(),
+            json: encode::Json::Lazy {
+                snapshot,
+                encoded: std::sync::OnceLock::new(),
+            },
+            prometheus,
+            taken: Instant::now(),
+            derived: encode::Derived::default(),
+        }
+    }
+
+    /// The snapshot as JSON (written now if this is the first request for it).
+    pub fn json(&self) -> Bytes {
+        self.json.bytes()
     }
 }
 
@@ -122,7 +146,6 @@ pub fn spawn_sampler(
     spawn_sampling(move || {
         let names = collector.config().extensions.metric_names;
         let mut text = String::with_capacity(16 * 1024);
-        let mut json_len = 16 * 1024;
         let mut ticker = crate::sampler::FixedRate::new(Instant::now(), period);
         let slack = u64::try_from(ticker.timer_slack().as_nanos()).unwrap_or(50_000);
         // Best effort, as in `FixedRate::wait`: a refusal only costs precision.
@@ -141,20 +164,14 @@ pub fn spawn_sampler(
                 tick_lateness_usec: micros(lateness.max(tick.lateness)),
                 missed_ticks_total: ticker.missed_total(),
             });
-            // A fresh buffer per tick: `Bytes` takes it over and clients may still hold it.
-            let mut json = Vec::with_capacity(json_len);
-            snapshot.write_json(&mut json);
-            json_len = json.len() + 1024;
             prometheus::encode(&snapshot, names, &mut text);
             own::append(&mut text);
             if let Some(otlp) = &otlp {
                 otlp.publish(&snapshot);
             }
-            latest.set(Publication::new(
-                Bytes::from(json),
+            latest.set(Publication::of_snapshot(
+                snapshot,
                 Bytes::copy_from_slice(text.as_bytes()),
-                snapshot.extensions.collector.sequence,
-                snapshot.measurement_scope.as_str(),
             ));
         }
         // Detaches the eBPF programs now (see `SamplerStop`).

@@ -150,7 +150,7 @@ fn a_publication_is_shared_not_copied() {
     };
     assert_eq!(
         frame.data_ref().unwrap().as_ptr(),
-        publication.json.as_ptr()
+        publication.json().as_ptr()
     );
 }
 

@@ -48,7 +48,7 @@ pub(crate) use sample::{CgroupFields, CgroupSample};
 pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
 pub(crate) use scan::{Scan, Scanner, Selection};
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
-pub(crate) use values::{CgroupCounters, CgroupValuesReader};
+pub(crate) use values::CgroupValuesReader;
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,11 +3,20 @@
 //! per-process sums cover its whole subtree, from one `cgroup.procs` read per directory).
 //!
 //! The walk descends only where a pattern can still match or inside a selected cgroup, skips
-//! listing leaf directories (link count 2), opens directories relative to the mount's held
-//! descriptor and reuses its buffers: its cost is a few syscalls per visited cgroup.
+//! listing leaf directories (link count 2), keeps the directory of every cgroup whose processes
+//! it lists open from walk to walk (up to a budget of descriptors; beyond it, directories are
+//! opened relative to the mount's held descriptor on each walk) and reuses its buffers: its cost
+//! is a `fstat` and the `cgroup.procs` open, read and close per listed cgroup.
+//!
+//! `cgroup.procs` itself is opened on every walk: a v1 `cgroup.procs` read again through the
+//! same descriptor may serve the process list the kernel cached at an earlier read (it keeps
+//! it for a second after the last reader), so only a fresh open lists the processes of now.
+//! A held directory whose cgroup was removed (and perhaps made again under the same name)
+//! answers that open with `ENOENT`: it is then dropped and the path opened afresh.
 
+use std::collections::HashMap;
 use std::ops::Range;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::layout::{CgroupLayout, Mount};
 use super::membership::read_procs;
@@ -89,6 +98,11 @@ pub(crate) struct Scanner {
     mount: Mount,
     version: CgroupVersion,
     root: Option<OwnedFd>,
+    /// Directories of listed cgroups kept open between walks, by path.
+    dirs: HashMap<Box<str>, HeldDir>,
+    /// How many directories may be kept open.
+    max_held_dirs: usize,
+    walks: u64,
     dirents: DirentBuffer,
     names: Vec<u8>,
     buf: Vec<u8>,
@@ -96,11 +110,18 @@ pub(crate) struct Scanner {
     stack: Vec<usize>,
 }
 
+/// A cgroup directory kept open, with the walk that last visited it.
+#[derive(Debug)]
+struct HeldDir {
+    fd: OwnedFd,
+    walk: u64,
+}
+
 impl Scanner {
     /// A scanner of the hierarchy that defines membership: on v1 and hybrid hosts the v1
     /// `memory` hierarchy (else `cpu`, `pids`, any), the unified one on pure v2 hosts. `None`
-    /// without any cgroup mount.
-    pub(crate) fn new(layout: &CgroupLayout) -> Option<Self> {
+    /// without any cgroup mount. It keeps at most `max_held_dirs` directories open.
+    pub(crate) fn new(layout: &CgroupLayout, max_held_dirs: usize) -> Option<Self> {
         let v1 = ["memory", "cpu", "cpuacct", "pids"]
             .iter()
             .find_map(|controller| layout.v1_hierarchy(controller))
@@ -117,6 +138,9 @@ impl Scanner {
             mount,
             version,
             root: None,
+            dirs: HashMap::new(),
+            max_held_dirs,
+            walks: 0,
             dirents: DirentBuffer::default(),
             names: Vec::new(),
             buf: Vec::new(),
@@ -166,27 +190,35 @@ impl Scanner {
             selected: root_selected,
             pids: 0..0,
         });
-        self.stack.clear();
-        self.stack.push(0);
+        self.walks += 1;
+        let walk = self.walks;
+        let Self {
+            dirs,
+            max_held_dirs,
+            dirents,
+            names,
+            buf,
+            relative,
+            stack,
+            ..
+        } = self;
+        stack.clear();
+        stack.push(0);
         let mut inside = vec![root_selected];
-        while let Some(index) = self.stack.pop() {
+        while let Some(index) = stack.pop() {
             let cgroup = scan.cgroups[index].clone();
             let path = scan.text[cgroup.path.clone()].to_owned();
             let is_inside = inside[index];
-            let dir = if index == 0 {
-                match root.try_clone() {
-                    Ok(fd) => fd,
-                    Err(error) => {
-                        scan.errors.push(format!("{path}: {error}"));
-                        continue;
-                    }
-                }
-            } else {
-                self.relative.clear();
-                self.relative
-                    .extend_from_slice(relative_part(&path, &base).as_bytes());
-                match open_dir_at(root.as_fd(), &self.relative) {
-                    Ok(fd) => fd,
+            relative.clear();
+            relative.extend_from_slice(relative_part(&path, &base).as_bytes());
+            // This walk's own descriptor when the directory is not (or no longer) held.
+            let mut opened: Option<OwnedFd> = None;
+            // Only directories whose processes are listed are held: that listing is what
+            // tells a held directory of a removed cgroup.
+            let mut held = is_inside && index != 0 && dirs.contains_key(path.as_str());
+            if !held {
+                match open_cgroup_dir(&root, index, relative) {
+                    Ok(fd) => opened = Some(fd),
                     // Removed since it was listed.
                     Err(error) if gone(&error) => continue,
                     Err(error) => {
@@ -195,11 +227,31 @@ impl Scanner {
                         continue;
                     }
                 }
-            };
+            }
             if is_inside {
                 let start = scan.pids.len();
-                let read = open_file_at(dir.as_fd(), b"cgroup.procs")
-                    .and_then(|procs| read_procs(&procs, &mut self.buf, &mut scan.pids));
+                let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
+                    continue;
+                };
+                let mut read = list_procs(dir, buf, &mut scan.pids);
+                if held && read.as_ref().is_err_and(gone) {
+                    // The held directory may be a removed cgroup's: open the path afresh.
+                    dirs.remove(path.as_str());
+                    held = false;
+                    scan.pids.truncate(start);
+                    match open_cgroup_dir(&root, index, relative) {
+                        Ok(fd) => {
+                            read = list_procs(fd.as_fd(), buf, &mut scan.pids);
+                            opened = Some(fd);
+                        }
+                        Err(error) if gone(&error) => continue,
+                        Err(error) => {
+                            scan.errors
+                                .push(format!("cannot open cgroup {path}: {error}"));
+                            continue;
+                        }
+                    }
+                }
                 match read {
                     Ok(()) => {}
                     Err(error) if gone(&error) => scan.pids.truncate(start),
@@ -211,17 +263,28 @@ impl Scanner {
                     }
                 }
                 scan.cgroups[index].pids = start..scan.pids.len();
+                if held {
+                    if let Some(dir) = dirs.get_mut(path.as_str()) {
+                        dir.walk = walk;
+                    }
+                } else if index != 0 && dirs.len() < *max_held_dirs {
+                    if let Some(fd) = opened.take() {
+                        dirs.insert(Box::from(path.as_str()), HeldDir { fd, walk });
+                    }
+                }
             }
             if !is_inside && !selection.may_select_below(&path, cgroup.depth) {
                 continue;
             }
+            let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
+                continue;
+            };
             // A leaf cgroup (link count 2) has no subdirectory: its listing is skipped.
-            if nix::sys::stat::fstat(dir.as_fd()).is_ok_and(|stat| stat.st_nlink == 2) {
+            if nix::sys::stat::fstat(dir).is_ok_and(|stat| stat.st_nlink == 2) {
                 continue;
             }
-            self.names.clear();
-            let names = &mut self.names;
-            let listed = self.dirents.for_each_typed(dir.as_fd(), |name, is_dir| {
+            names.clear();
+            let listed = dirents.for_each_typed(dir, |name, is_dir| {
                 if is_dir && !is_dot(name) {
                     names.extend_from_slice(name);
                     names.push(0);
@@ -237,7 +300,7 @@ impl Scanner {
                 }
             }
             let first_child = scan.cgroups.len();
-            for name in self.names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
                 let Ok(name) = std::str::from_utf8(name) else {
                     scan.errors.push(format!(
                         "a cgroup below {path} has a name that is not UTF-8: skipped"
@@ -262,10 +325,41 @@ impl Scanner {
                 inside.push(is_inside || selected);
             }
             // Reversed: the stack pops them in listing order.
-            self.stack.extend((first_child..scan.cgroups.len()).rev());
+            stack.extend((first_child..scan.cgroups.len()).rev());
         }
+        // Directories this walk did not list the processes of (removed, or no longer
+        // selected) are closed.
+        dirs.retain(|_, dir| dir.walk == walk);
         self.root = Some(root);
     }
+}
+
+/// Opens the directory of scanned cgroup `index`: the mount's own descriptor for the root,
+/// else `relative` below it.
+fn open_cgroup_dir(root: &OwnedFd, index: usize, relative: &[u8]) -> std::io::Result<OwnedFd> {
+    if index == 0 {
+        root.try_clone()
+    } else {
+        open_dir_at(root.as_fd(), relative)
+    }
+}
+
+/// The descriptor of `path`'s directory: this walk's own, else the held one (`None` when there
+/// is neither, which the walk never asks for).
+fn dir_fd<'d>(
+    dirs: &'d HashMap<Box<str>, HeldDir>,
+    path: &str,
+    opened: Option<&'d OwnedFd>,
+) -> Option<BorrowedFd<'d>> {
+    match opened {
+        Some(fd) => Some(fd.as_fd()),
+        None => dirs.get(path).map(|dir| dir.fd.as_fd()),
+    }
+}
+
+/// The processes listed in `cgroup.procs` of `dir`, opened now (see the module's doc).
+fn list_procs(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> std::io::Result<()> {
+    open_file_at(dir, b"cgroup.procs").and_then(|procs| read_procs(&procs, buf, pids))
 }
 
 /// `path` relative to the mount's root `base` (without a leading `/`).
@@ -277,4 +371,71 @@ fn relative_part<'p>(path: &'p str, base: &str) -> &'p str {
 
 fn gone(error: &std::io::Error) -> bool {
     is_gone(error) || error.raw_os_error() == Some(libc::ENODEV)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cgroup(root: &std::path::Path, path: &str, pids: &[u32]) {
+        let dir = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(&dir).unwrap();
+        let procs: String = pids.iter().map(|pid| format!("{pid}\n")).collect();
+        std::fs::write(dir.join("cgroup.procs"), procs).unwrap();
+    }
+
+    fn pids_of<'s>(scan: &'s Scan, path: &str) -> Option<&'s [u32]> {
+        scan.cgroups
+            .iter()
+            .find(|c| scan.path(c) == path)
+            .map(|c| &scan.pids[c.pids.clone()])
+    }
+
+    #[test]
+    fn held_directories_follow_removal_and_a_cgroup_made_again_under_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        cgroup(root, "/", &[1]);
+        cgroup(root, "/s", &[]);
+        cgroup(root, "/s/a", &[10]);
+        cgroup(root, "/s/b", &[11]);
+        let layout = CgroupLayout {
+            v2: Some(Mount {
+                root: "/".into(),
+                mount_point: root.to_path_buf(),
+            }),
+            v1: Vec::new(),
+        };
+        let selection = Selection {
+            patterns: CgroupPattern::parse_all(&["/s/*".to_owned()]).unwrap(),
+            depth: None,
+        };
+        // Room for one held directory: the other is opened on each walk.
+        let mut scanner = Scanner::new(&layout, 1).unwrap();
+        let mut scan = Scan::default();
+        scanner.scan(&selection, &mut scan);
+        assert_eq!(pids_of(&scan, "/s/a"), Some(&[10][..]));
+        assert_eq!(pids_of(&scan, "/s/b"), Some(&[11][..]));
+        assert_eq!(scanner.dirs.len(), 1);
+        assert!(scan.errors.is_empty(), "{:?}", scan.errors);
+
+        // Both removed and made again with other processes: the held directory is the
+        // removed one's, yet the walk lists the new processes.
+        for (path, pid) in [("s/a", 20), ("s/b", 21)] {
+            std::fs::remove_dir_all(root.join(path)).unwrap();
+            cgroup(root, &format!("/{path}"), &[pid]);
+        }
+        scanner.scan(&selection, &mut scan);
+        assert_eq!(pids_of(&scan, "/s/a"), Some(&[20][..]));
+        assert_eq!(pids_of(&scan, "/s/b"), Some(&[21][..]));
+        assert!(scan.errors.is_empty(), "{:?}", scan.errors);
+
+        // Removed for good: not listed, and its directory is closed.
+        std::fs::remove_dir_all(root.join("s/a")).unwrap();
+        std::fs::remove_dir_all(root.join("s/b")).unwrap();
+        scanner.scan(&selection, &mut scan);
+        assert_eq!(pids_of(&scan, "/s/a"), None);
+        assert!(scanner.dirs.is_empty());
+        assert!(scan.errors.is_empty(), "{:?}", scan.errors);
+    }
 }

@@ -7,24 +7,22 @@
 
 use super::parse::{
     keyed_u64, parse_cpu_max, parse_limit, parse_psi, parse_u64_trimmed, parse_v1_cpu_quota,
-    parse_v1_memory_limit, CpuQuota, LimitValue, PsiTotals,
+    parse_v1_memory_limit, CpuQuota, LimitValue,
 };
 use super::target::CgroupTarget;
 use super::CgroupVersion;
+use crate::snapshot::{CgroupTargetReport, TargetDeviceIo};
 use crate::source::file::{HeldFile, SourceError};
 
-/// Memory event counters, in [`CgroupCounters::memory_events`] order.
-pub(crate) const MEMORY_EVENTS: [&str; 4] = ["high", "max", "oom", "oom_kill"];
+/// Pressure resources, in [`Kind::Pressure`] order.
+const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
 
-/// Pressure resources, in [`CgroupCounters::pressure`] order.
-pub(crate) const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
-
-/// One block device's I/O counters of a cgroup.
+/// One block device's I/O counters while a read parses them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct DeviceCounters {
-    /// `major:minor`.
+    /// Major device number.
     pub major: u32,
-    /// Minor number.
+    /// Minor device number.
     pub minor: u32,
     /// Bytes read.
     pub read_bytes: u64,
@@ -34,44 +32,6 @@ pub(crate) struct DeviceCounters {
     pub read_ops: u64,
     /// Write operations.
     pub write_ops: u64,
-}
-
-/// What one read of a cgroup gives; `None`: the file is absent, unreadable or malformed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct CgroupCounters {
-    /// CPU time (v2 `cpu.stat usage_usec`, v1 `cpuacct.usage`), ns.
-    pub cpu_usage_ns: Option<u64>,
-    /// User CPU time (v2 `user_usec`, v1 `cpuacct.stat user` ticks), ns.
-    pub cpu_user_ns: Option<u64>,
-    /// System CPU time, ns.
-    pub cpu_system_ns: Option<u64>,
-    /// CFS enforcement periods (`nr_periods`).
-    pub cpu_periods: Option<u64>,
-    /// Throttled periods (`nr_throttled`).
-    pub cpu_throttled_periods: Option<u64>,
-    /// Throttled time, ns.
-    pub cpu_throttled_ns: Option<u64>,
-    /// The cgroup's own CPU quota ÷ period, in cores; `None` when unlimited.
-    pub cpu_limit_cores: Option<f64>,
-    /// Memory charged now (v2 `memory.current`, v1 `memory.usage_in_bytes`).
-    pub memory_current_bytes: Option<u64>,
-    /// Highest charge (v2 `memory.peak`, v1 `memory.max_usage_in_bytes`).
-    pub memory_peak_bytes: Option<u64>,
-    /// The cgroup's own memory limit; `None` when unlimited.
-    pub memory_limit_bytes: Option<u64>,
-    /// [`MEMORY_EVENTS`]: v2 `memory.events`; v1 `memory.failcnt` (max) and
-    /// `memory.oom_control oom_kill` (oom and oom_kill).
-    pub memory_events: [Option<u64>; 4],
-    /// `pids.current`.
-    pub pids_current: Option<u64>,
-    /// The cgroup's own `pids.max`; `None` when unlimited.
-    pub pids_limit: Option<u64>,
-    /// [`PRESSURE_RESOURCES`] stall totals (µs).
-    pub pressure: [PsiTotals; 3],
-    /// Per-device I/O (v2 `io.stat`, v1 `blkio.throttle.io_service*`).
-    pub devices: Vec<DeviceCounters>,
-    /// Why a file could be opened but not read (EACCES, …), the first such cause.
-    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +65,8 @@ struct File {
     absent: bool,
 }
 
-/// Reads one cgroup's [`CgroupCounters`].
+/// Reads one cgroup's values into the fields of its [`CgroupTargetReport`] that come from its
+/// files (CPU, memory, pids, pressure, devices, and the reason when a file cannot be read).
 #[derive(Debug)]
 pub(crate) struct CgroupValuesReader {
     files: Vec<File>,
@@ -115,6 +76,10 @@ pub(crate) struct CgroupValuesReader {
     quota: Vec<u8>,
     /// Reads so far: settings are re-read every [`SETTINGS_EVERY`] reads.
     reads: u64,
+    /// The settings as last read: CPU cores, memory bytes, pids.
+    settings: (Option<f64>, Option<u64>, Option<u64>),
+    /// Scratch: the devices of one read.
+    devices: Vec<DeviceCounters>,
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
@@ -223,6 +188,8 @@ impl CgroupValuesReader {
             ticks_per_second: ticks_per_second.max(1),
             quota: Vec::new(),
             reads: 0,
+            settings: (None, None, None),
+            devices: Vec::new(),
         }
     }
 
@@ -238,33 +205,35 @@ impl CgroupValuesReader {
         }
     }
 
-    /// Reads every file into `out` (every value reset first, settings kept between their
-    /// reads; `devices` reused).
-    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupCounters) {
-        let devices = std::mem::take(&mut out.devices);
+    /// Reads every file into `out`: its file values are reset first (settings kept between
+    /// their reads); its path, labels and the values of other sources are left as they are.
+    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupTargetReport) {
         let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
         self.reads += 1;
-        let (cpu_limit, memory_limit, pids_limit) = if settings {
-            (None, None, None)
-        } else {
-            (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit)
-        };
-        *out = CgroupCounters {
+        let devices = std::mem::take(&mut out.devices);
+        *out = CgroupTargetReport {
+            cgroup: std::mem::take(&mut out.cgroup),
+            labels: std::mem::take(&mut out.labels),
+            processes: out.processes.take(),
+            gpus: out.gpus.take(),
+            kernel_events: out.kernel_events.take(),
             devices,
-            cpu_limit_cores: cpu_limit,
-            memory_limit_bytes: memory_limit,
-            pids_limit,
-            ..CgroupCounters::default()
+            ..CgroupTargetReport::default()
         };
-        out.devices.clear();
+        if !settings {
+            (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit) = self.settings;
+        }
         let Self {
             files,
             hold,
             ticks_per_second,
             quota,
             reads: _,
+            settings: kept,
+            devices,
         } = self;
         quota.clear();
+        devices.clear();
         for file in files {
             if file.absent || (file.kind.is_setting() && !settings) {
                 continue;
@@ -283,8 +252,8 @@ impl CgroupValuesReader {
                         Some(libc::ENOENT) => file.absent = true,
                         Some(libc::ENODEV) => {}
                         _ => {
-                            if out.error.is_none() {
-                                out.error = Some(error.to_string());
+                            if out.reason.is_none() {
+                                out.reason = Some(error.to_string());
                             }
                         }
                     }
@@ -332,24 +301,60 @@ impl CgroupValuesReader {
                     out.memory_limit_bytes = limit(parsed);
                 }
                 Kind::V2MemoryEvents => {
-                    for (slot, key) in out.memory_events.iter_mut().zip(MEMORY_EVENTS) {
-                        *slot = keyed_u64(bytes, key.as_bytes());
-                    }
+                    let events = &mut out.memory_events;
+                    events.high = keyed_u64(bytes, b"high");
+                    events.max = keyed_u64(bytes, b"max");
+                    events.oom = keyed_u64(bytes, b"oom");
+                    events.oom_kill = keyed_u64(bytes, b"oom_kill");
                 }
-                Kind::V1MemoryFailcnt => out.memory_events[1] = parse_u64_trimmed(bytes),
+                Kind::V1MemoryFailcnt => out.memory_events.max = parse_u64_trimmed(bytes),
                 Kind::V1OomControl => {
                     let kills = keyed_u64(bytes, b"oom_kill");
-                    out.memory_events[2] = kills;
-                    out.memory_events[3] = kills;
+                    out.memory_events.oom = kills;
+                    out.memory_events.oom_kill = kills;
                 }
                 Kind::PidsCurrent => out.pids_current = parse_u64_trimmed(bytes),
                 Kind::PidsMax => out.pids_limit = limit(parse_limit(bytes)),
-                Kind::V2IoStat => parse_io_stat(bytes, &mut out.devices),
-                Kind::V1IoBytes => parse_blkio(bytes, &mut out.devices, true),
-                Kind::V1IoOps => parse_blkio(bytes, &mut out.devices, false),
-                Kind::Pressure(index) => out.pressure[index] = parse_psi(bytes),
+                Kind::V2IoStat => parse_io_stat(bytes, devices),
+                Kind::V1IoBytes => parse_blkio(bytes, devices, true),
+                Kind::V1IoOps => parse_blkio(bytes, devices, false),
+                Kind::Pressure(index) => {
+                    let totals = parse_psi(bytes);
+                    let pressure = &mut out.pressure;
+                    let (some, full) = match index {
+                        0 => (&mut pressure.cpu_some_usec, &mut pressure.cpu_full_usec),
+                        1 => (
+                            &mut pressure.memory_some_usec,
+                            &mut pressure.memory_full_usec,
+                        ),
+                        _ => (&mut pressure.io_some_usec, &mut pressure.io_full_usec),
+                    };
+                    (*some, *full) = (totals.some_usec, totals.full_usec);
+                }
             }
         }
+        if settings {
+            *kept = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
+        }
+        write_devices(devices, &mut out.devices);
+    }
+}
+
+/// The devices of a read into the report's list, reusing its entries (and their text).
+fn write_devices(devices: &[DeviceCounters], out: &mut Vec<TargetDeviceIo>) {
+    out.truncate(devices.len());
+    for (at, device) in devices.iter().enumerate() {
+        if at == out.len() {
+            out.push(TargetDeviceIo::default());
+        }
+        let entry = &mut out[at];
+        entry.device.clear();
+        use std::fmt::Write;
+        let _ = write!(entry.device, "{}:{}", device.major, device.minor);
+        entry.read_bytes = device.read_bytes;
+        entry.write_bytes = device.write_bytes;
+        entry.read_operations = device.read_ops;
+        entry.write_operations = device.write_ops;
     }
 }
 

@@ -316,6 +316,8 @@ pub(crate) struct TaskIter {
     sched_info_on: bool,
     /// Descriptors the readers held when the last records were taken (see `source::held`).
     held_at_read: usize,
+    /// This process's id (`getpid` once, not once per record).
+    own_pid: u32,
 }
 
 impl TaskIter {
@@ -346,6 +348,7 @@ impl TaskIter {
             page_size_bytes,
             sched_info_on: sched_info_on(roots),
             held_at_read: 0,
+            own_pid: std::process::id(),
         };
         let mut records = Vec::new();
         iter.read(&mut records)

@@ -46,7 +46,7 @@ impl TaskIter {
         let open_fd_count = fields.open_fds.then(|| {
             if record.is_kernel_thread() {
                 0
-            } else if record.tgid == std::process::id() {
+            } else if record.tgid == self.own_pid {
                 // The same rule as procfs: leave out what the collector holds to read.
                 held::own_fd_count_held(record.open_fds, self.held_at_read, READ_DESCRIPTORS)
             } else {
