@@ -1,5 +1,6 @@
 //! `relay-metrics report` end to end: a real `run` stream in, the HTML page, SVG and PNG out,
-//! bad input refused with its line number, and the page loaded by headless Chromium.
+//! GPU limit events as markers, bad input refused with its line number, and the page loaded by
+//! headless Chromium.
 
 #![expect(
     clippy::expect_used,
@@ -26,6 +27,11 @@ const TITLES: [&str; 6] = [
 ];
 const AXES: [&str; 4] = ["time since start (s)", "cores", "MiB", "MiB/s"];
 
+/// The limit-event rows that appear only where such an event happened.
+const GPU_ROWS: [&str; 2] = ["GPU throttling", "GPU XID error"];
+
+const UUID: &str = "GPU-6a1f0c3e-0000-4000-8000-000000000000";
+
 /// A `run` stream of a shell that starts a few children and burns some CPU.
 fn run_stream(dir: &Path) -> PathBuf {
     let stream = dir.join("run.ndjson");
@@ -42,6 +48,50 @@ fn run_stream(dir: &Path) -> PathBuf {
     ]);
     assert!(output.status.success(), "run failed: {output:?}");
     stream
+}
+
+/// `stream` with the GPU limit events of one device added to each line, as the NVML thread
+/// writes them: power capping in every period from the fifth line on, XID 79 at the last line
+/// (no test machine has a GPU; tests/gpu_fake_nvml drives the collector through the fake
+/// library). The lines are put 20 ms apart, so that each is a time column of its own.
+fn with_gpu_events(stream: &Path, dir: &Path) -> (PathBuf, u64) {
+    let text = std::fs::read_to_string(stream).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        (6..3000).contains(&lines.len()),
+        "a run of {} lines",
+        lines.len()
+    );
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let mut snapshot: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ms = i * 20;
+        snapshot["timestamp"] =
+            format!("2026-01-01T00:00:{:02}.{:03}Z", ms / 1000, ms % 1000).into();
+        let capped = (i as u64).saturating_sub(4);
+        let xid = u64::from(i + 1 == lines.len());
+        let event = |event: &str, count: u64, seconds: serde_json::Value| {
+            serde_json::json!({
+                "resource": "gpu", "event": event, "index": 0, "uuid": UUID, "count": count,
+                "sampled_periods": if event == "xid" { serde_json::Value::Null } else { (i as u64).into() },
+                "throttled_seconds": seconds,
+            })
+        };
+        snapshot["extensions"]["gpu"] = serde_json::json!({
+            "devices": [],
+            "limit_events": [
+                event("power_cap", capped, (capped as f64 * 0.02).into()),
+                event("thermal", 0, 0.0.into()),
+                event("hw_slowdown", 0, serde_json::Value::Null),
+                event("xid", xid, serde_json::Value::Null),
+            ],
+        });
+        out.push_str(&snapshot.to_string());
+        out.push('\n');
+    }
+    let path = dir.join("gpu.ndjson");
+    std::fs::write(&path, out).unwrap();
+    (path, lines.len() as u64 - 5)
 }
 
 /// `relay-metrics report STREAM -o OUT EXTRA…`.
@@ -76,6 +126,10 @@ fn report_writes_a_self_contained_page_and_the_charts_alone() {
         assert!(!without_namespace.contains(fetch), "the page loads {fetch}");
     }
     assert_eq!(page.matches("<svg").count(), TITLES.len());
+    for row in GPU_ROWS {
+        assert!(!page.contains(row), "{row} on a page without GPU events");
+    }
+    assert!(page.contains("CPU throttling (") && page.contains("OOM kill ("));
 
     let svg = dir.path().join("charts.svg");
     let output = report(&stream, &svg, &[]);
@@ -91,6 +145,44 @@ fn report_writes_a_self_contained_page_and_the_charts_alone() {
     assert_eq!(width, 1000);
     assert!(height >= 6 * 240);
     assert!(variance > 100.0, "the PNG is blank (variance {variance})");
+}
+
+#[test]
+fn report_marks_gpu_throttling_and_xid_errors_and_lists_them_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stream, capped) = with_gpu_events(&run_stream(dir.path()), dir.path());
+    let html = dir.path().join("report.html");
+    let output = report(&stream, &html, &[]);
+    assert!(output.status.success(), "report failed: {output:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Each growth marks its line's column; the first line is the baseline.
+    let legend = |name: &str| {
+        page.split(&format!("{name} ("))
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} legend entry"))
+    };
+    assert_eq!(legend("GPU throttling"), capped);
+    assert_eq!(legend("GPU XID error"), 1);
+    assert_eq!(legend("OOM kill"), 0);
+    for row in [
+        format!("<td class=\"value\">{capped}</td><td class=\"comment\">gpu power_cap on {UUID} (sampling periods, throttled "),
+        format!("<td class=\"value\">1</td><td class=\"comment\">gpu xid on {UUID} (XID errors)</td>"),
+    ] {
+        assert!(page.contains(&row), "no summary row {row}");
+    }
+
+    // The charts alone carry the same rows.
+    let svg = dir.path().join("charts.svg");
+    assert!(report(&stream, &svg, &[]).status.success());
+    let svg = std::fs::read_to_string(svg).unwrap();
+    for row in GPU_ROWS {
+        assert!(
+            svg.contains(&format!("{row} (")),
+            "{row} missing from the SVG"
+        );
+    }
 }
 
 #[test]
@@ -160,19 +252,24 @@ fn chromium(profile: &Path, args: &[&str]) -> Output {
         .expect("chromium runs (scripts/install-deps.sh installs it)")
 }
 
+/// The report of `stream` written as `NAME.html` in `dir`, as headless Chromium's DOM of it, and
+/// its URL.
+fn dom_of_report(stream: &Path, dir: &Path, name: &str) -> (String, String) {
+    let html = dir.join(format!("{name}.html"));
+    let output = report(stream, &html, &[]);
+    assert!(output.status.success(), "report failed: {output:?}");
+    let url = format!("file://{}", html.display());
+    let dom = chromium(&dir.join(format!("profile-{name}")), &["--dump-dom", &url]);
+    assert!(dom.status.success(), "chromium --dump-dom failed: {dom:?}");
+    (String::from_utf8_lossy(&dom.stdout).into_owned(), url)
+}
+
 #[test]
 #[ignore = "tools: chromium"]
 fn chromium_renders_the_report_with_its_charts() {
     let dir = tempfile::tempdir().unwrap();
     let stream = run_stream(dir.path());
-    let html = dir.path().join("report.html");
-    let output = report(&stream, &html, &[]);
-    assert!(output.status.success(), "report failed: {output:?}");
-    let url = format!("file://{}", html.display());
-
-    let dom = chromium(&dir.path().join("profile-dom"), &["--dump-dom", &url]);
-    assert!(dom.status.success(), "chromium --dump-dom failed: {dom:?}");
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let (dom, url) = dom_of_report(&stream, dir.path(), "report");
     assert!(
         dom.contains("<table class=\"summary\">"),
         "no summary table in the DOM"
@@ -181,6 +278,23 @@ fn chromium_renders_the_report_with_its_charts() {
         assert!(
             dom.contains(&format!("\n{text}\n</text>")),
             "{text} is not a text element of the DOM"
+        );
+    }
+    for row in GPU_ROWS {
+        assert!(!dom.contains(row), "{row} in a page without GPU events");
+    }
+
+    // With GPU events: their rows (axis labels) and legend entries are text of the DOM.
+    let (gpu_stream, _) = with_gpu_events(&stream, dir.path());
+    let (gpu_dom, _) = dom_of_report(&gpu_stream, dir.path(), "gpu");
+    for row in GPU_ROWS {
+        assert!(
+            gpu_dom.contains(&format!("\n{row}\n</text>")),
+            "{row} is not an axis label of the DOM"
+        );
+        assert!(
+            gpu_dom.contains(&format!("\n{row} (")),
+            "{row} has no legend entry in the DOM"
         );
     }
 

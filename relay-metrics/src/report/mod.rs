@@ -7,18 +7,20 @@
 //! plotting tools do per pixel column), so a peak of one sample stays visible. When the series
 //! outgrows the columns, their width doubles and neighbours merge.
 
+mod parse;
 mod render;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Read};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Mutex, PoisonError};
+use std::io::BufRead;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 
-use crate::snapshot::{ResourceLimitEventKind, ResourceMetricsSnapshot};
+use crate::snapshot::{GpuLimitEvent, ResourceLimitEventKind, ResourceMetricsSnapshot};
 use crate::summary::{values, Baseline, RunEnd, RunSummary, SummaryBuilder};
 
+use parse::{parse_jobs, stopped, Batch, ParseJob, Parsed};
 pub use render::ChartFormat;
 
 /// Time columns kept per chart (twice the chart's width in pixels, so a column is never wider
@@ -52,6 +54,10 @@ pub(crate) enum Marker {
     Throttling = 1,
     OomKill = 2,
     Pressure = 4,
+    /// A GPU held its clocks down: power cap, thermal or hardware slowdown.
+    GpuThrottling = 8,
+    /// An XID error of a GPU.
+    Xid = 16,
 }
 
 /// One time column: min and max of every series (NaN: no value), and the markers in it.
@@ -125,6 +131,8 @@ pub struct ReportBuilder {
     previous_throttled: Option<f64>,
     previous_oom: Option<f64>,
     previous_pressure: Option<(f64, DateTime<Utc>)>,
+    /// Each GPU limit event's last count: event, device UUID, count.
+    previous_gpu: Vec<(String, Arc<str>, u64)>,
 }
 
 /// PSI stall share above which a sample interval is marked as under pressure.
@@ -148,6 +156,7 @@ impl ReportBuilder {
             previous_throttled: None,
             previous_oom: None,
             previous_pressure: None,
+            previous_gpu: Vec::new(),
         }
     }
 
@@ -195,6 +204,9 @@ impl ReportBuilder {
             }
             self.previous_pressure = Some((stall, snapshot.timestamp));
         }
+        if let Some(gpu) = &snapshot.extensions.gpu {
+            markers |= self.gpu_markers(&gpu.limit_events);
+        }
         let column = &mut self.columns[index];
         column.samples += 1;
         column.markers |= markers;
@@ -212,6 +224,38 @@ impl ReportBuilder {
             column.add(Series::GpuMemory, memory);
         }
         column.add(Series::Processes, values::process_count(snapshot));
+    }
+
+    /// The GPU markers of a snapshot: a throttling or XID count of a device that grew since
+    /// the previous snapshot. As in the summary, an event's first count is its baseline.
+    fn gpu_markers(&mut self, events: &[GpuLimitEvent]) -> u8 {
+        let mut markers = 0;
+        for event in events {
+            let marker = match &*event.event {
+                "power_cap" | "thermal" | "hw_slowdown" => Marker::GpuThrottling,
+                "xid" => Marker::Xid,
+                _ => continue,
+            };
+            let previous = self
+                .previous_gpu
+                .iter_mut()
+                .find(|(name, uuid, _)| *name == event.event && *uuid == event.uuid);
+            match previous {
+                Some((_, _, count)) => {
+                    if event.count > *count {
+                        markers |= marker as u8;
+                    }
+                    // A device that returns after being lost counts from zero again.
+                    *count = event.count;
+                }
+                None => self.previous_gpu.push((
+                    event.event.to_string(),
+                    Arc::clone(&event.uuid),
+                    event.count,
+                )),
+            }
+        }
+        markers
     }
 
     /// Doubles the column width: column `i` becomes the merge of `2i` and `2i + 1`.
@@ -296,99 +340,6 @@ impl ReportBuilder {
     }
 }
 
-/// Lines per parsing batch: large enough that a hand-over costs little against the parsing.
-const BATCH_LINES: usize = 256;
-
-/// A batch ends early past this size, so that batches in flight stay bounded in memory
-/// (a few times this per thread, plus one line of at most [`MAX_LINE_BYTES`]).
-const BATCH_BYTES: usize = 4 << 20;
-
-/// Consecutive non-blank NDJSON lines, with the number of each.
-struct Batch {
-    text: Vec<u8>,
-    /// Each line's end in `text` and its number in the input.
-    lines: Vec<(usize, u64)>,
-}
-
-impl Batch {
-    /// Reads up to [`BATCH_LINES`] non-blank lines, or [`BATCH_BYTES`] (`None` at the end of
-    /// the input).
-    fn read(input: &mut impl BufRead, next_line: &mut u64) -> Result<Option<Self>, ReportError> {
-        let mut batch = Self {
-            text: Vec::with_capacity(BATCH_LINES * 8 * 1024),
-            lines: Vec::with_capacity(BATCH_LINES),
-        };
-        while batch.lines.len() < BATCH_LINES && batch.text.len() < BATCH_BYTES {
-            let start = batch.text.len();
-            let number = *next_line;
-            *next_line += 1;
-            let read = Read::take(input.by_ref(), MAX_LINE_BYTES as u64 + 1)
-                .read_until(b'\n', &mut batch.text)?;
-            if read == 0 {
-                break;
-            }
-            if read > MAX_LINE_BYTES {
-                return Err(ReportError::BadLine {
-                    line: number,
-                    reason: format!("longer than {} MiB", MAX_LINE_BYTES >> 20),
-                });
-            }
-            if batch.text[start..].trim_ascii().is_empty() {
-                batch.text.truncate(start);
-                continue;
-            }
-            batch.lines.push((batch.text.len(), number));
-        }
-        Ok((!batch.lines.is_empty()).then_some(batch))
-    }
-
-    /// The snapshots up to the first line that is not one, and that line's error.
-    fn parse(&self) -> Parsed {
-        let mut snapshots = Vec::with_capacity(self.lines.len());
-        let mut start = 0;
-        for &(end, number) in &self.lines {
-            match serde_json::from_slice(self.text[start..end].trim_ascii()) {
-                Ok(snapshot) => snapshots.push(snapshot),
-                Err(error) => {
-                    let error = ReportError::BadLine {
-                        line: number,
-                        reason: error.to_string(),
-                    };
-                    return (snapshots, Some(error));
-                }
-            }
-            start = end;
-        }
-        (snapshots, None)
-    }
-}
-
-/// A parsed batch: its snapshots up to the first bad line, and that line's error.
-type Parsed = (Vec<ResourceMetricsSnapshot>, Option<ReportError>);
-
-/// A batch to parse and where its snapshots go.
-struct ParseJob {
-    batch: Batch,
-    done: SyncSender<Parsed>,
-}
-
-/// A parsing thread ended without its answer (it panicked).
-fn stopped() -> ReportError {
-    ReportError::Read(std::io::Error::other("a parsing thread stopped"))
-}
-
-/// A parsing thread: parses batches until the queue closes.
-fn parse_jobs(queue: &Mutex<Receiver<ParseJob>>) {
-    loop {
-        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok(ParseJob { batch, done }) = job else {
-            return;
-        };
-        // The reader has stopped waiting after an error: nothing to hand over then.
-        let _ = done.send(batch.parse());
-    }
-}
-
 fn oom_count(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
     let kernel = snapshot
         .extensions
@@ -421,88 +372,4 @@ pub struct Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use chrono::TimeZone as _;
-
-    use super::*;
-    use crate::snapshot::MemoryMetrics;
-    use crate::units::{CapacityUnit, Measurement};
-
-    fn resident(ms: i64, kib: u64) -> ResourceMetricsSnapshot {
-        ResourceMetricsSnapshot {
-            timestamp: Utc
-                .timestamp_millis_opt(1_700_000_000_000 + ms)
-                .single()
-                .unwrap_or_default(),
-            memory: Some(MemoryMetrics {
-                resident: Some(Measurement::integer(
-                    kib,
-                    CapacityUnit::Kibibytes,
-                    CapacityUnit::Kibibytes,
-                )),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn downsampling_bounds_the_columns_and_keeps_a_one_sample_peak() {
-        let mut builder = ReportBuilder::default();
-        for ms in 0..100_000 {
-            let kib = if ms == 77_777 {
-                9_000_000
-            } else {
-                1000 + (ms % 7) as u64
-            };
-            builder.observe(&resident(ms, kib));
-        }
-        let report = builder.finish(RunEnd::default()).unwrap();
-        assert!(report.columns.len() <= MAX_COLUMNS);
-        assert!(report.columns.len() > MAX_COLUMNS / 4);
-        let i = Series::Resident as usize;
-        let peak = report
-            .columns
-            .iter()
-            .map(|c| c.max[i])
-            .fold(f64::MIN, f64::max);
-        assert_eq!(peak, 9_000_000.0 * 1024.0);
-        let floor = report
-            .columns
-            .iter()
-            .map(|c| c.min[i])
-            .fold(f64::MAX, f64::min);
-        assert_eq!(floor, 1000.0 * 1024.0);
-        let samples: u32 = report.columns.iter().map(|c| c.samples).sum();
-        assert_eq!(samples, 100_000);
-        assert_eq!(
-            report.summary.memory.peak_resident_bytes,
-            Some(9_000_000 * 1024)
-        );
-        // The peak's column is drawn: the SVG carries its height.
-        let svg = report.to_svg().unwrap();
-        assert!(svg.contains("Resident memory"));
-    }
-
-    #[test]
-    fn bad_lines_are_named_and_blank_lines_skipped() {
-        let good = serde_json::to_string(&resident(0, 1)).unwrap();
-        let input = format!("{good}\n\n{good}\nnot json\n");
-        let mut builder = ReportBuilder::default();
-        let error = builder.read_ndjson(input.as_bytes()).unwrap_err();
-        assert!(
-            matches!(error, ReportError::BadLine { line: 4, .. }),
-            "{error}"
-        );
-        assert_eq!(builder.samples(), 2);
-        let long = format!("{}\n", " ".repeat(MAX_LINE_BYTES + 10));
-        let error = ReportBuilder::default()
-            .read_ndjson(long.as_bytes())
-            .unwrap_err();
-        assert!(error.to_string().starts_with("line 1: "), "{error}");
-        assert!(matches!(
-            ReportBuilder::default().finish(RunEnd::default()),
-            Err(ReportError::Empty)
-        ));
-    }
-}
+mod tests;

@@ -95,11 +95,21 @@ const CHARTS: [ChartSpec; 7] = [
     },
 ];
 
-const MARKERS: [(Marker, &str, RGBColor); 3] = [
+/// The rows of the limit-event chart. The first [`ALWAYS_SHOWN`] always have a row (an empty
+/// row says that none happened); the GPU rows only where such an event happened.
+const MARKERS: [(Marker, &str, RGBColor); 5] = [
     (Marker::Throttling, "CPU throttling", RGBColor(230, 120, 0)),
     (Marker::OomKill, "OOM kill", RGBColor(200, 0, 0)),
     (Marker::Pressure, "pressure > 10 %", RGBColor(120, 0, 160)),
+    (
+        Marker::GpuThrottling,
+        "GPU throttling",
+        RGBColor(0, 140, 140),
+    ),
+    (Marker::Xid, "GPU XID error", RGBColor(60, 60, 60)),
 ];
+
+const ALWAYS_SHOWN: usize = 3;
 
 const COLORS: [RGBColor; 2] = [RGBColor(31, 119, 180), RGBColor(214, 39, 40)];
 
@@ -250,25 +260,40 @@ impl Report {
         Ok(())
     }
 
+    /// The rows of the limit-event chart: the CPU and memory kinds, then the GPU kinds that
+    /// happened.
+    fn marker_rows(&self) -> Vec<(Marker, &'static str, RGBColor)> {
+        let seen = self
+            .columns
+            .iter()
+            .fold(0u8, |seen, column| seen | column.markers);
+        MARKERS
+            .iter()
+            .enumerate()
+            .filter(|(row, (marker, _, _))| *row < ALWAYS_SHOWN || seen & *marker as u8 != 0)
+            .map(|(_, row)| *row)
+            .collect()
+    }
+
     /// The limit events on the time axis: one row per kind.
     fn draw_events<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
     ) -> Result<(), ReportError> {
+        let rows = self.marker_rows();
         let mut chart = ChartBuilder::on(area)
             .caption("Limit events", (FONT, 18))
             .margin(10)
             .x_label_area_size(38)
             .y_label_area_size(120)
-            .build_cartesian_2d(0f64..self.x_end_s(), 0f64..3f64)
+            .build_cartesian_2d(0f64..self.x_end_s(), 0f64..rows.len() as f64)
             .map_err(draw_error)?;
         chart
             .configure_mesh()
             .x_desc("time since start (s)")
-            .y_labels(7)
+            .y_labels(2 * rows.len() + 1)
             .y_label_formatter(&|y| {
-                MARKERS
-                    .get(y.floor() as usize)
+                rows.get(y.floor() as usize)
                     .filter(|_| (y.fract() - 0.5).abs() < 0.26)
                     .map(|(_, name, _)| (*name).to_owned())
                     .unwrap_or_default()
@@ -278,7 +303,7 @@ impl Report {
             .disable_y_mesh()
             .draw()
             .map_err(draw_error)?;
-        for (row, (marker, name, color)) in MARKERS.iter().enumerate() {
+        for (row, (marker, name, color)) in rows.iter().enumerate() {
             let y = row as f64 + 0.5;
             let points: Vec<(f64, f64)> = self
                 .columns
