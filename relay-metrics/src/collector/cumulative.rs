@@ -71,6 +71,8 @@ pub(super) struct Accounting {
     sys_class_block: std::path::PathBuf,
     peak: Option<HeldFile>,
     io: Option<(CgroupVersion, HeldFile)>,
+    /// The cgroup's bytes per device, from the same read of `io` as the totals.
+    devices: Vec<DeviceIo>,
     buf: Vec<u8>,
     causes: u32,
     reason: Option<Arc<str>>,
@@ -114,6 +116,7 @@ impl Accounting {
             sys_class_block: roots.map("/sys/class/block".as_ref()),
             peak,
             io,
+            devices: Vec::new(),
             buf: Vec::with_capacity(4096),
             causes: u32::MAX,
             reason: None,
@@ -199,7 +202,7 @@ impl Accounting {
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2
         ) {
             cumulative.memory_peak_bytes = self.read_peak();
-            self.read_devices(&mut cumulative.devices);
+            cumulative.devices.clone_from(&self.devices);
         }
     }
 
@@ -320,8 +323,12 @@ impl Accounting {
                     let (read, write) = cgroup_io_totals(*version, bytes);
                     totals.storage_read_bytes = Some(read);
                     totals.storage_write_bytes = Some(write);
+                    devices_from(*version, bytes, &mut self.devices);
                 }
-                Err(_) => *causes |= cause::NO_IO,
+                Err(_) => {
+                    *causes |= cause::NO_IO;
+                    self.devices.clear();
+                }
             }
         } else {
             *causes |= cause::NO_IO;
@@ -469,28 +476,6 @@ impl Accounting {
         let bytes = file.read(&mut self.buf).ok()?;
         std::str::from_utf8(bytes).ok()?.trim().parse().ok()
     }
-
-    fn read_devices(&mut self, devices: &mut Vec<DeviceIo>) {
-        let Some((version, file)) = &mut self.io else {
-            return;
-        };
-        let Ok(bytes) = file.read(&mut self.buf) else {
-            return;
-        };
-        for_each_device(*version, bytes, |device, read, write| {
-            match devices.iter_mut().find(|d| d.device.as_bytes() == device) {
-                Some(entry) => {
-                    entry.read_bytes = entry.read_bytes.saturating_add(read);
-                    entry.write_bytes = entry.write_bytes.saturating_add(write);
-                }
-                None => devices.push(DeviceIo {
-                    device: Arc::from(String::from_utf8_lossy(device).as_ref()),
-                    read_bytes: read,
-                    write_bytes: write,
-                }),
-            }
-        });
-    }
 }
 
 /// A cgroup's CPU counters: total run time (ns), user and system (µs).
@@ -582,6 +567,41 @@ fn for_each_device(version: CgroupVersion, bytes: &[u8], mut each: impl FnMut(&[
     }
 }
 
+/// The bytes per device of a cgroup's io file, into `devices` in the file's order (entries of
+/// devices already listed are reused: no allocation while the devices stay the same).
+fn devices_from(version: CgroupVersion, bytes: &[u8], devices: &mut Vec<DeviceIo>) {
+    let mut used = 0;
+    for_each_device(version, bytes, |device, read, write| {
+        if let Some(entry) = devices[..used]
+            .iter_mut()
+            .find(|d| d.device.as_bytes() == device)
+        {
+            entry.read_bytes = entry.read_bytes.saturating_add(read);
+            entry.write_bytes = entry.write_bytes.saturating_add(write);
+            return;
+        }
+        match devices[used..]
+            .iter()
+            .position(|d| d.device.as_bytes() == device)
+        {
+            Some(at) => devices.swap(used, used + at),
+            None => devices.insert(
+                used,
+                DeviceIo {
+                    device: Arc::from(String::from_utf8_lossy(device).as_ref()),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                },
+            ),
+        }
+        let entry = &mut devices[used];
+        entry.read_bytes = read;
+        entry.write_bytes = write;
+        used += 1;
+    });
+    devices.truncate(used);
+}
+
 fn cgroup_io_totals(version: CgroupVersion, bytes: &[u8]) -> (u64, u64) {
     let (mut read, mut write) = (0u64, 0u64);
     for_each_device(version, bytes, |_, r, w| {
@@ -657,6 +677,32 @@ mod tests {
         });
         assert_eq!(devices.len(), 2);
         assert!(devices.iter().all(|(d, _, _)| d == b"8:0"));
+    }
+
+    #[test]
+    fn devices_are_listed_in_file_order_and_their_entries_reused() {
+        let v1 = b"8:0 Read 4096\n8:0 Write 512\n8:16 Read 1\n8:16 Write 2\nTotal 4611\n";
+        let mut devices = Vec::new();
+        devices_from(CgroupVersion::V1, v1, &mut devices);
+        let listed = |devices: &[DeviceIo]| -> Vec<(String, u64, u64)> {
+            devices
+                .iter()
+                .map(|d| (d.device.to_string(), d.read_bytes, d.write_bytes))
+                .collect()
+        };
+        assert_eq!(
+            listed(&devices),
+            [("8:0".into(), 4096, 512), ("8:16".into(), 1, 2)]
+        );
+        let first = Arc::clone(&devices[1].device);
+        // Values replaced, not added; a device gone from the file is gone from the list; the
+        // entry of a device listed before is the same allocation.
+        let v2 = b"8:16 rbytes=10 wbytes=20\n";
+        devices_from(CgroupVersion::V2, v2, &mut devices);
+        assert_eq!(listed(&devices), [("8:16".into(), 10, 20)]);
+        assert!(Arc::ptr_eq(&first, &devices[0].device));
+        devices_from(CgroupVersion::V2, b"", &mut devices);
+        assert!(devices.is_empty());
     }
 
     #[test]
