@@ -39,6 +39,7 @@ pub mod procfs {
 /// System-wide procfs files (`/proc/stat`, `/proc/meminfo`, `/proc/pressure/*`, `/proc/net/dev`),
 /// and their readers.
 pub mod system {
+    pub use crate::model::InterfaceCounts;
     pub use crate::source::net::{parse_net_dev, NetReader, SYSFS_COUNTERS};
     pub use crate::source::system::{
         cpu_rate_logical_processors, parse_meminfo, parse_pressure, parse_stat, SystemFields,

@@ -178,12 +178,7 @@ fn fill_interfaces(
         if *entry.name != *counter.name {
             entry.name = Arc::from(counter.name.as_str());
         }
-        entry.rx_bytes = counter.rx_bytes;
-        entry.tx_bytes = counter.tx_bytes;
-        entry.rx_packets = counter.rx_packets;
-        entry.tx_packets = counter.tx_packets;
-        entry.rx_errors = counter.rx_errors;
-        entry.tx_errors = counter.tx_errors;
+        entry.counts = counter.counts;
         kept += 1;
     }
     out.truncate(kept);

@@ -266,6 +266,14 @@ pub(crate) struct FilesystemValues {
 pub(crate) struct InterfaceValues {
     /// Interface name.
     pub name: Arc<str>,
+    /// Its counters.
+    pub counts: InterfaceCounts,
+}
+
+/// The six counters of a network interface, as `/proc/net/dev` and sysfs `statistics/` give
+/// them. Each is `None` when unknown (a missing or malformed column).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterfaceCounts {
     /// Bytes received.
     pub rx_bytes: Option<u64>,
     /// Bytes transmitted.
@@ -274,10 +282,24 @@ pub(crate) struct InterfaceValues {
     pub rx_packets: Option<u64>,
     /// Packets transmitted.
     pub tx_packets: Option<u64>,
-    /// Receive errors.
+    /// Receive errors (`rx_errors`; drops and FIFO/frame errors are separate columns).
     pub rx_errors: Option<u64>,
-    /// Transmit errors.
+    /// Transmit errors (`tx_errors`).
     pub tx_errors: Option<u64>,
+}
+
+impl InterfaceCounts {
+    /// The counters in field order: bytes, packets and errors, each received then transmitted.
+    pub fn to_array(self) -> [Option<u64>; 6] {
+        [
+            self.rx_bytes,
+            self.tx_bytes,
+            self.rx_packets,
+            self.tx_packets,
+            self.rx_errors,
+            self.tx_errors,
+        ]
+    }
 }
 
 /// GPU records of a pass.

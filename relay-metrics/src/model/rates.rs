@@ -275,8 +275,8 @@ impl Baselines {
                         current?.checked_sub(previous?).map(|d| d as f64 / seconds)
                     };
                     (
-                        rate(interface.rx_bytes, before.rx_bytes),
-                        rate(interface.tx_bytes, before.tx_bytes),
+                        rate(interface.counts.rx_bytes, before.rx_bytes),
+                        rate(interface.counts.tx_bytes, before.tx_bytes),
                     )
                 }
                 None => (None, None),
@@ -295,8 +295,8 @@ impl Baselines {
                 .map(|i| InterfaceBaseline {
                     name: Arc::clone(&i.name),
                     instant,
-                    rx_bytes: i.rx_bytes,
-                    tx_bytes: i.tx_bytes,
+                    rx_bytes: i.counts.rx_bytes,
+                    tx_bytes: i.counts.tx_bytes,
                 })
                 .collect();
             self.interfaces.sort_by(|a, b| a.name.cmp(&b.name));
@@ -306,8 +306,8 @@ impl Baselines {
         for (baseline, interface) in self.interfaces.iter_mut().zip(interfaces) {
             if instant > baseline.instant {
                 baseline.instant = instant;
-                baseline.rx_bytes = interface.rx_bytes;
-                baseline.tx_bytes = interface.tx_bytes;
+                baseline.rx_bytes = interface.counts.rx_bytes;
+                baseline.tx_bytes = interface.counts.tx_bytes;
             }
         }
         self.interface_rates = out;

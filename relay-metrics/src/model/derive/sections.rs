@@ -189,26 +189,18 @@ pub(super) fn fill_network(
             entry.name = Arc::clone(&interface.name);
             entry.traffic = traffic(
                 &units.interface,
-                [
-                    interface.rx_bytes,
-                    interface.tx_bytes,
-                    interface.rx_packets,
-                    interface.tx_packets,
-                    interface.rx_errors,
-                    interface.tx_errors,
-                ],
+                interface.counts.to_array(),
                 (rx_rate, tx_rate),
             );
         },
     );
-    let total = |field: fn(&crate::model::InterfaceValues) -> Option<u64>| {
+    let total = |counter: usize| {
         if sample.interfaces.is_empty() {
             return None;
         }
-        sample
-            .interfaces
-            .iter()
-            .try_fold(0u64, |acc, i| acc.checked_add(field(i)?))
+        sample.interfaces.iter().try_fold(0u64, |acc, i| {
+            acc.checked_add(i.counts.to_array()[counter]?)
+        })
     };
     let total_rate = |select: fn(&RatePair) -> Option<f64>| {
         if rates.is_empty() {
@@ -218,14 +210,7 @@ pub(super) fn fill_network(
     };
     network.system = traffic(
         &units.system,
-        [
-            total(|i| i.rx_bytes),
-            total(|i| i.tx_bytes),
-            total(|i| i.rx_packets),
-            total(|i| i.tx_packets),
-            total(|i| i.rx_errors),
-            total(|i| i.tx_errors),
-        ],
+        std::array::from_fn(total),
         (total_rate(|r| r.0), total_rate(|r| r.1)),
     );
 }

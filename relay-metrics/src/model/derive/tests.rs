@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 use super::*;
 use crate::model::{CgroupValues, PressureValues};
 use crate::model::{
-    CpuTicks, FilesystemValues, InterfaceValues, IoValues, ProcessSet, SystemValues,
+    CpuTicks, FilesystemValues, InterfaceCounts, InterfaceValues, IoValues, ProcessSet,
+    SystemValues,
 };
 
 fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
@@ -30,6 +31,17 @@ fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
         }),
         run_time_ns: Some(utime_ticks * 10_000_000),
         run_queue_wait_ns: Some(1_000),
+    }
+}
+
+fn interface(name: &str, rx_bytes: u64, tx_bytes: u64) -> InterfaceValues {
+    InterfaceValues {
+        name: name.into(),
+        counts: InterfaceCounts {
+            rx_bytes: Some(rx_bytes),
+            tx_bytes: Some(tx_bytes),
+            ..Default::default()
+        },
     }
 }
 
@@ -63,20 +75,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
             available_bytes: Some(1024),
             free_bytes: Some(2048),
         }],
-        interfaces: vec![
-            InterfaceValues {
-                name: "eth0".into(),
-                rx_bytes: Some(1000),
-                tx_bytes: Some(10),
-                ..Default::default()
-            },
-            InterfaceValues {
-                name: "lo".into(),
-                rx_bytes: Some(5),
-                tx_bytes: Some(5),
-                ..Default::default()
-            },
-        ],
+        interfaces: vec![interface("eth0", 1000, 10), interface("lo", 5, 5)],
         ..Sample::empty(scope)
     }
 }

@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::model::IoValues;
+use crate::model::{InterfaceCounts, IoValues};
 
 const TICKS: u64 = 100;
 const SECOND_NS: u64 = 1_000_000_000;
@@ -191,9 +191,11 @@ fn interface_rates_need_a_baseline_and_reject_resets() {
     let mut baselines = Baselines::default();
     let interface = |name: &str, rx, tx| InterfaceValues {
         name: name.into(),
-        rx_bytes: Some(rx),
-        tx_bytes: Some(tx),
-        ..Default::default()
+        counts: InterfaceCounts {
+            rx_bytes: Some(rx),
+            tx_bytes: Some(tx),
+            ..Default::default()
+        },
     };
     let out = baselines.interface_rates(origin, &[interface("eth0", 100, 100)]);
     assert_eq!(out, [(None, None)]);

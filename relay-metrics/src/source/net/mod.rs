@@ -15,29 +15,20 @@
 use super::file::{HeldFile, SourceError};
 use super::roots::Roots;
 use super::system::parse::{fields, lines, parse_u64};
+use crate::model::InterfaceCounts;
 
-/// The counters of one interface. Each counter is `None` when its column is missing or malformed.
+/// The counters of one interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterfaceCounters {
     /// Kernel interface name (`lo`, `eth0`); rewritten in place across reads, so a stable set of
     /// interfaces allocates no new names.
     pub name: String,
-    /// Bytes received.
-    pub rx_bytes: Option<u64>,
-    /// Bytes transmitted.
-    pub tx_bytes: Option<u64>,
-    /// Packets received.
-    pub rx_packets: Option<u64>,
-    /// Packets transmitted.
-    pub tx_packets: Option<u64>,
-    /// Receive errors (`rx_errors`; drops and FIFO/frame errors are separate columns).
-    pub rx_errors: Option<u64>,
-    /// Transmit errors (`tx_errors`).
-    pub tx_errors: Option<u64>,
+    /// Its counters.
+    pub counts: InterfaceCounts,
 }
 
 /// The names of the six counters as files in `/sys/class/net/<interface>/statistics/` (what
-/// Relay reads), in the order of the fields of an interface's counters.
+/// Relay reads), in the order of [`InterfaceCounts::to_array`].
 pub const SYSFS_COUNTERS: [&str; 6] = [
     "rx_bytes",
     "tx_bytes",
@@ -95,12 +86,14 @@ pub fn parse_net_dev(content: &[u8], out: &mut Vec<InterfaceCounters>) -> Option
         for (column, field) in columns.iter_mut().zip(fields(&line[colon + 1..])) {
             *column = parse_u64(field);
         }
-        slot.rx_bytes = columns[0];
-        slot.rx_packets = columns[1];
-        slot.rx_errors = columns[2];
-        slot.tx_bytes = columns[8];
-        slot.tx_packets = columns[9];
-        slot.tx_errors = columns[10];
+        slot.counts = InterfaceCounts {
+            rx_bytes: columns[0],
+            rx_packets: columns[1],
+            rx_errors: columns[2],
+            tx_bytes: columns[8],
+            tx_packets: columns[9],
+            tx_errors: columns[10],
+        };
     }
     out.truncate(count);
     // Unstable sort does not allocate; names are unique, so stability does not matter.

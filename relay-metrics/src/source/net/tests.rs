@@ -26,16 +26,18 @@ fn parses_captured_net_dev_sorted_by_name() {
         out[0],
         InterfaceCounters {
             name: "eth0".into(),
-            rx_bytes: Some(308_299_993),
-            tx_bytes: Some(428_479),
-            rx_packets: Some(7368),
-            tx_packets: Some(4618),
-            rx_errors: Some(0),
-            tx_errors: Some(0),
+            counts: InterfaceCounts {
+                rx_bytes: Some(308_299_993),
+                tx_bytes: Some(428_479),
+                rx_packets: Some(7368),
+                tx_packets: Some(4618),
+                rx_errors: Some(0),
+                tx_errors: Some(0),
+            },
         }
     );
-    assert_eq!(out[3].rx_bytes, Some(3193));
-    assert_eq!(out[3].tx_packets, Some(29));
+    assert_eq!(out[3].counts.rx_bytes, Some(3193));
+    assert_eq!(out[3].counts.tx_packets, Some(29));
 }
 
 #[test]
@@ -45,11 +47,19 @@ fn reads_the_error_columns_not_the_drop_columns() {
     ));
     let eth9 = &out[0];
     assert_eq!(
-        (eth9.rx_bytes, eth9.rx_packets, eth9.rx_errors),
+        (
+            eth9.counts.rx_bytes,
+            eth9.counts.rx_packets,
+            eth9.counts.rx_errors
+        ),
         (Some(1), Some(2), Some(3))
     );
     assert_eq!(
-        (eth9.tx_bytes, eth9.tx_packets, eth9.tx_errors),
+        (
+            eth9.counts.tx_bytes,
+            eth9.counts.tx_packets,
+            eth9.counts.tx_errors
+        ),
         (Some(9), Some(10), Some(11))
     );
 }
@@ -60,8 +70,8 @@ fn long_names_and_counters_glued_to_the_colon() {
         "enp0s31f6long:123456789012 5 0 0 0 0 0 0 99 6 0 0 0 0 0 0\n",
     ));
     assert_eq!(out[0].name, "enp0s31f6long");
-    assert_eq!(out[0].rx_bytes, Some(123_456_789_012));
-    assert_eq!(out[0].tx_bytes, Some(99));
+    assert_eq!(out[0].counts.rx_bytes, Some(123_456_789_012));
+    assert_eq!(out[0].counts.tx_bytes, Some(99));
 }
 
 #[test]
@@ -71,12 +81,12 @@ fn malformed_lines_give_none_not_wrong_numbers() {
     ));
     let names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["bad0", "cut0"]);
-    assert_eq!(out[0].rx_bytes, Some(1));
-    assert_eq!(out[0].rx_packets, None);
-    assert_eq!(out[0].tx_errors, None);
-    assert_eq!(out[1].rx_errors, Some(3));
-    assert_eq!(out[1].tx_bytes, None);
-    assert_eq!(out[1].tx_packets, None);
+    assert_eq!(out[0].counts.rx_bytes, Some(1));
+    assert_eq!(out[0].counts.rx_packets, None);
+    assert_eq!(out[0].counts.tx_errors, None);
+    assert_eq!(out[1].counts.rx_errors, Some(3));
+    assert_eq!(out[1].counts.tx_bytes, None);
+    assert_eq!(out[1].counts.tx_packets, None);
 }
 
 #[test]
@@ -132,7 +142,7 @@ fn interfaces_coming_and_going_are_reflected() {
     .unwrap();
     let names: Vec<&str> = out.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["lo", "zz9"]);
-    assert_eq!(out[0].rx_bytes, Some(5));
+    assert_eq!(out[0].counts.rx_bytes, Some(5));
 }
 
 #[test]
@@ -198,11 +208,11 @@ fn live_loopback_counters_grow_by_at_least_the_sent_traffic() {
     // Each datagram crosses lo once: counted as sent and as received, with at least 28 bytes of
     // IP+UDP header on top of the payload (lo also counts a 14-byte Ethernet header).
     let grew = |b: Option<u64>, a: Option<u64>| a.unwrap() - b.unwrap();
-    assert!(grew(before.rx_packets, after.rx_packets) >= count);
-    assert!(grew(before.tx_packets, after.tx_packets) >= count);
-    assert!(grew(before.rx_bytes, after.rx_bytes) >= count * (payload + 28));
-    assert!(grew(before.tx_bytes, after.tx_bytes) >= count * (payload + 28));
-    assert_eq!(after.rx_errors, Some(0));
+    assert!(grew(before.counts.rx_packets, after.counts.rx_packets) >= count);
+    assert!(grew(before.counts.tx_packets, after.counts.tx_packets) >= count);
+    assert!(grew(before.counts.rx_bytes, after.counts.rx_bytes) >= count * (payload + 28));
+    assert!(grew(before.counts.tx_bytes, after.counts.tx_bytes) >= count * (payload + 28));
+    assert_eq!(after.counts.rx_errors, Some(0));
 }
 
 fn sysfs_counter(interface: &str, counter: &str) -> u64 {
@@ -245,22 +255,7 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
 
     for ((a, b), s) in first.iter().zip(&second).zip(&sysfs) {
         assert_eq!(a.name, b.name);
-        let a_values = [
-            a.rx_bytes,
-            a.tx_bytes,
-            a.rx_packets,
-            a.tx_packets,
-            a.rx_errors,
-            a.tx_errors,
-        ];
-        let b_values = [
-            b.rx_bytes,
-            b.tx_bytes,
-            b.rx_packets,
-            b.tx_packets,
-            b.rx_errors,
-            b.tx_errors,
-        ];
+        let (a_values, b_values) = (a.counts.to_array(), b.counts.to_array());
         for i in 0..6 {
             let (low, high) = (a_values[i].unwrap(), b_values[i].unwrap());
             assert!(
@@ -274,7 +269,10 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
     let lo_rx = sysfs
         .get(names.iter().position(|n| *n == "lo").unwrap())
         .unwrap()[0];
-    let (low, high) = (lo(&first).rx_bytes.unwrap(), lo(&second).rx_bytes.unwrap());
+    let (low, high) = (
+        lo(&first).counts.rx_bytes.unwrap(),
+        lo(&second).counts.rx_bytes.unwrap(),
+    );
     assert!(
         low < lo_rx && lo_rx < high,
         "traffic flowed on both sides of the sysfs read"
