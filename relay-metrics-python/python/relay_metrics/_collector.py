@@ -12,7 +12,34 @@ from . import _native
 from .resource_metrics import ResourceMetricsSnapshot
 
 
-class Collector:
+def _config_arguments(
+    config: Mapping[str, Any] | str | os.PathLike[str] | None,
+) -> tuple[str | None, str | None]:
+    """``config`` as the native constructors take it: the JSON of a dict, or a file path."""
+    if isinstance(config, Mapping):
+        return json.dumps(dict(config)), None
+    if config is not None:
+        return None, os.fspath(config)
+    return None, None
+
+
+class _EndsWithBlock:
+    """A ``with`` block's end calls :meth:`_end_block`, also when the block raises (the
+    exception propagates)."""
+
+    def _end_block(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._end_block()
+
+
+class Collector(_EndsWithBlock):
     """One series of snapshots of a process tree, a process, a cgroup or the whole system.
 
     ``config`` is Relay's ``resource_metrics`` component config (a dict), a JSON or TOML file
@@ -31,12 +58,7 @@ class Collector:
         root_pid: int | None = None,
         cgroup_path: str | None = None,
     ) -> None:
-        config_json: str | None = None
-        config_path: str | None = None
-        if isinstance(config, Mapping):
-            config_json = json.dumps(dict(config))
-        elif config is not None:
-            config_path = os.fspath(config)
+        config_json, config_path = _config_arguments(config)
         self._native = _native.NativeCollector(config_json, config_path, root_pid, cgroup_path)
 
     def collect(self) -> ResourceMetricsSnapshot:
@@ -61,10 +83,5 @@ class Collector:
     def __enter__(self) -> Collector:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _end_block(self) -> None:
         self.close()

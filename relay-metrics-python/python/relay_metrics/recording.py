@@ -20,10 +20,10 @@ import importlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _native
+from ._collector import _config_arguments, _EndsWithBlock
 from .resource_metrics import ResourceMetricsSnapshot
 
 __all__ = ["Recording", "record"]
@@ -31,7 +31,7 @@ __all__ = ["Recording", "record"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Recording:
+class Recording(_EndsWithBlock):
     """A recording: started by ``with`` (or a decorated call), stopped when the block ends,
     also when it raises (the exception propagates)."""
 
@@ -50,12 +50,7 @@ class Recording:
         """Starts sampling (the first snapshot is taken at once)."""
         if self._native is not None:
             raise RuntimeError("this recording has already started")
-        config_json: str | None = None
-        config_path: str | None = None
-        if isinstance(self._config, Mapping):
-            config_json = json.dumps(dict(self._config))
-        elif self._config is not None:
-            config_path = os.fspath(self._config)
+        config_json, config_path = _config_arguments(self._config)
         self._native = _native.NativeRecorder(self.interval_ms, config_json, config_path)
         return self
 
@@ -77,12 +72,7 @@ class Recording:
     def __enter__(self) -> Recording:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _end_block(self) -> None:
         self.stop()
 
     def __call__(self, function: F) -> F:
