@@ -102,6 +102,18 @@ if [[ ${#deploy_tools[@]} -gt 0 ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${deploy_tools[@]}"
 fi
 
+# The CRI test (relay-metrics/tests/cri.rs) runs its own containerd (Debian's, with runc) and
+# builds its pod sandbox image from a static C program (gcc, glibc's static library).
+cri_tools=()
+command -v containerd >/dev/null || cri_tools+=(containerd)
+command -v runc >/dev/null || cri_tools+=(runc)
+command -v gcc >/dev/null || cri_tools+=(gcc)
+dpkg -s libc6-dev >/dev/null 2>&1 || cri_tools+=(libc6-dev)
+if [[ ${#cri_tools[@]} -gt 0 ]]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${cri_tools[@]}"
+fi
+
 # Fuzzing (scripts/fuzz.sh): a nightly toolchain (libFuzzer's sanitizer flags; the image ships one
 # with the AddressSanitizer runtime) and cargo-fuzz, pinned.
 if ! cargo +nightly --version >/dev/null 2>&1; then

@@ -252,6 +252,10 @@ pub struct ExtensionsConfig {
     /// The Docker Engine API socket (docker's, or podman's `podman system service`) that names
     /// the containers among [`Self::cgroups`]; asked off the sampling thread.
     pub docker_socket: Option<String>,
+    /// The Kubernetes CRI endpoint (`unix:///run/containerd/containerd.sock`, CRI-O's
+    /// `unix:///run/crio/crio.sock`, or the socket's path) that names the pods among
+    /// [`Self::cgroups`]; asked off the sampling thread.
+    pub cri_endpoint: Option<String>,
 }
 
 /// The naming of exported metrics.
@@ -311,6 +315,7 @@ impl Default for ExtensionsConfig {
             cgroup_depth: None,
             max_targets: 2000,
             docker_socket: None,
+            cri_endpoint: None,
         }
     }
 }
@@ -357,6 +362,13 @@ impl ResourceMetricsConfig {
             crate::source::cgroup::CgroupPattern::parse_all(&self.extensions.cgroups)
         {
             return invalid(format!("resource_metrics.extensions.cgroups: {reason}"));
+        }
+        if let Some(endpoint) = &self.extensions.cri_endpoint {
+            cri_socket(endpoint).map_err(|reason| {
+                ConfigError::Invalid(format!(
+                    "invalid argument: resource_metrics.extensions.cri_endpoint: {reason}"
+                ))
+            })?;
         }
         if self.extensions.cgroup_depth == Some(0) {
             return invalid("resource_metrics.extensions.cgroup_depth must be at least 1".into());
@@ -434,6 +446,19 @@ pub fn validate_cgroup_path(path: &str) -> Result<(), String> {
 /// `**` only as a whole component.
 pub fn check_cgroup_pattern(pattern: &str) -> Result<(), String> {
     crate::source::cgroup::CgroupPattern::parse(pattern).map(|_| ())
+}
+
+/// The socket of a CRI endpoint (`extensions.cri_endpoint`, `serve --cri-endpoint`):
+/// `unix:///path` or an absolute path, as `crictl` takes them.
+pub fn cri_socket(endpoint: &str) -> Result<std::path::PathBuf, String> {
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if path.starts_with('/') {
+        Ok(std::path::PathBuf::from(path))
+    } else {
+        Err(format!(
+            "a CRI endpoint is a Unix socket, unix:///path or /path (like unix:///run/containerd/containerd.sock), got {endpoint:?}"
+        ))
+    }
 }
 
 /// Parses JSON, or TOML when the text is not JSON. A leading UTF-8 byte order mark (which

@@ -304,15 +304,18 @@ fn the_daemonsets_arguments_start_an_agent_in_per_container_mode() {
         .collect();
     assert_eq!(args[0], "serve");
     assert!(args.iter().any(|a| a == "--cgroup-depth"), "{args:?}");
-    // The runtime socket it names lies under a read-only host mount.
-    let socket = &args[args.iter().position(|a| a == "--docker-socket").unwrap() + 1];
+    // The runtime sockets it names lie under a read-only host mount.
     let mounts = container["volumeMounts"].as_array().unwrap();
-    assert!(
-        mounts.iter().any(|m| {
-            socket.starts_with(m["mountPath"].as_str().unwrap()) && m["readOnly"] == true
-        }),
-        "{socket} is not under a read-only mount"
-    );
+    for flag in ["--docker-socket", "--cri-endpoint"] {
+        let value = &args[args.iter().position(|a| a == flag).unwrap() + 1];
+        let socket = value.trim_start_matches("unix://");
+        assert!(
+            mounts.iter().any(|m| {
+                socket.starts_with(m["mountPath"].as_str().unwrap()) && m["readOnly"] == true
+            }),
+            "{flag} {socket} is not under a read-only mount"
+        );
+    }
     // The same arguments on a free loopback port.
     let listen = args.iter().position(|a| a == "--listen").unwrap();
     args[listen + 1] = "127.0.0.1:0".to_owned();

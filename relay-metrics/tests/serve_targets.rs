@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{assert_root, start_agent, start_command, wait_ready, Agent};
+use common::{
+    assert_quiet, assert_root, fake_api_socket, sequence, snapshot, snapshot_from, start_agent,
+    start_command, wait_ready, Agent,
+};
 use serde_json::Value;
 
 const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -121,36 +124,6 @@ fn remove_tree(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-fn snapshot(agent: &Agent) -> Value {
-    let response = common::get(&agent.address, "/snapshot");
-    assert_eq!(response.status, 200);
-    serde_json::from_str(&response.text()).unwrap()
-}
-
-fn sequence(snapshot: &Value) -> u64 {
-    snapshot["extensions"]["collector"]["sequence"]
-        .as_u64()
-        .unwrap()
-}
-
-/// The first snapshot whose sequence is at least `at` (within 60 s: a debug build on a loaded
-/// machine with thousands of processes takes a while per snapshot).
-fn snapshot_from(agent: &Agent, at: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response = common::get(&agent.address, "/snapshot");
-        // 503 until the first snapshot.
-        if response.status == 200 {
-            let snapshot: Value = serde_json::from_str(&response.text()).unwrap();
-            if sequence(&snapshot) >= at {
-                return snapshot;
-            }
-        }
-        assert!(Instant::now() < deadline, "no snapshot {at} within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn measured(snapshot: &Value) -> Vec<String> {
     snapshot["extensions"]["targets"]["cgroups"]
         .as_array()
@@ -167,16 +140,6 @@ fn series(exposition: &str, name: &str, labels: &str) -> Option<f64> {
         .lines()
         .find_map(|line| line.strip_prefix(&prefix))
         .map(|value| value.parse().unwrap())
-}
-
-/// No line of the agent's stderr is a warning or an error.
-fn assert_quiet(agent: &Agent) {
-    let lines = agent.lines.lock().unwrap();
-    let loud: Vec<&String> = lines
-        .iter()
-        .filter(|line| line.contains("WARN") || line.contains("ERROR"))
-        .collect();
-    assert!(loud.is_empty(), "warnings or errors: {loud:?}");
 }
 
 #[test]
@@ -443,26 +406,6 @@ fn churn_of_a_thousand_cgroups_leaves_valid_scrapes_no_leaked_descriptors_and_no
     assert_quiet(&agent);
 }
 
-/// A Unix socket that accepts and then hangs (never answers), or answers `garbage`, until the
-/// test ends.
-fn fake_docker_socket(path: &Path, garbage: Option<&'static str>) {
-    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            if let Some(answer) = garbage {
-                use std::io::{Read, Write};
-                let mut request = [0u8; 4096];
-                let _ = stream.read(&mut request);
-                let _ = stream.write_all(answer.as_bytes());
-            } else {
-                held.push(stream);
-            }
-        }
-    });
-}
-
 #[test]
 #[ignore = "root: makes cgroups"]
 fn a_docker_socket_that_hangs_answers_garbage_or_is_missing_gives_a_reason_and_never_stalls_sampling(
@@ -473,14 +416,14 @@ fn a_docker_socket_that_hangs_answers_garbage_or_is_missing_gives_a_reason_and_n
     let _container = TestCgroup::new(&format!("{parent_path}/docker-{ID}.scope"));
     let dir = tempfile::tempdir().unwrap();
     let hang = dir.path().join("hang.sock");
-    fake_docker_socket(&hang, None);
+    fake_api_socket(&hang, None);
     let garbage = dir.path().join("garbage.sock");
-    fake_docker_socket(
+    fake_api_socket(
         &garbage,
         Some("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nnot json!!!"),
     );
     let not_http = dir.path().join("not-http.sock");
-    fake_docker_socket(&not_http, Some("\x00\x01garbage\r\n\r\n"));
+    fake_api_socket(&not_http, Some("\x00\x01garbage\r\n\r\n"));
     let missing = dir.path().join("missing.sock");
     let pattern = format!("{parent_path}/*");
     let cases = [

@@ -47,9 +47,19 @@ pub(crate) struct ServeArgs {
     /// /run/podman/podman.sock. Asked off the sampling thread with bounded timeouts.
     #[arg(long, value_name = "PATH")]
     docker_socket: Option<String>,
+    /// The Kubernetes CRI endpoint that names the pods among the measured cgroups (pod_name,
+    /// pod_namespace labels; container_name, container_image where --docker-socket does not
+    /// name a container), e.g. unix:///run/containerd/containerd.sock or CRI-O's
+    /// unix:///run/crio/crio.sock. Asked off the sampling thread with bounded timeouts.
+    #[arg(long, value_name = "ENDPOINT", value_parser = parse_cri_endpoint)]
+    cri_endpoint: Option<String>,
     /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
     log_format: LogFormatArg,
+}
+
+fn parse_cri_endpoint(text: &str) -> Result<String, String> {
+    relay_metrics::config::cri_socket(text).map(|_| text.to_owned())
 }
 
 fn parse_pattern(text: &str) -> Result<String, String> {
@@ -75,6 +85,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         cgroup_depth,
         max_targets,
         docker_socket,
+        cri_endpoint,
     } = args;
     serve::init_logging(match log_format {
         LogFormatArg::Text => serve::LogFormat::Text,
@@ -100,6 +111,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
     }
     if docker_socket.is_some() {
         config.extensions.docker_socket = docker_socket;
+    }
+    if cri_endpoint.is_some() {
+        config.extensions.cri_endpoint = cri_endpoint;
     }
     if let Some(max) = max_targets {
         config.extensions.max_targets = usize::try_from(max).unwrap_or(usize::MAX);

@@ -58,7 +58,7 @@ fn has_relays_54_options_plus_ours() {
     let ours = ["cgroup_path", "root_pid", "extensions"].map(|key| map.remove(key).unwrap());
     assert_eq!(leaves(&value), 54);
     assert_eq!(leaves(&value["units"]), 39);
-    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 12);
+    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 13);
 }
 
 #[test]
@@ -84,6 +84,10 @@ fn validation_messages_match_relay() {
         (
             json!({"gpu": {"devices": [""]}}),
             "gpu.devices must not contain empty identifiers",
+        ),
+        (
+            json!({"extensions": {"cri_endpoint": "tcp://127.0.0.1:10010"}}),
+            "extensions.cri_endpoint: a CRI endpoint is a Unix socket, unix:///path or /path (like unix:///run/containerd/containerd.sock), got \"tcp://127.0.0.1:10010\"",
         ),
     ];
     for (input, tail) in cases {

@@ -1,17 +1,17 @@
 //! The `relay_metrics_cgroup_*` families: one series set per cgroup measured one by one
 //! (`extensions.targets`), labelled `cgroup` and, where known, `unit`, `container_id`,
-//! `container_runtime`, `container_name`, `container_image`, `pod_uid`, `qos_class` (the
-//! `relay_metrics_cgroup_gpu_*` families also `device` and `uuid`); plus
-//! `relay_metrics_targets` and `relay_metrics_targets_dropped`. Counters are the cgroup's own
-//! kernel counters (they never decrease while the cgroup exists; a cgroup removed and made
-//! again under the same path starts from zero, which Prometheus reads as a reset).
+//! `container_runtime`, `container_name`, `container_image`, `pod_uid`, `pod_name`,
+//! `pod_namespace`, `qos_class` (the `relay_metrics_cgroup_gpu_*` families also `device` and
+//! `uuid`); plus `relay_metrics_targets` and `relay_metrics_targets_dropped`. Counters are the
+//! cgroup's own kernel counters (they never decrease while the cgroup exists; a cgroup removed
+//! and made again under the same path starts from zero, which Prometheus reads as a reset).
 
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
 
-/// Most labels a series has: the cgroup's eight and two of its family.
-const MAX_LABELS: usize = 10;
+/// Most labels a series has: the cgroup's ten and two of its family.
+const MAX_LABELS: usize = 12;
 
 const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Family {
     Family {
@@ -368,6 +368,8 @@ fn cgroup_labels<'r>(
     push("container_name", l.container_name.as_deref());
     push("container_image", l.container_image.as_deref());
     push("pod_uid", l.pod_uid.as_deref());
+    push("pod_name", l.pod_name.as_deref());
+    push("pod_namespace", l.pod_namespace.as_deref());
     push("qos_class", l.qos_class.as_deref());
     count
 }

@@ -86,12 +86,16 @@ pub struct TargetLabels {
     pub container_id: Option<String>,
     /// `docker`, `podman`, `containerd`, `cri-o`.
     pub container_runtime: Option<String>,
-    /// The container's name, from the runtime's API (`--docker-socket`).
+    /// The container's name, from the runtime's API (`--docker-socket`, else `--cri-endpoint`).
     pub container_name: Option<String>,
     /// The container's image, from the runtime's API.
     pub container_image: Option<String>,
     /// The Kubernetes pod UID.
     pub pod_uid: Option<String>,
+    /// The pod's name, from the CRI (`--cri-endpoint`).
+    pub pod_name: Option<String>,
+    /// The pod's namespace, from the CRI.
+    pub pod_namespace: Option<String>,
     /// `Guaranteed`, `Burstable`, `BestEffort`.
     pub qos_class: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! Container names and images from the Docker Engine API (`GET /containers/json?all=true`,
-//! which podman's `podman system service` serves too), asked on a thread of its own so the
-//! sampling thread never waits for the runtime: it only looks up the latest table.
+//! which podman's `podman system service` serves too), asked on a thread of its own
+//! (`source::runtime_api`) so the sampling thread never waits for the runtime: it only looks up
+//! the latest table.
 //!
 //! The client is hyper's HTTP/1 connection over a Unix socket (hyper is already the agent's HTTP
 //! stack; one GET does not justify a Docker SDK and its dependency tree). Every request is
@@ -10,12 +11,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+
+use super::runtime_api::{Answer, Asker};
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -23,8 +26,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most body accepted.
 const MAX_BODY: usize = 8 << 20;
-/// The table is refreshed at least this often, and at most once a second on demand.
-const REFRESH: Duration = Duration::from_secs(10);
 
 /// A container's name and image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,53 +36,49 @@ pub(crate) struct ContainerInfo {
     pub image: String,
 }
 
-/// The latest answer: the containers by full id, or why there is none.
-#[derive(Debug, Default)]
-pub(crate) struct Table {
-    pub containers: HashMap<String, ContainerInfo>,
-    pub error: Option<String>,
-}
+/// The containers by full id.
+pub(crate) type Containers = HashMap<String, ContainerInfo>;
 
 /// The sampling thread's side: the latest table, and a way to ask for a refresh.
 #[derive(Debug)]
 pub(crate) struct ContainerNames {
-    latest: Arc<Mutex<Arc<Table>>>,
-    wake: mpsc::SyncSender<()>,
+    asker: Asker<Containers>,
     socket: PathBuf,
 }
 
 impl ContainerNames {
     /// Starts the thread that asks the API at `socket`.
     pub(crate) fn start(socket: &Path) -> std::io::Result<Self> {
-        let latest = Arc::new(Mutex::new(Arc::new(Table {
-            containers: HashMap::new(),
-            error: Some(format!(
+        let path = socket.to_path_buf();
+        let asker = Asker::start(
+            "relay-metrics-docker",
+            format!(
                 "the Docker API at {} has not answered yet",
                 socket.display()
-            )),
-        })));
-        let (wake, woken) = mpsc::sync_channel(1);
-        let shared = Arc::clone(&latest);
-        let path = socket.to_path_buf();
-        std::thread::Builder::new()
-            .name("relay-metrics-docker".into())
-            .spawn(move || refresh_loop(&path, &shared, &woken))?;
+            ),
+            move || {
+                let path = path.clone();
+                async move {
+                    list_containers(&path)
+                        .await
+                        .map_err(|error| format!("Docker API at {}: {error}", path.display()))
+                }
+            },
+        )?;
         Ok(Self {
-            latest,
-            wake,
+            asker,
             socket: socket.to_path_buf(),
         })
     }
 
-    /// The latest table; never blocks (the writer holds the lock only to swap an `Arc`, and a
-    /// busy lock gives `None`: the caller keeps what it had).
-    pub(crate) fn table(&self) -> Option<Arc<Table>> {
-        self.latest.try_lock().ok().map(|table| Arc::clone(&table))
+    /// The latest table; never blocks (`None`: keep the one you had).
+    pub(crate) fn table(&self) -> Option<Arc<Answer<Containers>>> {
+        self.asker.latest()
     }
 
     /// Asks for a refresh (a container id the table does not know); never blocks.
     pub(crate) fn ask(&self) {
-        let _ = self.wake.try_send(());
+        self.asker.ask();
     }
 
     /// The socket asked.
@@ -90,53 +87,8 @@ impl ContainerNames {
     }
 }
 
-fn refresh_loop(socket: &Path, latest: &Mutex<Arc<Table>>, woken: &mpsc::Receiver<()>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            publish(
-                latest,
-                Table {
-                    containers: HashMap::new(),
-                    error: Some(format!("cannot start the Docker API client: {error}")),
-                },
-            );
-            return;
-        }
-    };
-    loop {
-        let table = match runtime.block_on(list_containers(socket)) {
-            Ok(containers) => Table {
-                containers,
-                error: None,
-            },
-            Err(error) => Table {
-                containers: HashMap::new(),
-                error: Some(format!("Docker API at {}: {error}", socket.display())),
-            },
-        };
-        publish(latest, table);
-        // At most one request a second, at least one every REFRESH.
-        std::thread::sleep(Duration::from_secs(1));
-        match woken.recv_timeout(REFRESH) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-    }
-}
-
-fn publish(latest: &Mutex<Arc<Table>>, table: Table) {
-    let table = Arc::new(table);
-    *latest
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = table;
-}
-
 /// One `GET /containers/json?all=true`, bounded in time and size.
-async fn list_containers(socket: &Path) -> Result<HashMap<String, ContainerInfo>, String> {
+async fn list_containers(socket: &Path) -> Result<Containers, String> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(socket))
         .await
         .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
@@ -186,7 +138,7 @@ struct Listed {
 }
 
 /// The containers of a `/containers/json` answer, by id.
-pub(crate) fn parse_containers(body: &[u8]) -> Result<HashMap<String, ContainerInfo>, String> {
+pub(crate) fn parse_containers(body: &[u8]) -> Result<Containers, String> {
     let listed: Vec<Listed> = serde_json::from_slice(body)
         .map_err(|error| format!("the answer is not a container list: {error}"))?;
     Ok(listed

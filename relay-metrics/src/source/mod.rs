@@ -4,6 +4,8 @@
 
 pub(crate) mod cgroup;
 #[cfg(feature = "agent")]
+pub(crate) mod cri;
+#[cfg(feature = "agent")]
 pub(crate) mod docker;
 pub(crate) mod ebpf;
 pub(crate) mod file;
@@ -15,6 +17,8 @@ pub(crate) mod parse;
 pub(crate) mod procfs;
 pub(crate) mod reap;
 pub(crate) mod roots;
+#[cfg(feature = "agent")]
+pub(crate) mod runtime_api;
 pub(crate) mod system;
 pub(crate) mod task_iter;
 

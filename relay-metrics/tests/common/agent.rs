@@ -273,3 +273,69 @@ pub fn free_address() -> String {
         .unwrap_or_else(|e| panic!("{e}"))
         .to_string()
 }
+
+/// The agent's latest snapshot (`GET /snapshot`, which must answer 200).
+pub fn snapshot(agent: &Agent) -> serde_json::Value {
+    let response = get(&agent.address, "/snapshot");
+    assert_eq!(response.status, 200);
+    serde_json::from_str(&response.text()).unwrap_or_else(|error| panic!("/snapshot: {error}"))
+}
+
+/// A snapshot's sequence number.
+pub fn sequence(snapshot: &serde_json::Value) -> u64 {
+    snapshot["extensions"]["collector"]["sequence"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no extensions.collector.sequence"))
+}
+
+/// The first snapshot whose sequence is at least `at` (within 60 s: a debug build on a loaded
+/// machine with thousands of processes takes a while per snapshot).
+pub fn snapshot_from(agent: &Agent, at: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = get(&agent.address, "/snapshot");
+        // 503 until the first snapshot.
+        if response.status == 200 {
+            let snapshot: serde_json::Value = serde_json::from_str(&response.text())
+                .unwrap_or_else(|error| panic!("/snapshot: {error}"));
+            if sequence(&snapshot) >= at {
+                return snapshot;
+            }
+        }
+        assert!(Instant::now() < deadline, "no snapshot {at} within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// No line of the agent's stderr is a warning or an error.
+pub fn assert_quiet(agent: &Agent) {
+    let lines = agent
+        .lines
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let loud: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains("WARN") || line.contains("ERROR"))
+        .collect();
+    assert!(loud.is_empty(), "warnings or errors: {loud:?}");
+}
+
+/// A Unix socket at `path` that accepts and then hangs (never answers), or answers `garbage`
+/// to whatever it is sent, until the test ends: a runtime API that misbehaves.
+pub fn fake_api_socket(path: &std::path::Path, garbage: Option<&'static str>) {
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if let Some(answer) = garbage {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(answer.as_bytes());
+            } else {
+                held.push(stream);
+            }
+        }
+    });
+}

@@ -7,6 +7,7 @@
 mod events;
 mod gpu;
 mod labels;
+mod names;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::source::cgroup::{
 };
 
 use labels::path_labels;
+use names::Names;
 
 /// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 1, memory 4, pids 1,
 /// blkio 2; v2 PSI 3; its settings are opened per read).
@@ -63,94 +65,10 @@ pub(crate) struct TargetSet {
     /// Scratch: per process of the pass, the scan index of the cgroup listing it (`usize::MAX`:
     /// none).
     cgroup_of: Vec<usize>,
-    /// Container names from the runtime's API, when a socket is given.
+    /// Container and pod names from the runtimes' APIs, when their sockets are given.
     names: Names,
     /// Per-process kernel event counters between snapshots.
     events: events::EventTracker,
-}
-
-/// Where container names come from.
-#[derive(Debug)]
-enum Names {
-    None,
-    #[cfg(feature = "agent")]
-    Docker {
-        client: crate::source::docker::ContainerNames,
-        table: Option<Arc<crate::source::docker::Table>>,
-    },
-    /// Why they cannot be asked.
-    Unavailable(String),
-}
-
-impl Names {
-    fn start(socket: Option<&str>) -> Self {
-        let Some(socket) = socket else {
-            return Self::None;
-        };
-        #[cfg(feature = "agent")]
-        {
-            match crate::source::docker::ContainerNames::start(std::path::Path::new(socket)) {
-                Ok(client) => Self::Docker {
-                    client,
-                    table: None,
-                },
-                Err(error) => Self::Unavailable(format!(
-                    "cannot start the thread asking the Docker API at {socket}: {error}"
-                )),
-            }
-        }
-        #[cfg(not(feature = "agent"))]
-        {
-            Self::Unavailable(format!(
-                "container names from {socket} need the agent build (feature `agent`)"
-            ))
-        }
-    }
-
-    /// Takes the latest table and reports why names are missing, if they are.
-    fn refresh(&mut self, reasons: &mut Vec<String>) {
-        match self {
-            Self::None => {}
-            Self::Unavailable(reason) => reasons.push(reason.clone()),
-            #[cfg(feature = "agent")]
-            Self::Docker { client, table } => {
-                if let Some(latest) = client.table() {
-                    *table = Some(latest);
-                }
-                if let Some(error) = table.as_ref().and_then(|t| t.error.as_ref()) {
-                    reasons.push(format!(
-                        "no container names: {error} (the socket was {})",
-                        client.socket().display()
-                    ));
-                }
-            }
-        }
-    }
-
-    /// Fills the name and image of a container, if the runtime listed it.
-    fn label(&self, labels: &mut TargetLabels) {
-        #[cfg(feature = "agent")]
-        if let Self::Docker { client, table } = self {
-            let Some(id) = &labels.container_id else {
-                return;
-            };
-            let Some(table) = table else {
-                return;
-            };
-            match table.containers.get(id) {
-                Some(info) if labels.container_name.as_deref() != Some(info.name.as_str()) => {
-                    labels.container_name = (!info.name.is_empty()).then(|| info.name.clone());
-                    labels.container_image = (!info.image.is_empty()).then(|| info.image.clone());
-                }
-                Some(_) => {}
-                // A container started since the last answer: ask again (at most once a second).
-                None if table.error.is_none() => client.ask(),
-                None => {}
-            }
-        }
-        #[cfg(not(feature = "agent"))]
-        let _ = labels;
-    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -194,7 +112,7 @@ impl TargetSet {
             sums: Vec::new(),
             by_pid: HashMap::new(),
             cgroup_of: Vec::new(),
-            names: Names::start(extensions.docker_socket.as_deref()),
+            names: Names::start(extensions),
             events: events::EventTracker::default(),
         })
     }
@@ -379,6 +297,8 @@ impl TargetSet {
                             container_name: None,
                             container_image: None,
                             pod_uid: labels.pod_uid,
+                            pod_name: None,
+                            pod_namespace: None,
                             qos_class: labels.qos_class.map(str::to_owned),
                         },
                         seen: 0,

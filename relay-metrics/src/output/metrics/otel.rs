@@ -190,6 +190,8 @@ fn attribute_key(label: &str) -> &'static str {
         "container_name" => "container.name",
         "container_image" => "container.image.name",
         "pod_uid" => "k8s.pod.uid",
+        "pod_name" => "k8s.pod.name",
+        "pod_namespace" => "k8s.namespace.name",
         "qos_class" => "relay_metrics.k8s.qos_class",
         "unit" => "relay_metrics.systemd.unit",
         "cgroup" => "relay_metrics.cgroup",
