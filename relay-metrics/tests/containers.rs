@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agent_command, get, start_command, wait_ready, Reaped};
+use common::{agent_command, scrape_until, series_with, start_command, wait_ready, Reaped};
 
 /// The image `deploy/container/build-image.sh` tags by default.
 fn image() -> String {
@@ -191,15 +191,6 @@ fn api_answers(socket: &Path) -> bool {
     answer.starts_with("HTTP/1.1 200")
 }
 
-/// The series of `/metrics` that carry `label="value"`.
-fn series_with<'a>(exposition: &'a str, label: &str, value: &str) -> Vec<&'a str> {
-    let needle = format!("{label}=\"{value}\"");
-    exposition
-        .lines()
-        .filter(|line| !line.starts_with('#') && line.contains(&needle))
-        .collect()
-}
-
 /// The value of the series named `name` among `series` that also has every label of `labels`
 /// (`key="value"` strings).
 fn value_of(series: &[&str], name: &str, labels: &[&str]) -> Option<f64> {
@@ -217,30 +208,6 @@ const OOM_KILLS: (&str, &[&str]) = (
     "relay_metrics_cgroup_memory_events_total",
     &["event=\"oom_kill\""],
 );
-
-/// Scrapes `/metrics` every 250 ms until `done` holds (returns that exposition) or `timeout`
-/// passes (fails with `what` and the last exposition's lines about `container`).
-fn scrape_until(
-    address: &str,
-    timeout: Duration,
-    what: &str,
-    container: &str,
-    done: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = get(address, "/metrics").text();
-        if done(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} within {timeout:?}; the series of {container}:\n{}",
-            series_with(&text, "container_id", container).join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 #[test]
 #[ignore = "root: runs containers; tools: podman, runc and the image of deploy/container/build-image.sh (scripts/test-all.sh)"]
@@ -282,7 +249,7 @@ fn labels_limits_oom_kill_and_removal_with_podman() {
         &agent.address,
         Duration::from_secs(20),
         "both containers labelled with their names",
-        &limited_id,
+        ("container_id", &limited_id),
         |text| {
             [(&limited_id, &limited), (&oom_id, &oom)]
                 .iter()
@@ -319,7 +286,7 @@ fn labels_limits_oom_kill_and_removal_with_podman() {
         &agent.address,
         Duration::from_secs(30),
         "an OOM kill on the container over its memory limit",
-        &oom_id,
+        ("container_id", &oom_id),
         |text| {
             value_of(
                 &series_with(text, "container_id", &oom_id),
@@ -344,7 +311,7 @@ fn labels_limits_oom_kill_and_removal_with_podman() {
         &agent.address,
         Duration::from_secs(10),
         "the removed container's series gone",
-        &limited_id,
+        ("container_id", &limited_id),
         |text| series_with(text, "container_id", &limited_id).is_empty(),
     );
     assert!(!series_with(&text, "container_id", &oom_id).is_empty());

@@ -16,18 +16,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use super::runtime_api::{Answer, Asker};
+use super::runtime_api::{Answer, Asker, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long both calls may take together.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest answer decoded (the kubelet's limit for CRI messages).
 const MAX_MESSAGE: usize = 16 << 20;
 

@@ -12,18 +12,13 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
-use super::runtime_api::{Answer, Asker};
+use super::runtime_api::{Answer, Asker, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the whole exchange may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most body accepted.
 const MAX_BODY: usize = 8 << 20;
 

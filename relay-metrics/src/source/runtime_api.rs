@@ -11,6 +11,10 @@ use std::future::Future;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+/// How long connecting to a runtime's socket may take.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the whole exchange of one refresh may take.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The answer is refreshed at least this often.
 const REFRESH: Duration = Duration::from_secs(10);
 /// And at most this often, however often a refresh is asked for.

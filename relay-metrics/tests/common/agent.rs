@@ -339,3 +339,55 @@ pub fn fake_api_socket(path: &std::path::Path, garbage: Option<&'static str>) {
         }
     });
 }
+
+/// The series of an exposition that carry `label="value"`.
+pub fn series_with<'a>(exposition: &'a str, label: &str, value: &str) -> Vec<&'a str> {
+    let needle = format!("{label}=\"{value}\"");
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#') && line.contains(&needle))
+        .collect()
+}
+
+/// Scrapes `/metrics` every 200 ms until `done` holds (returns that exposition) or `timeout`
+/// passes (fails with `what` and the last exposition's series that carry `label="value"`).
+pub fn scrape_until(
+    address: &str,
+    timeout: Duration,
+    what: &str,
+    (label, value): (&str, &str),
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = get(address, "/metrics").text();
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {timeout:?}; the series with {label}={value:?}:\n{}",
+            series_with(&text, label, value).join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Sampling goes on in each agent (sampling every 100 ms) while its runtime API misbehaves:
+/// over 6 s each takes snapshots throughout, not one after a stall, and logs no warning.
+/// `agents`: each with what its case is, for the failure message.
+pub fn assert_sampling_goes_on(agents: &[(&Agent, &str)]) {
+    let first: Vec<u64> = agents
+        .iter()
+        .map(|(agent, _)| sequence(&snapshot(agent)))
+        .collect();
+    std::thread::sleep(Duration::from_secs(6));
+    for ((agent, case), first) in agents.iter().zip(first) {
+        let taken = sequence(&snapshot(agent)) - first;
+        assert!(
+            taken >= 4,
+            "{case}: {taken} snapshots in 6 s at a 100 ms period"
+        );
+        assert_quiet(agent);
+    }
+}
