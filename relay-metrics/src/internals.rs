@@ -75,8 +75,7 @@ pub mod gpu {
     };
     pub use crate::source::gpu::{
         throttle_reason_names, GpuDeviceSample, GpuError, GpuProcessSample, GpuSampler,
-        GpuThrottleEvent, LostDevice, MigInstanceSample, NvmlDeviceValues, NvmlOptions, NvmlSample,
-        NvmlSource, ThrottleCounts, XidCounts, XidDevice, XidWatcher, NVML_LIBRARY_ENV,
-        THROTTLE_REASONS,
+        GpuThrottleEvent, LostDevice, NvmlDeviceValues, NvmlOptions, NvmlSample, NvmlSource,
+        ThrottleCounts, XidCounts, XidDevice, XidWatcher, NVML_LIBRARY_ENV, THROTTLE_REASONS,
     };
 }

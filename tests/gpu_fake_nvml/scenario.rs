@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use relay_metrics::internals::gpu::{
-    throttle_reason_names, GpuDeviceSample, MigInstanceSample, NvmlOptions, NvmlSample, XidWatcher,
+    throttle_reason_names, GpuDeviceSample, NvmlOptions, NvmlSample, XidWatcher,
 };
+
+use relay_metrics::snapshot::{GpuReadings, MigInstanceReport};
 
 use super::{open_with, Fake, TestDir, Variant, UUID_0, UUID_1};
 
@@ -102,49 +104,55 @@ fn every_value_is_read_and_unsupported_ones_are_none_with_their_own_reason() {
         panic!("two devices expected: {sample:?}");
     };
     let v = &zero.values;
-    assert_eq!(v.power_watts, Some(100.0));
-    assert_eq!(v.power_limit_watts, Some(300.0));
-    assert_eq!(v.energy_joules, Some(1000.0));
-    assert_eq!(v.temperature_celsius, Some(45.0));
-    assert_eq!(v.memory_temperature_celsius, Some(50.0));
-    assert_eq!(v.sm_clock_hz, Some(1_410_000_000));
-    assert_eq!(v.graphics_clock_hz, Some(1_410_000_000));
-    assert_eq!(v.memory_clock_hz, Some(2_619_000_000));
-    assert_eq!(v.sm_clock_max_hz, Some(1_980_000_000));
-    assert_eq!(v.graphics_clock_max_hz, Some(1_980_000_000));
-    assert_eq!(v.memory_clock_max_hz, Some(2_619_000_000));
+    assert_eq!(
+        v.readings,
+        GpuReadings {
+            power_watts: Some(100.0),
+            power_limit_watts: Some(300.0),
+            energy_joules: Some(1000.0),
+            temperature_celsius: Some(45.0),
+            memory_temperature_celsius: Some(50.0),
+            sm_clock_hz: Some(1_410_000_000),
+            memory_clock_hz: Some(2_619_000_000),
+            graphics_clock_hz: Some(1_410_000_000),
+            sm_clock_max_hz: Some(1_980_000_000),
+            memory_clock_max_hz: Some(2_619_000_000),
+            graphics_clock_max_hz: Some(1_980_000_000),
+            ecc_corrected_volatile: Some(0),
+            ecc_uncorrected_volatile: Some(0),
+            ecc_corrected_aggregate: Some(2),
+            ecc_uncorrected_aggregate: Some(0),
+            remapped_rows_correctable: Some(0),
+            remapped_rows_uncorrectable: Some(0),
+            remapping_pending: Some(false),
+            remapping_failed: Some(false),
+            pcie_tx_bytes_per_second: Some(1_000 * 1024),
+            pcie_rx_bytes_per_second: Some(2_000 * 1024),
+            pcie_replays: Some(0),
+            encoder_utilization_percent: Some(0.0),
+            decoder_utilization_percent: Some(0.0),
+            mig_enabled: Some(false),
+            mig_instances: Vec::new(),
+        }
+    );
     assert_eq!(names(zero), ["gpu_idle"]);
     assert_eq!(v.violation_power_ns, Some(0));
     assert_eq!(v.violation_thermal_ns, Some(0));
     assert_eq!(v.violation_board_limit_ns, Some(0));
     assert_eq!(v.violation_reliability_ns, Some(0));
-    assert_eq!(v.ecc_corrected_volatile, Some(0));
-    assert_eq!(v.ecc_uncorrected_volatile, Some(0));
-    assert_eq!(v.ecc_corrected_aggregate, Some(2));
-    assert_eq!(v.ecc_uncorrected_aggregate, Some(0));
-    assert_eq!(v.remapped_rows_correctable, Some(0));
-    assert_eq!(v.remapped_rows_uncorrectable, Some(0));
-    assert_eq!(v.remapping_pending, Some(false));
-    assert_eq!(v.remapping_failed, Some(false));
-    assert_eq!(v.pcie_tx_bytes_per_second, Some(1_000 * 1024));
-    assert_eq!(v.pcie_rx_bytes_per_second, Some(2_000 * 1024));
-    assert_eq!(v.pcie_replays, Some(0));
-    assert_eq!(v.encoder_utilization_percent, Some(0.0));
-    assert_eq!(v.decoder_utilization_percent, Some(0.0));
-    assert_eq!(v.mig_enabled, Some(false));
-    assert!(v.mig_instances.is_empty());
     assert_eq!(missing(zero), Vec::<&str>::new());
 
     // Device 1 lacks some sensors: each value is None with its own reason, the rest is read.
     let v = &one.values;
-    assert_eq!(v.power_watts, Some(200.0));
-    assert_eq!(v.temperature_celsius, Some(50.0));
-    assert_eq!(v.memory_temperature_celsius, None);
-    assert_eq!(v.ecc_corrected_volatile, None);
-    assert_eq!(v.remapped_rows_correctable, None);
-    assert_eq!(v.remapping_pending, None);
-    assert_eq!(v.encoder_utilization_percent, None);
-    assert_eq!(v.decoder_utilization_percent, Some(0.0));
+    let r = &v.readings;
+    assert_eq!(r.power_watts, Some(200.0));
+    assert_eq!(r.temperature_celsius, Some(50.0));
+    assert_eq!(r.memory_temperature_celsius, None);
+    assert_eq!(r.ecc_corrected_volatile, None);
+    assert_eq!(r.remapped_rows_correctable, None);
+    assert_eq!(r.remapping_pending, None);
+    assert_eq!(r.encoder_utilization_percent, None);
+    assert_eq!(r.decoder_utilization_percent, Some(0.0));
     assert_eq!(
         missing(one),
         [
@@ -164,16 +172,16 @@ fn every_value_is_read_and_unsupported_ones_are_none_with_their_own_reason() {
         );
     }
     // MIG mode with two instances: 1 GiB and 2 GiB used of 8 GiB each.
-    assert_eq!(v.mig_enabled, Some(true));
+    assert_eq!(r.mig_enabled, Some(true));
     assert_eq!(
-        v.mig_instances,
+        r.mig_instances,
         [
-            MigInstanceSample {
+            MigInstanceReport {
                 index: 0,
                 memory_used_bytes: Some(GIB),
                 memory_total_bytes: Some(8 * GIB),
             },
-            MigInstanceSample {
+            MigInstanceReport {
                 index: 1,
                 memory_used_bytes: Some(2 * GIB),
                 memory_total_bytes: Some(8 * GIB),
@@ -191,13 +199,13 @@ fn the_scenario_phases_give_values_throttle_counts_and_a_lost_device_that_return
 
     let capped = scripted.sample_at(1000);
     let zero = &capped.devices[0];
-    assert_eq!(zero.values.power_watts, Some(300.0));
+    assert_eq!(zero.values.readings.power_watts, Some(300.0));
     assert_eq!(names(zero), ["sw_power_cap"]);
     assert_eq!(zero.throttle.active_periods, [1, 0, 0]);
 
     let hot = scripted.sample_at(2000);
     let zero = &hot.devices[0];
-    assert_eq!(zero.values.temperature_celsius, Some(95.0));
+    assert_eq!(zero.values.readings.temperature_celsius, Some(95.0));
     assert_eq!(names(zero), ["sw_thermal_slowdown", "hw_thermal_slowdown"]);
     // hw_thermal_slowdown is a hardware slowdown too.
     assert_eq!(zero.throttle.active_periods, [1, 1, 1]);
@@ -208,8 +216,8 @@ fn the_scenario_phases_give_values_throttle_counts_and_a_lost_device_that_return
     let after = scripted.sample_at(3000);
     let zero = &after.devices[0];
     assert_eq!(names(zero), ["gpu_idle"]);
-    assert_eq!(zero.values.ecc_corrected_volatile, Some(1));
-    assert_eq!(zero.values.energy_joules, Some(1300.0));
+    assert_eq!(zero.values.readings.ecc_corrected_volatile, Some(1));
+    assert_eq!(zero.values.readings.energy_joules, Some(1300.0));
     assert_eq!(zero.throttle.active_periods, [1, 1, 1]);
     assert_eq!(zero.throttle.sampled_periods, 4);
     assert!(after.lost.is_empty());
@@ -228,7 +236,7 @@ fn the_scenario_phases_give_values_throttle_counts_and_a_lost_device_that_return
     assert!(back.lost.is_empty());
     assert_eq!(back.devices.len(), 2);
     assert_eq!(back.devices[1].identifier, UUID_1);
-    assert_eq!(back.devices[1].values.power_watts, Some(200.0));
+    assert_eq!(back.devices[1].values.readings.power_watts, Some(200.0));
     // A returning device starts a new count.
     assert_eq!(back.devices[1].throttle.sampled_periods, 1);
 }

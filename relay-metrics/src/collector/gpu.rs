@@ -90,8 +90,6 @@ impl GpuFeed {
         reasons: &mut Reasons,
         out: &mut GpuValues,
     ) {
-        let mut devices = 0;
-        let mut records = 0;
         out.age_ms = None;
         if let Some(reason) = &self.spawn_error {
             reasons.add("gpu", format_args!("{reason}"));
@@ -104,86 +102,86 @@ impl GpuFeed {
             if let Some(error) = &sample.error {
                 reasons.add("gpu", format_args!("NVML: {error}"));
             }
-            out.age_ms = Some(u64::try_from(sample.age().as_millis()).unwrap_or(u64::MAX));
-            for d in &sample.devices {
-                let entry = slot(&mut out.devices, &mut devices, || GpuDeviceValues {
-                    vendor: AcceleratorVendor::Nvidia,
-                    identifier: Arc::from(""),
-                    index: None,
-                    memory_used_bytes: None,
-                    utilization_percent: None,
-                });
-                entry.vendor = AcceleratorVendor::Nvidia;
-                share(&mut entry.identifier, &d.identifier);
-                entry.index = Some(d.index);
-                entry.memory_used_bytes = d.memory_used_bytes;
-                entry.utilization_percent = d.utilization_percent;
-            }
-            if let ProcessPass::Sampled(set) = processes {
-                let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
-                for p in sample.processes_matching(in_scope) {
-                    let entry = slot(&mut out.processes, &mut records, || GpuProcessValues {
-                        vendor: AcceleratorVendor::Nvidia,
-                        identifier: Arc::from(""),
-                        index: None,
-                        pid: 0,
-                        memory_used_bytes: None,
-                        utilization_percent: None,
-                        memory_utilization_percent: None,
-                    });
-                    entry.vendor = AcceleratorVendor::Nvidia;
-                    share(&mut entry.identifier, &p.device_identifier);
-                    entry.index = Some(p.device_index);
-                    entry.pid = p.pid;
-                    entry.memory_used_bytes = p.memory_used_bytes;
-                    entry.utilization_percent = p.sm_utilization_percent;
-                    entry.memory_utilization_percent = p.memory_utilization_percent;
-                }
-                for p in sample.drm_processes.iter().filter(|p| {
-                    set.processes
-                        .iter()
-                        .any(|q| q.pid == p.pid && q.start_time_ticks == p.start_time_ticks)
-                }) {
-                    let entry = slot(&mut out.processes, &mut records, || GpuProcessValues {
-                        vendor: AcceleratorVendor::Other,
-                        identifier: Arc::from(""),
-                        index: None,
-                        pid: 0,
-                        memory_used_bytes: None,
-                        utilization_percent: None,
-                        memory_utilization_percent: None,
-                    });
-                    entry.vendor = accelerator_vendor(p.vendor);
-                    share(&mut entry.identifier, &p.identifier);
-                    entry.index = None;
-                    entry.pid = p.pid;
-                    entry.memory_used_bytes = p.memory_used_bytes;
-                    entry.utilization_percent = p.utilization_percent;
-                    entry.memory_utilization_percent = None;
-                }
-            }
             if let Some(error) = &sample.drm_error {
                 reasons.add("gpu", format_args!("DRM clients: {error}"));
             }
+            out.age_ms = Some(u64::try_from(sample.age().as_millis()).unwrap_or(u64::MAX));
         }
         if let Some(drm) = &mut self.drm {
             drm.read_into(&mut self.drm_devices);
-            for d in &self.drm_devices {
-                let entry = slot(&mut out.devices, &mut devices, || GpuDeviceValues {
-                    vendor: AcceleratorVendor::Other,
-                    identifier: Arc::from(""),
-                    index: None,
-                    memory_used_bytes: None,
-                    utilization_percent: None,
-                });
-                entry.vendor = accelerator_vendor(d.vendor);
-                share(&mut entry.identifier, &d.identifier);
-                entry.index = None;
-                entry.memory_used_bytes = d.memory_used_bytes;
-                entry.utilization_percent = d.utilization_percent;
-            }
+        }
+
+        // NVIDIA devices first (NVML index order), then DRM devices.
+        let nvml_devices = nvml.iter().flat_map(|s| &s.devices).map(|d| DeviceRecord {
+            vendor: AcceleratorVendor::Nvidia,
+            identifier: &d.identifier,
+            index: Some(d.index),
+            memory_used_bytes: d.memory_used_bytes,
+            utilization_percent: d.utilization_percent,
+        });
+        let drm_devices = self.drm_devices.iter().map(|d| DeviceRecord {
+            vendor: accelerator_vendor(d.vendor),
+            identifier: &d.identifier,
+            index: None,
+            memory_used_bytes: d.memory_used_bytes,
+            utilization_percent: d.utilization_percent,
+        });
+        let mut devices = 0;
+        for record in nvml_devices.chain(drm_devices) {
+            let entry = slot(&mut out.devices, &mut devices, GpuDeviceValues::default);
+            entry.vendor = record.vendor;
+            share(&mut entry.identifier, record.identifier);
+            entry.index = record.index;
+            entry.memory_used_bytes = record.memory_used_bytes;
+            entry.utilization_percent = record.utilization_percent;
         }
         out.devices.truncate(devices);
+
+        let mut records = 0;
+        if let (Some(sample), ProcessPass::Sampled(set)) = (&nvml, processes) {
+            let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
+            let nvml_processes = sample.processes_matching(in_scope).map(|p| ProcessRecord {
+                device: DeviceRecord {
+                    vendor: AcceleratorVendor::Nvidia,
+                    identifier: &p.device_identifier,
+                    index: Some(p.device_index),
+                    memory_used_bytes: p.memory_used_bytes,
+                    utilization_percent: p.sm_utilization_percent,
+                },
+                pid: p.pid,
+                memory_utilization_percent: p.memory_utilization_percent,
+            });
+            let drm_processes = sample
+                .drm_processes
+                .iter()
+                .filter(|p| {
+                    set.processes
+                        .iter()
+                        .any(|q| q.pid == p.pid && q.start_time_ticks == p.start_time_ticks)
+                })
+                .map(|p| ProcessRecord {
+                    device: DeviceRecord {
+                        vendor: accelerator_vendor(p.vendor),
+                        identifier: &p.identifier,
+                        index: None,
+                        memory_used_bytes: p.memory_used_bytes,
+                        utilization_percent: p.utilization_percent,
+                    },
+                    pid: p.pid,
+                    memory_utilization_percent: None,
+                });
+            for record in nvml_processes.chain(drm_processes) {
+                let entry = slot(&mut out.processes, &mut records, GpuProcessValues::default);
+                let device = record.device;
+                entry.vendor = device.vendor;
+                share(&mut entry.identifier, device.identifier);
+                entry.index = device.index;
+                entry.pid = record.pid;
+                entry.memory_used_bytes = device.memory_used_bytes;
+                entry.utilization_percent = device.utilization_percent;
+                entry.memory_utilization_percent = record.memory_utilization_percent;
+            }
+        }
         out.processes.truncate(records);
         extension::fill(
             nvml.as_deref(),
@@ -202,6 +200,22 @@ impl GpuFeed {
         }
         sampler.latest()
     }
+}
+
+/// A device's (or a process's use of a device's) memory and utilisation, from NVML or DRM.
+struct DeviceRecord<'a> {
+    vendor: AcceleratorVendor,
+    identifier: &'a str,
+    index: Option<u32>,
+    memory_used_bytes: Option<u64>,
+    utilization_percent: Option<f64>,
+}
+
+/// One process's use of a device.
+struct ProcessRecord<'a> {
+    device: DeviceRecord<'a>,
+    pid: u32,
+    memory_utilization_percent: Option<f64>,
 }
 
 fn accelerator_vendor(vendor: DrmVendor) -> AcceleratorVendor {

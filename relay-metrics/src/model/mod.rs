@@ -319,7 +319,7 @@ pub(crate) struct GpuValues {
 }
 
 /// One GPU device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GpuDeviceValues {
     /// Vendor.
     pub vendor: crate::snapshot::AcceleratorVendor,
@@ -334,7 +334,7 @@ pub(crate) struct GpuDeviceValues {
 }
 
 /// One process on one GPU device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GpuProcessValues {
     /// Vendor of the device.
     pub vendor: crate::snapshot::AcceleratorVendor,

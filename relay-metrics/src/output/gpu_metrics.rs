@@ -7,126 +7,115 @@
 //! periods); a `null` value is not exported.
 
 use super::metrics::{Family, Kind, Label, Number, Sink, Unit};
-use crate::config::MetricNames;
 use crate::snapshot::{GpuDeviceReport, GpuExtension};
 use crate::source::gpu::THROTTLE_REASONS;
 
 /// Most labels a series has: scope, device, uuid and two of its family.
 const MAX_LABELS: usize = 5;
 
-const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Family {
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        names: MetricNames::RelayMetrics,
-    }
-}
-
-const POWER: Family = family(
+const POWER: Family = Family::relay_metrics(
     "relay_metrics_gpu_power_watts",
     Kind::Gauge,
     Unit::Watts,
     "GPU power draw.",
 );
-const POWER_LIMIT: Family = family(
+const POWER_LIMIT: Family = Family::relay_metrics(
     "relay_metrics_gpu_power_limit_watts",
     Kind::Gauge,
     Unit::Watts,
     "Enforced GPU power limit.",
 );
-const ENERGY: Family = family(
+const ENERGY: Family = Family::relay_metrics(
     "relay_metrics_gpu_energy_joules_total",
     Kind::Counter,
     Unit::Joules,
     "GPU energy since the driver loaded.",
 );
-const TEMPERATURE: Family = family(
+const TEMPERATURE: Family = Family::relay_metrics(
     "relay_metrics_gpu_temperature_celsius",
     Kind::Gauge,
     Unit::Celsius,
     "GPU temperature by sensor (gpu, memory).",
 );
-const CLOCK: Family = family(
+const CLOCK: Family = Family::relay_metrics(
     "relay_metrics_gpu_clock_hertz",
     Kind::Gauge,
     Unit::Hertz,
     "GPU clock by domain (sm, memory, graphics).",
 );
-const CLOCK_MAX: Family = family(
+const CLOCK_MAX: Family = Family::relay_metrics(
     "relay_metrics_gpu_clock_max_hertz",
     Kind::Gauge,
     Unit::Hertz,
     "Maximum GPU clock by domain (sm, memory, graphics).",
 );
-const THROTTLE_ACTIVE: Family = family(
+const THROTTLE_ACTIVE: Family = Family::relay_metrics(
     "relay_metrics_gpu_throttle_active",
     Kind::Gauge,
     Unit::Count,
     "1 when the clock-event (throttle) reason is active, else 0.",
 );
-const THROTTLED_SECONDS: Family = family(
+const THROTTLED_SECONDS: Family = Family::relay_metrics(
     "relay_metrics_gpu_throttled_seconds_total",
     Kind::Counter,
     Unit::Seconds,
     "Time clocks were held below the requested ones, by reason (power, thermal, board_limit, reliability), since the driver loaded.",
 );
-const THROTTLE_PERIODS: Family = family(
+const THROTTLE_PERIODS: Family = Family::relay_metrics(
     "relay_metrics_gpu_throttle_periods_total",
     Kind::Counter,
     Unit::Count,
     "GPU sampling periods with a limit event active (power_cap, thermal, hw_slowdown), since the collector started.",
 );
-const XID: Family = family(
+const XID: Family = Family::relay_metrics(
     "relay_metrics_gpu_xid_errors_total",
     Kind::Counter,
     Unit::Count,
     "XID errors received through NVML events, by code, since the collector started.",
 );
-const ECC: Family = family(
+const ECC: Family = Family::relay_metrics(
     "relay_metrics_gpu_ecc_errors_total",
     Kind::Counter,
     Unit::Count,
     "ECC errors by type (corrected, uncorrected) and counter (volatile: since the driver loaded; aggregate: the device's life).",
 );
-const REMAPPED_ROWS: Family = family(
+const REMAPPED_ROWS: Family = Family::relay_metrics(
     "relay_metrics_gpu_remapped_rows",
     Kind::Gauge,
     Unit::Count,
     "Memory rows remapped, by cause (correctable, uncorrectable).",
 );
-const REMAPPING: Family = family(
+const REMAPPING: Family = Family::relay_metrics(
     "relay_metrics_gpu_row_remapping_state",
     Kind::Gauge,
     Unit::Count,
     "1 when a row remapping is pending or has failed (state), else 0.",
 );
-const PCIE_THROUGHPUT: Family = family(
+const PCIE_THROUGHPUT: Family = Family::relay_metrics(
     "relay_metrics_gpu_pcie_bytes_per_second",
     Kind::Gauge,
     Unit::BytesPerSecond,
     "PCIe throughput by direction (tx, rx), sampled by the driver over 20 ms.",
 );
-const PCIE_REPLAYS: Family = family(
+const PCIE_REPLAYS: Family = Family::relay_metrics(
     "relay_metrics_gpu_pcie_replays_total",
     Kind::Counter,
     Unit::Count,
     "PCIe replays since the driver loaded.",
 );
-const CODEC: Family = family(
+const CODEC: Family = Family::relay_metrics(
     "relay_metrics_gpu_codec_utilization_ratio",
     Kind::Gauge,
     Unit::Ratio,
     "Video encoder and decoder utilisation (0-1), by codec.",
 );
-const MIG: Family = family(
+const MIG: Family = Family::relay_metrics(
     "relay_metrics_gpu_mig_enabled",
     Kind::Gauge,
     Unit::Count,
     "1 when MIG mode is on, else 0.",
 );
-const MIG_MEMORY: Family = family(
+const MIG_MEMORY: Family = Family::relay_metrics(
     "relay_metrics_gpu_mig_instance_memory_used_bytes",
     Kind::Gauge,
     Unit::Bytes,
@@ -189,17 +178,19 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
             emit(&[], value);
         }
     };
-    emit_family(sink, scope, &POWER, gpu, |d, emit| one(d.power_watts, emit));
+    emit_family(sink, scope, &POWER, gpu, |d, emit| {
+        one(d.readings.power_watts, emit)
+    });
     emit_family(sink, scope, &POWER_LIMIT, gpu, |d, emit| {
-        one(d.power_limit_watts, emit);
+        one(d.readings.power_limit_watts, emit);
     });
     emit_family(sink, scope, &ENERGY, gpu, |d, emit| {
-        one(d.energy_joules, emit)
+        one(d.readings.energy_joules, emit)
     });
     emit_family(sink, scope, &TEMPERATURE, gpu, |d, emit| {
         for (sensor, value) in [
-            ("gpu", d.temperature_celsius),
-            ("memory", d.memory_temperature_celsius),
+            ("gpu", d.readings.temperature_celsius),
+            ("memory", d.readings.memory_temperature_celsius),
         ] {
             if let Some(value) = value {
                 emit(&[("sensor", Label::Str(sensor))], value);
@@ -209,12 +200,16 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     for (family, current) in [(&CLOCK, true), (&CLOCK_MAX, false)] {
         emit_family(sink, scope, family, gpu, |d, emit| {
             let clocks = if current {
-                [d.sm_clock_hz, d.memory_clock_hz, d.graphics_clock_hz]
+                [
+                    d.readings.sm_clock_hz,
+                    d.readings.memory_clock_hz,
+                    d.readings.graphics_clock_hz,
+                ]
             } else {
                 [
-                    d.sm_clock_max_hz,
-                    d.memory_clock_max_hz,
-                    d.graphics_clock_max_hz,
+                    d.readings.sm_clock_max_hz,
+                    d.readings.memory_clock_max_hz,
+                    d.readings.graphics_clock_max_hz,
                 ]
             };
             for (clock, value) in ["sm", "memory", "graphics"].into_iter().zip(clocks) {
@@ -261,10 +256,18 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     });
     emit_family(sink, scope, &ECC, gpu, |d, emit| {
         for (kind, counter, value) in [
-            ("corrected", "volatile", d.ecc_corrected_volatile),
-            ("uncorrected", "volatile", d.ecc_uncorrected_volatile),
-            ("corrected", "aggregate", d.ecc_corrected_aggregate),
-            ("uncorrected", "aggregate", d.ecc_uncorrected_aggregate),
+            ("corrected", "volatile", d.readings.ecc_corrected_volatile),
+            (
+                "uncorrected",
+                "volatile",
+                d.readings.ecc_uncorrected_volatile,
+            ),
+            ("corrected", "aggregate", d.readings.ecc_corrected_aggregate),
+            (
+                "uncorrected",
+                "aggregate",
+                d.readings.ecc_uncorrected_aggregate,
+            ),
         ] {
             if let Some(value) = value {
                 let labels = [("type", Label::Str(kind)), ("counter", Label::Str(counter))];
@@ -274,8 +277,8 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     });
     emit_family(sink, scope, &REMAPPED_ROWS, gpu, |d, emit| {
         for (cause, value) in [
-            ("correctable", d.remapped_rows_correctable),
-            ("uncorrectable", d.remapped_rows_uncorrectable),
+            ("correctable", d.readings.remapped_rows_correctable),
+            ("uncorrectable", d.readings.remapped_rows_uncorrectable),
         ] {
             if let Some(value) = value {
                 emit(&[("cause", Label::Str(cause))], value as f64);
@@ -284,8 +287,8 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     });
     emit_family(sink, scope, &REMAPPING, gpu, |d, emit| {
         for (state, value) in [
-            ("pending", d.remapping_pending),
-            ("failed", d.remapping_failed),
+            ("pending", d.readings.remapping_pending),
+            ("failed", d.readings.remapping_failed),
         ] {
             if let Some(value) = value {
                 emit(&[("state", Label::Str(state))], flag(value));
@@ -294,8 +297,8 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     });
     emit_family(sink, scope, &PCIE_THROUGHPUT, gpu, |d, emit| {
         for (direction, value) in [
-            ("tx", d.pcie_tx_bytes_per_second),
-            ("rx", d.pcie_rx_bytes_per_second),
+            ("tx", d.readings.pcie_tx_bytes_per_second),
+            ("rx", d.readings.pcie_rx_bytes_per_second),
         ] {
             if let Some(value) = value {
                 emit(&[("direction", Label::Str(direction))], value as f64);
@@ -303,12 +306,12 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
         }
     });
     emit_family(sink, scope, &PCIE_REPLAYS, gpu, |d, emit| {
-        one(d.pcie_replays.map(|v| v as f64), emit);
+        one(d.readings.pcie_replays.map(|v| v as f64), emit);
     });
     emit_family(sink, scope, &CODEC, gpu, |d, emit| {
         for (codec, value) in [
-            ("encoder", d.encoder_utilization_percent),
-            ("decoder", d.decoder_utilization_percent),
+            ("encoder", d.readings.encoder_utilization_percent),
+            ("decoder", d.readings.decoder_utilization_percent),
         ] {
             if let Some(value) = value {
                 emit(&[("codec", Label::Str(codec))], value / 100.0);
@@ -316,10 +319,10 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
         }
     });
     emit_family(sink, scope, &MIG, gpu, |d, emit| {
-        one(d.mig_enabled.map(flag), emit);
+        one(d.readings.mig_enabled.map(flag), emit);
     });
     emit_family(sink, scope, &MIG_MEMORY, gpu, |d, emit| {
-        for instance in &d.mig_instances {
+        for instance in &d.readings.mig_instances {
             if let Some(used) = instance.memory_used_bytes {
                 let labels = [("instance", Label::Int(u64::from(instance.index)))];
                 emit(&labels, used as f64);

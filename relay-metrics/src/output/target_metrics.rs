@@ -7,21 +7,10 @@
 //! and made again under the same path starts from zero, which Prometheus reads as a reset).
 
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
-use crate::config::MetricNames;
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
 
 /// Most labels a series has: the cgroup's ten and two of its family.
 const MAX_LABELS: usize = 12;
-
-const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Family {
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        names: MetricNames::RelayMetrics,
-    }
-}
 
 type Getter = fn(&CgroupTargetReport) -> Option<f64>;
 
@@ -36,7 +25,7 @@ fn plain(value: Option<u64>) -> Option<f64> {
 /// Families of one series per cgroup.
 const SIMPLE: &[(Family, Getter)] = &[
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_usage_seconds_total",
             Kind::Counter,
             Unit::Seconds,
@@ -45,7 +34,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| ns(r.cpu_usage_ns),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_user_seconds_total",
             Kind::Counter,
             Unit::Seconds,
@@ -54,7 +43,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| ns(r.cpu_user_ns),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_system_seconds_total",
             Kind::Counter,
             Unit::Seconds,
@@ -63,7 +52,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| ns(r.cpu_system_ns),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_periods_total",
             Kind::Counter,
             Unit::Count,
@@ -72,7 +61,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.cpu_periods),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_throttled_periods_total",
             Kind::Counter,
             Unit::Count,
@@ -81,7 +70,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.cpu_throttled_periods),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_throttled_seconds_total",
             Kind::Counter,
             Unit::Seconds,
@@ -90,7 +79,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| ns(r.cpu_throttled_ns),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_cpu_limit_cores",
             Kind::Gauge,
             Unit::Cores,
@@ -99,7 +88,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.cpu_limit_cores,
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_memory_usage_bytes",
             Kind::Gauge,
             Unit::Bytes,
@@ -108,7 +97,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.memory_current_bytes),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_memory_peak_bytes",
             Kind::Gauge,
             Unit::Bytes,
@@ -117,7 +106,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.memory_peak_bytes),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_memory_limit_bytes",
             Kind::Gauge,
             Unit::Bytes,
@@ -126,7 +115,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.memory_limit_bytes),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_pids",
             Kind::Gauge,
             Unit::Count,
@@ -135,7 +124,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.pids_current),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_pids_limit",
             Kind::Gauge,
             Unit::Count,
@@ -144,7 +133,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.pids_limit),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_processes",
             Kind::Gauge,
             Unit::Count,
@@ -153,7 +142,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.processes.map(|p| p.count as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_threads",
             Kind::Gauge,
             Unit::Count,
@@ -162,7 +151,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.processes.map(|p| p.threads as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_resident_memory_bytes",
             Kind::Gauge,
             Unit::Bytes,
@@ -171,7 +160,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.processes.map(|p| p.resident_bytes as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_open_file_descriptors",
             Kind::Gauge,
             Unit::Count,
@@ -180,7 +169,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| plain(r.processes.and_then(|p| p.open_file_descriptors)),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_preemptions_total",
             Kind::Counter,
             Unit::Count,
@@ -189,7 +178,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.kernel_events.as_ref().map(|k| k.preemptions as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_reclaim_stalls_total",
             Kind::Counter,
             Unit::Count,
@@ -198,7 +187,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.kernel_events.as_ref().map(|k| k.reclaim_stalls as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_reclaim_stall_seconds_total",
             Kind::Counter,
             Unit::Seconds,
@@ -207,7 +196,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.kernel_events.as_ref().map(|k| k.reclaim_stall_ns as f64 / 1e9),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_processes_created_total",
             Kind::Counter,
             Unit::Count,
@@ -216,7 +205,7 @@ const SIMPLE: &[(Family, Getter)] = &[
         |r| r.kernel_events.as_ref().map(|k| k.processes_created as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_processes_exited_total",
             Kind::Counter,
             Unit::Count,
@@ -226,7 +215,7 @@ const SIMPLE: &[(Family, Getter)] = &[
     ),
 ];
 
-const RUN_QUEUE: Family = family(
+const RUN_QUEUE: Family = Family::relay_metrics(
     "relay_metrics_cgroup_run_queue_delay_seconds",
     Kind::Histogram,
     Unit::Seconds,
@@ -237,14 +226,14 @@ const RUN_QUEUE: Family = family(
 /// second power.
 const RUN_QUEUE_BOUNDS: [u32; 11] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
 
-const MEMORY_EVENTS: Family = family(
+const MEMORY_EVENTS: Family = Family::relay_metrics(
     "relay_metrics_cgroup_memory_events_total",
     Kind::Counter,
     Unit::Count,
     "Memory events of the cgroup: high, max (limit hit; v1 failcnt), oom, oom_kill.",
 );
 
-const PRESSURE: Family = family(
+const PRESSURE: Family = Family::relay_metrics(
     "relay_metrics_cgroup_pressure_stall_seconds_total",
     Kind::Counter,
     Unit::Seconds,
@@ -255,7 +244,7 @@ type DeviceGetter = fn(&crate::snapshot::TargetDeviceIo) -> u64;
 
 const DEVICES: &[(Family, DeviceGetter)] = &[
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_io_read_bytes_total",
             Kind::Counter,
             Unit::Bytes,
@@ -264,7 +253,7 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
         |d| d.read_bytes,
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_io_written_bytes_total",
             Kind::Counter,
             Unit::Bytes,
@@ -273,7 +262,7 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
         |d| d.write_bytes,
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_io_read_operations_total",
             Kind::Counter,
             Unit::Count,
@@ -282,7 +271,7 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
         |d| d.read_operations,
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_io_write_operations_total",
             Kind::Counter,
             Unit::Count,
@@ -297,7 +286,7 @@ type GpuGetter = fn(&TargetGpuUse) -> Option<f64>;
 /// Per device a cgroup's processes use (NVML per-process records summed over its subtree).
 const GPUS: &[(Family, GpuGetter)] = &[
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_gpu_processes",
             Kind::Gauge,
             Unit::Count,
@@ -306,7 +295,7 @@ const GPUS: &[(Family, GpuGetter)] = &[
         |g| Some(g.processes as f64),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_gpu_memory_used_bytes",
             Kind::Gauge,
             Unit::Bytes,
@@ -315,7 +304,7 @@ const GPUS: &[(Family, GpuGetter)] = &[
         |g| plain(g.memory_used_bytes),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_gpu_sm_utilization_ratio",
             Kind::Gauge,
             Unit::Ratio,
@@ -324,7 +313,7 @@ const GPUS: &[(Family, GpuGetter)] = &[
         |g| g.sm_utilization_percent.map(|p| p / 100.0),
     ),
     (
-        family(
+        Family::relay_metrics(
             "relay_metrics_cgroup_gpu_memory_utilization_ratio",
             Kind::Gauge,
             Unit::Ratio,
@@ -334,14 +323,14 @@ const GPUS: &[(Family, GpuGetter)] = &[
     ),
 ];
 
-const TARGETS: Family = family(
+const TARGETS: Family = Family::relay_metrics(
     "relay_metrics_targets",
     Kind::Gauge,
     Unit::Count,
     "Cgroups measured one by one.",
 );
 
-const DROPPED: Family = family(
+const DROPPED: Family = Family::relay_metrics(
     "relay_metrics_targets_dropped",
     Kind::Gauge,
     Unit::Count,
@@ -510,6 +499,7 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MetricNames;
     use crate::snapshot::{ResourceMetricsSnapshot, TargetKernelEvents, TargetLabels};
     use std::sync::Arc;
 

@@ -325,7 +325,10 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
                     vendor: Cow::Borrowed("nvidia"),
                     index: Some(0),
                     uuid: UUID.into(),
-                    power_watts: Some(250.5),
+                    readings: GpuReadings {
+                        power_watts: Some(250.5),
+                        ..Default::default()
+                    },
                     throttle_reasons: Some(vec![Cow::Borrowed("sw_power_cap")]),
                     ..Default::default()
                 }],

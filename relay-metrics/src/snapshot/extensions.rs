@@ -64,6 +64,31 @@ pub struct GpuDeviceReport {
     /// The device could not be opened in the last query (fallen off the bus …): every value is
     /// `null`.
     pub lost: bool,
+    /// Active clock-event (throttle) reasons: `gpu_idle`, `applications_clocks_setting`,
+    /// `sw_power_cap`, `hw_slowdown`, `sync_boost`, `sw_thermal_slowdown`,
+    /// `hw_thermal_slowdown`, `hw_power_brake_slowdown`, `display_clock_setting`.
+    pub throttle_reasons: Option<Vec<Cow<'static, str>>>,
+    /// Cumulative time clocks were held down by the power limit (s, since the driver loaded).
+    pub violation_power_seconds: Option<f64>,
+    /// … by thermal limits (s).
+    pub violation_thermal_seconds: Option<f64>,
+    /// … by the board limit (s).
+    pub violation_board_limit_seconds: Option<f64>,
+    /// … by the reliability limit (s).
+    pub violation_reliability_seconds: Option<f64>,
+    /// Busy percent of a DRM device (`gpu_busy_percent`), or NVML's utilisation.
+    pub utilization_percent: Option<f64>,
+    /// XID errors received since the collector started, per code.
+    pub xid_errors: Vec<XidErrorCount>,
+    /// The values reported as the driver (or hwmon) gives them.
+    #[serde(flatten)]
+    pub readings: GpuReadings,
+}
+
+/// A device's values reported as the driver gives them, in base units: the NVML source fills
+/// them and the snapshot carries them unchanged (flattened into [`GpuDeviceReport`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuReadings {
     /// Power draw (W).
     pub power_watts: Option<f64>,
     /// Enforced power limit (W).
@@ -86,18 +111,6 @@ pub struct GpuDeviceReport {
     pub memory_clock_max_hz: Option<u64>,
     /// Maximum graphics clock (Hz).
     pub graphics_clock_max_hz: Option<u64>,
-    /// Active clock-event (throttle) reasons: `gpu_idle`, `applications_clocks_setting`,
-    /// `sw_power_cap`, `hw_slowdown`, `sync_boost`, `sw_thermal_slowdown`,
-    /// `hw_thermal_slowdown`, `hw_power_brake_slowdown`, `display_clock_setting`.
-    pub throttle_reasons: Option<Vec<Cow<'static, str>>>,
-    /// Cumulative time clocks were held down by the power limit (s, since the driver loaded).
-    pub violation_power_seconds: Option<f64>,
-    /// … by thermal limits (s).
-    pub violation_thermal_seconds: Option<f64>,
-    /// … by the board limit (s).
-    pub violation_board_limit_seconds: Option<f64>,
-    /// … by the reliability limit (s).
-    pub violation_reliability_seconds: Option<f64>,
     /// Corrected ECC errors since the driver loaded.
     pub ecc_corrected_volatile: Option<u64>,
     /// Uncorrected ECC errors since the driver loaded.
@@ -124,14 +137,10 @@ pub struct GpuDeviceReport {
     pub encoder_utilization_percent: Option<f64>,
     /// Video decoder utilisation (percent).
     pub decoder_utilization_percent: Option<f64>,
-    /// Busy percent of a DRM device (`gpu_busy_percent`), or NVML's utilisation.
-    pub utilization_percent: Option<f64>,
     /// MIG mode is on.
     pub mig_enabled: Option<bool>,
     /// Memory of each MIG instance, when MIG mode is on.
     pub mig_instances: Vec<MigInstanceReport>,
-    /// XID errors received since the collector started, per code.
-    pub xid_errors: Vec<XidErrorCount>,
 }
 
 /// One MIG GPU instance.
@@ -398,7 +407,7 @@ impl CgroupVersionName {
 }
 
 /// PSI `total=` values (µs).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PressureTotals {
     /// CPU some.
     pub cpu_some_usec: Option<u64>,

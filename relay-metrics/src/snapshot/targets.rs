@@ -61,7 +61,7 @@ pub struct CgroupTargetReport {
     /// Its own `pids.max` (`null`: none).
     pub pids_limit: Option<u64>,
     /// Pressure stall totals, µs (`null` without the unified hierarchy's PSI files).
-    pub pressure: TargetPressure,
+    pub pressure: super::PressureTotals,
     /// Storage I/O per block device.
     pub devices: Vec<TargetDeviceIo>,
     /// Summed over the processes of its subtree, from the collector's one pass over all
@@ -111,23 +111,6 @@ pub struct MemoryEventCounts {
     pub oom: Option<u64>,
     /// Processes killed by the OOM killer.
     pub oom_kill: Option<u64>,
-}
-
-/// Pressure stall totals, µs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TargetPressure {
-    /// CPU, some.
-    pub cpu_some_usec: Option<u64>,
-    /// CPU, full.
-    pub cpu_full_usec: Option<u64>,
-    /// Memory, some.
-    pub memory_some_usec: Option<u64>,
-    /// Memory, full.
-    pub memory_full_usec: Option<u64>,
-    /// I/O, some.
-    pub io_some_usec: Option<u64>,
-    /// I/O, full.
-    pub io_full_usec: Option<u64>,
 }
 
 /// One block device's I/O counters.

@@ -5,9 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::snapshot::{
-    GpuDeviceReport, GpuExtension, GpuLimitEvent, MigInstanceReport, XidErrorCount,
-};
+use crate::snapshot::{GpuDeviceReport, GpuExtension, GpuLimitEvent, GpuReadings, XidErrorCount};
 use crate::source::gpu::{
     throttle_reason_names, DrmDeviceSample, DrmVendor, GpuDeviceSample, GpuSample,
     GpuThrottleEvent, XidCounts, XidWatcher,
@@ -153,10 +151,11 @@ pub(super) fn fill(
         });
         share(&mut report.uuid, &device.identifier);
         report.utilization_percent = device.utilization_percent;
-        report.power_watts = device.hwmon.power_watts;
-        report.energy_joules = device.hwmon.energy_joules;
-        report.temperature_celsius = device.hwmon.temperature_celsius;
-        report.memory_temperature_celsius = device.hwmon.memory_temperature_celsius;
+        let readings = &mut report.readings;
+        readings.power_watts = device.hwmon.power_watts;
+        readings.energy_joules = device.hwmon.energy_joules;
+        readings.temperature_celsius = device.hwmon.temperature_celsius;
+        readings.memory_temperature_celsius = device.hwmon.memory_temperature_celsius;
         let id = &device.identifier;
         let hwmon = [
             (
@@ -237,7 +236,7 @@ impl XidView {
 fn clear(report: &mut GpuDeviceReport) {
     let uuid = std::mem::replace(&mut report.uuid, Arc::from(""));
     let mut throttle = report.throttle_reasons.take();
-    let mut mig = std::mem::take(&mut report.mig_instances);
+    let mut mig = std::mem::take(&mut report.readings.mig_instances);
     let mut xid = std::mem::take(&mut report.xid_errors);
     mig.clear();
     xid.clear();
@@ -246,7 +245,10 @@ fn clear(report: &mut GpuDeviceReport) {
     }
     *report = GpuDeviceReport {
         uuid,
-        mig_instances: mig,
+        readings: GpuReadings {
+            mig_instances: mig,
+            ..GpuReadings::default()
+        },
         xid_errors: xid,
         ..GpuDeviceReport::default()
     };
@@ -259,17 +261,7 @@ fn nvidia_report(device: &GpuDeviceSample, xid: &XidView, report: &mut GpuDevice
     report.index = Some(device.index);
     share(&mut report.uuid, &device.identifier);
     report.lost = false;
-    report.power_watts = v.power_watts;
-    report.power_limit_watts = v.power_limit_watts;
-    report.energy_joules = v.energy_joules;
-    report.temperature_celsius = v.temperature_celsius;
-    report.memory_temperature_celsius = v.memory_temperature_celsius;
-    report.sm_clock_hz = v.sm_clock_hz;
-    report.memory_clock_hz = v.memory_clock_hz;
-    report.graphics_clock_hz = v.graphics_clock_hz;
-    report.sm_clock_max_hz = v.sm_clock_max_hz;
-    report.memory_clock_max_hz = v.memory_clock_max_hz;
-    report.graphics_clock_max_hz = v.graphics_clock_max_hz;
+    report.readings.clone_from(&v.readings);
     match v.throttle_reasons {
         Some(mask) => {
             let list = report.throttle_reasons.get_or_insert_with(Vec::new);
@@ -282,29 +274,7 @@ fn nvidia_report(device: &GpuDeviceSample, xid: &XidView, report: &mut GpuDevice
     report.violation_thermal_seconds = seconds(v.violation_thermal_ns);
     report.violation_board_limit_seconds = seconds(v.violation_board_limit_ns);
     report.violation_reliability_seconds = seconds(v.violation_reliability_ns);
-    report.ecc_corrected_volatile = v.ecc_corrected_volatile;
-    report.ecc_uncorrected_volatile = v.ecc_uncorrected_volatile;
-    report.ecc_corrected_aggregate = v.ecc_corrected_aggregate;
-    report.ecc_uncorrected_aggregate = v.ecc_uncorrected_aggregate;
-    report.remapped_rows_correctable = v.remapped_rows_correctable;
-    report.remapped_rows_uncorrectable = v.remapped_rows_uncorrectable;
-    report.remapping_pending = v.remapping_pending;
-    report.remapping_failed = v.remapping_failed;
-    report.pcie_tx_bytes_per_second = v.pcie_tx_bytes_per_second;
-    report.pcie_rx_bytes_per_second = v.pcie_rx_bytes_per_second;
-    report.pcie_replays = v.pcie_replays;
-    report.encoder_utilization_percent = v.encoder_utilization_percent;
-    report.decoder_utilization_percent = v.decoder_utilization_percent;
     report.utilization_percent = device.utilization_percent;
-    report.mig_enabled = v.mig_enabled;
-    report.mig_instances.clear();
-    report
-        .mig_instances
-        .extend(v.mig_instances.iter().map(|m| MigInstanceReport {
-            index: m.index,
-            memory_used_bytes: m.memory_used_bytes,
-            memory_total_bytes: m.memory_total_bytes,
-        }));
     report.xid_errors.clear();
     report.xid_errors.extend(
         xid.of_device(device)

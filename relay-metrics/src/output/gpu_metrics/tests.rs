@@ -2,7 +2,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::*;
-use crate::snapshot::{GpuLimitEvent, MigInstanceReport, XidErrorCount};
+use crate::snapshot::{GpuLimitEvent, GpuReadings, MigInstanceReport, XidErrorCount};
 
 /// Collects `name{labels} value` lines and the announced families with their kind and unit.
 #[derive(Default)]
@@ -47,28 +47,31 @@ fn nvidia() -> GpuDeviceReport {
         vendor: Cow::Borrowed("nvidia"),
         index: Some(0),
         uuid: Arc::from("GPU-a"),
-        power_watts: Some(250.5),
-        power_limit_watts: Some(300.0),
-        energy_joules: Some(1234.5),
-        temperature_celsius: Some(71.0),
-        memory_temperature_celsius: None,
-        sm_clock_hz: Some(1_410_000_000),
-        memory_clock_max_hz: Some(2_619_000_000),
+        readings: GpuReadings {
+            power_watts: Some(250.5),
+            power_limit_watts: Some(300.0),
+            energy_joules: Some(1234.5),
+            temperature_celsius: Some(71.0),
+            memory_temperature_celsius: None,
+            sm_clock_hz: Some(1_410_000_000),
+            memory_clock_max_hz: Some(2_619_000_000),
+            ecc_corrected_volatile: Some(3),
+            ecc_uncorrected_aggregate: Some(0),
+            remapped_rows_correctable: Some(2),
+            remapping_pending: Some(true),
+            pcie_rx_bytes_per_second: Some(4096),
+            pcie_replays: Some(7),
+            encoder_utilization_percent: Some(25.0),
+            mig_enabled: Some(true),
+            mig_instances: vec![MigInstanceReport {
+                index: 1,
+                memory_used_bytes: Some(1 << 30),
+                memory_total_bytes: Some(8 << 30),
+            }],
+            ..GpuReadings::default()
+        },
         throttle_reasons: Some(vec![Cow::Borrowed("sw_power_cap")]),
         violation_power_seconds: Some(1.5),
-        ecc_corrected_volatile: Some(3),
-        ecc_uncorrected_aggregate: Some(0),
-        remapped_rows_correctable: Some(2),
-        remapping_pending: Some(true),
-        pcie_rx_bytes_per_second: Some(4096),
-        pcie_replays: Some(7),
-        encoder_utilization_percent: Some(25.0),
-        mig_enabled: Some(true),
-        mig_instances: vec![MigInstanceReport {
-            index: 1,
-            memory_used_bytes: Some(1 << 30),
-            memory_total_bytes: Some(8 << 30),
-        }],
         xid_errors: vec![XidErrorCount { xid: 79, count: 2 }],
         ..GpuDeviceReport::default()
     }
@@ -85,7 +88,10 @@ fn every_value_is_a_series_with_device_and_uuid_labels() {
     let amd = GpuDeviceReport {
         vendor: Cow::Borrowed("amd"),
         uuid: Arc::from("0000:03:00.0"),
-        power_watts: Some(87.0),
+        readings: GpuReadings {
+            power_watts: Some(87.0),
+            ..GpuReadings::default()
+        },
         ..GpuDeviceReport::default()
     };
     let gpu = GpuExtension {

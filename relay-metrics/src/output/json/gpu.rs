@@ -2,7 +2,7 @@
 
 use super::Writer;
 use crate::snapshot::{
-    GpuDeviceReport, GpuExtension, GpuLimitEvent, MigInstanceReport, XidErrorCount,
+    GpuDeviceReport, GpuExtension, GpuLimitEvent, GpuReadings, MigInstanceReport, XidErrorCount,
 };
 
 pub(super) fn write_gpu(w: &mut Writer<'_>, gpu: &GpuExtension) {
@@ -25,44 +25,66 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         index,
         uuid,
         lost,
-        power_watts,
-        power_limit_watts,
-        energy_joules,
-        temperature_celsius,
-        memory_temperature_celsius,
-        sm_clock_hz,
-        memory_clock_hz,
-        graphics_clock_hz,
-        sm_clock_max_hz,
-        memory_clock_max_hz,
-        graphics_clock_max_hz,
         throttle_reasons,
         violation_power_seconds,
         violation_thermal_seconds,
         violation_board_limit_seconds,
         violation_reliability_seconds,
-        ecc_corrected_volatile,
-        ecc_uncorrected_volatile,
-        ecc_corrected_aggregate,
-        ecc_uncorrected_aggregate,
-        remapped_rows_correctable,
-        remapped_rows_uncorrectable,
-        remapping_pending,
-        remapping_failed,
-        pcie_tx_bytes_per_second,
-        pcie_rx_bytes_per_second,
-        pcie_replays,
-        encoder_utilization_percent,
-        decoder_utilization_percent,
         utilization_percent,
-        mig_enabled,
-        mig_instances,
         xid_errors,
+        readings:
+            GpuReadings {
+                power_watts,
+                power_limit_watts,
+                energy_joules,
+                temperature_celsius,
+                memory_temperature_celsius,
+                sm_clock_hz,
+                memory_clock_hz,
+                graphics_clock_hz,
+                sm_clock_max_hz,
+                memory_clock_max_hz,
+                graphics_clock_max_hz,
+                ecc_corrected_volatile,
+                ecc_uncorrected_volatile,
+                ecc_corrected_aggregate,
+                ecc_uncorrected_aggregate,
+                remapped_rows_correctable,
+                remapped_rows_uncorrectable,
+                remapping_pending,
+                remapping_failed,
+                pcie_tx_bytes_per_second,
+                pcie_rx_bytes_per_second,
+                pcie_replays,
+                encoder_utilization_percent,
+                decoder_utilization_percent,
+                mig_enabled,
+                mig_instances,
+            },
     } = device;
     w.first("vendor").string(vendor);
     w.key("index").opt_u32(*index);
     w.key("uuid").string(uuid);
     w.key("lost").bool(*lost);
+    w.key("throttle_reasons")
+        .option(throttle_reasons, |w, reasons| {
+            w.list(reasons, |w, reason| w.string(reason));
+        });
+    w.key("violation_power_seconds")
+        .opt_f64(*violation_power_seconds);
+    w.key("violation_thermal_seconds")
+        .opt_f64(*violation_thermal_seconds);
+    w.key("violation_board_limit_seconds")
+        .opt_f64(*violation_board_limit_seconds);
+    w.key("violation_reliability_seconds")
+        .opt_f64(*violation_reliability_seconds);
+    w.key("utilization_percent").opt_f64(*utilization_percent);
+    w.key("xid_errors").list(xid_errors, |w, entry| {
+        let XidErrorCount { xid, count } = entry;
+        w.first("xid").u64(*xid);
+        w.key("count").u64(*count);
+        w.close();
+    });
     w.key("power_watts").opt_f64(*power_watts);
     w.key("power_limit_watts").opt_f64(*power_limit_watts);
     w.key("energy_joules").opt_f64(*energy_joules);
@@ -76,18 +98,6 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
     w.key("memory_clock_max_hz").opt_u64(*memory_clock_max_hz);
     w.key("graphics_clock_max_hz")
         .opt_u64(*graphics_clock_max_hz);
-    w.key("throttle_reasons")
-        .option(throttle_reasons, |w, reasons| {
-            w.list(reasons, |w, reason| w.string(reason));
-        });
-    w.key("violation_power_seconds")
-        .opt_f64(*violation_power_seconds);
-    w.key("violation_thermal_seconds")
-        .opt_f64(*violation_thermal_seconds);
-    w.key("violation_board_limit_seconds")
-        .opt_f64(*violation_board_limit_seconds);
-    w.key("violation_reliability_seconds")
-        .opt_f64(*violation_reliability_seconds);
     w.key("ecc_corrected_volatile")
         .opt_u64(*ecc_corrected_volatile);
     w.key("ecc_uncorrected_volatile")
@@ -113,7 +123,6 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         .opt_f64(*encoder_utilization_percent);
     w.key("decoder_utilization_percent")
         .opt_f64(*decoder_utilization_percent);
-    w.key("utilization_percent").opt_f64(*utilization_percent);
     w.key("mig_enabled");
     opt_bool(w, *mig_enabled);
     w.key("mig_instances").list(mig_instances, |w, instance| {
@@ -125,12 +134,6 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         w.first("index").u32(*index);
         w.key("memory_used_bytes").opt_u64(*memory_used_bytes);
         w.key("memory_total_bytes").opt_u64(*memory_total_bytes);
-        w.close();
-    });
-    w.key("xid_errors").list(xid_errors, |w, entry| {
-        let XidErrorCount { xid, count } = entry;
-        w.first("xid").u64(*xid);
-        w.key("count").u64(*count);
         w.close();
     });
     w.close();

@@ -135,6 +135,24 @@ pub(crate) struct Family {
     pub names: MetricNames,
 }
 
+impl Family {
+    /// A family of the `relay_metrics` naming (the others are renamed from it on output).
+    pub(crate) const fn relay_metrics(
+        name: &'static str,
+        kind: Kind,
+        unit: Unit,
+        help: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            kind,
+            help,
+            unit,
+            names: MetricNames::RelayMetrics,
+        }
+    }
+}
+
 /// A label (attribute) value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Label<'a> {

@@ -26,9 +26,7 @@ mod xid;
 pub(crate) use drm::{DrmDeviceSample, DrmSource, DrmVendor};
 pub(crate) use drm_clients::{DrmClientScanner, DrmFdCheck, DrmProcessSample};
 pub use nvml::{NvmlOptions, NvmlSample, NvmlSource, NVML_LIBRARY_ENV};
-pub use nvml_values::{
-    throttle_reason_names, MigInstanceSample, NvmlDeviceValues, THROTTLE_REASONS,
-};
+pub use nvml_values::{throttle_reason_names, NvmlDeviceValues, THROTTLE_REASONS};
 pub(crate) use sampler::GpuSample;
 pub use sampler::GpuSampler;
 pub use xid::{XidCounts, XidDevice, XidWatcher};

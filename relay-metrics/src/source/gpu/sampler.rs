@@ -258,18 +258,7 @@ mod tests {
             "drm-driver:\tamdgpu\ndrm-client-id:\t1\ndrm-pdev:\t0000:03:00.0\ndrm-resident-vram:\t8 KiB\n",
         )
         .unwrap();
-        let roots = crate::source::Roots::fixture(dir.path());
-        let scanner =
-            super::super::DrmClientScanner::new(&roots, super::super::DrmFdCheck::LinkName, &[]);
-        let source = NvmlSource::new(NvmlOptions {
-            library: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
-            ..NvmlOptions::default()
-        });
-        let sampler =
-            GpuSampler::spawn_with_drm(source, Some(scanner), Duration::from_millis(10)).unwrap();
-        let sample = sampler
-            .wait_for_sample(None, Duration::from_secs(10))
-            .unwrap();
+        let sample = first_sample_without_nvml(crate::source::Roots::fixture(dir.path()));
         assert_eq!(sample.drm_processes.len(), 1, "{sample:?}");
         assert_eq!(sample.drm_processes[0].pid, 42);
         assert_eq!(sample.drm_processes[0].start_time_ticks, 777);
@@ -279,18 +268,24 @@ mod tests {
         // A tree without /proc: the scan's failure is published, NVML's result still is.
         std::fs::create_dir_all(dir.path().join("nowhere/sys/class/drm/card0")).unwrap();
         let gone = crate::source::Roots::fixture(dir.path().join("nowhere"));
+        let sample = first_sample_without_nvml(gone);
+        let error = sample.drm_error.as_deref().unwrap();
+        assert!(error.contains("nowhere"), "{error}");
+    }
+
+    /// The first sample of a sampler whose NVML library is missing and whose DRM client scan
+    /// reads `roots`.
+    fn first_sample_without_nvml(roots: crate::source::Roots) -> Arc<GpuSample> {
         let scanner =
-            super::super::DrmClientScanner::new(&gone, super::super::DrmFdCheck::LinkName, &[]);
+            super::super::DrmClientScanner::new(&roots, super::super::DrmFdCheck::LinkName, &[]);
         let source = NvmlSource::new(NvmlOptions {
             library: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
             ..NvmlOptions::default()
         });
         let sampler =
             GpuSampler::spawn_with_drm(source, Some(scanner), Duration::from_millis(10)).unwrap();
-        let sample = sampler
+        sampler
             .wait_for_sample(None, Duration::from_secs(10))
-            .unwrap();
-        let error = sample.drm_error.as_deref().unwrap();
-        assert!(error.contains("nowhere"), "{error}");
+            .unwrap()
     }
 }
