@@ -175,6 +175,13 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
     SUCCESS
 }
 
+/// `nvmlInitWithFlags`, which pynvml (`nvidia-ml-py`) calls: `nvmlInit_v2`, the flags ignored
+/// (so `scripts/gpu-check.sh`'s pynvml side can be dry-run against this library).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
+    nvmlInit_v2()
+}
+
 /// `nvmlShutdown`: the last session's shutdown forgets the script.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlShutdown() -> NvmlReturn {
