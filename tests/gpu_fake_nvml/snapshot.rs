@@ -10,6 +10,8 @@ use std::time::SystemTime;
 
 use relay_metrics::config::MetricNames;
 use relay_metrics::output::otlp::{request, OtlpResource};
+use relay_metrics::report::ReportBuilder;
+use relay_metrics::summary::RunEnd;
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use serde_json::Value;
 
@@ -262,6 +264,22 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
         serde_json::json!([{"xid": 79, "count": 1}])
     );
     assert_eq!(event(&after, "xid", UUID_0)["count"], 1);
+    // The report of the two lines marks the XID error and lists it in its summary.
+    let mut report = ReportBuilder::default();
+    report
+        .read_ndjson(format!("{hot}\n{after}\n").as_bytes())
+        .unwrap();
+    let report = report.finish(RunEnd::default()).unwrap();
+    assert!(report
+        .to_svg()
+        .unwrap()
+        .contains("GPU XID error (1 columns)"));
+    let gpu = report.summary.gpu.as_ref().unwrap();
+    let xid = gpu
+        .limit_events
+        .iter()
+        .find(|e| e.event == "xid" && e.uuid == UUID_0);
+    assert_eq!(xid.map(|e| e.count), Some(1), "{gpu:?}");
     let mut text = String::new();
     relay_metrics::output::prometheus::encode(
         &collector.collect(),
