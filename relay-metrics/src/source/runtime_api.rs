@@ -64,7 +64,7 @@ impl<T: Default + Send + Sync + 'static> Asker<T> {
                 loop {
                     publish(&shared, runtime.block_on(question()));
                     std::thread::sleep(MIN_GAP);
-                    match woken.recv_timeout(REFRESH) {
+                    match woken.recv_timeout(REFRESH.saturating_sub(MIN_GAP)) {
                         Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => return,
                     }
