@@ -7,8 +7,8 @@ use super::rates::ProcessRates;
 use super::{Baselines, CgroupValues, ProcessCounters, ProcessPass, ProcessSet, Sample};
 use crate::config::ResourceMetricsConfig;
 use crate::snapshot::{
-    Extensions, MeasurementScope, OperatingSystem, PreciseCpu, ProcessSamplingMetadata,
-    ResourceMetricsSnapshot, SampleAges,
+    Extensions, KernelEvents, MeasurementScope, OperatingSystem, PreciseCpu,
+    ProcessSamplingMetadata, ResourceMetricsSnapshot, SampleAges,
 };
 
 /// Which per-process values a configuration asks for (Relay 0.10.4).
@@ -238,28 +238,20 @@ fn refill<T: Default, S>(list: &mut Vec<T>, sources: &[S], mut update: impl FnMu
 fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
     let events = &mut extensions.kernel_events;
     let source = &sample.kernel_events;
-    events.active = source.active;
-    events.reason.clone_from(&source.reason);
-    events.counting_since = source.counting_since;
-    events.processes_created = source.processes_created;
-    events.processes_exited = source.processes_exited;
-    events.involuntary_switches = source.involuntary_switches;
-    events.run_queue_delay_count = source.run_queue_delay_count;
-    events.run_queue_delay_total_ns = source.run_queue_delay_total_ns;
-    match (
-        &mut events.run_queue_delay_log2_ns,
-        &source.run_queue_delay_log2_ns,
-    ) {
+    // The lists are copied into the allocations they already have; every other field is a copy.
+    let mut histogram = events.run_queue_delay_log2_ns.take();
+    match (&mut histogram, &source.run_queue_delay_log2_ns) {
         (Some(target), Some(histogram)) => target.clone_from(histogram),
         (target, histogram) => target.clone_from(histogram),
     }
-    events.reclaim_stall_count = source.reclaim_stall_count;
-    events.reclaim_stall_total_ns = source.reclaim_stall_total_ns;
-    events.oom_kills = source.oom_kills;
-    events
-        .recent_oom_victims
-        .clone_from(&source.recent_oom_victims);
-    events.ring_buffer_drops = source.ring_buffer_drops;
+    let mut victims = std::mem::take(&mut events.recent_oom_victims);
+    victims.clone_from(&source.recent_oom_victims);
+    *events = KernelEvents {
+        reason: source.reason.clone(),
+        run_queue_delay_log2_ns: histogram,
+        recent_oom_victims: victims,
+        ..*source
+    };
     extensions.cgroups.clone_from(&sample.cgroup_reports);
     extensions.unavailable.clone_from(&sample.unavailable);
     extensions.gpu.clone_from(&sample.gpu.extension);

@@ -8,6 +8,7 @@ use crate::model::{
     CpuTicks, FilesystemValues, InterfaceCounts, InterfaceValues, IoValues, ProcessSet,
     SystemValues,
 };
+use crate::snapshot::{KernelEvents, OomVictim};
 
 fn process(pid: u32, utime_ticks: u64, read_bytes: u64) -> ProcessCounters {
     ProcessCounters {
@@ -416,4 +417,42 @@ fn cgroup_scope_rate_comes_from_the_cgroup_usage_counter() {
         v["extensions"]["precise_cpu"]["cgroup_usage_rate_logical_processors"],
         json!(0.8)
     );
+}
+
+/// The kernel events reach the extensions whole, also in a snapshot that already holds another
+/// pass's lists (whose allocations are reused).
+#[test]
+fn kernel_events_are_copied_whole_into_a_reused_snapshot() {
+    let config = ResourceMetricsConfig::default();
+    let mut baselines = Baselines::default();
+    let mut out = ResourceMetricsSnapshot::default();
+    let origin = Instant::now();
+    let victim = |pid| OomVictim {
+        pid,
+        comm: "victim".into(),
+        ..Default::default()
+    };
+    let mut first = sample(MeasurementScope::Global, origin, vec![]);
+    first.kernel_events = KernelEvents {
+        active: true,
+        processes_created: Some(3),
+        run_queue_delay_log2_ns: Some(vec![1, 2, 3]),
+        recent_oom_victims: vec![victim(7), victim(8)],
+        ring_buffer_drops: Some(1),
+        ..Default::default()
+    };
+    derive_into(&config, &first, &mut baselines, Utc::now(), &mut out);
+    assert_eq!(out.extensions.kernel_events, first.kernel_events);
+    let mut second = sample(
+        MeasurementScope::Global,
+        origin + Duration::from_secs(1),
+        vec![],
+    );
+    second.kernel_events = KernelEvents {
+        reason: Some("not loaded".into()),
+        recent_oom_victims: vec![victim(9)],
+        ..Default::default()
+    };
+    derive_into(&config, &second, &mut baselines, Utc::now(), &mut out);
+    assert_eq!(out.extensions.kernel_events, second.kernel_events);
 }
