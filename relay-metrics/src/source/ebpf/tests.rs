@@ -430,8 +430,9 @@ fn run_queue_delay_grows_under_cpu_competition_as_root() {
 
 /// Two threads ping-ponging one byte over a pair of pipes: two context switches per round trip.
 fn ping_pong(round_trips: usize) {
-    let (ping_read, ping_write) = nix::unistd::pipe().expect("pipe");
-    let (pong_read, pong_write) = nix::unistd::pipe().expect("pipe");
+    // Close-on-exec: other tests count the descriptors their spawned children inherit.
+    let (ping_read, ping_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    let (pong_read, pong_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     let mut ping_read = std::fs::File::from(ping_read);
     let mut ping_write = std::fs::File::from(ping_write);
     let mut pong_read = std::fs::File::from(pong_read);

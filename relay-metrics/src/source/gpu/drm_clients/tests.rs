@@ -15,7 +15,7 @@ fn drm_device_numbers_are_major_226_with_any_minor() {
 fn the_device_number_check_ignores_non_drm_descriptors() {
     let file = tempfile::tempfile().unwrap();
     let null = std::fs::File::open("/dev/null").unwrap();
-    let (read, _write) = nix::unistd::pipe().unwrap();
+    let (read, _write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
     // Under /dev/ but a regular file (tmpfs): stat'ed, and not a device.
     let shm = tempfile::tempfile_in("/dev/shm").unwrap();
     for fd in [
