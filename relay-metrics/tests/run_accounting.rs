@@ -13,7 +13,6 @@ mod common;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -21,7 +20,7 @@ use serde_json::Value;
 /// The workload: three CPU-bound children one after another, a grandchild orphaned by its
 /// parent, and a child that touches 300 MiB. The orphan is GNU time around a CPU-bound child,
 /// writing that child's whole CPU time to `$1`: the outer GNU time cannot see it, its reaper
-/// being init. (A process's own `os.times()` before it exits misses the ~50 ms its exit costs.)
+/// being `run` (a child subreaper). (A process's own `os.times()` before it exits misses the ~50 ms its exit costs.)
 const TREE: &str = r#"
 orphan_report="$1"
 for i in 1 2 3; do python3 -c 'sum(range(4 * 10**6))'; done
@@ -94,37 +93,14 @@ impl Workdir {
             .sum()
     }
 
-    /// The tree under GNU time; the orphan's CPU (which time cannot see) is added.
-    fn under_time(&self, as_root: bool, round: usize) -> Measured {
-        let report = self.path(&format!("orphan-time-{round}"));
-        let output = self
-            .command(as_root, "/usr/bin/time")
-            .args(["-v", "sh"])
-            .arg(self.path("tree.sh"))
-            .arg(&report)
-            .output()
-            .unwrap();
-        common::assert_success(&output);
-        let text = String::from_utf8_lossy(&output.stderr);
-        let field = |name: &str| -> f64 {
-            text.lines()
-                .find_map(|line| line.trim().strip_prefix(name))
-                .unwrap_or_else(|| panic!("no {name} in {text}"))
-                .trim()
-                .parse()
-                .unwrap()
-        };
-        Measured {
-            cpu_s: field("User time (seconds):")
-                + field("System time (seconds):")
-                + self.orphan_cpu_s(&report),
-            max_rss_bytes: field("Maximum resident set size (kbytes):") * 1024.0,
-        }
-    }
-
-    /// The tree under `run`: the summary (JSON) and the last NDJSON line.
-    fn under_run(&self, as_root: bool, round: usize) -> (Measured, Value, Value) {
-        let report = self.path(&format!("orphan-run-{round}"));
+    /// One execution of the tree, measured twice: `run` around GNU time around the tree. GNU
+    /// time's rusage of its child (plus the orphan, which its reaper `run` holds and time cannot
+    /// see) is the reference for the same processes `run` counts, so the two figures share every
+    /// cost of that execution (memory-cgroup charging, a busy neighbour) and need no pairing.
+    /// Returns (GNU time's figures, run's figures, run's JSON summary, run's last NDJSON line).
+    fn measure(&self, as_root: bool, round: usize) -> (Measured, Measured, Value, Value) {
+        let orphan_report = self.path(&format!("orphan-{round}"));
+        let time_report = self.path(&format!("time-{round}"));
         let stream = self.path(&format!("run-{round}.ndjson"));
         let output = self
             .command(as_root, self.path("relay-metrics").to_str().unwrap())
@@ -137,9 +113,11 @@ impl Workdir {
                 "--output",
             ])
             .arg(&stream)
-            .args(["--", "sh"])
+            .args(["--", "/usr/bin/time", "-v", "-o"])
+            .arg(&time_report)
+            .arg("sh")
             .arg(self.path("tree.sh"))
-            .arg(&report)
+            .arg(&orphan_report)
             .output()
             .unwrap();
         common::assert_success(&output);
@@ -148,13 +126,29 @@ impl Workdir {
         let lines = common::json_lines(&std::fs::read(&stream).unwrap());
         let last = lines.last().unwrap().clone();
         let cpu = &summary["cpu"];
-        let measured = Measured {
+        let under_run = Measured {
             cpu_s: cpu["user_s"].as_f64().unwrap() + cpu["system_s"].as_f64().unwrap(),
             max_rss_bytes: summary["memory"]["max_single_process_rss_bytes"]
                 .as_f64()
                 .unwrap(),
         };
-        (measured, summary, last)
+
+        let text = std::fs::read_to_string(&time_report).unwrap();
+        let field = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|line| line.trim().strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let under_time = Measured {
+            cpu_s: field("User time (seconds):")
+                + field("System time (seconds):")
+                + self.orphan_cpu_s(&orphan_report),
+            max_rss_bytes: field("Maximum resident set size (kbytes):") * 1024.0,
+        };
+        (under_time, under_run, summary, last)
     }
 }
 
@@ -163,9 +157,8 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Compares paired measurements taken back to back: the median of the differences must be
-/// within `relative` of the median GNU time figure, or `absolute`. Pairing matters on a shared
-/// machine, where the same work costs more CPU time while other work runs beside it.
+/// Compares paired measurements of the same executions: the median of the differences must be
+/// within `relative` of the median GNU time figure, or `absolute`.
 fn assert_close(what: &str, pairs: &[(f64, f64)], relative: f64, absolute: f64) {
     let time = median(pairs.iter().map(|(_, time)| *time).collect());
     let difference = median(pairs.iter().map(|(run, time)| run - time).collect());
@@ -177,20 +170,15 @@ fn assert_close(what: &str, pairs: &[(f64, f64)], relative: f64, absolute: f64) 
     );
 }
 
-/// Interleaved rounds, each `run` right after GNU time on the same tree, compared on the median
-/// of their differences: CPU within 5 % or 30 ms, max RSS within 5 %. Returns the last NDJSON
-/// line of each run round for the caller's checks.
+/// Seven executions of the tree, each measured by `run` and by GNU time inside it, compared on
+/// the median of their differences: CPU within 5 % or 30 ms, max RSS within 5 %. Returns the
+/// last NDJSON line of each run for the caller's checks.
 fn compare_with_time(as_root: bool) -> Vec<Value> {
-    // One comparison at a time: two of them side by side on a 2-core machine inflate each other's
-    // CPU time by different amounts, which pairing cannot undo.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let work = Workdir::new();
     let (mut cpu, mut rss, mut cumulative_cpu) = (vec![], vec![], vec![]);
     let mut lasts = Vec::new();
     for round in 0..7 {
-        let timed = work.under_time(as_root, round);
-        let (measured, summary, last) = work.under_run(as_root, round);
+        let (timed, measured, summary, last) = work.measure(as_root, round);
         eprintln!("round {round}: time {timed:?}, run {measured:?}");
         cpu.push((measured.cpu_s, timed.cpu_s));
         rss.push((measured.max_rss_bytes, timed.max_rss_bytes));
