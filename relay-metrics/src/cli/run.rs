@@ -37,8 +37,10 @@ use relay_metrics::ReapedProcess;
 
 use super::ExitWith;
 
+mod batch;
 mod cgroup;
 
+use batch::LineBatch;
 use cgroup::RunCgroup;
 
 #[derive(Args)]
@@ -52,7 +54,9 @@ pub(crate) struct RunArgs {
     /// Period between snapshots.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = relay_metrics::config::parse_interval_millis)]
     interval_ms: u64,
-    /// Write the NDJSON stream here instead of stdout.
+    /// Write the NDJSON stream here instead of stdout. Lines are written in batches (up to
+    /// 64 KiB), each at most about 100 ms after it was taken (plus one collect); the last line
+    /// is written before `run` exits. A terminal gets each line at once.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Measure the command's process tree instead of starting it in a cgroup of its own.
@@ -380,12 +384,22 @@ fn run_command(
         scoped.measurement_scope = ScopeSetting::ProcessTree;
         preload_with_signals_blocked(&scoped)?
     };
-    let mut out: Box<dyn Write> = match &output {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
+    // Lines are batched (`batch`): the file needs no buffer of its own. A terminal gets each
+    // line as it comes.
+    let (mut out, batched): (Box<dyn Write>, bool) = match &output {
+        Some(path) => (
+            Box::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+            true,
+        ),
+        None => {
+            use std::io::IsTerminal as _;
+            let stdout = std::io::stdout();
+            let batched = !stdout.is_terminal();
+            (Box::new(stdout.lock()), batched)
+        }
     };
     // Orphans of the command are re-parented to `run`, not to init: `run` reaps them and
     // counts what they used.
@@ -499,17 +513,22 @@ fn run_command(
 
     let mut builder = SummaryBuilder::new(Baseline::Zero);
     let mut orphans = Orphans::default();
+    let period = Duration::from_millis(interval_ms);
+    let mut lines = LineBatch::new(&mut *out, batched.then_some(period));
     let result = stream_until_exit(
         &mut collector,
-        interval_ms,
-        &mut out,
+        period,
+        &mut lines,
         &group,
         &events,
         &mut builder,
         &mut orphans,
     );
     drop(collector);
-    let started = match result {
+    // Whatever ended the stream, the lines taken so far are written (after a failed write, the
+    // first error is the one reported).
+    let flushed = lines.flush().context("cannot write the snapshot stream");
+    let started = match result.and_then(|started| flushed.map(|()| started)) {
         Ok(started) => started,
         Err(error) => {
             group.end(&events);
@@ -648,34 +667,32 @@ impl Orphans {
 /// Writes a snapshot of the command before it starts, resumes it, then writes one per tick
 /// until it exits, then one final snapshot (taken at once, outside the tick grid: its
 /// `extensions.sampler` is `null`), which carries the totals. Returns when the command was
-/// resumed.
+/// resumed; after an error, lines may still be pending in `lines` (the caller flushes them).
 /// Every snapshot also feeds the summary.
 fn stream_until_exit(
     collector: &mut Collector,
-    interval_ms: u64,
-    out: &mut dyn Write,
+    period: Duration,
+    lines: &mut LineBatch<'_>,
     group: &CommandGroup,
     events: &Receiver<Event>,
     builder: &mut SummaryBuilder,
     orphans: &mut Orphans,
 ) -> Result<Instant> {
-    let mut line = Vec::with_capacity(16 * 1024);
-    let mut write = |snapshot: &ResourceMetricsSnapshot| {
+    let mut write = |snapshot: &ResourceMetricsSnapshot, at_once: bool| {
         builder.observe(snapshot);
-        line.clear();
-        snapshot.write_json(&mut line);
-        line.push(b'\n');
-        out.write_all(&line)
-            .and_then(|()| out.flush())
+        lines
+            .line(|line| snapshot.write_json(line))
+            .and_then(|()| if at_once { lines.flush() } else { Ok(()) })
             .context("cannot write the snapshot stream")
     };
     // The first line shows the command before it ran. Taking it first also puts the scope's
     // members in the kernel's tracking, so a cgroup's kernel counts miss no early creation.
-    write(&collector.collect())?;
+    // Written at once: a reader may take it as the sign that the command starts.
+    write(&collector.collect(), true)?;
     // Wall time runs from here: the command was stopped while the collector started.
     let started = Instant::now();
     killpg(group.pid, Signal::SIGCONT).context("cannot resume the command")?;
-    let mut snapshots = collector.every(Duration::from_millis(interval_ms));
+    let mut snapshots = collector.every(period);
     let mut lost = false;
     // Waits for the tick's deadline (`None`: never comes) while passing signals on; false once
     // the command exited.
@@ -697,7 +714,7 @@ fn stream_until_exit(
         }
     };
     while let Some(snapshot) = snapshots.next_unless(&mut wait) {
-        write(&snapshot)?;
+        write(&snapshot, false)?;
         drop(snapshot);
         orphans.reap_exited(group.pid, snapshots.collector_mut());
     }
@@ -705,7 +722,7 @@ fn stream_until_exit(
         bail!("lost track of the command");
     }
     orphans.reap_exited_at_end(group.pid, collector);
-    write(&collector.collect())?;
+    write(&collector.collect(), true)?;
     Ok(started)
 }
 

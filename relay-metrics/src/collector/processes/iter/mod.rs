@@ -3,6 +3,7 @@
 //! (`super::ProcessPassReader::read`) is the same for both from the record on.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::config::{ProcessSource, ResourceMetricsConfig};
 use crate::model::Wanted;
@@ -174,12 +175,18 @@ fn procfs_is_cheaper(listed: u64, tasks: u64) -> bool {
     listed.saturating_mul(PROCFS_PER_LISTED_NS) <= iter_ns
 }
 
+/// How old the machine's task count may be. It only weighs the two paths' costs (both are
+/// exact), and a machine's task count moves slowly: not worth a read in every collect.
+const TASKS_MAX_AGE: Duration = Duration::from_secs(1);
+
 /// Chooses, per pass, between the iterator and procfs for a scope that holds only some of the
 /// machine's processes: the iterator's cost grows with the machine, procfs's with the scope.
 pub(crate) struct Crossover {
     /// `/proc/loadavg`, whose fourth field counts the machine's tasks (threads included).
     loadavg: Option<std::fs::File>,
     buf: Vec<u8>,
+    /// The last task count read, and when: re-read at most every [`TASKS_MAX_AGE`].
+    tasks: Option<(Instant, u64)>,
     /// Made once: a collect of a fixed scope allocates nothing (`tests/allocations.rs`).
     reason: Arc<str>,
 }
@@ -189,6 +196,7 @@ impl Crossover {
         Self {
             loadavg: std::fs::File::open(roots.proc.join("loadavg")).ok(),
             buf: vec![0; 128],
+            tasks: None,
             reason: Arc::from(
                 "procfs is cheaper for this scope's processes than a task-iterator pass over \
                  every task of the machine",
@@ -196,13 +204,22 @@ impl Crossover {
         }
     }
 
-    /// The machine's task count (`/proc/loadavg`'s `running/total`).
+    /// The machine's task count (`/proc/loadavg`'s `running/total`), at most [`TASKS_MAX_AGE`]
+    /// old.
     fn tasks(&mut self) -> Option<u64> {
         use std::os::unix::fs::FileExt as _;
+        let now = Instant::now();
+        if let Some((read_at, tasks)) = self.tasks {
+            if now.saturating_duration_since(read_at) < TASKS_MAX_AGE {
+                return Some(tasks);
+            }
+        }
         let read = self.loadavg.as_ref()?.read_at(&mut self.buf, 0).ok()?;
         let text = std::str::from_utf8(self.buf.get(..read)?).ok()?;
         let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
-        total.parse().ok()
+        let tasks = total.parse().ok()?;
+        self.tasks = Some((now, tasks));
+        Some(tasks)
     }
 
     /// Why procfs is cheaper for a scope of `listed` processes, or `None` when the iterator is.
