@@ -3,14 +3,16 @@
 CPU-bound benchmark alone and under the recorder, interleaved, medians over --runs rounds.
 
     tools/observer_effect.py --runs 10 [--seconds 1] [--case 1:1 --case 2:10] BINARY [--psrecord PATH]
+        [--baseline OTHER_BINARY]
 
 Cases (THREADS:INTERVAL_MS, default 1:1, 2:1 and 2:10): THREADS CPU-bound Python processes in
 parallel (2 saturate a 2-core machine) under `run --interval-ms INTERVAL_MS`. --seconds sets
 the benchmark's length alone (the loop is calibrated once at the start): the fixed start and
 end of `run` weigh on a 1 s benchmark, much less on a 10 s one. psrecord runs at the same
-interval (its --interval is in seconds). Also timed, unless --no-fixed: `run --interval-ms 10
--- true`, the fixed cost alone. Prints a Markdown table and the load average before and
-after.
+interval (its --interval is in seconds). --baseline runs a second `relay-metrics` binary (say,
+the previous build) in the same rounds, so that a change is compared on the same load. Also
+timed, unless --no-fixed: `run --interval-ms 10 -- true`, the fixed cost alone. Prints a
+Markdown table and the load average before and after.
 """
 
 import argparse
@@ -61,6 +63,7 @@ def main():
     parser.add_argument("--case", type=case, action="append", dest="cases")
     parser.add_argument("--no-fixed", action="store_true")
     parser.add_argument("--psrecord")
+    parser.add_argument("--baseline")
     args = parser.parse_args()
     cases = args.cases or [(1, 1), (2, 1), (2, 10)]
     out = tempfile.mkdtemp(prefix="observer-")
@@ -75,11 +78,13 @@ def main():
                      (values[0], values[-1])))
     for threads, interval in cases:
         bench = benchmark(threads, iterations)
-        variants = {
-            "alone": lambda: bench,
-            "run": lambda: [args.binary, "run", "--interval-ms", str(interval),
-                            "--output", os.path.join(out, "run.ndjson"), "--"] + bench,
-        }
+        def under(binary):
+            return [binary, "run", "--interval-ms", str(interval),
+                    "--output", os.path.join(out, "run.ndjson"), "--"] + bench
+
+        variants = {"alone": lambda: bench, "run": lambda: under(args.binary)}
+        if args.baseline:
+            variants["run (baseline)"] = lambda: under(args.baseline)
         if args.psrecord:
             # psrecord runs a command string through the shell; its interval is in seconds.
             variants["psrecord"] = lambda: [
