@@ -24,6 +24,11 @@ typedef __s32 s32;
 
 enum bpf_map_type { BPF_MAP_TYPE_UNSPEC = 0, BPF_MAP_TYPE_PERCPU_ARRAY = 6 };
 
+/* The controllers whose v1 hierarchy can define cgroup membership (the agent walks the first
+ * of memory, cpu, cpuacct and pids that is mounted as v1). Values are relocated by name: the
+ * kernel numbers its controllers by its configuration. */
+enum cgroup_subsys_id { cpu_cgrp_id, cpuacct_cgrp_id, memory_cgrp_id, pids_cgrp_id };
+
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
 struct list_head {
@@ -80,11 +85,21 @@ struct kernfs_node {
 	u64 id;
 };
 
+struct cgroup_root;
+
 struct cgroup {
 	struct kernfs_node *kn;
+	struct cgroup_root *root;
+};
+
+struct cgroup_subsys_state {
+	struct cgroup *cgroup;
 };
 
 struct css_set {
+	/* Indexed by enum cgroup_subsys_id; only its offset is relocated (the index is not a
+	 * constant), so its declared length does not matter. */
+	struct cgroup_subsys_state *subsys[1];
 	struct cgroup *dfl_cgrp;
 };
 

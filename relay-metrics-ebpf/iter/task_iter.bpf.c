@@ -66,6 +66,10 @@ struct task_record {
 	s64 rss_sum_file;
 	s64 rss_sum_anon;
 	s64 rss_sum_shmem;
+	/* The cgroup id in the v1 hierarchy of memory, cpu, cpuacct and pids (in that order), 0
+	 * where the controller is not on a v1 hierarchy: on a v1 or hybrid host the agent groups
+	 * processes by the hierarchy it walks, which the unified id above does not describe. */
+	u64 v1_cgroup_id[4];
 };
 
 /* Never read or written: its per-CPU value addresses give the kernel's per-CPU base offsets
@@ -243,6 +247,28 @@ static __always_inline void read_fds(struct task_struct *task, struct task_recor
 	r->open_fds = count;
 }
 
+/* The id of the cgroup the task set `cset` has in the hierarchy of controller `subsys_id`, 0
+ * when that controller is bound to the unified hierarchy (`dfl_root`) or the task has none. */
+static __always_inline u64 v1_cgroup_id(struct css_set *cset, struct cgroup_root *dfl_root,
+					u32 subsys_id)
+{
+	struct cgroup_subsys_state *css = 0;
+	bpf_probe_read_kernel(&css, sizeof(css),
+			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
+				      (u64)subsys_id * sizeof(css));
+	if (!css)
+		return 0;
+	struct cgroup *cgrp = BPF_CORE_READ(css, cgroup);
+	if (!cgrp || BPF_CORE_READ(cgrp, root) == dfl_root)
+		return 0;
+	return BPF_CORE_READ(cgrp, kn, id);
+}
+
+#define V1_CGROUP_ID(cset, dfl_root, controller)                                                   \
+	(bpf_core_enum_value_exists(enum cgroup_subsys_id, controller)                             \
+		 ? v1_cgroup_id(cset, dfl_root, bpf_core_enum_value(enum cgroup_subsys_id, controller)) \
+		 : 0)
+
 /* pid_nr_ns: the number of `pid` in namespace `ns` at `level`, 0 where it has none. */
 static __always_inline u32 pid_nr_in(struct pid *pid, unsigned int level, struct pid_namespace *ns)
 {
@@ -303,7 +329,14 @@ int task_leaders(struct bpf_iter__task *ctx)
 	}
 	r.flags = BPF_CORE_READ(task, flags);
 	r.start_boottime_ns = BPF_CORE_READ(task, start_boottime);
-	r.cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
+	struct cgroup *dfl_cgrp = BPF_CORE_READ(cset, dfl_cgrp);
+	r.cgroup_id = BPF_CORE_READ(dfl_cgrp, kn, id);
+	struct cgroup_root *dfl_root = BPF_CORE_READ(dfl_cgrp, root);
+	r.v1_cgroup_id[0] = V1_CGROUP_ID(cset, dfl_root, memory_cgrp_id);
+	r.v1_cgroup_id[1] = V1_CGROUP_ID(cset, dfl_root, cpu_cgrp_id);
+	r.v1_cgroup_id[2] = V1_CGROUP_ID(cset, dfl_root, cpuacct_cgrp_id);
+	r.v1_cgroup_id[3] = V1_CGROUP_ID(cset, dfl_root, pids_cgrp_id);
 
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	if (mm && !(r.flags & PF_KTHREAD)) {

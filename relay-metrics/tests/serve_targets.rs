@@ -271,6 +271,82 @@ fn max_targets_drops_the_last_in_path_order_with_a_warning_and_a_gauge() {
     );
 }
 
+/// The processes' count of each measured cgroup in `snapshot`, by path.
+fn process_counts(snapshot: &Value) -> Vec<(String, u64)> {
+    snapshot["extensions"]["targets"]["cgroups"]
+        .as_array()
+        .expect("extensions.targets.cgroups")
+        .iter()
+        .map(|c| {
+            let count = c["processes"]["count"].as_u64().expect("processes.count");
+            (c["cgroup"].as_str().unwrap().to_owned(), count)
+        })
+        .collect()
+}
+
+/// Membership comes from the task iterator's records (each names the process's cgroup in the
+/// walked hierarchy); a process moved to another measured cgroup, or into a child of one, is
+/// grouped there from the first snapshot taken after the move.
+#[test]
+#[ignore = "root: makes cgroups, loads the BPF task iterator"]
+fn a_process_moved_between_measured_cgroups_is_regrouped_in_the_next_snapshot() {
+    assert_root("makes cgroups");
+    let parent_path = format!("/relay-targets-move-{}", std::process::id());
+    let _parent = TestCgroup::new(&parent_path);
+    let mut a = TestCgroup::new(&format!("{parent_path}/a"));
+    let b = TestCgroup::new(&format!("{parent_path}/b"));
+    let inner = TestCgroup::new(&format!("{parent_path}/b/inner"));
+    let pid = a.spawn_sleep();
+    a.spawn_sleep();
+    let agent = start_agent(&[
+        "--cgroups",
+        &format!("{parent_path}/*"),
+        "--interval-ms",
+        "200",
+    ]);
+    wait_ready(&agent.address);
+    let first = snapshot_from(&agent, 2);
+    assert_eq!(
+        first["extensions"]["collector"]["process_source"], "bpf_iter",
+        "{}",
+        first["extensions"]["collector"]
+    );
+    assert_eq!(
+        process_counts(&first),
+        [(a.path.clone(), 2), (b.path.clone(), 0)]
+    );
+    let move_to = |cgroup: &TestCgroup| {
+        for hierarchy in hierarchies() {
+            std::fs::write(
+                hierarchy.join(&cgroup.path[1..]).join("cgroup.procs"),
+                pid.to_string(),
+            )
+            .unwrap();
+        }
+    };
+    move_to(&b);
+    let after = snapshot_from(&agent, sequence(&snapshot(&agent)) + 2);
+    assert_eq!(
+        process_counts(&after),
+        [(a.path.clone(), 1), (b.path.clone(), 1)]
+    );
+    // Into a child of a measured cgroup: still in its subtree.
+    move_to(&inner);
+    let after = snapshot_from(&agent, sequence(&snapshot(&agent)) + 2);
+    assert_eq!(
+        process_counts(&after),
+        [(a.path.clone(), 1), (b.path.clone(), 1)]
+    );
+    move_to(&a);
+    let after = snapshot_from(&agent, sequence(&snapshot(&agent)) + 2);
+    assert_eq!(
+        process_counts(&after),
+        [(a.path.clone(), 2), (b.path.clone(), 0)]
+    );
+    drop(inner);
+    assert_quiet(&agent);
+}
+
 #[test]
 #[ignore = "root: makes cgroups"]
 fn without_patterns_the_depth_selects_cgroups_holding_processes() {

@@ -311,12 +311,13 @@ impl Collector {
             );
             if let Some(targets) = &mut self.targets {
                 // Per-process sums need the pass over every process: the global scope's.
-                let processes =
-                    matches!(self.target, Target::Global).then_some(&self.sample.processes);
+                let global = matches!(self.target, Target::Global);
+                let processes = global.then_some(&self.sample.processes);
                 let out = extensions.targets.get_or_insert_with(Default::default);
                 let gpu = &self.sample.gpu;
                 targets.fill(
                     processes,
+                    self.processes.task_records().filter(|_| global),
                     gpu.nvml_processes.then_some(gpu.processes.as_slice()),
                     self.sample.clock_ticks_per_second,
                     self.kernel.source(),

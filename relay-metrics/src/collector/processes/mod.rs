@@ -180,6 +180,11 @@ impl ProcessPassReader {
         self.private.as_ref()?.oldest_used.map(age_ms)
     }
 
+    /// The task iterator's records of the last pass (sorted by pid), when it served the pass.
+    pub(super) fn task_records(&self) -> Option<&[TaskRecord]> {
+        self.source.last_records()
+    }
+
     /// `extensions.collector.process_source` and its reason for the last pass.
     pub(crate) fn process_source(&self) -> (&'static str, Option<&Arc<str>>) {
         self.source.describe()

@@ -5,8 +5,9 @@
 //! although processes come and go; a process that exits is counted as an exit of the cgroup it
 //! was last seen in. OOM victims are attributed by pid to the cgroup that held them.
 //!
-//! Attribution is by pid (`cgroup.procs`), not by the kernel's cgroup id, which on hybrid hosts
-//! is the unified hierarchy's (the root for every process there).
+//! Attribution is by pid, through the walk's membership (see the parent module), in the
+//! hierarchy it walks: on hybrid hosts the unified hierarchy's cgroup id, which the eBPF
+//! programs see, is the root for every process.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

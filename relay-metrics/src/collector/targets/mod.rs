@@ -1,8 +1,15 @@
 //! The cgroups measured one by one besides the scope (`serve --cgroups`, the config's
 //! `extensions.cgroups`): discovered by one walk per snapshot, each read through its own held
 //! files, with per-process sums grouped by cgroup from the collector's one pass over all
-//! processes (membership from the `cgroup.procs` files the walk reads), and the GPU thread's
-//! per-process records joined with that grouping, into `extensions.targets`.
+//! processes, and the GPU thread's per-process records joined with that grouping, into
+//! `extensions.targets`.
+//!
+//! Membership comes from the pass itself where the task iterator served it: each record names
+//! the process's cgroup in the walked hierarchy by id, so the walk reads no `cgroup.procs`
+//! (one open, read and close per cgroup and snapshot). A v1 process whose threads sit in
+//! different cgroups is counted in its leader's. Where a process of the pass has no record
+//! (procfs served the pass, or a process the iterator did not show), the walk lists every
+//! `cgroup.procs` instead.
 
 mod events;
 mod gpu;
@@ -16,8 +23,10 @@ use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuProcessValues, ProcessPass};
 use crate::snapshot::{CgroupTargetReport, ProcessSums, TargetLabels, Targets};
 use crate::source::cgroup::{
-    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, Scan, Scanner, Selection,
+    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
+    Scanner, Selection,
 };
+use crate::source::task_iter::TaskRecord;
 
 use labels::path_labels;
 use names::Names;
@@ -65,6 +74,12 @@ pub(crate) struct TargetSet {
     /// Scratch: per process of the pass, the scan index of the cgroup listing it (`usize::MAX`:
     /// none).
     cgroup_of: Vec<usize>,
+    /// Scratch: per process of the pass, its cgroup id in the walked hierarchy.
+    member_ids: Vec<u64>,
+    /// Scratch: cgroup id → scan index.
+    index_of_id: HashMap<u64, usize>,
+    /// Scratch: (scan index, pid) of every process in a scanned cgroup.
+    members: Vec<(usize, u32)>,
     /// Container and pod names from the runtimes' APIs, when their sockets are given.
     names: Names,
     /// Per-process kernel event counters between snapshots.
@@ -112,16 +127,22 @@ impl TargetSet {
             sums: Vec::new(),
             by_pid: HashMap::new(),
             cgroup_of: Vec::new(),
+            member_ids: Vec::new(),
+            index_of_id: HashMap::new(),
+            members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
         })
     }
 
-    /// Walks, reads every selected cgroup and fills `out`. `gpu`: the GPU thread's per-process
-    /// records for the processes of `processes` (`None` when there are none to join).
+    /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
+    /// records of the pass `processes` (`None` where procfs served it). `gpu`: the GPU thread's
+    /// per-process records for the processes of `processes` (`None` when there are none to
+    /// join).
     pub(crate) fn fill(
         &mut self,
         processes: Option<&ProcessPass>,
+        records: Option<&[TaskRecord]>,
         gpu: Option<&[GpuProcessValues]>,
         ticks_per_second: u64,
         kernel: Option<&crate::source::ebpf::EbpfSource>,
@@ -152,7 +173,35 @@ impl TargetSet {
                 scanner.mount_point().display()
             );
         }
-        scanner.scan(&self.selection, &mut self.scan);
+        let process_set = match processes {
+            Some(ProcessPass::Sampled(set)) => Some(set),
+            _ => None,
+        };
+        let by_id = match (process_set, records, scanner.membership_id()) {
+            (Some(set), Some(records), Some(key)) => {
+                member_ids(&set.processes, records, key, &mut self.member_ids)
+            }
+            _ => false,
+        };
+        scanner.scan(&self.selection, &mut self.scan, !by_id);
+        if let (true, Some(set)) = (by_id, process_set) {
+            self.index_of_id.clear();
+            self.index_of_id.extend(
+                self.scan
+                    .cgroups
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, cgroup)| cgroup.id != 0)
+                    .map(|(index, cgroup)| (cgroup.id, index)),
+            );
+            self.members.clear();
+            for (process, id) in set.processes.iter().zip(&self.member_ids) {
+                if let Some(&index) = self.index_of_id.get(id) {
+                    self.members.push((index, process.pid));
+                }
+            }
+            self.scan.set_members(&mut self.members);
+        }
         let scan = &self.scan;
         out.reasons.extend(scan.errors.iter().cloned());
         self.names.refresh(&mut out.reasons);
@@ -182,10 +231,6 @@ impl TargetSet {
         );
         self.sums.clear();
         self.sums.resize(scan.cgroups.len(), Sums::default());
-        let process_set = match processes {
-            Some(ProcessPass::Sampled(set)) => Some(set),
-            _ => None,
-        };
         if let Some(set) = process_set {
             self.by_pid.clear();
             self.by_pid.extend(
@@ -372,6 +417,35 @@ impl Selection {
             .map(|p| p.as_str().to_owned())
             .collect()
     }
+}
+
+/// Fills `ids` with the cgroup id (`key` of its record) of each of `processes` (sorted by pid,
+/// as `records` are by tgid); false, leaving `ids` unusable, when one has no record or its
+/// record no such id.
+fn member_ids(
+    processes: &[crate::model::ProcessCounters],
+    records: &[TaskRecord],
+    key: MembershipId,
+    ids: &mut Vec<u64>,
+) -> bool {
+    ids.clear();
+    let mut next = 0;
+    for process in processes {
+        while records
+            .get(next)
+            .is_some_and(|record| record.tgid < process.pid)
+        {
+            next += 1;
+        }
+        match records
+            .get(next)
+            .filter(|record| record.tgid == process.pid)
+        {
+            Some(record) if key.of(record) != 0 => ids.push(key.of(record)),
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Per scanned cgroup: whether it or a descendant lists a process.

@@ -92,7 +92,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
         ],
     });
     let mut out = Targets::default();
-    set.fill(Some(&pass), None, 100, None, &mut out);
+    set.fill(Some(&pass), None, None, 100, None, &mut out);
     assert_eq!(
         paths(&out),
         ["/system.slice/a.service", "/system.slice/b.service"]
@@ -142,7 +142,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
     // A new cgroup appears and a removed one goes at the next fill.
     cgroup(root, "/system.slice/d.service", &[], &[]);
     std::fs::remove_dir_all(root.join("system.slice/b.service")).unwrap();
-    set.fill(Some(&pass), None, 100, None, &mut out);
+    set.fill(Some(&pass), None, None, 100, None, &mut out);
     assert_eq!(
         paths(&out),
         ["/system.slice/a.service", "/system.slice/d.service"]
@@ -167,7 +167,7 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
     let layout = layout(root);
     let mut set = TargetSet::new(&config(&[], Some(2), 2), Some(&layout)).unwrap();
     let mut out = Targets::default();
-    set.fill(None, None, 100, None, &mut out);
+    set.fill(None, None, None, 100, None, &mut out);
     // /a and /a/x hold a process below them; /b none; /a/x/deep is deeper than 2.
     assert_eq!(out.matched, 4);
     assert_eq!(paths(&out), ["/a", "/a/x"]);
@@ -181,11 +181,93 @@ fn nothing_is_measured_one_by_one_unless_asked() {
     assert!(TargetSet::new(&ResourceMetricsConfig::default(), None).is_none());
     let mut set = TargetSet::new(&config(&["/a"], None, 10), None).unwrap();
     let mut out = Targets::default();
-    set.fill(None, None, 100, None, &mut out);
+    set.fill(None, None, None, 100, None, &mut out);
     assert!(out.cgroups.is_empty());
     assert!(
         out.reasons[0].contains("no cgroup file system"),
         "{:?}",
         out.reasons
     );
+}
+
+/// Where the pass's task-iterator records name every process's cgroup, membership comes from
+/// them and no `cgroup.procs` is read (the fixture's list wrong pids to show it); a process
+/// moved to another cgroup is regrouped at the next fill; a process without a record makes
+/// the walk read `cgroup.procs` again.
+#[test]
+fn membership_comes_from_the_records_cgroup_ids_when_every_process_has_one() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cgroup(root, "/", &[], &[]);
+    cgroup(root, "/s", &[], &[]);
+    cgroup(root, "/s/a", &[99], &[]);
+    cgroup(root, "/s/a/inner", &[99], &[]);
+    cgroup(root, "/s/b", &[99], &[]);
+    let id = |path: &str| std::fs::metadata(root.join(path)).unwrap().ino();
+    let record = |tgid: u32, path: &str| TaskRecord {
+        tgid,
+        cgroup_id: id(path),
+        ..TaskRecord::default()
+    };
+    let layout = layout(root);
+    let mut set = TargetSet::new(&config(&["/s/*"], None, 10), Some(&layout)).unwrap();
+    let pass = ProcessPass::Sampled(ProcessSet {
+        visible: 3,
+        incomplete: None,
+        processes: vec![
+            process(10, 100, 1, 1),
+            process(11, 10, 2, 2),
+            process(12, 1, 4, 4),
+        ],
+    });
+    let count = |out: &Targets| -> Vec<(String, u64, u64)> {
+        out.cgroups
+            .iter()
+            .map(|c| {
+                let sums = c.processes.unwrap();
+                (c.cgroup.to_string(), sums.count, sums.resident_bytes)
+            })
+            .collect()
+    };
+    let mut out = Targets::default();
+    let records = [
+        record(10, "s/a"),
+        record(11, "s/a/inner"),
+        record(12, "s/b"),
+    ];
+    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
+    assert_eq!(
+        count(&out),
+        [("/s/a".into(), 2, 110), ("/s/b".into(), 1, 1)]
+    );
+    assert!(
+        out.reasons.iter().all(|r| !r.contains("cannot")),
+        "{:?}",
+        out.reasons
+    );
+
+    // 11 moved from /s/a/inner to /s/b.
+    let records = [record(10, "s/a"), record(11, "s/b"), record(12, "s/b")];
+    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
+    assert_eq!(
+        count(&out),
+        [("/s/a".into(), 1, 100), ("/s/b".into(), 2, 11)]
+    );
+
+    // 12 has no record: every cgroup.procs is read (which list 99, not in the pass).
+    let records = [record(10, "s/a"), record(11, "s/b")];
+    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
+    assert_eq!(count(&out), [("/s/a".into(), 0, 0), ("/s/b".into(), 0, 0)]);
+    // A record without the walked hierarchy's id counts as none.
+    let records = [
+        record(10, "s/a"),
+        record(11, "s/b"),
+        TaskRecord {
+            tgid: 12,
+            ..TaskRecord::default()
+        },
+    ];
+    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
+    assert_eq!(count(&out)[1], ("/s/b".into(), 0, 0));
 }

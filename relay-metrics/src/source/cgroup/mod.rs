@@ -46,7 +46,7 @@ pub(crate) use reader::CgroupReader;
 pub(crate) use sample::{CgroupFields, CgroupSample};
 #[cfg(test)]
 pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
-pub(crate) use scan::{Scan, Scanner, Selection};
+pub(crate) use scan::{MembershipId, Scan, Scanner, Selection};
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
 pub(crate) use values::CgroupValuesReader;
 

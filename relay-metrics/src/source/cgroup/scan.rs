@@ -8,11 +8,18 @@
 //! opened relative to the mount's held descriptor on each walk) and reuses its buffers: its cost
 //! is a `fstat` and the `cgroup.procs` open, read and close per listed cgroup.
 //!
-//! `cgroup.procs` itself is opened on every walk: a v1 `cgroup.procs` read again through the
+//! Where the caller knows every process's cgroup in the walked hierarchy by its id (the task
+//! iterator's record of each process gives it), the walk lists no `cgroup.procs` at all: it
+//! records each visited cgroup's id (the inode number of its directory, from the parent's
+//! listing) and the caller groups the processes by it ([`Scan::set_members`]).
+//!
+//! Otherwise `cgroup.procs` is opened on every walk: a v1 `cgroup.procs` read again through the
 //! same descriptor may serve the process list the kernel cached at an earlier read (it keeps
 //! it for a second after the last reader), so only a fresh open lists the processes of now.
 //! A held directory whose cgroup was removed (and perhaps made again under the same name)
-//! answers that open with `ENOENT`: it is then dropped and the path opened afresh.
+//! answers that open with `ENOENT`, or, when `cgroup.procs` is not opened, has another inode
+//! number than the name has in its parent's listing: it is then dropped and the path opened
+//! afresh.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -24,6 +31,7 @@ use super::pattern::CgroupPattern;
 use super::CgroupVersion;
 use crate::source::file::is_gone;
 use crate::source::procfs::sys::{is_dot, open_dir_at, open_file_at, DirentBuffer};
+use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
 
 /// Which cgroups are selected.
 #[derive(Debug, Clone)]
@@ -57,6 +65,26 @@ impl Selection {
     }
 }
 
+/// Which id of a task-iterator record ([`TaskRecord`]) names a process's cgroup in the walked
+/// hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MembershipId {
+    /// The unified hierarchy's ([`TaskRecord::cgroup_id`]).
+    Unified,
+    /// The v1 hierarchy of [`V1_CONTROLLERS`]`[n]` ([`TaskRecord::v1_cgroup_ids`]`[n]`).
+    V1(usize),
+}
+
+impl MembershipId {
+    /// The id in `record`, 0 where it has none.
+    pub(crate) fn of(self, record: &TaskRecord) -> u64 {
+        match self {
+            Self::Unified => record.cgroup_id,
+            Self::V1(at) => record.v1_cgroup_ids.get(at).copied().unwrap_or(0),
+        }
+    }
+}
+
 /// One cgroup the walk visited.
 #[derive(Debug, Clone)]
 pub(crate) struct ScannedCgroup {
@@ -70,6 +98,9 @@ pub(crate) struct ScannedCgroup {
     pub selected: bool,
     /// Its own processes in [`Scan::pids`] (empty unless inside a selected subtree).
     pub pids: Range<usize>,
+    /// Its cgroup id (its directory's inode number): known for the cgroups inside a selected
+    /// subtree, 0 for the others.
+    pub id: u64,
 }
 
 /// The result of one walk, reused from walk to walk.
@@ -90,6 +121,28 @@ impl Scan {
     pub(crate) fn path(&self, cgroup: &ScannedCgroup) -> &str {
         &self.text[cgroup.path.clone()]
     }
+
+    /// Sets the processes of the visited cgroups from `members` (scan index, pid), for a walk
+    /// that did not list them: the pairs are sorted by index (then pid) in place.
+    pub(crate) fn set_members(&mut self, members: &mut [(usize, u32)]) {
+        members.sort_unstable();
+        self.pids.clear();
+        for cgroup in &mut self.cgroups {
+            cgroup.pids = 0..0;
+        }
+        let mut at = 0;
+        while at < members.len() {
+            let index = members[at].0;
+            let start = self.pids.len();
+            while at < members.len() && members[at].0 == index {
+                self.pids.push(members[at].1);
+                at += 1;
+            }
+            if let Some(cgroup) = self.cgroups.get_mut(index) {
+                cgroup.pids = start..self.pids.len();
+            }
+        }
+    }
 }
 
 /// Walks one hierarchy each time it is asked.
@@ -97,6 +150,7 @@ impl Scan {
 pub(crate) struct Scanner {
     mount: Mount,
     version: CgroupVersion,
+    membership_id: Option<MembershipId>,
     root: Option<OwnedFd>,
     /// Directories of listed cgroups kept open between walks, by path.
     dirs: HashMap<Box<str>, HeldDir>,
@@ -105,6 +159,8 @@ pub(crate) struct Scanner {
     walks: u64,
     dirents: DirentBuffer,
     names: Vec<u8>,
+    /// The inode numbers of `names`, in order.
+    ids: Vec<u64>,
     buf: Vec<u8>,
     relative: Vec<u8>,
     stack: Vec<usize>,
@@ -122,31 +178,51 @@ impl Scanner {
     /// `memory` hierarchy (else `cpu`, `pids`, any), the unified one on pure v2 hosts. `None`
     /// without any cgroup mount. It keeps at most `max_held_dirs` directories open.
     pub(crate) fn new(layout: &CgroupLayout, max_held_dirs: usize) -> Option<Self> {
-        let v1 = ["memory", "cpu", "cpuacct", "pids"]
+        let v1 = V1_CONTROLLERS
             .iter()
-            .find_map(|controller| layout.v1_hierarchy(controller))
-            .map(|h| (CgroupVersion::V1, h.mount.clone()));
-        let (version, mount) = v1
-            .or_else(|| layout.v2.clone().map(|m| (CgroupVersion::V2, m)))
+            .enumerate()
+            .find_map(|(at, controller)| layout.v1_hierarchy(controller).map(|h| (at, h)))
+            .map(|(at, h)| {
+                (
+                    CgroupVersion::V1,
+                    h.mount.clone(),
+                    Some(MembershipId::V1(at)),
+                )
+            });
+        let (version, mount, membership_id) = v1
+            .or_else(|| {
+                layout
+                    .v2
+                    .clone()
+                    .map(|m| (CgroupVersion::V2, m, Some(MembershipId::Unified)))
+            })
             .or_else(|| {
                 layout
                     .v1
                     .first()
-                    .map(|h| (CgroupVersion::V1, h.mount.clone()))
+                    .map(|h| (CgroupVersion::V1, h.mount.clone(), None))
             })?;
         Some(Self {
             mount,
             version,
+            membership_id,
             root: None,
             dirs: HashMap::new(),
             max_held_dirs,
             walks: 0,
             dirents: DirentBuffer::default(),
             names: Vec::new(),
+            ids: Vec::new(),
             buf: Vec::new(),
             relative: Vec::new(),
             stack: Vec::new(),
         })
+    }
+
+    /// Which id of a task-iterator record is the process's cgroup in the hierarchy walked
+    /// (`None`: none is; the walk must list `cgroup.procs`).
+    pub(crate) fn membership_id(&self) -> Option<MembershipId> {
+        self.membership_id
     }
 
     /// The hierarchy walked.
@@ -159,8 +235,10 @@ impl Scanner {
         &self.mount.mount_point
     }
 
-    /// Walks the hierarchy into `scan` (cleared first).
-    pub(crate) fn scan(&mut self, selection: &Selection, scan: &mut Scan) {
+    /// Walks the hierarchy into `scan` (cleared first). With `list_members`, the processes of
+    /// every cgroup inside a selected subtree are read from its `cgroup.procs`; without, the
+    /// caller sets them from the cgroup ids ([`Scan::set_members`]).
+    pub(crate) fn scan(&mut self, selection: &Selection, scan: &mut Scan, list_members: bool) {
         scan.cgroups.clear();
         scan.pids.clear();
         scan.text.clear();
@@ -189,6 +267,7 @@ impl Scanner {
             parent: None,
             selected: root_selected,
             pids: 0..0,
+            id: 0,
         });
         self.walks += 1;
         let walk = self.walks;
@@ -197,6 +276,7 @@ impl Scanner {
             max_held_dirs,
             dirents,
             names,
+            ids,
             buf,
             relative,
             stack,
@@ -228,7 +308,57 @@ impl Scanner {
                     }
                 }
             }
-            if is_inside {
+            // The directory's status, when taken: its inode number is the cgroup id, its link
+            // count tells a leaf.
+            let mut stat = None;
+            if is_inside && !list_members {
+                let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
+                    continue;
+                };
+                let mut status = nix::sys::stat::fstat(dir);
+                // A held directory with another inode than its name has in the parent's listing
+                // is a removed cgroup's, the name made again since: open the path afresh.
+                let stale = |status: &nix::Result<nix::sys::stat::FileStat>| {
+                    index != 0 && status.as_ref().map_or(true, |st| st.st_ino != cgroup.id)
+                };
+                if held && stale(&status) {
+                    dirs.remove(path.as_str());
+                    held = false;
+                    match open_cgroup_dir(&root, index, relative) {
+                        Ok(fd) => {
+                            status = nix::sys::stat::fstat(fd.as_fd());
+                            opened = Some(fd);
+                        }
+                        Err(error) if gone(&error) => continue,
+                        Err(error) => {
+                            scan.errors
+                                .push(format!("cannot open cgroup {path}: {error}"));
+                            continue;
+                        }
+                    }
+                }
+                match status {
+                    Ok(status) => {
+                        scan.cgroups[index].id = status.st_ino;
+                        stat = Some(status);
+                    }
+                    Err(error) => {
+                        let error = std::io::Error::from(error);
+                        if !gone(&error) {
+                            scan.errors
+                                .push(format!("cannot read cgroup {path}: {error}"));
+                        }
+                        continue;
+                    }
+                }
+                if !held && index != 0 && dirs.len() < *max_held_dirs {
+                    if let Some(fd) = opened.take() {
+                        dirs.insert(Box::from(path.as_str()), HeldDir { fd, walk });
+                    }
+                } else if let Some(dir) = dirs.get_mut(path.as_str()) {
+                    dir.walk = walk;
+                }
+            } else if is_inside {
                 let start = scan.pids.len();
                 let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
                     continue;
@@ -280,14 +410,20 @@ impl Scanner {
                 continue;
             };
             // A leaf cgroup (link count 2) has no subdirectory: its listing is skipped.
-            if nix::sys::stat::fstat(dir).is_ok_and(|stat| stat.st_nlink == 2) {
+            let nlink = match stat {
+                Some(stat) => Ok(stat.st_nlink),
+                None => nix::sys::stat::fstat(dir).map(|stat| stat.st_nlink),
+            };
+            if nlink.is_ok_and(|nlink| nlink == 2) {
                 continue;
             }
             names.clear();
-            let listed = dirents.for_each_typed(dir, |name, is_dir| {
+            ids.clear();
+            let listed = dirents.for_each_with_inode(dir, |name, is_dir, ino| {
                 if is_dir && !is_dot(name) {
                     names.extend_from_slice(name);
                     names.push(0);
+                    ids.push(ino);
                 }
             });
             match listed {
@@ -300,7 +436,8 @@ impl Scanner {
                 }
             }
             let first_child = scan.cgroups.len();
-            for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let named = names.split(|&b| b == 0).filter(|n| !n.is_empty());
+            for (name, &id) in named.zip(ids.iter()) {
                 let Ok(name) = std::str::from_utf8(name) else {
                     scan.errors.push(format!(
                         "a cgroup below {path} has a name that is not UTF-8: skipped"
@@ -321,6 +458,7 @@ impl Scanner {
                     parent: Some(index),
                     selected,
                     pids: 0..0,
+                    id: if is_inside || selected { id } else { 0 },
                 });
                 inside.push(is_inside || selected);
             }
@@ -413,7 +551,7 @@ mod tests {
         // Room for one held directory: the other is opened on each walk.
         let mut scanner = Scanner::new(&layout, 1).unwrap();
         let mut scan = Scan::default();
-        scanner.scan(&selection, &mut scan);
+        scanner.scan(&selection, &mut scan, true);
         assert_eq!(pids_of(&scan, "/s/a"), Some(&[10][..]));
         assert_eq!(pids_of(&scan, "/s/b"), Some(&[11][..]));
         assert_eq!(scanner.dirs.len(), 1);
@@ -425,7 +563,7 @@ mod tests {
             std::fs::remove_dir_all(root.join(path)).unwrap();
             cgroup(root, &format!("/{path}"), &[pid]);
         }
-        scanner.scan(&selection, &mut scan);
+        scanner.scan(&selection, &mut scan, true);
         assert_eq!(pids_of(&scan, "/s/a"), Some(&[20][..]));
         assert_eq!(pids_of(&scan, "/s/b"), Some(&[21][..]));
         assert!(scan.errors.is_empty(), "{:?}", scan.errors);
@@ -433,7 +571,7 @@ mod tests {
         // Removed for good: not listed, and its directory is closed.
         std::fs::remove_dir_all(root.join("s/a")).unwrap();
         std::fs::remove_dir_all(root.join("s/b")).unwrap();
-        scanner.scan(&selection, &mut scan);
+        scanner.scan(&selection, &mut scan, true);
         assert_eq!(pids_of(&scan, "/s/a"), None);
         assert!(scanner.dirs.is_empty());
         assert!(scan.errors.is_empty(), "{:?}", scan.errors);

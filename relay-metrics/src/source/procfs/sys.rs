@@ -44,6 +44,16 @@ impl DirentBuffer {
         dir: BorrowedFd<'_>,
         mut entry: impl FnMut(&[u8], bool),
     ) -> io::Result<()> {
+        self.for_each_with_inode(dir, |name, is_dir, _| entry(name, is_dir))
+    }
+
+    /// Like [`Self::for_each_typed`], also passing each entry's inode number (on cgroupfs a
+    /// cgroup directory's is the kernel's cgroup id).
+    pub(crate) fn for_each_with_inode(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        mut entry: impl FnMut(&[u8], bool, u64),
+    ) -> io::Result<()> {
         if self.buf.len() < DIRENT_BUFFER_BYTES {
             self.buf.resize(DIRENT_BUFFER_BYTES, MaybeUninit::uninit());
         }
@@ -55,6 +65,7 @@ impl DirentBuffer {
                 Some(Ok(found)) => entry(
                     found.file_name().to_bytes(),
                     found.file_type() == FileType::Directory,
+                    found.ino(),
                 ),
                 // Nothing was consumed: the next call repeats the same getdents64.
                 Some(Err(rustix::io::Errno::INTR)) => {}

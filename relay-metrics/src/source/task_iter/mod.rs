@@ -41,7 +41,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
 const PROGRAM: &str = "task_leaders";
 
 /// Fields of one record (`struct task_record`), each a little-endian 64-bit value.
-const RECORD_FIELDS: usize = 26;
+const RECORD_FIELDS: usize = 30;
 
 /// Size of one record.
 pub(crate) const RECORD_BYTES: usize = RECORD_FIELDS * 8;
@@ -107,7 +107,14 @@ pub(crate) struct TaskRecord {
     /// (central count plus every CPU's part), pages, unclamped; `None` where the program could
     /// not add the parts up (more CPUs than it sums, older layout).
     pub rss_sum_pages: Option<[i64; 3]>,
+    /// The cgroup id in the v1 hierarchy of memory, cpu, cpuacct and pids ([`V1_CONTROLLERS`]
+    /// order): the inode number of its directory there; 0 where the controller is not on a v1
+    /// hierarchy.
+    pub v1_cgroup_ids: [u64; 4],
 }
+
+/// The controllers of [`TaskRecord::v1_cgroup_ids`], in order.
+pub(crate) const V1_CONTROLLERS: [&str; 4] = ["memory", "cpu", "cpuacct", "pids"];
 
 /// Where a record's resident size can come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +162,7 @@ impl TaskRecord {
             run_delay_ns: fields[22],
             rss_sum_pages: (fields[3] & STATUS_RSS_SUMMED != 0)
                 .then(|| [signed(fields[23]), signed(fields[24]), signed(fields[25])]),
+            v1_cgroup_ids: [fields[26], fields[27], fields[28], fields[29]],
         })
     }
 

@@ -68,6 +68,7 @@ fn a_record_parses_field_by_field() {
     assert_eq!(record.cgroup_id, 21);
     assert_eq!(record.live_runtime_ns, 22);
     assert_eq!(record.run_delay_ns, 23);
+    assert_eq!(record.v1_cgroup_ids, [27, 28, 29, 30]);
     // Without STATUS_RSS_SUMMED the sums are not there.
     assert_eq!(record.rss_sum_pages, None);
     // A negative counter counts as 0, as get_mm_counter clamps it.
@@ -164,6 +165,38 @@ fn the_iterator_describes_this_process_as_procfs_does() {
     let kthreadd = records.iter().find(|record| record.tgid == 2).unwrap();
     assert!(kthreadd.is_kernel_thread());
     assert_eq!(kthreadd.resident_source(true), ResidentSource::None);
+}
+
+/// The record's cgroup ids are the inode numbers of this process's cgroup directories: the
+/// unified one, and in each v1 hierarchy of memory, cpu, cpuacct and pids (0 where that
+/// controller is not on a v1 hierarchy).
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn the_records_cgroup_ids_are_the_inodes_of_the_process_cgroup_directories() {
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    let layout = crate::source::cgroup::CgroupLayout::discover(&Roots::host()).unwrap();
+    let pid = std::process::id();
+    let target = crate::source::cgroup::resolve_for_pid(&layout, &Roots::host(), pid).unwrap();
+    let mut iter = TaskIter::load(&Roots::host(), false).unwrap();
+    let mut records = Vec::new();
+    iter.read(&mut records).unwrap();
+    let own = records.iter().find(|record| record.tgid == pid).unwrap();
+    let ino = |dir: &std::path::Path| std::fs::metadata(dir).unwrap().ino();
+    if let Some(v2) = &target.v2 {
+        assert_eq!(own.cgroup_id, ino(&v2.dir), "{}", v2.dir.display());
+    }
+    let mut v1_seen = 0;
+    for (controller, &id) in V1_CONTROLLERS.iter().zip(&own.v1_cgroup_ids) {
+        match target.v1_dir(controller) {
+            Some(dir) => {
+                assert_eq!(id, ino(&dir.dir), "{controller}: {}", dir.dir.display());
+                v1_seen += 1;
+            }
+            None => assert_eq!(id, 0, "{controller} is not on a v1 hierarchy"),
+        }
+    }
+    eprintln!("{v1_seen} of the controllers are on v1 hierarchies here");
 }
 
 /// Where `statm` sums the per-CPU parts (6.16+, this host), the program's own sums are what it

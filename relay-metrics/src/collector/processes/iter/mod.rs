@@ -281,6 +281,20 @@ impl SourceState {
         }
     }
 
+    /// The records of the last pass, sorted by pid, when the iterator served it.
+    pub(super) fn last_records(&self) -> Option<&[TaskRecord]> {
+        match self {
+            SourceState::Iter {
+                records,
+                failed: None,
+                ..
+            } => Some(records),
+            SourceState::Iter { .. }
+            | SourceState::Deferred { .. }
+            | SourceState::Procfs { .. } => None,
+        }
+    }
+
     /// The iterator, where it serves.
     pub(super) fn iter(&self) -> Option<&TaskIter> {
         match self {
