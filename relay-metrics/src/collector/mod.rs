@@ -165,7 +165,7 @@ impl Collector {
             system_wide: SystemWide::new(&config, &roots),
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
-            targets: targets::TargetSet::new(&config, layout.as_ref()),
+            targets: targets::TargetSet::new(&config, &roots, layout.as_ref()),
             sample: Sample::empty(scope),
             config,
             target,

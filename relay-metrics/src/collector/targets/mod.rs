@@ -7,9 +7,11 @@
 //! Membership comes from the pass itself where the task iterator served it: each record names
 //! the process's cgroup in the walked hierarchy by id, so the walk reads no `cgroup.procs`
 //! (one open, read and close per cgroup and snapshot). A v1 process whose threads sit in
-//! different cgroups is counted in its leader's. Where a process of the pass has no record
-//! (procfs served the pass, or a process the iterator did not show), the walk lists every
-//! `cgroup.procs` instead.
+//! different cgroups is counted in its leader's. The few processes of the pass the iterator did
+//! not show (pid 1 in some containers, one started after the iterator passed its pid) are
+//! placed through their `/proc/<pid>/cgroup`; where procfs served the pass, or more than
+//! [`MAX_PLACED_BY_PROCFS`] processes lack a record, the walk lists every `cgroup.procs`
+//! instead.
 
 mod events;
 mod gpu;
@@ -26,7 +28,8 @@ use crate::source::cgroup::{
     self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
     Scanner, Selection,
 };
-use crate::source::task_iter::TaskRecord;
+use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
+use crate::source::Roots;
 
 use labels::path_labels;
 use names::Names;
@@ -50,9 +53,14 @@ struct Entry {
     seen: u64,
 }
 
+/// Processes without a task-iterator record placed one by one through `/proc/<pid>/cgroup` at
+/// most; beyond, listing every `cgroup.procs` is the cheaper path.
+const MAX_PLACED_BY_PROCFS: usize = 16;
+
 /// Discovers and reads the measured cgroups.
 #[derive(Debug)]
 pub(crate) struct TargetSet {
+    roots: Roots,
     selection: Selection,
     max_targets: usize,
     layout: Option<CgroupLayout>,
@@ -99,6 +107,7 @@ impl TargetSet {
     /// The measured cgroups the config asks for, if any.
     pub(crate) fn new(
         config: &ResourceMetricsConfig,
+        roots: &Roots,
         layout: Option<&CgroupLayout>,
     ) -> Option<Self> {
         let extensions = &config.extensions;
@@ -110,6 +119,7 @@ impl TargetSet {
         let limit =
             usize::try_from(crate::source::held::raise_open_file_limit()).unwrap_or(usize::MAX);
         Some(Self {
+            roots: roots.clone(),
             selection: Selection {
                 patterns,
                 depth: extensions.cgroup_depth,
@@ -178,9 +188,13 @@ impl TargetSet {
             _ => None,
         };
         let by_id = match (process_set, records, scanner.membership_id()) {
-            (Some(set), Some(records), Some(key)) => {
-                member_ids(&set.processes, records, key, &mut self.member_ids)
-            }
+            (Some(set), Some(records), Some(key)) => member_ids(
+                &set.processes,
+                records,
+                key,
+                |pid| id_from_procfs(&self.roots, layout, key, pid),
+                &mut self.member_ids,
+            ),
             _ => false,
         };
         scanner.scan(&self.selection, &mut self.scan, !by_id);
@@ -420,16 +434,20 @@ impl Selection {
 }
 
 /// Fills `ids` with the cgroup id (`key` of its record) of each of `processes` (sorted by pid,
-/// as `records` are by tgid); false, leaving `ids` unusable, when one has no record or its
-/// record no such id.
+/// as `records` are by tgid); one without a record (or without that id in it) through
+/// `from_procfs` (`Ok(None)`: the process is gone, id 0, in no cgroup), at most
+/// [`MAX_PLACED_BY_PROCFS`] of them. False, leaving `ids` unusable, when more lack a record or
+/// `from_procfs` fails.
 fn member_ids(
     processes: &[crate::model::ProcessCounters],
     records: &[TaskRecord],
     key: MembershipId,
+    mut from_procfs: impl FnMut(u32) -> Result<Option<u64>, ()>,
     ids: &mut Vec<u64>,
 ) -> bool {
     ids.clear();
     let mut next = 0;
+    let mut placed_by_procfs = 0;
     for process in processes {
         while records
             .get(next)
@@ -442,10 +460,47 @@ fn member_ids(
             .filter(|record| record.tgid == process.pid)
         {
             Some(record) if key.of(record) != 0 => ids.push(key.of(record)),
-            _ => return false,
+            _ => {
+                placed_by_procfs += 1;
+                if placed_by_procfs > MAX_PLACED_BY_PROCFS {
+                    return false;
+                }
+                match from_procfs(process.pid) {
+                    Ok(id) => ids.push(id.unwrap_or(0)),
+                    Err(()) => return false,
+                }
+            }
         }
     }
     true
+}
+
+/// The id of the cgroup holding `pid` in the hierarchy `key` names, from `/proc/<pid>/cgroup`
+/// and its directory's inode number; `Ok(None)` when the process or its cgroup is gone.
+fn id_from_procfs(
+    roots: &Roots,
+    layout: &CgroupLayout,
+    key: MembershipId,
+    pid: u32,
+) -> Result<Option<u64>, ()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let target = match cgroup::resolve_for_pid(layout, roots, pid) {
+        Ok(target) => target,
+        Err(error) if error.is_gone() => return Ok(None),
+        Err(_) => return Err(()),
+    };
+    let dir = match key {
+        MembershipId::Unified => target.v2.as_ref(),
+        MembershipId::V1(at) => V1_CONTROLLERS
+            .get(at)
+            .and_then(|controller| target.v1_dir(controller)),
+    }
+    .ok_or(())?;
+    match std::fs::metadata(&dir.dir) {
+        Ok(metadata) => Ok(Some(metadata.ino())),
+        Err(error) if crate::source::file::is_gone(&error) => Ok(None),
+        Err(_) => Err(()),
+    }
 }
 
 /// Per scanned cgroup: whether it or a descendant lists a process.

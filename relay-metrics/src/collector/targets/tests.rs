@@ -78,6 +78,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
     let layout = layout(root);
     let mut set = TargetSet::new(
         &config(&["/system.slice/*.service", "/nothing/**"], None, 10),
+        &Roots::fixture(root),
         Some(&layout),
     )
     .unwrap();
@@ -165,7 +166,12 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
     cgroup(root, "/c", &[6], &[]);
     cgroup(root, "/d", &[7], &[]);
     let layout = layout(root);
-    let mut set = TargetSet::new(&config(&[], Some(2), 2), Some(&layout)).unwrap();
+    let mut set = TargetSet::new(
+        &config(&[], Some(2), 2),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     // /a and /a/x hold a process below them; /b none; /a/x/deep is deeper than 2.
@@ -178,8 +184,18 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
 
 #[test]
 fn nothing_is_measured_one_by_one_unless_asked() {
-    assert!(TargetSet::new(&ResourceMetricsConfig::default(), None).is_none());
-    let mut set = TargetSet::new(&config(&["/a"], None, 10), None).unwrap();
+    assert!(TargetSet::new(
+        &ResourceMetricsConfig::default(),
+        &Roots::fixture("/nonexistent"),
+        None
+    )
+    .is_none());
+    let mut set = TargetSet::new(
+        &config(&["/a"], None, 10),
+        &Roots::fixture("/nonexistent"),
+        None,
+    )
+    .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     assert!(out.cgroups.is_empty());
@@ -192,10 +208,10 @@ fn nothing_is_measured_one_by_one_unless_asked() {
 
 /// Where the pass's task-iterator records name every process's cgroup, membership comes from
 /// them and no `cgroup.procs` is read (the fixture's list wrong pids to show it); a process
-/// moved to another cgroup is regrouped at the next fill; a process without a record makes
-/// the walk read `cgroup.procs` again.
+/// moved to another cgroup is regrouped at the next fill; a process without a record is placed
+/// by its `/proc/<pid>/cgroup`, and where too many lack one the walk reads `cgroup.procs`.
 #[test]
-fn membership_comes_from_the_records_cgroup_ids_when_every_process_has_one() {
+fn membership_comes_from_the_records_cgroup_ids_and_proc_for_the_few_without_one() {
     use std::os::unix::fs::MetadataExt as _;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -211,7 +227,12 @@ fn membership_comes_from_the_records_cgroup_ids_when_every_process_has_one() {
         ..TaskRecord::default()
     };
     let layout = layout(root);
-    let mut set = TargetSet::new(&config(&["/s/*"], None, 10), Some(&layout)).unwrap();
+    let mut set = TargetSet::new(
+        &config(&["/s/*"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap();
     let pass = ProcessPass::Sampled(ProcessSet {
         visible: 3,
         incomplete: None,
@@ -255,19 +276,34 @@ fn membership_comes_from_the_records_cgroup_ids_when_every_process_has_one() {
         [("/s/a".into(), 1, 100), ("/s/b".into(), 2, 11)]
     );
 
-    // 12 has no record: every cgroup.procs is read (which list 99, not in the pass).
-    let records = [record(10, "s/a"), record(11, "s/b")];
-    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
-    assert_eq!(count(&out), [("/s/a".into(), 0, 0), ("/s/b".into(), 0, 0)]);
-    // A record without the walked hierarchy's id counts as none.
-    let records = [
-        record(10, "s/a"),
-        record(11, "s/b"),
-        TaskRecord {
-            tgid: 12,
-            ..TaskRecord::default()
-        },
-    ];
-    set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
-    assert_eq!(count(&out)[1], ("/s/b".into(), 0, 0));
+    // 12 has no record (nor has its record the hierarchy's id): placed by /proc/12/cgroup.
+    std::fs::create_dir_all(root.join("proc/12")).unwrap();
+    std::fs::write(root.join("proc/12/cgroup"), "0::/s/a/inner\n").unwrap();
+    for records in [
+        vec![record(10, "s/a"), record(11, "s/b")],
+        vec![
+            record(10, "s/a"),
+            record(11, "s/b"),
+            TaskRecord {
+                tgid: 12,
+                ..TaskRecord::default()
+            },
+        ],
+    ] {
+        set.fill(Some(&pass), Some(&records), None, 100, None, &mut out);
+        assert_eq!(
+            count(&out),
+            [("/s/a".into(), 2, 101), ("/s/b".into(), 1, 10)]
+        );
+    }
+
+    // More processes without a record than are placed one by one: every cgroup.procs is read.
+    std::fs::write(root.join("s/b/cgroup.procs"), "100\n").unwrap();
+    let many = ProcessPass::Sampled(ProcessSet {
+        visible: 20,
+        incomplete: None,
+        processes: (100..120).map(|pid| process(pid, 1, 1, 1)).collect(),
+    });
+    set.fill(Some(&many), Some(&[]), None, 100, None, &mut out);
+    assert_eq!(count(&out), [("/s/a".into(), 0, 0), ("/s/b".into(), 1, 1)]);
 }
