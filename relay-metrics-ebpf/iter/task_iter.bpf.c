@@ -66,10 +66,11 @@ struct task_record {
 	s64 rss_sum_file;
 	s64 rss_sum_anon;
 	s64 rss_sum_shmem;
-	/* The cgroup id in the v1 hierarchy of memory, cpu, cpuacct and pids (in that order), 0
-	 * where the controller is not on a v1 hierarchy: on a v1 or hybrid host the agent groups
-	 * processes by the hierarchy it walks, which the unified id above does not describe. */
-	u64 v1_cgroup_id[4];
+	/* The cgroup id in the v1 hierarchy of controller `v1_controller` (membership_v1), 0 where
+	 * there is none: on a v1 or hybrid host the agent groups processes by the hierarchy it
+	 * walks, which the unified id above does not describe. */
+	u64 v1_cgroup_id;
+	u64 v1_controller;
 };
 
 /* Never read or written: its per-CPU value addresses give the kernel's per-CPU base offsets
@@ -80,6 +81,10 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } cpu_base SEC(".maps");
+
+/* Set by user space at load: the controller whose v1 hierarchy the agent walks for membership,
+ * 1 to 4 for memory, cpu, cpuacct, pids (the first of them mounted as v1), 0 for none. */
+const volatile u32 membership_v1 = 0;
 
 /* Set by user space at load: whether the exact resident size is wanted (the per-CPU sums cost
  * a dozen reads per process). */
@@ -332,11 +337,19 @@ int task_leaders(struct bpf_iter__task *ctx)
 	struct css_set *cset = BPF_CORE_READ(task, cgroups);
 	struct cgroup *dfl_cgrp = BPF_CORE_READ(cset, dfl_cgrp);
 	r.cgroup_id = BPF_CORE_READ(dfl_cgrp, kn, id);
-	struct cgroup_root *dfl_root = BPF_CORE_READ(dfl_cgrp, root);
-	r.v1_cgroup_id[0] = V1_CGROUP_ID(cset, dfl_root, memory_cgrp_id);
-	r.v1_cgroup_id[1] = V1_CGROUP_ID(cset, dfl_root, cpu_cgrp_id);
-	r.v1_cgroup_id[2] = V1_CGROUP_ID(cset, dfl_root, cpuacct_cgrp_id);
-	r.v1_cgroup_id[3] = V1_CGROUP_ID(cset, dfl_root, pids_cgrp_id);
+	if (membership_v1) {
+		struct cgroup_root *dfl_root = BPF_CORE_READ(dfl_cgrp, root);
+		if (membership_v1 == 1)
+			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, memory_cgrp_id);
+		else if (membership_v1 == 2)
+			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpu_cgrp_id);
+		else if (membership_v1 == 3)
+			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpuacct_cgrp_id);
+		else if (membership_v1 == 4)
+			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, pids_cgrp_id);
+		if (r.v1_cgroup_id)
+			r.v1_controller = membership_v1;
+	}
 
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	if (mm && !(r.flags & PF_KTHREAD)) {

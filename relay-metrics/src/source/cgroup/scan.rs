@@ -31,7 +31,7 @@ use super::pattern::CgroupPattern;
 use super::CgroupVersion;
 use crate::source::file::is_gone;
 use crate::source::procfs::sys::{is_dot, open_dir_at, open_file_at, DirentBuffer};
-use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
+use crate::source::task_iter::{membership_controller, TaskRecord, V1_CONTROLLERS};
 
 /// Which cgroups are selected.
 #[derive(Debug, Clone)]
@@ -71,7 +71,8 @@ impl Selection {
 pub(crate) enum MembershipId {
     /// The unified hierarchy's ([`TaskRecord::cgroup_id`]).
     Unified,
-    /// The v1 hierarchy of [`V1_CONTROLLERS`]`[n]` ([`TaskRecord::v1_cgroup_ids`]`[n]`).
+    /// The v1 hierarchy of [`V1_CONTROLLERS`]`[n]` ([`TaskRecord::v1_cgroup_id`] where the
+    /// record's controller is that one).
     V1(usize),
 }
 
@@ -80,7 +81,8 @@ impl MembershipId {
     pub(crate) fn of(self, record: &TaskRecord) -> u64 {
         match self {
             Self::Unified => record.cgroup_id,
-            Self::V1(at) => record.v1_cgroup_ids.get(at).copied().unwrap_or(0),
+            Self::V1(at) if record.v1_controller == Some(at) => record.v1_cgroup_id,
+            Self::V1(_) => 0,
         }
     }
 }
@@ -178,10 +180,8 @@ impl Scanner {
     /// `memory` hierarchy (else `cpu`, `pids`, any), the unified one on pure v2 hosts. `None`
     /// without any cgroup mount. It keeps at most `max_held_dirs` directories open.
     pub(crate) fn new(layout: &CgroupLayout, max_held_dirs: usize) -> Option<Self> {
-        let v1 = V1_CONTROLLERS
-            .iter()
-            .enumerate()
-            .find_map(|(at, controller)| layout.v1_hierarchy(controller).map(|h| (at, h)))
+        let v1 = membership_controller(layout)
+            .and_then(|at| Some((at, layout.v1_hierarchy(V1_CONTROLLERS.get(at)?)?)))
             .map(|(at, h)| {
                 (
                     CgroupVersion::V1,

@@ -41,7 +41,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
 const PROGRAM: &str = "task_leaders";
 
 /// Fields of one record (`struct task_record`), each a little-endian 64-bit value.
-const RECORD_FIELDS: usize = 30;
+const RECORD_FIELDS: usize = 28;
 
 /// Size of one record.
 pub(crate) const RECORD_BYTES: usize = RECORD_FIELDS * 8;
@@ -107,14 +107,25 @@ pub(crate) struct TaskRecord {
     /// (central count plus every CPU's part), pages, unclamped; `None` where the program could
     /// not add the parts up (more CPUs than it sums, older layout).
     pub rss_sum_pages: Option<[i64; 3]>,
-    /// The cgroup id in the v1 hierarchy of memory, cpu, cpuacct and pids ([`V1_CONTROLLERS`]
-    /// order): the inode number of its directory there; 0 where the controller is not on a v1
-    /// hierarchy.
-    pub v1_cgroup_ids: [u64; 4],
+    /// The cgroup id (the inode number of its directory) in the v1 hierarchy of controller
+    /// [`V1_CONTROLLERS`]`[n]` for `v1_controller` `Some(n)`: the first of them mounted as v1
+    /// when the program was loaded ([`membership_controller`]); `None` where there is none.
+    pub v1_cgroup_id: u64,
+    /// See [`Self::v1_cgroup_id`].
+    pub v1_controller: Option<usize>,
 }
 
-/// The controllers of [`TaskRecord::v1_cgroup_ids`], in order.
+/// The controllers whose v1 hierarchy can define membership, in the order the first mounted one
+/// is chosen (by the program for [`TaskRecord::v1_cgroup_id`], by `serve --cgroups` for its
+/// walk).
 pub(crate) const V1_CONTROLLERS: [&str; 4] = ["memory", "cpu", "cpuacct", "pids"];
+
+/// The first of [`V1_CONTROLLERS`] that `layout` has on a v1 hierarchy, by index.
+pub(crate) fn membership_controller(layout: &crate::source::cgroup::CgroupLayout) -> Option<usize> {
+    V1_CONTROLLERS
+        .iter()
+        .position(|controller| layout.v1_hierarchy(controller).is_some())
+}
 
 /// Where a record's resident size can come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +173,11 @@ impl TaskRecord {
             run_delay_ns: fields[22],
             rss_sum_pages: (fields[3] & STATUS_RSS_SUMMED != 0)
                 .then(|| [signed(fields[23]), signed(fields[24]), signed(fields[25])]),
-            v1_cgroup_ids: [fields[26], fields[27], fields[28], fields[29]],
+            v1_cgroup_id: fields[26],
+            v1_controller: usize::try_from(fields[27])
+                .ok()
+                .and_then(|slot| slot.checked_sub(1))
+                .filter(|&at| at < V1_CONTROLLERS.len()),
         })
     }
 
@@ -465,9 +480,16 @@ fn sched_info_on(roots: &Roots) -> bool {
 fn load_and_attach(sum_rss: bool) -> Result<OwnedFd, String> {
     let btf = aya::Btf::from_sys_fs().map_err(|error| format!("kernel BTF: {error}"))?;
     let sum_rss = u32::from(sum_rss);
+    // The program names each process's cgroup in the hierarchy the agent walks (only that one:
+    // each costs a few reads per process).
+    let membership_v1 = crate::source::cgroup::CgroupLayout::discover(&Roots::host())
+        .ok()
+        .and_then(|layout| membership_controller(&layout))
+        .map_or(0, |at| u32::try_from(at + 1).unwrap_or(0));
     let mut ebpf = aya::EbpfLoader::new()
         .btf(Some(&btf))
         .override_global("sum_rss", &sum_rss, true)
+        .override_global("membership_v1", &membership_v1, true)
         .load(OBJECT)
         .map_err(|error| format!("loading the task iterator object: {}", describe(&error)))?;
     let program: &mut aya::programs::Iter = ebpf

@@ -68,7 +68,9 @@ fn a_record_parses_field_by_field() {
     assert_eq!(record.cgroup_id, 21);
     assert_eq!(record.live_runtime_ns, 22);
     assert_eq!(record.run_delay_ns, 23);
-    assert_eq!(record.v1_cgroup_ids, [27, 28, 29, 30]);
+    assert_eq!(record.v1_cgroup_id, 27);
+    // Controller 28 is none of the four.
+    assert_eq!(record.v1_controller, None);
     // Without STATUS_RSS_SUMMED the sums are not there.
     assert_eq!(record.rss_sum_pages, None);
     // A negative counter counts as 0, as get_mm_counter clamps it.
@@ -78,7 +80,9 @@ fn a_record_parses_field_by_field() {
 
     fields[3] = STATUS_HAS_MM | STATUS_RSS_PERCPU | STATUS_RSS_SUMMED;
     fields[25] = u64::MAX; // summed shmem = -1
+    fields[27] = 2; // cpu
     let record = TaskRecord::parse(&record_bytes(fields)).unwrap();
+    assert_eq!(record.v1_controller, Some(1));
     assert_eq!(record.rss_sum_pages, Some([24, 25, -1]));
     assert_eq!(record.summed_rss_pages(), Some(49));
     assert_eq!(record.resident_source(true), ResidentSource::Summed);
@@ -168,8 +172,8 @@ fn the_iterator_describes_this_process_as_procfs_does() {
 }
 
 /// The record's cgroup ids are the inode numbers of this process's cgroup directories: the
-/// unified one, and in each v1 hierarchy of memory, cpu, cpuacct and pids (0 where that
-/// controller is not on a v1 hierarchy).
+/// unified one, and on a v1 or hybrid host the one in the hierarchy of the first of memory,
+/// cpu, cpuacct and pids mounted as v1.
 #[test]
 #[ignore = "root: loads the BPF task iterator"]
 fn the_records_cgroup_ids_are_the_inodes_of_the_process_cgroup_directories() {
@@ -186,17 +190,15 @@ fn the_records_cgroup_ids_are_the_inodes_of_the_process_cgroup_directories() {
     if let Some(v2) = &target.v2 {
         assert_eq!(own.cgroup_id, ino(&v2.dir), "{}", v2.dir.display());
     }
-    let mut v1_seen = 0;
-    for (controller, &id) in V1_CONTROLLERS.iter().zip(&own.v1_cgroup_ids) {
-        match target.v1_dir(controller) {
-            Some(dir) => {
-                assert_eq!(id, ino(&dir.dir), "{controller}: {}", dir.dir.display());
-                v1_seen += 1;
-            }
-            None => assert_eq!(id, 0, "{controller} is not on a v1 hierarchy"),
+    let controller = membership_controller(&layout);
+    assert_eq!(own.v1_controller, controller);
+    match controller {
+        Some(at) => {
+            let dir = target.v1_dir(V1_CONTROLLERS[at]).unwrap();
+            assert_eq!(own.v1_cgroup_id, ino(&dir.dir), "{}", dir.dir.display());
         }
+        None => assert_eq!(own.v1_cgroup_id, 0),
     }
-    eprintln!("{v1_seen} of the controllers are on v1 hierarchies here");
 }
 
 /// Where `statm` sums the per-CPU parts (6.16+, this host), the program's own sums are what it
