@@ -297,16 +297,10 @@ impl Scanner {
             // tells a held directory of a removed cgroup.
             let mut held = is_inside && index != 0 && dirs.contains_key(path.as_str());
             if !held {
-                match open_cgroup_dir(&root, index, relative) {
-                    Ok(fd) => opened = Some(fd),
-                    // Removed since it was listed.
-                    Err(error) if gone(&error) => continue,
-                    Err(error) => {
-                        scan.errors
-                            .push(format!("cannot open cgroup {path}: {error}"));
-                        continue;
-                    }
-                }
+                let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors) else {
+                    continue;
+                };
+                opened = Some(fd);
             }
             // The directory's status, when taken: its inode number is the cgroup id, its link
             // count tells a leaf.
@@ -324,18 +318,12 @@ impl Scanner {
                 if held && stale(&status) {
                     dirs.remove(path.as_str());
                     held = false;
-                    match open_cgroup_dir(&root, index, relative) {
-                        Ok(fd) => {
-                            status = nix::sys::stat::fstat(fd.as_fd());
-                            opened = Some(fd);
-                        }
-                        Err(error) if gone(&error) => continue,
-                        Err(error) => {
-                            scan.errors
-                                .push(format!("cannot open cgroup {path}: {error}"));
-                            continue;
-                        }
-                    }
+                    let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors)
+                    else {
+                        continue;
+                    };
+                    status = nix::sys::stat::fstat(fd.as_fd());
+                    opened = Some(fd);
                 }
                 match status {
                     Ok(status) => {
@@ -369,18 +357,12 @@ impl Scanner {
                     dirs.remove(path.as_str());
                     held = false;
                     scan.pids.truncate(start);
-                    match open_cgroup_dir(&root, index, relative) {
-                        Ok(fd) => {
-                            read = list_procs(fd.as_fd(), buf, &mut scan.pids);
-                            opened = Some(fd);
-                        }
-                        Err(error) if gone(&error) => continue,
-                        Err(error) => {
-                            scan.errors
-                                .push(format!("cannot open cgroup {path}: {error}"));
-                            continue;
-                        }
-                    }
+                    let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors)
+                    else {
+                        continue;
+                    };
+                    read = list_procs(fd.as_fd(), buf, &mut scan.pids);
+                    opened = Some(fd);
                 }
                 match read {
                     Ok(()) => {}
@@ -498,6 +480,25 @@ fn dir_fd<'d>(
 /// The processes listed in `cgroup.procs` of `dir`, opened now (see the module's doc).
 fn list_procs(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> std::io::Result<()> {
     open_file_at(dir, b"cgroup.procs").and_then(|procs| read_procs(&procs, buf, pids))
+}
+
+/// Opens the directory of a listed cgroup for this walk: `None` when it was removed since it was
+/// listed (nothing to say) or cannot be opened (said in `errors`).
+fn open_listed(
+    root: &OwnedFd,
+    index: usize,
+    relative: &[u8],
+    path: &str,
+    errors: &mut Vec<String>,
+) -> Option<OwnedFd> {
+    match open_cgroup_dir(root, index, relative) {
+        Ok(fd) => Some(fd),
+        Err(error) if gone(&error) => None,
+        Err(error) => {
+            errors.push(format!("cannot open cgroup {path}: {error}"));
+            None
+        }
+    }
 }
 
 /// `path` relative to the mount's root `base` (without a leading `/`).

@@ -150,7 +150,10 @@ impl OwnCgroup {
         } else {
             std::path::PathBuf::from("/sys/fs/cgroup")
         };
-        let relative = format!("/relay-metrics-iter-test-{}", std::process::id());
+        // Unique per test too: the cgroup-scope tests of this binary run in parallel.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let relative = format!("/relay-metrics-iter-test-{}-{serial}", std::process::id());
         let dir = parent.join(relative.trim_start_matches('/'));
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         Self {
