@@ -1,5 +1,6 @@
 use super::*;
 use crate::source::procfs::{IoCounters, SchedStat};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,34 @@ impl Spawned {
                 .spawn()
                 .unwrap(),
         )
+    }
+
+    /// A shell that starts with only stdin, stdout and stderr open: other tests of this binary
+    /// create descriptors without close-on-exec now and then (pipes, sockets, a jobserver), and a
+    /// child forked at that moment would inherit them.
+    fn shell_without_inherited_fds(script: &str) -> Self {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // SAFETY: close_range is a plain system call, async-signal-safe; it only marks the
+        // child's own descriptors close-on-exec (std's exec-error pipe already is).
+        unsafe {
+            command.pre_exec(|| {
+                if libc::syscall(
+                    libc::SYS_close_range,
+                    3_u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Self(command.spawn().unwrap())
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -76,7 +105,7 @@ fn reader(max_held_pids: usize) -> ProcessReader {
 #[test]
 fn sample_of_a_sleeping_child_equals_an_independent_read() {
     // A sleeping process's counters stay still, so every field can be compared exactly.
-    let child = Spawned::shell("exec 3</dev/null 4</dev/null; exec sleep 30");
+    let child = Spawned::shell_without_inherited_fds("exec 3</dev/null 4</dev/null; exec sleep 30");
     wait_sleeping(child.pid(), "sleep");
     let pid = child.pid();
     let mut reader = reader(16);
@@ -145,15 +174,17 @@ fn sample_of_a_sleeping_child_equals_an_independent_read() {
         sampled == Some(private_now())
     }));
     assert!(sample.private_kib.is_some_and(|kib| kib > 0));
-    // The script opened two descriptors more than a plain `sleep` (both inherit whatever the
-    // test harness leaves without close-on-exec, e.g. a jobserver pipe).
-    let plain = Spawned::shell("exec sleep 30");
+    // The script opened two descriptors more than a plain `sleep`. Both start with only 0-2:
+    // inheriting what the harness holds at the instant of each fork made the two differ by
+    // one when another test had a descriptor open without close-on-exec (seen under load).
+    let plain = Spawned::shell_without_inherited_fds("exec sleep 30");
     wait_sleeping(plain.pid(), "sleep");
     let plain_fds = reader
         .sample(plain.pid(), &ProcessFields::ALL)
         .unwrap()
         .open_fd_count
         .unwrap();
+    assert_eq!(plain_fds, 3);
     assert_eq!(sample.open_fd_count, Some(plain_fds + 2));
     let listed = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
