@@ -68,21 +68,34 @@ def test_summary_matches_the_cli_on_the_same_workload(tmp_path: Path) -> None:
     """The recording measures this process's tree (pytest plus the child), `run` the child
     alone: the recorded peak less the tree's lowest resident sum (this process alone) is within 25 %
     of `run`'s peak (both sampled sums at 10 ms, dominated by the child's 256 MiB; the
-    interpreters' own pages and pytest's growth make the rest). Wall time within 0.5 s and
-    sample counts within 50 % (the same workload, with start-up costs of its own each)."""
+    interpreters' own pages and pytest's growth make the rest).
+
+    Wall times and sample counts are load-dependent, so each is held to its own execution, not
+    to the other's: on a loaded machine the same workload took 2.2 s in one execution and 3.8 s
+    in the next, and the recorder took 90 samples where `run` took 265 (the recorder's tree
+    walk of pytest costs more at 10 ms; the ticks it could not keep are counted as missed).
+    The recording's wall time lies between the block's own duration and the whole `with`;
+    `run`'s span within its process's life; each sampler's samples plus missed ticks cover its
+    span at 10 ms (a tick is either taken or counted missed)."""
     cli = binary()
     if cli is None:
         pytest.fail("the relay-metrics binary is not built (cargo build -p relay-metrics --features cli)")
     stream = tmp_path / "run.ndjson"
+    started = time.monotonic()
     subprocess.run(
         [str(cli), "run", "--interval-ms", "10", "--output", str(stream), "--", sys.executable, "-c", WORKLOAD],
         check=True,
     )
+    cli_took = time.monotonic() - started
     report = tmp_path / "cli.html"
     subprocess.run([str(cli), "report", str(stream), "-o", str(report)], check=True)
 
+    started = time.monotonic()
     with record(interval_ms=10) as rec:
+        block_started = time.monotonic()
         subprocess.run([sys.executable, "-c", WORKLOAD], check=True)
+        block_took = time.monotonic() - block_started
+    recording_took = time.monotonic() - started
     ours = rec.summary()
     assert set(ours) >= {"wall_time_s", "cpu", "memory", "io", "sampling", "unknown"}
 
@@ -101,9 +114,25 @@ def test_summary_matches_the_cli_on_the_same_workload(tmp_path: Path) -> None:
     cli_span = (
         _seconds(lines[-1]["timestamp"]) - _seconds(lines[0]["timestamp"])
     )
-    assert abs(ours["wall_time_s"] - cli_span) < 0.5, (ours["wall_time_s"], cli_span)
-    assert abs(ours["sampling"]["samples"] - len(lines)) <= 0.5 * len(lines)
+    # The workload alone spins 0.4 s of CPU and sleeps 0.2 s.
+    assert block_took <= ours["wall_time_s"] <= recording_took, (block_took, ours["wall_time_s"], recording_took)
+    assert 0.6 <= cli_span <= cli_took, (cli_span, cli_took)
+    sampling = ours["sampling"]
+    assert sampling["interval_usec"] == 10_000 and sampling["samples"] >= 2, sampling
+    _assert_ticks_cover(sampling["samples"] + sampling["missed_ticks"], ours["wall_time_s"], "recording")
+    grid = [line["extensions"]["sampler"] for line in lines if line["extensions"].get("sampler")]
+    assert grid[-1]["tick_index"] + 1 == len(grid) + grid[-1]["missed_ticks_total"], grid[-1]
+    _assert_ticks_cover(grid[-1]["tick_index"] + 1, cli_span, "run")
     assert "peak resident memory" in report.read_text()
+
+
+def _assert_ticks_cover(ticks: int, span_s: float, what: str) -> None:
+    """`ticks` of a 10 ms grid over `span_s`: never more than the span holds (one more for the
+    final snapshot off the grid); fewer by the span's ends, outside the grid (the first snapshot
+    before it starts, a last tick missed but not yet counted when it stops). Seen under load:
+    within 4 ticks of the span's count."""
+    expected = span_s / 0.010
+    assert 0.9 * expected - 2 <= ticks <= expected + 2, (what, ticks, span_s)
 
 
 def _seconds(timestamp: str) -> float:
