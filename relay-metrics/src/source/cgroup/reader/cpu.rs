@@ -6,7 +6,7 @@ use super::super::parse::{
 use super::super::sample::CpuSample;
 use super::super::target::CgroupTarget;
 use super::super::{CgroupError, CgroupVersion};
-use super::slot::{data, read_u64, Outcome, Slot};
+use super::slot::{data, limit_levels, read_u64, Outcome, Slot};
 use super::Io;
 
 #[derive(Debug)]
@@ -44,7 +44,7 @@ impl CpuPlan {
         let cpu = target.controller_dir("cpu");
         let throttling = cpu.map(|(version, dir)| (version, Slot::leaf_file(dir, "cpu.stat")));
         let quota = cpu.map(|(version, dir)| {
-            let levels = dir.levels().map(|level| match version {
+            let levels = limit_levels(dir).map(|level| match version {
                 CgroupVersion::V2 => QuotaLevel::V2 {
                     max: Slot::new(level, "cpu.max", &dir.dir),
                 },

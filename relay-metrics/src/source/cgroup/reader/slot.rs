@@ -38,9 +38,10 @@ impl Slot {
         Self::new(&dir.dir, name, &dir.dir)
     }
 
-    /// The file `name` in `dir` and each ancestor up to the mount point, leaf first.
+    /// The setting `name` in `dir` and each ancestor up to the mount point that can hold a limit
+    /// ([`limit_levels`]), leaf first.
     pub(super) fn chain(dir: &CgroupDir, name: &str) -> Vec<Self> {
-        dir.levels()
+        limit_levels(dir)
             .map(|level| Self::new(level, name, &dir.dir))
             .collect()
     }
@@ -87,6 +88,18 @@ impl Slot {
     }
 }
 
+/// The levels of `dir` whose settings can be a limit, leaf first: each level up to the mount
+/// point except the root of a v1 hierarchy (the only directory with `release_agent`). The kernel
+/// refuses a memory limit or a CFS quota on the root cgroup (`EINVAL`, also for `-1`), so there
+/// `memory.limit_in_bytes` is always unlimited and `cpu.cfs_quota_us` always -1, and `pids.max`
+/// does not exist: reading them could not change a minimum. The unified hierarchy's root has
+/// none of its limit files (`memory.max`, `cpu.max`, `pids.max`) and is probed once as absent.
+/// Each level is checked once, when the plan is built.
+pub(super) fn limit_levels(dir: &CgroupDir) -> impl Iterator<Item = &Path> {
+    dir.levels()
+        .filter(|level| !level.join("release_agent").exists())
+}
+
 pub(super) type ReadResult<'b> = Result<Outcome<'b>, CgroupError>;
 
 pub(super) fn data<'b>(
@@ -129,4 +142,56 @@ pub(super) fn read_u64(slot: &mut Slot, io: &mut Io<'_>) -> Result<Option<u64>, 
         Outcome::Data(bytes) => parse_u64_trimmed(bytes),
         Outcome::Absent | Outcome::Unreadable => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::super::super::parse::parse_v1_memory_limit;
+    use super::*;
+
+    fn min_of(dir: &CgroupDir) -> Option<u64> {
+        let mut chain = Slot::chain(dir, "memory.limit_in_bytes");
+        let (mut buf, mut second) = (Vec::new(), Vec::new());
+        let mut io = Io {
+            buf: &mut buf,
+            second: &mut second,
+            got_data: false,
+        };
+        chain_min(&mut chain, &mut io, parse_v1_memory_limit).unwrap()
+    }
+
+    #[test]
+    fn a_v1_hierarchy_root_is_no_limit_level() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path();
+        let parent = root.join("a");
+        let leaf = parent.join("b");
+        fs::create_dir_all(&leaf).unwrap();
+        // A limit no kernel shows at a root: while the root is a level, its 4096 is the minimum.
+        for (dir, limit) in [(root, "4096\n"), (&parent, "16384\n"), (&leaf, "8192\n")] {
+            fs::write(dir.join("memory.limit_in_bytes"), limit).unwrap();
+        }
+        let dir = CgroupDir {
+            path: "/a/b".into(),
+            dir: leaf.clone(),
+            mount_point: root.to_path_buf(),
+        };
+        assert_eq!(limit_levels(&dir).count(), 3);
+        assert_eq!(min_of(&dir), Some(4096), "no release_agent: every level");
+
+        fs::write(root.join("release_agent"), "\n").unwrap();
+        let levels: Vec<_> = limit_levels(&dir).collect();
+        assert_eq!(levels, vec![leaf.as_path(), parent.as_path()]);
+        assert_eq!(min_of(&dir), Some(8192));
+        // The root as the target itself: no level can hold a limit.
+        let top = CgroupDir {
+            path: "/".into(),
+            dir: root.to_path_buf(),
+            mount_point: root.to_path_buf(),
+        };
+        assert_eq!(limit_levels(&top).count(), 0);
+        assert_eq!(min_of(&top), None);
+    }
 }

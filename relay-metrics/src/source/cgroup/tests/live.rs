@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use super::super::parse::LimitValue;
 use super::super::*;
 use crate::source::Roots;
 
@@ -259,4 +260,73 @@ fn live_v1_needs_root_throttling_limits_and_membership() {
     walker.pids(&target, &mut pids).unwrap();
     assert!(pids.is_empty(), "{pids:?}");
     drop(recreated);
+}
+
+#[test]
+#[ignore = "root: creates a v1 cgroup under /sys/fs/cgroup"]
+fn live_v1_hierarchy_roots_hold_no_limit() {
+    // The reader leaves a v1 hierarchy's root (the directory with `release_agent`) out of the
+    // limit chains: this checks, on this kernel, that only the root has that file and that its
+    // limits read unlimited; and that a cgroup just below the root still gets its own limit.
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root: it creates cgroups under /sys/fs/cgroup"
+    );
+    let layout = discover(&Roots::host()).unwrap();
+    let root_of = |controller: &str| {
+        layout
+            .v1_hierarchy(controller)
+            .unwrap_or_else(|| panic!("this test needs a cgroup v1 {controller} hierarchy"))
+            .mount
+            .mount_point
+            .clone()
+    };
+    let (memory_root, cpu_root, pids_root) = (root_of("memory"), root_of("cpu"), root_of("pids"));
+    for root in [&memory_root, &cpu_root, &pids_root] {
+        assert!(root.join("release_agent").exists(), "{}", root.display());
+    }
+    let root_limit = fs::read(memory_root.join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(
+        parse_v1_memory_limit(&root_limit),
+        Some(LimitValue::Unlimited)
+    );
+    let quota = fs::read(cpu_root.join("cpu.cfs_quota_us")).unwrap();
+    let period = fs::read(cpu_root.join("cpu.cfs_period_us")).unwrap();
+    assert_eq!(
+        parse_v1_cpu_quota(&quota, &period),
+        Some(CpuQuota::Unlimited)
+    );
+    assert!(!pids_root.join("pids.max").exists());
+
+    let name = format!("relay-metrics-test-roots-{}", std::process::id());
+    let memory_dir = memory_root.join(&name);
+    fs::create_dir(&memory_dir).unwrap();
+    let _cleanup = Cleanup {
+        child: None,
+        dirs: vec![memory_dir.clone()],
+    };
+    assert!(!memory_dir.join("release_agent").exists());
+    let target = resolve(&layout, &format!("/{name}")).unwrap();
+    let mut reader = CgroupReader::new();
+    let only_memory = CgroupFields {
+        memory: true,
+        ..CgroupFields::NONE
+    };
+    assert_eq!(
+        reader
+            .read(&target, only_memory)
+            .unwrap()
+            .memory
+            .limit_bytes,
+        None
+    );
+    write(&memory_dir.join("memory.limit_in_bytes"), "67108864");
+    assert_eq!(
+        reader
+            .read(&target, only_memory)
+            .unwrap()
+            .memory
+            .limit_bytes,
+        Some(67_108_864)
+    );
 }
