@@ -534,6 +534,7 @@ fn a_cgroup_scope_counts_a_members_waits_until_it_moves_out_as_root() {
     let joined = waits(&mut collector);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let member = waits(&mut collector);
+    eprintln!("run-queue waits of the scope: empty {empty}, joined {joined}, member {member}");
     assert!(member >= joined + 10, "{empty} -> {joined} -> {member}");
 
     std::fs::write(

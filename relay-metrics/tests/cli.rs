@@ -124,6 +124,7 @@ fn a_busy_child_consumes_one_processor_and_an_idle_tree_none() {
     let independent = (cpu_ticks(pid) - ticks_before) / 100.0 / started.elapsed().as_secs_f64();
     assert_eq!(snapshot["measurement_scope"], "process_tree");
     let rate = value(&snapshot["cpu"]["consumption_rate"]);
+    eprintln!("busy loop: collector {rate} processors, kernel {independent}");
     // On an idle machine both are about 1.0; when other work shares the 2 cores the loop gets
     // less (0.17 was seen with the root tests and other builds running), so the collector is
     // held to the kernel's own accounting over about the same period, not to a fixed share.
