@@ -32,7 +32,9 @@ const GPU_ROWS: [&str; 2] = ["GPU throttling", "GPU XID error"];
 
 const UUID: &str = "GPU-6a1f0c3e-0000-4000-8000-000000000000";
 
-/// A `run` stream of a shell that starts a few children and burns some CPU.
+/// A `run` stream of a shell that starts a few children and burns some CPU: ~0.25 s each
+/// (300,000 iterations of dash's loop), so the stream has ~20 lines or more at 20 ms even on
+/// an idle machine (30,000 iterations gave 6-8 lines on a busy one, under the 6 needed below).
 fn run_stream(dir: &Path) -> PathBuf {
     let stream = dir.join("run.ndjson");
     let output = relay_metrics(&[
@@ -44,7 +46,7 @@ fn run_stream(dir: &Path) -> PathBuf {
         "--",
         "sh",
         "-c",
-        "for n in 1 2 3; do i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done & done; wait",
+        "for n in 1 2 3; do i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done & done; wait",
     ]);
     assert!(output.status.success(), "run failed: {output:?}");
     stream
