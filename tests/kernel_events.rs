@@ -348,17 +348,21 @@ fn a_tracked_tree_is_walked_again_only_after_a_creation_or_exit_as_root() {
     // A middle process with a child of its own: when the middle exits, its child goes to
     // init and so leaves the tree.
     run("sh -c 'sleep 1001 & exec sleep 1002' &");
+    // The middle is found once it has exec'd: before that it is a `sh` with its child already
+    // started, and the tree already counts 4 (a CI run saw that instant).
+    let middle = || {
+        children()
+            .split_whitespace()
+            .map(|p| p.parse::<i32>().unwrap())
+            .find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c == "sleep\x001002\x00")
+            })
+    };
     wait_for("the grandchild", || {
-        visible(&collector.collect()) == 4 && children().split_whitespace().count() == 2
+        visible(&collector.collect()) == 4 && middle().is_some()
     });
-    let middle = children()
-        .split_whitespace()
-        .map(|p| p.parse::<i32>().unwrap())
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c == "sleep\x001002\x00")
-        })
-        .unwrap();
+    let middle = middle().expect("the middle has exec'd and is still the shell's child");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(middle),
         nix::sys::signal::Signal::SIGKILL,
