@@ -169,14 +169,24 @@ fn wait_with_limit(run: &mut Reaped, limit: Duration) -> std::process::ExitStatu
     }
 }
 
+/// Reads `run`'s stdout to its end on a thread, as a reader of the stream would: `run` writes
+/// ~7 KiB a line, and once the pipe holds 64 KiB its next write waits for a reader (on a
+/// loaded machine the command's start alone can take that many 50 ms ticks).
+fn drain_stdout(run: &mut Reaped) -> std::thread::JoinHandle<usize> {
+    let mut stdout = run.0.stdout.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()).unwrap() as usize)
+}
+
 #[test]
 fn sigterm_and_sigint_reach_the_command() {
     for (signal, code) in [(Signal::SIGTERM, 7), (Signal::SIGINT, 8)] {
         let dir = tempfile::tempdir().unwrap();
         let (mut run, command) =
             run_script(&dir, "trap 'exit 7' TERM; trap 'exit 8' INT; sleep 30 &");
+        let stream = drain_stdout(&mut run);
         kill(Pid::from_raw(run.0.id() as i32), signal).unwrap();
         let status = wait_with_limit(&mut run, Duration::from_secs(10));
+        assert!(stream.join().unwrap() > 0, "{signal}: run wrote its stream");
         assert_eq!(
             status.code(),
             Some(code),
