@@ -17,6 +17,7 @@ mod drm;
 mod drm_clients;
 pub(crate) mod fdinfo;
 mod hwmon;
+mod loader_lock;
 mod nvml;
 mod nvml_values;
 mod sampler;

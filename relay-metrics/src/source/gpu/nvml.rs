@@ -14,6 +14,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
+use super::loader_lock;
 use super::nvml_values::{self, NvmlDeviceValues};
 use super::throttle::ThrottleState;
 use super::{
@@ -277,18 +278,30 @@ impl NvmlSource {
 
 impl Drop for NvmlSource {
     fn drop(&mut self) {
-        // `Nvml`'s own drop calls the raw `nvmlShutdown` binding, which panics when the symbol is
-        // missing: a library without it is leaked instead (it stays loaded, as Relay's does).
         if let Session::Open(nvml) = std::mem::replace(&mut self.session, Session::NotTried) {
-            if nvml.lib().nvmlShutdown.is_err() {
-                std::mem::forget(nvml);
-            }
+            unload(*nvml);
         }
     }
 }
 
-/// Opens and initialises `library`, or the default names in order.
+/// Opens and initialises `library`, or the default names in order (with `fork` held back
+/// meanwhile: see [`loader_lock`]).
 pub(super) fn load(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
+    loader_lock::without_fork(|| load_now(library))
+}
+
+/// Shuts NVML down and unloads it (with `fork` held back, as for a load). `Nvml`'s own drop
+/// calls the raw `nvmlShutdown` binding, which panics when the symbol is missing: a library
+/// without it is leaked instead (it stays loaded, as Relay's does).
+pub(super) fn unload(nvml: Nvml) {
+    if nvml.lib().nvmlShutdown.is_err() {
+        std::mem::forget(nvml);
+    } else {
+        loader_lock::without_fork(|| drop(nvml));
+    }
+}
+
+fn load_now(library: Option<&OsStr>) -> Result<Nvml, GpuError> {
     match library {
         Some(path) => init(path),
         None => match init(OsStr::new(DEFAULT_NVML_LIBRARY)) {

@@ -20,7 +20,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{EventSet, Nvml};
 
 use super::device_selected;
-use super::nvml::{load, NvmlOptions};
+use super::nvml::{load, unload, NvmlOptions};
 
 /// How long one wait blocks before the stop flag is checked.
 const WAIT_SLICE_MS: u32 = 50;
@@ -152,10 +152,7 @@ fn run(options: &NvmlOptions, shared: &Shared) {
         };
         listen(&nvml, options, shared);
         shared.lock().listening = false;
-        // `Nvml`'s drop calls the raw `nvmlShutdown`, which panics on a library without it.
-        if nvml.lib().nvmlShutdown.is_err() {
-            std::mem::forget(nvml);
-        }
+        unload(nvml);
         if !shared.pause(REBUILD_PAUSE) {
             return;
         }
