@@ -6,8 +6,10 @@
 //! crashes (SIGSEGV in `_dl_load_cache_lookup`, seen in fork children of Python programs that
 //! hold a collector). A `pthread_atfork` handler takes the same lock as these calls, so a
 //! `fork` waits until the loader call in progress is done, and none starts until it returns.
+//! A `fork` from inside such a call (a driver library may start a helper program) goes ahead:
+//! that thread already holds the lock.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::Once;
 
 struct LoaderLock(UnsafeCell<libc::pthread_mutex_t>);
@@ -18,20 +20,27 @@ unsafe impl Sync for LoaderLock {}
 static LOCK: LoaderLock = LoaderLock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
 static REGISTERED: Once = Once::new();
 
+thread_local! {
+    /// Whether this thread is inside [`without_fork`] (and so holds the lock).
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Runs `load` (a `dlopen` or `dlclose` of NVML, with what it calls) with `fork` held back.
 pub(super) fn without_fork<T>(load: impl FnOnce() -> T) -> T {
     REGISTERED.call_once(|| {
         // SAFETY: the handlers only lock, unlock or re-initialise the static mutex. If the
         // registration fails (ENOMEM), forks are simply not held back, as before.
         unsafe {
-            libc::pthread_atfork(Some(lock), Some(unlock), Some(reset_in_child));
+            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(in_child));
         }
     });
     lock();
+    HOLDING.set(true);
     /// Unlocks also if `load` unwinds, so that no later `fork` waits forever.
     struct Unlock;
     impl Drop for Unlock {
         fn drop(&mut self) {
+            HOLDING.set(false);
             unlock();
         }
     }
@@ -39,22 +48,41 @@ pub(super) fn without_fork<T>(load: impl FnOnce() -> T) -> T {
     load()
 }
 
-extern "C" fn lock() {
-    // SAFETY: a valid, initialised static mutex; it is never locked twice by one thread (a
-    // loader call does not fork, and a fork handler runs once per fork).
+extern "C" fn before_fork() {
+    if !HOLDING.get() {
+        lock();
+    }
+}
+
+extern "C" fn after_fork() {
+    if !HOLDING.get() {
+        unlock();
+    }
+}
+
+extern "C" fn in_child() {
+    // Inside a loader call, the child's copy of this thread still unlocks when the call returns.
+    if !HOLDING.get() {
+        reset();
+    }
+}
+
+fn lock() {
+    // SAFETY: a valid, initialised static mutex; never locked twice by one thread (the fork
+    // handler does not lock it inside a loader call).
     unsafe {
         libc::pthread_mutex_lock(LOCK.0.get());
     }
 }
 
-extern "C" fn unlock() {
+fn unlock() {
     // SAFETY: called by the thread that locked it (after its load, or in the parent after fork).
     unsafe {
         libc::pthread_mutex_unlock(LOCK.0.get());
     }
 }
 
-extern "C" fn reset_in_child() {
+fn reset() {
     // SAFETY: the child has one thread, the copy of the one that locked the mutex before the
     // fork; a fresh mutex replaces the locked copy.
     unsafe {
@@ -99,5 +127,33 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "{status}"
         );
+    }
+
+    #[test]
+    fn a_fork_from_inside_a_loader_call_goes_ahead() {
+        let (done, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let status = without_fork(|| {
+                // SAFETY: the child only calls _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    unsafe { libc::_exit(0) };
+                }
+                let mut status = -1;
+                // SAFETY: waits for the child forked above.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                status
+            });
+            // A later fork outside a loader call still works: the lock was released.
+            let later = std::process::Command::new("true")
+                .status()
+                .map(|s| s.success());
+            let _ = done.send((status, later.ok()));
+        });
+        let (status, later) = done_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a fork inside a loader call deadlocked");
+        assert_eq!(status, 0);
+        assert_eq!(later, Some(true));
     }
 }
