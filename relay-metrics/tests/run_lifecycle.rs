@@ -10,6 +10,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -138,15 +139,25 @@ fn run_script(dir: &tempfile::TempDir, script: &str) -> (Reaped, i32) {
         "{script}\necho $$ > {}.tmp && mv {0}.tmp {0}\nwait",
         ready.display()
     );
-    let run = Reaped(
-        Command::new(BIN)
-            .args(["run", "--interval-ms", "50", "--", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut command = Command::new(BIN);
+    command
+        .args(["run", "--interval-ms", "50", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // As from a terminal: the signals `run` passes on are not ignored. A test runner started in
+    // the background by a non-interactive shell ignores SIGINT; `run` and its command keep an
+    // ignored signal ignored, as `nohup` relies on (and `sh` cannot trap one).
+    // SAFETY: only `signal`, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let run = Reaped(command.spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(20);
     let pid = loop {
         if let Ok(text) = std::fs::read_to_string(&ready) {
