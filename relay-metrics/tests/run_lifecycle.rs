@@ -146,8 +146,8 @@ fn run_script(dir: &tempfile::TempDir, script: &str) -> (Reaped, i32) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // As from a terminal: the signals `run` passes on are not ignored. A test runner started in
-    // the background by a non-interactive shell ignores SIGINT; `run` and its command keep an
-    // ignored signal ignored, as `nohup` relies on (and `sh` cannot trap one).
+    // the background by a non-interactive shell ignores SIGINT, and the command inherits that
+    // (as `nohup` relies on): `run` passes SIGINT on, but `sh` cannot trap an ignored signal.
     // SAFETY: only `signal`, which is async-signal-safe, between fork and exec.
     unsafe {
         command.pre_exec(|| {
