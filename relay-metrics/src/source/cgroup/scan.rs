@@ -339,13 +339,7 @@ impl Scanner {
                         continue;
                     }
                 }
-                if !held && index != 0 && dirs.len() < *max_held_dirs {
-                    if let Some(fd) = opened.take() {
-                        dirs.insert(Box::from(path.as_str()), HeldDir { fd, walk });
-                    }
-                } else if let Some(dir) = dirs.get_mut(path.as_str()) {
-                    dir.walk = walk;
-                }
+                keep_for_next_walks(dirs, &path, index, held, &mut opened, *max_held_dirs, walk);
             } else if is_inside {
                 let start = scan.pids.len();
                 let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
@@ -375,15 +369,7 @@ impl Scanner {
                     }
                 }
                 scan.cgroups[index].pids = start..scan.pids.len();
-                if held {
-                    if let Some(dir) = dirs.get_mut(path.as_str()) {
-                        dir.walk = walk;
-                    }
-                } else if index != 0 && dirs.len() < *max_held_dirs {
-                    if let Some(fd) = opened.take() {
-                        dirs.insert(Box::from(path.as_str()), HeldDir { fd, walk });
-                    }
-                }
+                keep_for_next_walks(dirs, &path, index, held, &mut opened, *max_held_dirs, walk);
             }
             if !is_inside && !selection.may_select_below(&path, cgroup.depth) {
                 continue;
@@ -480,6 +466,28 @@ fn dir_fd<'d>(
 /// The processes listed in `cgroup.procs` of `dir`, opened now (see the module's doc).
 fn list_procs(dir: BorrowedFd<'_>, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -> std::io::Result<()> {
     open_file_at(dir, b"cgroup.procs").and_then(|procs| read_procs(&procs, buf, pids))
+}
+
+/// Marks a held directory as seen by this `walk`, or holds this walk's own descriptor of it
+/// (`opened`) for the next walks while there is room. The root (`index` 0) is never held.
+fn keep_for_next_walks(
+    dirs: &mut HashMap<Box<str>, HeldDir>,
+    path: &str,
+    index: usize,
+    held: bool,
+    opened: &mut Option<OwnedFd>,
+    max_held_dirs: usize,
+    walk: u64,
+) {
+    if held {
+        if let Some(dir) = dirs.get_mut(path) {
+            dir.walk = walk;
+        }
+    } else if index != 0 && dirs.len() < max_held_dirs {
+        if let Some(fd) = opened.take() {
+            dirs.insert(Box::from(path), HeldDir { fd, walk });
+        }
+    }
 }
 
 /// Opens the directory of a listed cgroup for this walk: `None` when it was removed since it was
