@@ -17,7 +17,7 @@ use criterion::Criterion;
 use relay_metrics::internals::procfs::{DirentBuffer, ProcessFields, ProcessReader};
 use relay_metrics::internals::system::{NetReader, SYSFS_COUNTERS};
 use relay_metrics::internals::system::{SystemFields, SystemReader, SystemSample};
-use relay_metrics::internals::{pread_all, HeldFile, Roots};
+use relay_metrics::internals::{pread_all, FileKind, HeldFile, Roots};
 
 use support::or_die;
 
@@ -38,6 +38,7 @@ fn network(c: &mut Criterion) {
                         .join(&interface.name)
                         .join("statistics")
                         .join(counter),
+                    FileKind::Whole,
                 )
             })
         })

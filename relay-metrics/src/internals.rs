@@ -3,7 +3,7 @@
 //! end-to-end tests (`tests/`: collectors over fixture trees, the fake-NVML tests). Nothing here is
 //! a supported API: it moves whenever the code it points to moves.
 
-pub use crate::source::file::pread_all;
+pub use crate::source::file::{pread_all, pread_whole, FileKind};
 pub use crate::source::reap::{wait4, Reaped};
 pub use crate::source::{HeldFile, Roots};
 

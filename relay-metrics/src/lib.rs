@@ -73,3 +73,6 @@ mod vm_tests;
 
 #[cfg(test)]
 mod test_children;
+
+#[cfg(test)]
+mod long_files;

@@ -17,6 +17,7 @@ use chrono::{DateTime, Utc};
 use crate::model::{ProcessPass, Sample};
 use crate::snapshot::{Cumulative, CumulativeMethod, DeviceIo};
 use crate::source::cgroup::{CgroupTarget, CgroupVersion};
+use crate::source::file::FileKind;
 use crate::source::system::StatCounters;
 use crate::source::{HeldFile, Roots};
 
@@ -110,8 +111,10 @@ impl Accounting {
             reaped_read_bytes: 0,
             reaped_write_bytes: 0,
             reaps_orphans: false,
-            diskstats: global.then(|| HeldFile::new(roots.map("/proc/diskstats".as_ref()))),
-            loadavg: global.then(|| HeldFile::new(roots.map("/proc/loadavg".as_ref()))),
+            diskstats: global
+                .then(|| HeldFile::new(roots.map("/proc/diskstats".as_ref()), FileKind::Records)),
+            loadavg: global
+                .then(|| HeldFile::new(roots.map("/proc/loadavg".as_ref()), FileKind::Whole)),
             disks: Vec::new(),
             sys_class_block: roots.map("/sys/class/block".as_ref()),
             peak,
@@ -502,10 +505,13 @@ fn ticks_ns(ticks: u64, per_second: u64) -> Option<u64> {
 /// The cgroup's high-water mark and storage files.
 fn cgroup_files(target: &CgroupTarget) -> (Option<HeldFile>, Option<(CgroupVersion, HeldFile)>) {
     let peak = match target.controller_dir("memory") {
-        Some((CgroupVersion::V1, dir)) => {
-            Some(HeldFile::new(dir.dir.join("memory.max_usage_in_bytes")))
+        Some((CgroupVersion::V1, dir)) => Some(HeldFile::new(
+            dir.dir.join("memory.max_usage_in_bytes"),
+            FileKind::Whole,
+        )),
+        Some((CgroupVersion::V2, dir)) => {
+            Some(HeldFile::new(dir.dir.join("memory.peak"), FileKind::Whole))
         }
-        Some((CgroupVersion::V2, dir)) => Some(HeldFile::new(dir.dir.join("memory.peak"))),
         None => None,
     };
     let io = match target.controller_dir("blkio") {
@@ -516,12 +522,13 @@ fn cgroup_files(target: &CgroupTarget) -> (Option<HeldFile>, Option<(CgroupVersi
             } else {
                 dir.dir.join("blkio.throttle.io_service_bytes")
             };
-            Some((CgroupVersion::V1, HeldFile::new(path)))
+            Some((CgroupVersion::V1, HeldFile::new(path, FileKind::Whole)))
         }
         _ => match target.controller_dir("io") {
-            Some((CgroupVersion::V2, dir)) => {
-                Some((CgroupVersion::V2, HeldFile::new(dir.dir.join("io.stat"))))
-            }
+            Some((CgroupVersion::V2, dir)) => Some((
+                CgroupVersion::V2,
+                HeldFile::new(dir.dir.join("io.stat"), FileKind::Whole),
+            )),
             _ => None,
         },
     };
@@ -750,5 +757,53 @@ mod tests {
         assert_eq!(accounting.clamp(reading(1100), base).cpu_user_ns, Some(600));
         // Never known: stays null.
         assert_eq!(accounting.clamp(missing, base).storage_read_bytes, None);
+    }
+
+    /// `/proc/diskstats` is a record-by-record seq_file: with 80 more loop devices it runs past
+    /// a page, and the bytes of a disk listed after the first page are counted.
+    #[test]
+    #[ignore = "root: attaches 80 loop devices"]
+    fn a_disk_past_the_first_page_of_diskstats_is_counted() {
+        let loops = crate::long_files::LoopDevices::new(80);
+        let last = loops.devices.last().unwrap();
+        let status = std::process::Command::new("dd")
+            .args([
+                &format!("if={last}"),
+                "of=/dev/null",
+                "bs=4k",
+                "count=16",
+                "iflag=direct",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let name = last.trim_start_matches("/dev/");
+        // Only the last loop device counts as a physical disk in this fixture's sysfs.
+        let sys_class_block = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(sys_class_block.path().join(name).join("device")).unwrap();
+        let oracle = std::fs::read_to_string("/proc/diskstats").unwrap();
+        let line_at = oracle.find(&format!(" {name} ")).unwrap();
+        assert!(
+            line_at > crate::long_files::PAGE,
+            "{name} at byte {line_at}"
+        );
+        let fields: Vec<u64> = oracle[line_at..]
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        let expected = (fields[2] * 512, fields[6] * 512);
+        assert!(expected.0 >= 64 * 1024, "{expected:?}");
+        let mut file = HeldFile::new("/proc/diskstats", FileKind::Records);
+        let mut buf = Vec::new();
+        let mut disks = Vec::new();
+        let bytes = file.read(&mut buf).unwrap();
+        assert_eq!(
+            physical_disk_bytes(bytes, &mut disks, sys_class_block.path()),
+            expected
+        );
     }
 }

@@ -62,20 +62,40 @@ pub(crate) fn is_gone(error: &io::Error) -> bool {
         || error.kind() == io::ErrorKind::NotFound
 }
 
+/// How the kernel hands out a file, which decides when a read has all of it.
+///
+/// Every reader names the kind of the file it reads where it opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// The kernel writes the whole content before the first byte is copied out: a `single_open`
+    /// seq_file (`/proc/stat`, `meminfo`, `/proc/<pid>/status`, `smaps_rollup`, pressure), a
+    /// sysfs attribute, or a cgroup file printed by one `show` (`memory.*`, `cpu.stat`,
+    /// `io.stat`, `blkio.*`). One `pread` into a buffer with room to spare has all of it, so the
+    /// reads per sample stay at one.
+    Whole,
+    /// A seq_file that prints one record at a time (`/proc/net/dev`, `cgroup.procs`,
+    /// `mountinfo`, `diskstats`, `/proc/vmstat`, `task/<tid>/children`, a tracefs `format`):
+    /// each `read` hands out about one page whatever the buffer's size, so only a read of 0 is
+    /// the end.
+    Records,
+}
+
 /// A kernel file kept open between reads.
 #[derive(Debug)]
 pub struct HeldFile {
     path: PathBuf,
+    kind: FileKind,
     file: Option<File>,
     /// The descriptor in the process-wide count of held ones (see [`crate::source::held`]).
     published: Published,
 }
 
 impl HeldFile {
-    /// Remembers `path`; the file is opened on the first read.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    /// Remembers `path`, a file of `kind`; the file is opened on the first read.
+    pub fn new(path: impl Into<PathBuf>, kind: FileKind) -> Self {
         Self {
             path: path.into(),
+            kind,
             file: None,
             published: Published::default(),
         }
@@ -100,11 +120,12 @@ impl HeldFile {
     /// Reads the whole file into `buf` (cleared first, capacity kept) and returns the bytes.
     /// On error the descriptor is dropped so that the next read reopens the path.
     pub fn read<'b>(&mut self, buf: &'b mut Vec<u8>) -> Result<&'b [u8], SourceError> {
+        let kind = self.kind;
         let result = match &self.file {
-            Some(file) => pread_all(file, buf).map(|_| ()),
+            Some(file) => pread_kind(file, kind, buf).map(|_| ()),
             None => match File::open(&self.path) {
                 Ok(file) => {
-                    let result = pread_all(&file, buf).map(|_| ());
+                    let result = pread_kind(&file, kind, buf).map(|_| ());
                     self.file = Some(file);
                     self.published.set(1);
                     result
@@ -122,23 +143,51 @@ impl HeldFile {
     }
 }
 
-/// Reads `path` once (open, read, close) into `buf`: for files read rarely.
+/// Reads `path` once (open, read until a read of 0, close) into `buf`: for files read rarely,
+/// where one more `read` costs nothing that matters, so the file's kind need not be known.
 pub(crate) fn read_once<'b>(path: &Path, buf: &'b mut Vec<u8>) -> Result<&'b [u8], SourceError> {
     let file = File::open(path).map_err(|error| SourceError::io(path, error))?;
     pread_all(&file, buf).map_err(|error| SourceError::io(path, error))?;
     Ok(buf.as_slice())
 }
 
-/// `pread` from offset 0 until end of file into `buf` (cleared, capacity kept), growing it only
-/// when the content does not fit. procfs and sysfs regenerate a file on every read from
-/// offset 0. Reads go straight into the buffer's spare capacity (rustix's `spare_capacity`):
-/// zero-filling it first cost more than the copy itself on every read.
+/// Reads a file of `kind` from offset 0: [`pread_whole`] or [`pread_all`].
+fn pread_kind<'b>(file: &File, kind: FileKind, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
+    match kind {
+        FileKind::Whole => pread_whole(file, buf),
+        FileKind::Records => pread_all(file, buf),
+    }
+}
+
+/// `pread` from offset 0 until a read of 0 (the end of file) into `buf` (cleared, capacity
+/// kept), growing it only when the content does not fit. Right for every file, and needed for a
+/// [`FileKind::Records`] one, which hands out about a page per read: a short read is not the end.
+/// procfs and sysfs regenerate a file on every read from offset 0.
 pub fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
+    pread_from_start(file, buf, false)
+}
+
+/// `pread` from offset 0 of a [`FileKind::Whole`] file: a read that leaves room in the buffer
+/// has all of it (one syscall); one that fills the buffer grows it and reads on.
+pub fn pread_whole<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> {
+    pread_from_start(file, buf, true)
+}
+
+/// Reads go straight into the buffer's spare capacity (rustix's `spare_capacity`): zero-filling
+/// it first cost more than the copy itself on every read.
+fn pread_from_start<'b>(
+    file: &File,
+    buf: &'b mut Vec<u8>,
+    short_read_is_end: bool,
+) -> io::Result<&'b [u8]> {
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
     }
     loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity());
+        }
         let spare = buf.capacity() - buf.len();
         let offset = u64::try_from(buf.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
@@ -147,10 +196,9 @@ pub fn pread_all<'b>(file: &File, buf: &'b mut Vec<u8>) -> io::Result<&'b [u8]> 
             Err(rustix::io::Errno::INTR) => continue,
             Err(errno) => return Err(errno.into()),
         };
-        if read == 0 || read < spare {
+        if read == 0 || (short_read_is_end && read < spare) {
             return Ok(buf.as_slice());
         }
-        buf.reserve(buf.capacity());
     }
 }
 
@@ -164,7 +212,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"one").unwrap();
-        let mut held = HeldFile::new(&path);
+        let mut held = HeldFile::new(&path, FileKind::Whole);
         let mut buf = Vec::new();
         assert_eq!(held.read(&mut buf).unwrap(), b"one");
         let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -184,8 +232,42 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "root: makes a network namespace with 300 interfaces"]
+    fn a_records_file_is_read_to_its_end_and_a_whole_file_in_one_read() {
+        let interfaces = crate::long_files::Interfaces::new(300);
+        let path = interfaces.proc_dir().join("net/dev");
+        let oracle = std::fs::read(&path).unwrap();
+        assert!(
+            oracle.len() > 4 * crate::long_files::PAGE,
+            "{}",
+            oracle.len()
+        );
+        let mut held = HeldFile::new(&path, FileKind::Records);
+        let mut buf = Vec::new();
+        assert_eq!(held.read(&mut buf).unwrap(), oracle.as_slice());
+        assert_eq!(held.read(&mut buf).unwrap(), oracle.as_slice());
+        assert_eq!(read_once(&path, &mut buf).unwrap(), oracle.as_slice());
+        // The kernel fact the kinds stand for: one read of a record-by-record seq_file is short
+        // (about a page), whatever the buffer.
+        let file = File::open(&path).unwrap();
+        let first = pread_whole(&file, &mut buf).unwrap().len();
+        assert!(
+            first <= crate::long_files::PAGE,
+            "one read gave {first} bytes"
+        );
+        // A whole file: one read into a buffer with room to spare has it all.
+        let stat = std::fs::read("/proc/self/stat").unwrap();
+        let mut whole = HeldFile::new("/proc/self/stat", FileKind::Whole);
+        let read = whole.read(&mut buf).unwrap();
+        assert_eq!(
+            read.split(|b| *b == b' ').count(),
+            stat.split(|b| *b == b' ').count()
+        );
+    }
+
+    #[test]
     fn a_missing_file_is_reported_as_gone() {
-        let mut held = HeldFile::new("/nonexistent/relay-metrics-test");
+        let mut held = HeldFile::new("/nonexistent/relay-metrics-test", FileKind::Whole);
         let error = held.read(&mut Vec::new()).unwrap_err();
         assert!(error.is_gone());
         assert!(error

@@ -12,7 +12,7 @@ use super::parse::{
 use super::target::CgroupTarget;
 use super::CgroupVersion;
 use crate::snapshot::{CgroupTargetReport, TargetDeviceIo};
-use crate::source::file::{HeldFile, SourceError};
+use crate::source::file::{FileKind, HeldFile, SourceError};
 
 /// Pressure resources, in [`Kind::Pressure`] order.
 const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
@@ -108,7 +108,7 @@ impl CgroupValuesReader {
         let mut add = |dir: &std::path::Path, name: &str, kind: Kind| {
             files.push(File {
                 kind,
-                held: HeldFile::new(dir.join(name)),
+                held: HeldFile::new(dir.join(name), FileKind::Whole),
                 absent: false,
             });
         };

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::source::file::{read_once, HeldFile};
+use crate::source::file::{read_once, FileKind, HeldFile};
 // Sysfs counter files end in a newline.
 use crate::source::parse::parse_u64_trimmed;
 use crate::source::Roots;
@@ -160,7 +160,7 @@ fn open_card(device: &Path, buf: &mut Vec<u8>) -> Option<Card> {
     let identifier = canonical.file_name()?.to_str()?.to_string();
     let held = |name: &str| {
         let path = device.join(name);
-        path.exists().then(|| HeldFile::new(path))
+        path.exists().then(|| HeldFile::new(path, FileKind::Whole))
     };
     Some(Card {
         vendor,

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::source::file::{read_once, HeldFile};
+use crate::source::file::{read_once, FileKind, HeldFile};
 use crate::source::parse::parse_u64_trimmed;
 
 /// The held hwmon files of one device; any may be absent.
@@ -55,7 +55,7 @@ impl Hwmon {
         };
         let held = |name: &str| {
             let path = dir.join(name);
-            path.exists().then(|| HeldFile::new(path))
+            path.exists().then(|| HeldFile::new(path, FileKind::Whole))
         };
         let mut temperature = None;
         let mut memory_temperature = None;

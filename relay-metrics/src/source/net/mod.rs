@@ -12,7 +12,7 @@
 //! whereas `/sys/class/net` shows the namespace of whoever mounted sysfs. They agree whenever the
 //! agent shares the host's network namespace (`hostNetwork`), the setup a node agent needs anyway.
 
-use super::file::{HeldFile, SourceError};
+use super::file::{FileKind, HeldFile, SourceError};
 use super::roots::Roots;
 use super::system::parse::{fields, lines, parse_u64};
 use crate::model::InterfaceCounts;
@@ -126,7 +126,7 @@ impl NetReader {
     /// Prepares the reader for `roots`; the file is opened on first use.
     pub fn new(roots: &Roots) -> Self {
         Self {
-            file: HeldFile::new(roots.proc.join("net/dev")),
+            file: HeldFile::new(roots.proc.join("net/dev"), FileKind::Records),
             buf: Vec::with_capacity(4096),
         }
     }

@@ -278,3 +278,34 @@ fn live_proc_net_dev_agrees_with_sysfs_statistics() {
         "traffic flowed on both sides of the sysfs read"
     );
 }
+
+/// `/proc/net/dev` is a record-by-record seq_file: with 300 interfaces it is ~40 KiB, handed
+/// out a page per read, and the reader lists every interface.
+#[test]
+#[ignore = "root: makes a network namespace with 300 interfaces"]
+fn three_hundred_interfaces_are_all_read() {
+    let interfaces = crate::long_files::Interfaces::new(300);
+    let roots = Roots {
+        proc: interfaces.proc_dir(),
+        sys: std::path::PathBuf::from("/sys"),
+    };
+    let oracle = std::fs::read(roots.proc.join("net/dev")).unwrap();
+    assert!(
+        oracle.len() > 8 * crate::long_files::PAGE,
+        "{}",
+        oracle.len()
+    );
+    let mut expected: Vec<String> = String::from_utf8(oracle)
+        .unwrap()
+        .lines()
+        .skip(2)
+        .map(|line| line.split(':').next().unwrap().trim().to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 301);
+    let mut reader = NetReader::new(&roots);
+    let mut out = Vec::new();
+    reader.read(&mut out).unwrap();
+    let names: Vec<String> = out.iter().map(|c| c.name.clone()).collect();
+    assert_eq!(names, expected);
+}

@@ -114,7 +114,7 @@ pub(crate) fn open_file_at(dir: impl AsFd, name: &[u8]) -> io::Result<std::fs::F
         .map_err(io::Error::from)
 }
 
-pub(crate) use crate::source::file::pread_all;
+pub(crate) use crate::source::file::{pread_all, pread_whole};
 
 /// Formats path components like `1234/task/5678/children` into a stack buffer, so that opening a
 /// pid's file needs no heap allocation.

@@ -23,7 +23,7 @@ pub use stat::{cpu_rate_logical_processors, parse_stat};
 pub(crate) use stat::{CpuTimes, StatCounters};
 pub(crate) use vmstat::parse_vmstat_oom_kill;
 
-use super::file::{HeldFile, SourceError};
+use super::file::{FileKind, HeldFile, SourceError};
 use super::roots::Roots;
 
 /// Which system files one [`SystemReader::read`] reads; the others are skipped entirely.
@@ -96,7 +96,7 @@ struct PsiFile {
 impl PsiFile {
     fn new(roots: &Roots, name: &str) -> Self {
         Self {
-            file: HeldFile::new(roots.proc.join("pressure").join(name)),
+            file: HeldFile::new(roots.proc.join("pressure").join(name), FileKind::Whole),
             unsupported: false,
         }
     }
@@ -157,8 +157,8 @@ impl SystemReader {
     /// Prepares the readers for `roots`; files are opened on first use.
     pub fn new(roots: &Roots) -> Self {
         Self {
-            meminfo: HeldFile::new(roots.proc.join("meminfo")),
-            stat: HeldFile::new(roots.proc.join("stat")),
+            meminfo: HeldFile::new(roots.proc.join("meminfo"), FileKind::Whole),
+            stat: HeldFile::new(roots.proc.join("stat"), FileKind::Whole),
             cpu_pressure: PsiFile::new(roots, "cpu"),
             memory_pressure: PsiFile::new(roots, "memory"),
             io_pressure: PsiFile::new(roots, "io"),

@@ -6,7 +6,7 @@ use super::super::parse::{parse_u64_trimmed, LimitValue};
 use super::super::target::CgroupDir;
 use super::super::CgroupError;
 use super::Io;
-use crate::source::file::{HeldFile, SourceError};
+use crate::source::file::{FileKind, HeldFile, SourceError};
 
 /// One interface file of one cgroup directory.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(super) enum Outcome<'b> {
 impl Slot {
     pub(super) fn new(dir: &Path, name: &str, leaf: &Path) -> Self {
         Self {
-            file: HeldFile::new(dir.join(name)),
+            file: HeldFile::new(dir.join(name), FileKind::Whole),
             leaf: leaf.to_path_buf(),
             absent: false,
         }

@@ -330,3 +330,55 @@ fn live_v1_hierarchy_roots_hold_no_limit() {
         Some(67_108_864)
     );
 }
+
+/// `cgroup.procs` is a record-by-record seq_file (a page per read): with 1,500 members it is
+/// many pages long, and both the subtree walk and the mount layout read them to the end.
+#[test]
+#[ignore = "root: makes a v1 pids cgroup with 1,500 processes"]
+fn a_cgroup_of_1500_processes_is_listed_whole() {
+    let sleepers = crate::long_files::Sleepers::new(1500);
+    let procs = sleepers.cgroup.join("cgroup.procs");
+    let oracle: Vec<u32> = fs::read_to_string(&procs)
+        .unwrap()
+        .split_whitespace()
+        .map(|pid| pid.parse().unwrap())
+        .collect();
+    assert_eq!(oracle.len(), 1501);
+    let mut pids = Vec::new();
+    let file = fs::File::open(&procs).unwrap();
+    super::super::membership::read_procs(&file, &mut Vec::new(), &mut pids).unwrap();
+    assert_eq!(pids, oracle);
+
+    let layout = CgroupLayout::discover(&Roots::host()).unwrap();
+    let name = sleepers.cgroup.file_name().unwrap().to_str().unwrap();
+    let target = resolve(&layout, &format!("/{name}")).unwrap();
+    let mut walked = Vec::new();
+    subtree_pids(&target, &mut walked).unwrap();
+    let mut sorted = oracle.clone();
+    sorted.sort_unstable();
+    assert_eq!(walked, sorted);
+}
+
+/// `mountinfo` is a record-by-record seq_file: with 1,000 mounts before it, a cgroup
+/// hierarchy's line is ~15 pages in, and the layout still finds it.
+#[test]
+#[ignore = "root: makes a mount namespace with 1,000 tmpfs mounts"]
+fn a_cgroup_mount_past_the_first_page_of_mountinfo_is_found() {
+    let mounts = crate::long_files::Mounts::new(1000);
+    let fake_proc = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(mounts.proc_dir(), fake_proc.path().join("self")).unwrap();
+    let mountinfo = fake_proc.path().join("self/mountinfo");
+    let oracle = fs::read(&mountinfo).unwrap();
+    let pids_at = oracle
+        .windows(b" - cgroup cgroup rw,pids".len())
+        .rposition(|w| w == b" - cgroup cgroup rw,pids")
+        .expect("the pids hierarchy in the oracle");
+    assert!(pids_at > 10 * crate::long_files::PAGE, "at byte {pids_at}");
+    let roots = Roots {
+        proc: fake_proc.path().to_path_buf(),
+        sys: PathBuf::from("/sys"),
+    };
+    let layout = CgroupLayout::discover(&roots).unwrap();
+    assert!(layout.v1_hierarchy("pids").is_some(), "{layout:?}");
+    assert_eq!(layout, CgroupLayout::from_mountinfo(&oracle, &roots));
+}

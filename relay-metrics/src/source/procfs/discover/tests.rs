@@ -328,3 +328,31 @@ fn a_process_that_starts_a_thread_is_listed_thread_by_thread_again() {
         nix::sys::signal::Signal::SIGKILL,
     );
 }
+
+/// `task/<tid>/children` is a record-by-record seq_file: a shell with 1,500 children has a
+/// file of ~9 KiB, handed out a page per read, and the walk lists every child.
+#[test]
+#[ignore = "root: makes a cgroup for the 1,500 children"]
+fn a_thread_with_1500_children_is_walked_whole() {
+    let sleepers = crate::long_files::Sleepers::new(1500);
+    let sh = sleepers.shell_pid();
+    let path = format!("/proc/{sh}/task/{sh}/children");
+    let oracle = std::fs::read(&path).unwrap();
+    assert!(
+        oracle.len() > 2 * crate::long_files::PAGE,
+        "{}",
+        oracle.len()
+    );
+    let mut expected: Vec<u32> = children_of(sh);
+    assert_eq!(expected.len(), 1500);
+    expected.push(sh);
+    expected.sort_unstable();
+    let mut walker = ProcessTreeWalker::new(&Roots::host()).unwrap();
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        walker.walk(sh, &mut pids).unwrap();
+        let mut walked = pids.clone();
+        walked.sort_unstable();
+        assert_eq!(walked, expected);
+    }
+}

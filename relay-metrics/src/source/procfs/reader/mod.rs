@@ -10,7 +10,8 @@ use nix::sys::stat::fstat;
 
 use super::parse::{self, Stat};
 use super::sys::{
-    is_dot, is_procfs, open_dir_at, open_file_at, open_proc_root, pread_all, DirentBuffer, PathName,
+    is_dot, is_procfs, open_dir_at, open_file_at, open_proc_root, pread_whole, DirentBuffer,
+    PathName,
 };
 use super::{page_size_bytes, ProcessError, ProcessFields, ProcessSample, SchedStat};
 use crate::source::file::is_gone;
@@ -76,7 +77,8 @@ impl PidFiles {
             Some(file) => file,
             None => open_file_at(&self.dir, kind.name().as_bytes())?,
         };
-        let result = pread_all(&file, buf);
+        // Every file of `Kind` is printed whole by one `show` (FileKind::Whole).
+        let result = pread_whole(&file, buf);
         if result.as_ref().map_or_else(is_denied, |_| true) {
             *slot = Some(file);
         }
@@ -135,7 +137,7 @@ impl PidFiles {
         for &tid in tids.iter() {
             let name = PathName::new().number(tid).text(b"/schedstat");
             let thread = match open_file_at(&dir, name.as_bytes()) {
-                Ok(file) => pread_all(&file, buf).map(parse::parse_schedstat),
+                Ok(file) => pread_whole(&file, buf).map(parse::parse_schedstat),
                 Err(error) => Err(error),
             };
             match thread {
