@@ -6,13 +6,18 @@
 //! `ROW | what | ours | oracle | equal`. Values that move while the test runs (a counter with
 //! traffic) are bracketed by an oracle read before and one after.
 
+#![expect(
+    clippy::expect_used,
+    reason = "the tier fails loudly when the host cannot be built or the binary's output is broken"
+)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{assert_root, assert_success, json_of, relay_metrics, Reaped};

@@ -20,6 +20,7 @@ use crate::units::{Measurement, MeasurementValue};
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use watchdog::Watchdog;
 
+mod live_v2;
 mod lockdown;
 mod task_iter;
 mod watchdog;

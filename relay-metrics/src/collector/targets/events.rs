@@ -85,9 +85,13 @@ impl EventTracker {
                 }
             };
             for &pid in &scan.pids[cgroup.pids.clone()] {
-                let Ok(Some(stats)) = source.tgid(pid) else {
+                // A process the programs have not seen run since they attached (one asleep
+                // since before the agent started) has counted nothing yet, but it is this
+                // cgroup's: its exit and an OOM kill are attributed here.
+                let Ok(stats) = source.tgid(pid) else {
                     continue;
                 };
+                let stats = stats.unwrap_or(relay_metrics_common::TgidStats::ZERO);
                 let events = stats.events;
                 let now = Seen {
                     runq_count: events.runq_count,
