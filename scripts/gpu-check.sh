@@ -22,7 +22,7 @@ DIR="$ROOT/target/gpu-check"
 
 prepare() {
     cd "$ROOT"
-    cargo build --release --locked -p relay-metrics --features cli
+    cargo build --release --locked -p relay-metrics
     mkdir -p "$DIR"
     cp target/release/relay-metrics "$DIR/relay-metrics"
     if [ -x target/python-venv/bin/maturin ]; then

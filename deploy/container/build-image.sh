@@ -21,7 +21,7 @@ while [[ $# -gt 0 ]]; do
         *) echo "usage: $0 [--binary PATH] [--tag NAME]" >&2; exit 2 ;;
     esac
 done
-[[ -x $binary ]] || { echo "$0: no executable $binary (cargo build --release -p relay-metrics --features cli)" >&2; exit 1; }
+[[ -x $binary ]] || { echo "$0: no executable $binary (cargo build --release -p relay-metrics)" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
