@@ -309,3 +309,50 @@ fn three_hundred_interfaces_are_all_read() {
     let names: Vec<String> = out.iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, expected);
 }
+
+/// `/proc/net/dev` captured on this machine from a network namespace with 150 veth pairs
+/// (three of them up, with link-local traffic): 303 lines, 37 KB. Every interface is parsed,
+/// with the values a plain whitespace split of the same line gives.
+#[test]
+fn a_captured_300_interface_net_dev_parses_whole() {
+    let captured: &[u8] = include_bytes!("testdata/net_dev_300");
+    let out = parse(captured);
+    let text = std::str::from_utf8(captured).unwrap();
+    let mut expected: Vec<(String, [Option<u64>; 6])> = text
+        .lines()
+        .skip(2)
+        .map(|line| {
+            let (name, data) = line.split_once(':').unwrap();
+            let v: Vec<u64> = data
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            let values = [v[0], v[1], v[2], v[8], v[9], v[10]].map(Some);
+            (name.trim().to_string(), values)
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 301);
+    let parsed: Vec<(String, [Option<u64>; 6])> = out
+        .iter()
+        .map(|c| {
+            let n = &c.counts;
+            (
+                c.name.clone(),
+                [
+                    n.rx_bytes,
+                    n.rx_packets,
+                    n.rx_errors,
+                    n.tx_bytes,
+                    n.tx_packets,
+                    n.tx_errors,
+                ],
+            )
+        })
+        .collect();
+    assert_eq!(parsed, expected);
+    assert!(
+        expected.iter().any(|(_, v)| v[0] > Some(0)),
+        "traffic on some"
+    );
+}

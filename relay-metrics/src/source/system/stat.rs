@@ -308,4 +308,53 @@ mod tests {
         let rate = cpu_rate_logical_processors(&prev, &cur).unwrap();
         assert!((rate - 10.0 / 19.0).abs() < 1e-12, "{rate}");
     }
+
+    /// A 128-CPU machine's `/proc/stat` (generated here in the kernel's format: no such host is
+    /// reachable): 6.5 KB, the counters after the CPU lines past the first page (a real one is
+    /// longer still: its `intr` line lists every interrupt).
+    #[test]
+    fn a_128_cpu_stat_gives_every_cpu_and_the_counters_after_them() {
+        let mut text = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+        for cpu in 0..128u64 {
+            text.push_str(&format!(
+                "cpu{cpu} {} {} {} {} {} {} {} 0 0 0\n",
+                1_000_000 + cpu,
+                cpu,
+                2_000_000 + cpu,
+                90_000_000 + cpu,
+                7 * cpu,
+                3,
+                5 * cpu
+            ));
+        }
+        text.push_str("intr 1 2 3\nctxt 987654321\nbtime 1764900000\nprocesses 4242424\nprocs_running 97\nprocs_blocked 3\n");
+        assert!(text.len() > 4096, "{}", text.len());
+        let mut per_cpu = Vec::new();
+        let counters = parse_stat(text.as_bytes(), &mut per_cpu).unwrap();
+        assert_eq!(per_cpu.len(), 128);
+        for (cpu, times) in (0u64..).zip(&per_cpu) {
+            assert_eq!(
+                (
+                    times.user,
+                    times.nice,
+                    times.system,
+                    times.idle,
+                    times.iowait,
+                    times.softirq
+                ),
+                (
+                    1_000_000 + cpu,
+                    cpu,
+                    2_000_000 + cpu,
+                    90_000_000 + cpu,
+                    7 * cpu,
+                    5 * cpu
+                )
+            );
+        }
+        assert_eq!(counters.ctxt, Some(987_654_321));
+        assert_eq!(counters.processes, Some(4_242_424));
+        assert_eq!(counters.procs_running, Some(97));
+        assert_eq!(counters.procs_blocked, Some(3));
+    }
 }
