@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import threading
@@ -83,3 +84,14 @@ async def collect_active() -> ResourceMetricsSnapshot:
     if host is None or host.on_demand is None:
         raise RuntimeError(NOT_ACTIVE)
     return await host.on_demand.acollect()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Stops the polling thread before the interpreter finalizes: a thread that asks for the GIL
+    of a finalizing interpreter is ended inside native code (a crash, not a clean exit)."""
+    global _active
+    with _lock:
+        host, _active = _active, None
+    if host is not None and host.pid == os.getpid():
+        host.close()
