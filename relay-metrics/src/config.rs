@@ -502,9 +502,11 @@ fn extract_component(value: serde_json::Value) -> Result<serde_json::Value, Conf
 }
 
 mod input;
+mod nesting;
 mod units;
 
 pub use input::{read_input_file, InputKind};
+pub use nesting::{check_yaml_nesting, MAX_NESTING};
 pub use units::*;
 
 /// Reads a config file through the input guard ([`read_input_file`]), as UTF-8.
