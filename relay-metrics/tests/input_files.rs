@@ -245,12 +245,23 @@ fn a_deeply_nested_web_config_is_refused_within_100_ms() {
         ),
         (
             "sequences",
-            format!("basic_auth_users: {}{}", "[".repeat(4 * n), "]".repeat(4 * n)),
+            format!(
+                "basic_auth_users: {}{}",
+                "[".repeat(4 * n),
+                "]".repeat(4 * n)
+            ),
         ),
-        ("compact", format!("basic_auth_users:\n{}1", "- ".repeat(4 * n))),
+        (
+            "compact",
+            format!("basic_auth_users:\n{}1", "- ".repeat(4 * n)),
+        ),
         (
             "commented",
-            format!("# {}\nbasic_auth_users: {{a: {}1", "[".repeat(n), "[".repeat(n)),
+            format!(
+                "# {}\nbasic_auth_users: {{a: {}1",
+                "[".repeat(n),
+                "[".repeat(n)
+            ),
         ),
     ];
     for (name, text) in forms {
@@ -270,5 +281,59 @@ fn a_deeply_nested_web_config_is_refused_within_100_ms() {
             refusal.elapsed,
             baseline.elapsed
         );
+    }
+}
+
+/// The config's JSON and TOML: serde_json stops at 128 levels as it reads, but the TOML parser
+/// it falls back to read a whole deep document first (99–261 ms in the debug build for the
+/// forms below); the nesting is checked before it now.
+#[test]
+fn a_deeply_nested_config_is_refused_within_100_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |config: &Path| {
+        let started = std::time::Instant::now();
+        let output = Command::new(common::binary())
+            .args(["snapshot", "--scope", "global", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (output, started.elapsed())
+    };
+    let (missing, baseline) = run(&dir.path().join("missing.json"));
+    assert_eq!(missing.status.code(), Some(1));
+    let n = 300_000;
+    let forms = [
+        (
+            "json-arrays.json",
+            format!("{}{}", "[".repeat(n), "]".repeat(n)),
+        ),
+        (
+            "json-maps.json",
+            format!("{}1{}", "{\"a\":".repeat(n / 4), "}".repeat(n / 4)),
+        ),
+        (
+            "arrays.toml",
+            format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+        ),
+        ("dotted.toml", format!("{} = 1", vec!["a"; n].join("."))),
+        ("header.toml", format!("[{}]\n", vec!["a"; n].join("."))),
+    ];
+    for (name, text) in forms {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (output, took) = run(&file);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains("nested deeper than 64 levels"),
+            "{name}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            took <= baseline + Duration::from_millis(100),
+            "{name}: refused after {took:?}, a missing file after {baseline:?}"
+        );
+        eprintln!("{name}: refused after {took:?} (missing file: {baseline:?})");
     }
 }

@@ -1,4 +1,5 @@
-//! Nesting limits checked before a parser sees the bytes. unsafe-libyaml (under serde_yaml_ng)
+//! Nesting limits checked before a parser sees the bytes (the web config's YAML, a config's
+//! TOML). unsafe-libyaml (under serde_yaml_ng)
 //! checks every possible simple key of every open flow collection at each token: time quadratic
 //! in the nesting depth (a 200 KiB file of 40,000 nested maps took 3 s, 100,000 over a minute),
 //! and serde_yaml_ng's own depth limit applies only after the whole document is parsed. So the
@@ -286,6 +287,134 @@ impl YamlScan<'_> {
     }
 }
 
+/// Checks that `text` (TOML, or JSON on its way to the TOML parser after serde_json refused it)
+/// nests at most `max` levels: arrays and inline tables, plus the segments of dotted keys and
+/// table headers (`a.b.c = 1` is three tables deep). The toml crate has a recursion limit, but
+/// reads hundreds of thousands of dotted segments or brackets before reaching it.
+pub fn check_toml_nesting(text: &[u8], max: usize) -> Result<(), String> {
+    let mut scan = TomlScan {
+        text,
+        pos: 0,
+        line: 1,
+        open: Vec::new(),
+        in_key: true,
+        segments: 1,
+        header_brackets: Some(0),
+    };
+    while let Some(byte) = scan.peek() {
+        scan.step(byte);
+        let depth = scan.open.len() + if scan.in_key { scan.segments } else { 0 };
+        if depth > max {
+            return Err(format!(
+                "nested deeper than {max} levels (line {})",
+                scan.line
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct TomlScan<'a> {
+    text: &'a [u8],
+    pos: usize,
+    line: usize,
+    /// Open arrays (`[`) and inline tables (`{`) in values.
+    open: Vec<u8>,
+    /// In a key (or a table header), where `.` separates segments.
+    in_key: bool,
+    /// The current key's segments.
+    segments: usize,
+    /// The `[` or `[[` opening a table header: counted while only they began the line.
+    header_brackets: Option<u8>,
+}
+
+impl TomlScan<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn starts_with(&self, pattern: &[u8]) -> bool {
+        self.text[self.pos..].starts_with(pattern)
+    }
+
+    fn start_key(&mut self) {
+        self.in_key = true;
+        self.segments = 1;
+    }
+
+    fn step(&mut self, byte: u8) {
+        let line_start = self.header_brackets.take();
+        match byte {
+            b'\n' => {
+                self.line += 1;
+                if self.open.is_empty() {
+                    self.start_key();
+                    self.header_brackets = Some(0);
+                }
+            }
+            b' ' | b'\t' => self.header_brackets = line_start,
+            // A table header's brackets are not nesting (its segments are); more than two
+            // are, as in a JSON array.
+            b'[' if self.open.is_empty() && line_start.is_some_and(|count| count < 2) => {
+                self.header_brackets = line_start.map(|count| count + 1);
+            }
+            b'#' => {
+                while self.peek().is_some_and(|byte| byte != b'\n') {
+                    self.pos += 1;
+                }
+                return;
+            }
+            b'"' | b'\'' => {
+                self.skip_string(byte);
+                return;
+            }
+            b'.' if self.in_key => self.segments += 1,
+            b'=' if self.in_key => self.in_key = false,
+            b']' if self.in_key && self.open.is_empty() => {}
+            b'[' | b'{' => {
+                self.open.push(byte);
+                if byte == b'{' {
+                    self.start_key();
+                }
+            }
+            b']' | b'}' => {
+                self.open.pop();
+                self.in_key = false;
+            }
+            b',' if self.open.last() == Some(&b'{') => self.start_key(),
+            _ => {}
+        }
+        self.pos += 1;
+    }
+
+    /// Past a string: basic (`\` escapes) or literal, on one line or in triple quotes.
+    fn skip_string(&mut self, quote: u8) {
+        let triple = [quote; 3];
+        let multi_line = self.starts_with(&triple);
+        self.pos += if multi_line { 3 } else { 1 };
+        while let Some(byte) = self.peek() {
+            if byte == b'\\' && quote == b'"' {
+                self.pos += 2;
+                continue;
+            }
+            if byte == b'\n' {
+                if !multi_line {
+                    return;
+                }
+                self.line += 1;
+            }
+            if multi_line && self.starts_with(&triple) {
+                self.pos += 3;
+                return;
+            }
+            self.pos += 1;
+            if !multi_line && byte == quote {
+                return;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +476,60 @@ mod tests {
         for text in forms {
             let started = std::time::Instant::now();
             let error = check_yaml_nesting(text.as_bytes(), MAX_NESTING).unwrap_err();
+            assert!(error.starts_with("nested deeper than 64 levels"), "{error}");
+            assert!(started.elapsed() < std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn toml_depth(text: &str) -> usize {
+        (0..100)
+            .find(|&max| check_toml_nesting(text.as_bytes(), max).is_ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn toml_counts_arrays_inline_tables_and_dotted_keys_only() {
+        assert_eq!(toml_depth("a = 1\n"), 1);
+        assert_eq!(toml_depth("a.b.c = 1.5\nd = 1979-05-27T07:32:00.999Z\n"), 3);
+        assert_eq!(
+            toml_depth("[polling]\nenabled = true\n[[a.b]]\nx = [1, [2]]\n"),
+            2
+        );
+        assert_eq!(toml_depth("a = {b = {c.d = 1}, e = 2}\n"), 4);
+        assert_eq!(
+            toml_depth(
+                r#"a = "[[[{{.\".."
+b = '[[..'
+"#
+            ),
+            1
+        );
+        assert_eq!(
+            toml_depth("a = \"\"\"\n[[[[\n...\"\"\"\nb = '''\n{{{{'''\n"),
+            1
+        );
+        assert_eq!(toml_depth("# [[[[ a.b.c.d\na = [ # {{{{\n  1,\n]\n"), 1);
+        // A whole Relay plugins.toml.
+        let plugins = "version = 1\n[[components]]\nkind = \"resource_metrics\"\n\
+                       [components.config]\nmeasurement_scope = \"global\"\n\
+                       [components.config.polling]\nenabled = true\ninterval_millis = 500\n";
+        assert_eq!(toml_depth(plugins), 3);
+    }
+
+    #[test]
+    fn deep_toml_and_json_are_refused_in_linear_time() {
+        let n = 300_000;
+        let forms = [
+            format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+            format!("{} = 1", vec!["a"; n].join(".")),
+            format!("[{}]\n", vec!["a"; n].join(".")),
+            format!("a = {}1{}", "{b = ".repeat(n / 4), "}".repeat(n / 4)),
+            format!("{}{}", "[".repeat(n), "]".repeat(n)),
+            format!("{}1{}", "{\"a\":".repeat(n / 4), "}".repeat(n / 4)),
+        ];
+        for text in forms {
+            let started = std::time::Instant::now();
+            let error = check_toml_nesting(text.as_bytes(), MAX_NESTING).unwrap_err();
             assert!(error.starts_with("nested deeper than 64 levels"), "{error}");
             assert!(started.elapsed() < std::time::Duration::from_millis(100));
         }
