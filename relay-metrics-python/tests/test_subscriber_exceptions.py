@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -143,3 +144,28 @@ def test_a_failure_outside_the_subscribers_is_written_as_unraisable_at_a_bounded
     assert out["ticks"] >= 10, out
     assert stderr.count("relay_metrics' polling thread") == 1, stderr[-3000:]
     assert "SystemExit: 7" in stderr, stderr[-3000:]
+
+
+def test_a_subscriber_that_never_returns_holds_the_exit_for_at_most_a_few_seconds() -> None:
+    started = time.monotonic()
+    out, _ = run(
+        """
+        import threading
+        entered = threading.Event()
+        def blocking(event):
+            entered.set()
+            time.sleep(3600)
+        subscribers.register("blocking", blocking)
+
+        async def main():
+            activation = await plugin.initialize(CONFIG)
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            return activation  # never closed: the exit stops polling
+        asyncio.run(main())
+        print(json.dumps({"entered": entered.is_set()}))
+        """
+    )
+    assert out["entered"] is True
+    # The exit waits 2 s for the subscriber, then leaves it as a daemon thread.
+    assert time.monotonic() - started < 20

@@ -231,20 +231,21 @@ fn clients_that_never_read_a_large_body_do_not_starve_a_good_client() {
 }
 
 /// The agent's resident memory, KiB.
-fn resident_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+fn resident_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-        .unwrap()
 }
 
 /// One flood as the reliability probe made it: 2,000 idle connections and 200 slowloris held
 /// while 1,000 scrapes are answered, then all closed.
 fn flood(address: &str) {
-    let target: std::net::SocketAddr = address.parse().unwrap();
+    let target: std::net::SocketAddr = address
+        .parse()
+        .unwrap_or_else(|error| panic!("{address}: {error}"));
     let idle: Vec<TcpStream> = (0..2000)
         .filter_map(|_| TcpStream::connect_timeout(&target, Duration::from_secs(2)).ok())
         .collect();
@@ -258,7 +259,9 @@ fn flood(address: &str) {
                 for _ in 0..250 {
                     let _ = exchange(
                         &address,
-                        &format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
+                        &format!(
+                            "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+                        ),
                         Duration::from_secs(10),
                     );
                 }
@@ -266,7 +269,7 @@ fn flood(address: &str) {
         })
         .collect();
     for scraper in scrapers {
-        scraper.join().unwrap();
+        assert!(scraper.join().is_ok(), "a scraper panicked");
     }
     eprintln!("flood: {} idle, {} slowloris held", idle.len(), slow.len());
     drop(idle);
@@ -287,17 +290,18 @@ fn memory_is_given_back_after_floods_of_connections_and_scrapes() {
         let _ = common::get(&agent.address, "/metrics");
     }
     std::thread::sleep(Duration::from_secs(3));
-    let before = resident_kib(pid);
+    let resident = || resident_kib(pid).unwrap();
+    let before = resident();
     let mut peak = before;
     for _ in 0..2 {
         flood(&agent.address);
-        peak = peak.max(resident_kib(pid));
+        peak = peak.max(resident());
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = resident_kib(pid);
+    let mut after = resident();
     while after > before + 10 * 1024 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(250));
-        after = resident_kib(pid);
+        after = resident();
     }
     eprintln!("resident: {before} KiB before, {peak} KiB at a flood's end, {after} KiB after");
     assert!(

@@ -193,7 +193,7 @@ impl YamlScan<'_> {
             }
             // The rest of a plain (or quoted) scalar: a key when `: ` follows, else up to the
             // line's end or a comment. Brackets in it are text, not nesting.
-            if !self.to_value() {
+            if !self.skip_to_value() {
                 self.next_line();
                 return Ok(());
             }
@@ -201,7 +201,7 @@ impl YamlScan<'_> {
     }
 
     /// Moves past `: ` to a mapping value on this line; false when the line has none.
-    fn to_value(&mut self) -> bool {
+    fn skip_to_value(&mut self) -> bool {
         while let Some(byte) = self.peek(self.pos) {
             match byte {
                 b'\n' => return false,
@@ -270,7 +270,7 @@ impl YamlScan<'_> {
                     if self.flow == 0 {
                         self.pos += 1;
                         // `[a]: b` or a comment: what may follow a collection in block context.
-                        if self.to_value() {
+                        if self.skip_to_value() {
                             let indent = self.block.first().copied().unwrap_or(0);
                             return self.node(indent);
                         }
