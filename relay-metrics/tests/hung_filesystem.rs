@@ -393,7 +393,13 @@ fn ten_snapshots_of_a_hung_mount_leave_one_helper_and_it_is_reaped_when_the_moun
     let config = config_of(&dir, &["/", &hung, &inner]);
     let mark = mark("ten-snapshots");
     let (_, normal) = run_within(
-        &["snapshot", "--scope", "global", "--config", &config_of(&dir, &["/"])],
+        &[
+            "snapshot",
+            "--scope",
+            "global",
+            "--config",
+            &config_of(&dir, &["/"]),
+        ],
         &mark,
         Duration::from_secs(30),
     );
