@@ -73,6 +73,34 @@ pub(super) fn mount_key(path: &str, mountinfo: &str) -> String {
     }
 }
 
+/// Removes the markers of mounts that are gone (not in `mountinfo` any more) whose helper is no
+/// longer stuck: nothing else would, as no path maps to them now.
+pub(super) fn remove_stale(dir: &Path, mountinfo: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mounted: Vec<String> = mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').next())
+        .map(|id| format!("mount-{id}"))
+        .collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(key) = name.to_str() else {
+            continue;
+        };
+        if !key.starts_with("mount-") || mounted.iter().any(|mounted| mounted == key) {
+            continue;
+        }
+        // Held by another process (asking, or just marking): left for a later start.
+        if let Some(mut lock) = MountLock::acquire(dir, key, Duration::ZERO) {
+            if lock.stuck_helper().is_none() {
+                lock.clear();
+            }
+        }
+    }
+}
+
 /// mountinfo writes space, tab, newline and backslash as `\ooo`.
 fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -261,5 +289,23 @@ mod tests {
         .unwrap();
         let mut lock = MountLock::acquire(dir.path(), "mount-2", Duration::ZERO).unwrap();
         assert_eq!(lock.stuck_helper(), None);
+        drop(lock);
+        // Markers of mounts that are gone go, unless their helper is still stuck; a mounted
+        // one stays.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let stuck = MountLock::acquire(dir.path(), "mount-3", Duration::ZERO).unwrap();
+        stuck.mark_stuck(i32::try_from(sleeper.id()).unwrap(), Instant::now());
+        std::fs::write(dir.path().join("mount-22"), "").unwrap();
+        remove_stale(dir.path(), MOUNTINFO);
+        assert!(!dir.path().join("mount-2").exists());
+        assert!(dir.path().join("mount-3").exists());
+        assert!(dir.path().join("mount-22").exists());
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+        remove_stale(dir.path(), MOUNTINFO);
+        assert!(!dir.path().join("mount-3").exists());
     }
 }

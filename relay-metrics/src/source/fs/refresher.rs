@@ -164,6 +164,7 @@ fn markers(shared: &Shared) -> (Option<PathBuf>, Vec<String>) {
         return (None, vec![String::new(); shared.paths.len()]);
     };
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    marker::remove_stale(&dir, &mountinfo);
     let keys = shared
         .paths
         .iter()
