@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -258,9 +259,17 @@ def test_record_passes_mypy_strict_and_runs(tmp_path: Path) -> None:
     assert (tmp_path / "r.html").exists()
 
 
-def test_snapshot_displays_for_ipython_and_jupyter_and_repr_stays_the_dataclass() -> None:
-    snapshot = relay_metrics.Collector().collect()
-    assert repr(snapshot).startswith("ResourceMetricsSnapshot(timestamp=datetime.datetime(")
+def test_snapshot_repr_is_one_short_line_in_human_units() -> None:
+    collector = relay_metrics.Collector()
+    collector.collect()
+    time.sleep(0.05)
+    snapshot = collector.collect()  # the second has rates
+    text = repr(snapshot)
+    # The dataclass's repr was ~10 KB with raw units ("45992 kibibytes").
+    assert text.startswith("ResourceMetricsSnapshot(timestamp=") and "\n" not in text, text
+    assert len(text) < 300, text
+    assert "bytes" not in text and re.search(r"resident=\d+\.\d (Ki|Mi|Gi)B", text), text
+    assert re.search(r"cpu=\d+\.\d\d cores", text), text
 
     class Printer:
         def __init__(self) -> None:
@@ -271,8 +280,73 @@ def test_snapshot_displays_for_ipython_and_jupyter_and_repr_stays_the_dataclass(
 
     printer = Printer()
     snapshot._repr_pretty_(printer, False)
-    assert printer.out.startswith("ResourceMetricsSnapshot(timestamp=")
-    assert "scope=" in printer.out and "\n" not in printer.out and len(printer.out) < 400
+    assert printer.out == text
     html = snapshot._repr_html_()
-    assert html.startswith("<table") and "<th" in html and "scope" in html
+    assert html.startswith("<table") and "<th" in html and "scope" in html and "MiB" in html
     assert "<script" not in html
+
+
+def test_a_recording_displays_its_summary_and_charts_in_a_notebook() -> None:
+    rec = record(interval_ms=10)
+    assert repr(rec) == "<Recording interval_ms=10: not started>"
+    with rec:
+        time.sleep(0.2)
+    assert re.fullmatch(r"<Recording interval_ms=10: stopped, \d+ snapshots>", repr(rec)), repr(rec)
+
+    class Printer:
+        def __init__(self) -> None:
+            self.out = ""
+
+        def text(self, value: str) -> None:
+            self.out += value
+
+    printer = Printer()
+    rec._repr_pretty_(printer, False)
+    assert printer.out.startswith(repr(rec)) and rec.summary_text() in printer.out
+    html = rec._repr_html_()
+    assert "<pre>" in html and "peak resident memory" in html
+    # The charts inline: one SVG element, no XML declaration inside the page.
+    assert html.count("<svg") >= 1 and "<?xml" not in html, html[:500]
+
+
+def links_of_this_process() -> int:
+    """This process's open eBPF links (each attached program holds one)."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if fd.readlink().name == "anon_inode:bpf_link":
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root: the kernel event programs load as root only")
+def test_leaving_a_block_with_kernel_events_takes_at_most_50_ms_and_detaches_after() -> None:
+    exits = []
+    for _ in range(3):
+        with record(interval_ms=10) as rec:
+            time.sleep(0.2)
+            assert links_of_this_process() > 0
+            started = time.perf_counter()
+        exits.append(time.perf_counter() - started)
+        assert rec.snapshots[-1].extensions["kernel_events"]["active"] is True
+        # Detached in the background: every link is closed within a few seconds.
+        deadline = time.monotonic() + 5
+        while links_of_this_process() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert links_of_this_process() == 0
+    # Detaching in the block's thread took 0.45-0.93 s (each link waits for RCU grace periods).
+    assert sorted(exits)[1] <= 0.05, exits
+
+
+def test_private_memory_is_read_once_a_second_by_default_as_run_does() -> None:
+    with record(interval_ms=10) as rec:
+        time.sleep(0.5)
+    ages = [s.extensions["sample_ages"]["private_memory_ms"] for s in rec.snapshots]
+    # Re-read every sample, each age would be 0; once a second, they grow with the samples.
+    assert max(ages) >= 300, ages
+    with record(interval_ms=10, config={"extensions": {"kernel_events": False}}) as rec:
+        time.sleep(0.2)
+    # A config says what it wants: Relay's default, every snapshot.
+    assert {s.extensions["sample_ages"]["private_memory_ms"] for s in rec.snapshots} == {0}

@@ -467,9 +467,15 @@ fn parse_document(text: &str) -> Result<serde_json::Value, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match serde_json::from_str(text) {
         Ok(value) => Ok(value),
-        Err(json_error) => toml::from_str::<serde_json::Value>(text).map_err(|toml_error| {
-            format!("as JSON: {json_error}; as TOML: {}", toml_error.message())
-        }),
+        Err(json_error) => {
+            // Checked before the TOML parser, which reads a whole deep document before its own
+            // recursion limit stops it (serde_json stops at 128 levels as it reads).
+            let toml = check_toml_nesting(text.as_bytes(), MAX_NESTING).and_then(|()| {
+                toml::from_str::<serde_json::Value>(text)
+                    .map_err(|toml_error| toml_error.message().to_owned())
+            });
+            toml.map_err(|toml_error| format!("as JSON: {json_error}; as TOML: {toml_error}"))
+        }
     }
 }
 
@@ -502,9 +508,11 @@ fn extract_component(value: serde_json::Value) -> Result<serde_json::Value, Conf
 }
 
 mod input;
+mod nesting;
 mod units;
 
 pub use input::{read_input_file, InputKind};
+pub use nesting::{check_toml_nesting, check_yaml_nesting, MAX_NESTING};
 pub use units::*;
 
 /// Reads a config file through the input guard ([`read_input_file`]), as UTF-8.

@@ -381,3 +381,73 @@ fn a_hung_path_is_asked_again_once_its_helper_returns() {
     assert!(agent.wait_exit(Duration::from_secs(6)).is_some());
     assert_none_left(mount, &mark);
 }
+
+#[test]
+#[ignore = "root: mounts a FUSE filesystem"]
+fn ten_snapshots_of_a_hung_mount_leave_one_helper_and_it_is_reaped_when_the_mount_recovers() {
+    let mount = HungMount::new();
+    let hung = mount.path();
+    let dir = tempfile::tempdir().unwrap();
+    // Two paths on the hung mount: still one helper for the mount.
+    let inner = format!("{hung}/inner");
+    let config = config_of(&dir, &["/", &hung, &inner]);
+    let mark = mark("ten-snapshots");
+    let (_, normal) = run_within(
+        &[
+            "snapshot",
+            "--scope",
+            "global",
+            "--config",
+            &config_of(&dir, &["/"]),
+        ],
+        &mark,
+        Duration::from_secs(30),
+    );
+    for run in 0..10 {
+        let (text, took) = run_within(
+            &["snapshot", "--scope", "global", "--config", &config],
+            &mark,
+            Duration::from_secs(30),
+        );
+        let snapshot: Value = serde_json::from_str(&text).unwrap();
+        assert!(capacity_of(&snapshot, &hung).is_null());
+        assert!(capacity_of(&snapshot, &inner).is_null());
+        assert!(capacity_of(&snapshot, "/")["value"].as_u64().unwrap() > 0);
+        let reason = reason_for(&snapshot, &hung);
+        assert!(reason.contains("no answer within"), "{reason}");
+        if run > 0 {
+            // Found the first one's helper stuck: asked nothing, waited for nothing.
+            assert!(reason.contains("has been stuck on this mount"), "{reason}");
+            assert!(
+                took < normal + Duration::from_millis(700),
+                "snapshot {run} took {took:?}, {normal:?} without the hung mount"
+            );
+        }
+    }
+    let stuck: Vec<_> = marked_processes(&mark)
+        .into_iter()
+        .filter(|(_, state)| *state == 'D')
+        .collect();
+    // Before the marker, each snapshot left one helper per hung path: 20 here.
+    assert_eq!(stuck.len(), 1, "one stuck helper for the mount: {stuck:?}");
+    assert_only_a_stuck_helper_is_left(&mark);
+    // The mount recovers (its daemon ends): the helper returns and init reaps it.
+    assert_none_left(mount, &mark);
+    // And the next snapshot asks the path again instead of trusting the stale marker.
+    let (text, _) = run_within(
+        &["snapshot", "--scope", "global", "--config", &config],
+        &mark,
+        Duration::from_secs(30),
+    );
+    let snapshot: Value = serde_json::from_str(&text).unwrap();
+    assert!(capacity_of(&snapshot, "/")["value"].as_u64().unwrap() > 0);
+    if let Some(reason) = snapshot["extensions"]["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["reason"].as_str())
+        .find(|r| r.contains(&hung))
+    {
+        assert!(!reason.contains("stuck on this mount"), "{reason}");
+    }
+}

@@ -227,3 +227,113 @@ fn a_device_a_fifo_or_a_huge_file_as_an_otlp_ca_or_client_key_is_refused_at_once
         );
     }
 }
+
+/// Deep nesting under the 1 MiB cap, in each form YAML has: the parser's time grew with the
+/// square of the depth (40,000 nested maps: 3 s; 100,000: over a minute), now a scan refuses
+/// it first.
+#[test]
+#[ignore = "tools: python3"]
+fn a_deeply_nested_web_config_is_refused_within_100_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yml");
+    let baseline = serve(&[OsString::from("--web-config-file"), missing.into()]);
+    let n = 100_000;
+    let forms = [
+        (
+            "maps",
+            format!("basic_auth_users: {}1{}", "{a: ".repeat(n), "}".repeat(n)),
+        ),
+        (
+            "sequences",
+            format!(
+                "basic_auth_users: {}{}",
+                "[".repeat(4 * n),
+                "]".repeat(4 * n)
+            ),
+        ),
+        (
+            "compact",
+            format!("basic_auth_users:\n{}1", "- ".repeat(4 * n)),
+        ),
+        (
+            "commented",
+            format!(
+                "# {}\nbasic_auth_users: {{a: {}1",
+                "[".repeat(n),
+                "[".repeat(n)
+            ),
+        ),
+    ];
+    for (name, text) in forms {
+        assert!(text.len() <= 1024 * 1024, "{name}: {} bytes", text.len());
+        let file = dir.path().join(format!("{name}.yml"));
+        std::fs::write(&file, text).unwrap();
+        let refusal = serve(&[OsString::from("--web-config-file"), file.clone().into()]);
+        assert_refused(
+            &refusal,
+            &baseline,
+            &format!("web config {}", file.display()),
+            "nested deeper than 64 levels",
+        );
+        assert!(
+            refusal.elapsed <= baseline.elapsed + Duration::from_millis(100),
+            "{name}: refused after {:?}, a missing file after {:?}",
+            refusal.elapsed,
+            baseline.elapsed
+        );
+    }
+}
+
+/// The config's JSON and TOML: serde_json stops at 128 levels as it reads, but the TOML parser
+/// it falls back to read a whole deep document first (99–261 ms in the debug build for the
+/// forms below); the nesting is checked before it now.
+#[test]
+fn a_deeply_nested_config_is_refused_within_100_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |config: &Path| {
+        let started = std::time::Instant::now();
+        let output = Command::new(common::binary())
+            .args(["snapshot", "--scope", "global", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (output, started.elapsed())
+    };
+    let (missing, baseline) = run(&dir.path().join("missing.json"));
+    assert_eq!(missing.status.code(), Some(1));
+    let n = 300_000;
+    let forms = [
+        (
+            "json-arrays.json",
+            format!("{}{}", "[".repeat(n), "]".repeat(n)),
+        ),
+        (
+            "json-maps.json",
+            format!("{}1{}", "{\"a\":".repeat(n / 4), "}".repeat(n / 4)),
+        ),
+        (
+            "arrays.toml",
+            format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+        ),
+        ("dotted.toml", format!("{} = 1", vec!["a"; n].join("."))),
+        ("header.toml", format!("[{}]\n", vec!["a"; n].join("."))),
+    ];
+    for (name, text) in forms {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (output, took) = run(&file);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains("nested deeper than 64 levels"),
+            "{name}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            took <= baseline + Duration::from_millis(100),
+            "{name}: refused after {took:?}, a missing file after {baseline:?}"
+        );
+        eprintln!("{name}: refused after {took:?} (missing file: {baseline:?})");
+    }
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import threading
@@ -36,9 +37,14 @@ class Host:
             self._polling = _native.NativeCollector(json.dumps(component_config), None, None, None)
             self._polling.start_polling(int(polling.get("interval_millis", 5000)), subscribers._emit_mark)
 
-    def close(self) -> None:
+    def close(self, polling_timeout: float | None = None) -> None:
+        """Stops polling (waiting at most ``polling_timeout`` seconds for a subscriber still
+        running, if given) and releases the collectors."""
         if self._polling is not None:
-            self._polling.close()
+            if polling_timeout is None:
+                self._polling.close()
+            else:
+                self._polling.close_within(polling_timeout)
             self._polling = None
         if self.on_demand is not None:
             self.on_demand.close()
@@ -83,3 +89,20 @@ async def collect_active() -> ResourceMetricsSnapshot:
     if host is None or host.on_demand is None:
         raise RuntimeError(NOT_ACTIVE)
     return await host.on_demand.acollect()
+
+
+# Seconds the interpreter's exit waits for a subscriber still running on the polling thread.
+_EXIT_WAIT = 2.0
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Stops the polling thread before the interpreter finalizes: a thread that asks for the GIL
+    of a finalizing interpreter is ended inside native code (a crash, not a clean exit). A
+    subscriber that does not return within ``_EXIT_WAIT`` is left running, as a daemon thread
+    is, rather than holding the exit for ever."""
+    global _active
+    with _lock:
+        host, _active = _active, None
+    if host is not None and host.pid == os.getpid():
+        host.close(polling_timeout=_EXIT_WAIT)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from html import escape
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -121,6 +122,38 @@ class Recording(_EndsWithBlock):
         for column in _COLUMNS[1:]:
             frame[column] = frame[column].astype("float64")
         return frame
+
+    def __repr__(self) -> str:
+        if self._native is None:
+            state = "not started"
+        else:
+            state = f"{'running' if self._native.running else 'stopped'}, {len(self._native)} snapshots"
+        return f"<Recording interval_ms={self.interval_ms}: {state}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's display: the summary table that ``relay-metrics run`` prints."""
+        if cycle or self._native is None:
+            printer.text(repr(self))
+            return
+        printer.text(f"{self!r}\n{self.summary_text()}")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the summary table, then the report's charts inline (SVG)."""
+        if self._native is None:
+            return f"<pre>{escape(repr(self))}</pre>"
+        parts = [
+            f"<div class=\"relay-metrics-recording\"><p>{escape(repr(self))}</p>",
+            f"<pre>{escape(self.summary_text())}</pre>",
+        ]
+        try:
+            svg = self._native.report_svg()
+        except (RuntimeError, ValueError) as error:
+            parts.append(f"<p>no charts: {escape(str(error))}</p>")
+        else:
+            # Inline SVG: the XML declaration belongs to a file, not to a page.
+            parts.append(svg[svg.find("<svg") :] if "<svg" in svg else escape(svg))
+        parts.append("</div>")
+        return "".join(parts)
 
     def report(self, path: str | os.PathLike[str], format: str | None = None) -> None:
         """Writes the report: ``html`` (summary and charts, self-contained), ``svg`` or ``png``

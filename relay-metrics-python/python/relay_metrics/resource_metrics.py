@@ -302,12 +302,14 @@ class ResourceMetricsSnapshot:
         value: dict[str, Any] = json.loads(self.to_json())
         return value
 
+    def __repr__(self) -> str:
+        """One short line of the headline values in human units (the dataclass's own repr, every
+        field with raw units, is ~10 KB): ``to_dict()`` has everything."""
+        return "ResourceMetricsSnapshot(" + ", ".join(f"{k}={v}" for k, v in _headline(self)) + ")"
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        """IPython's display: one short line (``repr()`` stays the dataclass repr, as in Relay)."""
-        if cycle:
-            printer.text("ResourceMetricsSnapshot(...)")
-            return
-        printer.text("ResourceMetricsSnapshot(" + ", ".join(f"{k}={v}" for k, v in _headline(self)) + ")")
+        """IPython's display: the same short line as ``repr()``."""
+        printer.text("ResourceMetricsSnapshot(...)" if cycle else repr(self))
 
     def _repr_html_(self) -> str:
         """Jupyter's display: a compact table of the headline values."""
@@ -319,25 +321,68 @@ class ResourceMetricsSnapshot:
         return f"<table class=\"relay-metrics-snapshot\"><caption>ResourceMetricsSnapshot</caption>{cells}</table>"
 
 
+# Each unit as (base unit, factor to it): seconds, bytes, bytes per second, cores, or the count.
+_TO_BASE: dict[str, tuple[str, float]] = {
+    "microseconds": ("s", 1e-6),
+    "milliseconds": ("s", 1e-3),
+    "seconds": ("s", 1.0),
+    "minutes": ("s", 60.0),
+    "bytes": ("B", 1.0),
+    "kilobytes": ("B", 1e3),
+    "megabytes": ("B", 1e6),
+    "gigabytes": ("B", 1e9),
+    "terabytes": ("B", 1e12),
+    "kibibytes": ("B", 1024.0),
+    "mebibytes": ("B", 1024.0**2),
+    "gibibytes": ("B", 1024.0**3),
+    "tebibytes": ("B", 1024.0**4),
+    "bytes_per_second": ("B/s", 1.0),
+    "kibibytes_per_second": ("B/s", 1024.0),
+    "mebibytes_per_second": ("B/s", 1024.0**2),
+    "gibibytes_per_second": ("B/s", 1024.0**3),
+    "bits_per_second": ("B/s", 1 / 8),
+    "megabits_per_second": ("B/s", 1e6 / 8),
+    "gigabits_per_second": ("B/s", 1e9 / 8),
+    "logical_processors": ("cores", 1.0),
+    "millicores": ("cores", 1e-3),
+    "percentage": ("%", 1.0),
+}
+
+
+def _human(measurement: Any) -> str:
+    """A measurement as a person reads it: ``44.9 MiB``, ``1.2 MiB/s``, ``0.52 cores``, ``3``."""
+    if measurement is None:
+        return "n/a"
+    unit = str(getattr(measurement.unit, "value", measurement.unit))
+    base, factor = _TO_BASE.get(unit, ("", 1.0))
+    value = float(measurement.value) * factor
+    if base in ("B", "B/s"):
+        suffix = "/s" if base == "B/s" else ""
+        for prefix in ("", "Ki", "Mi", "Gi", "Ti"):
+            if abs(value) < 1024 or prefix == "Ti":
+                return (f"{value:.0f} B" if prefix == "" else f"{value:.1f} {prefix}B") + suffix
+            value /= 1024
+    if base == "s":
+        return f"{value * 1e3:.3g} ms" if abs(value) < 1 else f"{value:.3g} s"
+    if base == "cores":
+        return f"{value:.2f} cores"
+    if base == "%":
+        return f"{value:.3g} %"
+    # Counts: the number alone (the field names what it counts).
+    return f"{value:.0f}" if value == int(value) else f"{value:.3g}"
+
+
 def _headline(self: ResourceMetricsSnapshot) -> list[tuple[str, str]]:
     """The few values a person looks at first, as (label, text) pairs."""
     rows = [("timestamp", self.timestamp.isoformat()), ("scope", str(self.measurement_scope))]
-
-    def text(measurement: Any) -> str:
-        if measurement is None:
-            return "n/a"
-        unit = getattr(measurement.unit, "value", measurement.unit)
-        value = measurement.value
-        return f"{value:.3g} {unit}" if isinstance(value, float) else f"{value} {unit}"
-
     if self.cpu is not None:
-        rows.append(("cpu", text(self.cpu.consumption_rate)))
+        rows.append(("cpu", _human(self.cpu.consumption_rate)))
     if self.memory is not None:
-        rows.append(("resident", text(self.memory.resident)))
+        rows.append(("resident", _human(self.memory.resident)))
     if self.process is not None:
-        rows.append(("processes", text(self.process.active_count)))
+        rows.append(("processes", _human(self.process.active_count)))
     if self.disk is not None:
-        rows.append(("disk read/write", f"{text(self.disk.read_throughput)} / {text(self.disk.write_throughput)}"))
+        rows.append(("disk read/write", f"{_human(self.disk.read_throughput)} / {_human(self.disk.write_throughput)}"))
     if self.gpu is not None and self.gpu.device_metrics:
         rows.append(("gpus", str(len(self.gpu.device_metrics))))
     return rows

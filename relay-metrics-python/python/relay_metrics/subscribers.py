@@ -2,14 +2,18 @@
 
 relay_metrics emits one kind of event: the ``nemo.relay.resource_metrics`` mark of each
 polling tick (``polling.enabled = true`` in the ``resource_metrics`` component config). Each
-subscriber is called with a :class:`MarkEvent` on relay_metrics' polling thread; an exception
-in a callback does not stop the others. It is logged (logger ``relay_metrics``) with its
-traceback the first time; after that a subscriber's failures are reported at most once a minute,
-in one line with the latest exception and the number of failures not reported since.
+subscriber is called with a :class:`MarkEvent` on relay_metrics' polling thread; whatever a
+callback raises (``BaseException`` included) stays on that thread and does not stop the others
+or the polling. It is logged (logger ``relay_metrics``) with its traceback the first time; after
+that a subscriber's failures are reported at most once a minute, in one line with the latest
+exception and the number of failures not reported since. A ``SystemExit`` raised there does not
+exit the interpreter (only the main thread may); a ``KeyboardInterrupt`` is also handed to the
+main thread (``_thread.interrupt_main()``), where it is raised as if the user pressed Ctrl-C.
 """
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import json
 import logging
@@ -172,11 +176,21 @@ def _emit_mark(timestamp: str, measurements: list[dict[str, Any]]) -> None:
         for name, callback in callbacks:
             try:
                 callback(event)
-            except Exception as error:
-                _report_failure(name, error)
+            except BaseException as error:  # nothing a callback raises may end the polling thread
+                _contain(name, error)
 
 
-def _report_failure(name: str, error: Exception) -> None:
+def _contain(name: str, error: BaseException) -> None:
+    """Keeps a subscriber's exception on the polling thread: raised further, a ``SystemExit``
+    would be printed by the thread's native caller, which for that exception exits the process
+    from a thread that is not the main one (a fatal error in the interpreter's shutdown)."""
+    if isinstance(error, KeyboardInterrupt):
+        # As Ctrl-C: the main thread decides what an interrupt ends.
+        _thread.interrupt_main()
+    _report_failure(name, error)
+
+
+def _report_failure(name: str, error: BaseException) -> None:
     """Logs a subscriber's failure: the first with its traceback, then at most one line every
     ``_REPORT_EVERY`` seconds with the count of failures not reported in between."""
     now = _clock()

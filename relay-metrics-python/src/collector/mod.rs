@@ -177,28 +177,16 @@ impl NativeCollector {
     /// Stops polling (waiting for a tick in progress), stops the worker after the requests
     /// already queued, and releases the collector (and its eBPF programs). Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if std::process::id() != self.owner_pid {
-            // The threads and any lock holder stayed in the parent: nothing here to stop or wait
-            // for, and waiting could hang.
-            return Ok(());
-        }
-        let polling = self
-            .polling
-            .lock()
-            .ok()
-            .and_then(|mut polling| polling.take());
-        self.queue.close();
-        let series = Arc::clone(&self.series);
-        py.detach(move || {
-            if let Some(polling) = polling {
-                polling.stop.request();
-                // A panic in the thread has already been reported on stderr.
-                let _ = polling.thread.join();
-            }
-            let collector = series.collector.lock().ok().and_then(|mut c| c.take());
-            drop(collector);
-        });
+        self.stop(py, None);
         Ok(())
+    }
+
+    /// `close()`, waiting at most `timeout_s` for a tick in progress (a subscriber that does not
+    /// return): past it the polling thread is left to end on its own, as a daemon thread is, and
+    /// False is returned. For the interpreter's exit, which must not wait for ever.
+    fn close_within(&self, py: Python<'_>, timeout_s: f64) -> bool {
+        let timeout = Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::ZERO);
+        self.stop(py, Some(timeout))
     }
 
     /// For the benchmark (`benches/await_breakdown.py`): `iterations` synchronous collections
@@ -267,6 +255,44 @@ impl NativeCollector {
 }
 
 impl NativeCollector {
+    /// Stops polling and the worker, then releases the collector; with a `timeout`, gives up
+    /// waiting for the polling thread past it (the collector then stays with that thread).
+    /// Whether the polling thread has ended.
+    fn stop(&self, py: Python<'_>, timeout: Option<Duration>) -> bool {
+        if std::process::id() != self.owner_pid {
+            // The threads and any lock holder stayed in the parent: nothing here to stop or wait
+            // for, and waiting could hang.
+            return true;
+        }
+        let polling = self
+            .polling
+            .lock()
+            .ok()
+            .and_then(|mut polling| polling.take());
+        self.queue.close();
+        let series = Arc::clone(&self.series);
+        py.detach(move || {
+            if let Some(polling) = polling {
+                polling.stop.request();
+                if let Some(timeout) = timeout {
+                    let deadline = Instant::now() + timeout;
+                    while !polling.thread.is_finished() && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    if !polling.thread.is_finished() {
+                        // Dropping the handle detaches the thread.
+                        return false;
+                    }
+                }
+                // A panic in the thread has already been reported on stderr.
+                let _ = polling.thread.join();
+            }
+            let collector = series.collector.lock().ok().and_then(|mut c| c.take());
+            drop(collector);
+            true
+        })
+    }
+
     fn check_process(&self) -> PyResult<()> {
         if std::process::id() == self.owner_pid {
             return Ok(());

@@ -5,6 +5,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 use relay_metrics::sampler::StopSignal;
 use relay_metrics::snapshot::SamplerInfo;
@@ -24,6 +25,7 @@ pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &
     let period_ns = period.as_nanos().max(1);
     let mut tick: u64 = 0;
     let mut missed: u64 = 0;
+    let mut failures = Failures::default();
     loop {
         let deadline = start
             + Duration::from_nanos(u64::try_from(period_ns * u128::from(tick)).unwrap_or(u64::MAX));
@@ -40,7 +42,7 @@ pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &
         match series.collect(Some(sampler)) {
             Ok((snapshot, _)) => Python::attach(|py| {
                 if let Err(error) = crate::marks::emit(py, &snapshot, emit) {
-                    error.print(py);
+                    failures.report(py, error);
                 }
             }),
             // Relay logs a failed poll and goes on with the next one.
@@ -50,5 +52,40 @@ pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &
         let next = u64::try_from(elapsed / period_ns + 1).unwrap_or(u64::MAX);
         missed += next.saturating_sub(tick + 1);
         tick = next;
+    }
+}
+
+/// Seconds between two reports of a failing emit after its first.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+
+/// The emit's failures (the subscribers' own are contained in Python; this is what escapes
+/// that, such as a logging handler that raises): reported at most once a minute.
+#[derive(Default)]
+struct Failures {
+    reported_at: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Failures {
+    /// Reports `error` through `sys.unraisablehook`, never `PyErr_Print`: on this thread,
+    /// printing a `SystemExit` would exit the process from a thread that is not the main one,
+    /// and the interpreter's shutdown then fails fatally.
+    fn report(&mut self, py: Python<'_>, error: PyErr) {
+        if self
+            .reported_at
+            .is_some_and(|at| at.elapsed() < REPORT_EVERY)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let context = format!(
+            "relay_metrics' polling thread, emitting a resource metrics mark ({} failures not \
+             reported since the last report; reported at most every {} s)",
+            self.suppressed,
+            REPORT_EVERY.as_secs()
+        );
+        self.reported_at = Some(Instant::now());
+        self.suppressed = 0;
+        error.write_unraisable(py, Some(PyString::new(py, &context).as_any()));
     }
 }

@@ -2,6 +2,8 @@
 //! counters (`Option`s where a value can be absent); rates, sums and units are computed later by
 //! `model`, which never does I/O.
 
+#[cfg(feature = "agent")]
+pub(crate) mod allocator;
 pub(crate) mod cgroup;
 #[cfg(feature = "agent")]
 pub(crate) mod cri;

@@ -14,6 +14,7 @@ use super::health::Liveness;
 use super::http::App;
 use super::{bind, spawn_sampler, Latest, SamplerDied, SamplerStop};
 use crate::output::otlp::{self, OtlpPublisher, OtlpSettings, TransportError};
+use crate::source::allocator;
 use crate::Collector;
 
 /// How the agent runs.
@@ -129,6 +130,7 @@ pub(super) async fn run_with(
         latest,
         auth,
     });
+    tokio::spawn(give_back_free_memory(stopped.clone()));
     let mut server = tokio::spawn(conn::serve(listener, app, options.limits, tls, stopped));
     tokio::select! {
         death = &mut died => {
@@ -153,6 +155,39 @@ pub(super) async fn run_with(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How often the allocator's free memory is looked at.
+const FREE_MEMORY_CHECK: Duration = Duration::from_secs(2);
+/// Free memory the allocator may keep before it is given back to the kernel: a few scrapes'
+/// worth (one `/metrics` body is tens of KB).
+const FREE_MEMORY_KEPT: u64 = 4 * 1024 * 1024;
+
+/// Gives the allocator's free memory back to the kernel after a flood of connections or
+/// requests (`source::allocator`): checked every 2 s, trimmed once 4 MiB more is free than
+/// after the last trim. (Trimmed pages still count as free to the allocator, hence the
+/// baseline.) A check costs microseconds; a trim a few milliseconds, and only after a flood.
+async fn give_back_free_memory(mut stopped: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(FREE_MEMORY_CHECK);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let Some(mut baseline) = allocator::free_bytes() else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stopped.wait_for(|stopped| *stopped) => return,
+        }
+        let Some(free) = allocator::free_bytes() else {
+            return;
+        };
+        if free > baseline + FREE_MEMORY_KEPT {
+            allocator::give_back();
+            baseline = allocator::free_bytes().unwrap_or(free);
+        } else {
+            baseline = baseline.min(free);
+        }
+    }
 }
 
 fn signal(

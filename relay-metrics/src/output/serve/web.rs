@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::config::{read_input_file, InputKind};
+use crate::config::{check_yaml_nesting, read_input_file, InputKind, MAX_NESTING};
 use crate::output::pem::{read_certificates, read_private_key};
 
 /// A web config file that cannot be used.
@@ -78,6 +78,8 @@ impl WebConfig {
             reason,
         };
         let bytes = read_input_file(path, InputKind::WebConfig).map_err(fail)?;
+        // Before the parser, whose time grows with the square of the nesting depth.
+        check_yaml_nesting(&bytes, MAX_NESTING).map_err(fail)?;
         let file: File = serde_yaml_ng::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let tls = file

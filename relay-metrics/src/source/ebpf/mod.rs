@@ -6,7 +6,8 @@
 //! in [`EbpfSource::status`]. Each tick then reads the scope and machine-wide counters from
 //! memory-mapped arrays (per-process counters with per-key lookups) into caller-provided structs,
 //! and drains OOM victims from the ring buffer into a bounded list.
-//! Dropping the source detaches every program.
+//! Dropping the source detaches every program, without waiting for the kernel: in a detaching
+//! child process (programs loaded by a child) or on a thread of its own (loaded here).
 //!
 //! Where: in this process by default; in a short-lived child process once the program called
 //! [`init_child_loader`] (the `relay-metrics` binary does), which keeps aya's parse of the kernel
@@ -75,8 +76,9 @@ const MAP_NAMES: [&str; 8] = [
 
 /// What keeps the programs loaded and attached.
 enum Attachment {
-    /// aya's object in this process: dropping it detaches and unloads.
-    Object(Ebpf),
+    /// aya's object in this process: dropping it detaches and unloads, on a thread of its own
+    /// (`None` once handed to that thread).
+    Object(Option<Ebpf>),
     /// Descriptors handed over by a loader child: closing a link detaches its program, closing
     /// the program's descriptor then unloads it.
     Handed {
@@ -111,10 +113,27 @@ impl Attachment {
 
 impl Drop for Attachment {
     fn drop(&mut self) {
+        if let Self::Object(ebpf) = self {
+            if let Some(ebpf) = ebpf.take() {
+                detach_in_background(ebpf);
+            }
+            return;
+        }
         if let Err(why) = self.detach() {
             tracing::debug!("eBPF links closed in this process: {why}");
         }
     }
+}
+
+/// Drops aya's object on a thread of its own. Each link's close waits for RCU grace periods
+/// (0.4–0.9 s for our programs here, one after another), which the thread that dropped the
+/// source (a Python `record()` block's end, a deactivation) need not wait for; the programs
+/// count into maps nobody reads meanwhile. A process that exits first has the kernel close them.
+fn detach_in_background(ebpf: Ebpf) {
+    // A thread that cannot start drops the object (and detaches) right here instead.
+    let _ = std::thread::Builder::new()
+        .name("relay-metrics-ebpf-detach".into())
+        .spawn(move || drop(ebpf));
 }
 
 /// The programs as loaded by [`load_programs`] (in this process or in the loader child).
@@ -249,7 +268,7 @@ impl EbpfSource {
             .collect();
         Ok(Self::assemble(
             maps,
-            Attachment::Object(ebpf),
+            Attachment::Object(Some(ebpf)),
             loaded_by,
             status,
             config,
@@ -568,7 +587,8 @@ impl EbpfSource {
     /// Run time and count of each attached program (meaningful while BPF stats are enabled).
     pub fn program_run_stats(&self) -> Vec<ProgramRunStats> {
         match &self.attachment {
-            Attachment::Object(ebpf) => PROGRAMS
+            Attachment::Object(None) => Vec::new(),
+            Attachment::Object(Some(ebpf)) => PROGRAMS
                 .iter()
                 .filter(|spec| self.is_attached(spec.program))
                 .filter_map(|&spec| {

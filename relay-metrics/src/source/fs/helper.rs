@@ -133,6 +133,11 @@ impl Helper {
 }
 
 impl Abandoned {
+    /// The helper's process id.
+    pub(super) fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
     /// Whether its call has returned (never blocks on the helper while it is stuck). Once it
     /// has, the helper is reaped and the path may be asked again.
     pub(super) fn has_returned(&mut self) -> bool {

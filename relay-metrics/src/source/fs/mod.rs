@@ -13,6 +13,7 @@
 use std::path::Path;
 
 mod helper;
+mod marker;
 mod refresher;
 
 pub(crate) use refresher::FilesystemRefresher;

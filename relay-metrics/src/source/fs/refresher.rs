@@ -16,11 +16,12 @@
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::helper::{Abandoned, Helper};
+use super::marker::{self, MountLock};
 use super::FilesystemCapacity;
 
 /// The least time between the starts of two rounds. Capacities change slowly (node_exporter
@@ -153,17 +154,37 @@ struct PathState {
     c_path: Result<CString, String>,
     /// Its helper from an earlier round, still stuck.
     hung: Option<Abandoned>,
+    /// Its mount's marker (`marker` module), shared with every process on the machine.
+    key: String,
+}
+
+/// Where the mounts' markers are, and each path's.
+fn markers(shared: &Shared) -> (Option<PathBuf>, Vec<String>) {
+    let Some(dir) = marker::directory() else {
+        return (None, vec![String::new(); shared.paths.len()]);
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    marker::remove_stale(&dir, &mountinfo);
+    let keys = shared
+        .paths
+        .iter()
+        .map(|path| marker::mount_key(path, &mountinfo))
+        .collect();
+    (Some(dir), keys)
 }
 
 /// The refresher thread: one round whenever a collect wants one, at most once per gap.
 fn refresh(shared: &Shared) {
+    let (marker_dir, keys) = markers(shared);
     let mut paths: Vec<PathState> = shared
         .paths
         .iter()
-        .map(|path| PathState {
+        .zip(keys)
+        .map(|(path, key)| PathState {
             c_path: CString::new(path.as_bytes())
                 .map_err(|_| "the path contains a NUL byte".to_owned()),
             hung: None,
+            key,
         })
         .collect();
     let mut answers = Vec::with_capacity(paths.len());
@@ -179,7 +200,7 @@ fn refresh(shared: &Shared) {
         }
         let round_at = Instant::now();
         shared.lock().wanted = false;
-        round(shared, &mut paths, &mut answers);
+        round(shared, marker_dir.as_deref(), &mut paths, &mut answers);
         {
             let mut state = shared.lock();
             std::mem::swap(&mut state.answers, &mut answers);
@@ -213,11 +234,18 @@ struct InFlight {
     index: usize,
     since: Instant,
     helper: io::Result<Helper>,
+    /// Its mount's marker, locked while the call is in flight.
+    lock: Option<MountLock>,
 }
 
 /// Asks every path not hung, each in its own helper (at most [`MAX_HELPERS_IN_FLIGHT`] at
 /// once, oldest answered first), and collects the answers into `answers` in path order.
-fn round(shared: &Shared, paths: &mut [PathState], answers: &mut Vec<FilesystemCapacity>) {
+fn round(
+    shared: &Shared,
+    marker_dir: Option<&Path>,
+    paths: &mut [PathState],
+    answers: &mut Vec<FilesystemCapacity>,
+) {
     answers.clear();
     answers.resize(paths.len(), FilesystemCapacity::default());
     let mut in_flight = VecDeque::with_capacity(MAX_HELPERS_IN_FLIGHT);
@@ -249,11 +277,24 @@ fn round(shared: &Shared, paths: &mut [PathState], answers: &mut Vec<FilesystemC
                         take_answer(shared, paths, answers, oldest);
                     }
                 }
+                let lock = match marker_dir {
+                    Some(dir) => {
+                        match lock_mount(shared, dir, paths, answers, &mut in_flight, index) {
+                            Ok(lock) => Some(lock),
+                            Err(why) => {
+                                answers[index] = FilesystemCapacity::failed(path, why);
+                                continue;
+                            }
+                        }
+                    }
+                    None => None,
+                };
                 if let Ok(c_path) = &paths[index].c_path {
                     in_flight.push_back(InFlight {
                         index,
                         since: Instant::now(),
                         helper: Helper::start(c_path),
+                        lock,
                     });
                 }
             }
@@ -261,6 +302,46 @@ fn round(shared: &Shared, paths: &mut [PathState], answers: &mut Vec<FilesystemC
     }
     for started in in_flight {
         take_answer(shared, paths, answers, started);
+    }
+}
+
+/// Locks the marker of path `index`'s mount before a helper is started for it; why not, when
+/// another process's helper is stuck on that mount (then none is started: one per mount on the
+/// machine) or another process's call on it is still in flight past the timeout.
+fn lock_mount(
+    shared: &Shared,
+    dir: &Path,
+    paths: &mut [PathState],
+    answers: &mut [FilesystemCapacity],
+    in_flight: &mut VecDeque<InFlight>,
+    index: usize,
+) -> Result<MountLock, String> {
+    // A call of this round on the same mount holds the lock: its answer comes first.
+    let key = paths[index].key.clone();
+    if let Some(position) = in_flight
+        .iter()
+        .position(|started| paths[started.index].key == key)
+    {
+        for started in in_flight.drain(..=position).collect::<Vec<_>>() {
+            take_answer(shared, paths, answers, started);
+        }
+    }
+    let timeout_ms = shared.timeout.as_millis();
+    let Some(mut lock) = MountLock::acquire(dir, &key, shared.timeout + Duration::from_millis(200))
+    else {
+        return Err(format!(
+            "another process's statfs of this mount has had no answer within {timeout_ms} ms \
+             (a hung filesystem?)"
+        ));
+    };
+    match lock.stuck_helper() {
+        Some(stuck) => Err(format!(
+            "no answer within {timeout_ms} ms (a hung filesystem?): a statfs helper process \
+             (pid {}) has been stuck on this mount for {} s, and the mount is not asked again \
+             until that call returns",
+            stuck.pid, stuck.stuck_for_s
+        )),
+        None => Ok(lock),
     }
 }
 
@@ -276,13 +357,24 @@ fn take_answer(
         index,
         since,
         helper,
+        lock,
     } = started;
     let path = Path::new(&*shared.paths[index]);
     answers[index] = match helper {
         Ok(helper) => match helper.answer(since, since + shared.timeout) {
-            Ok(Ok(blocks)) => FilesystemCapacity::from_blocks(path, &blocks),
-            Ok(Err(reason)) => FilesystemCapacity::failed(path, reason),
+            Ok(answer) => {
+                if let Some(lock) = lock {
+                    lock.clear();
+                }
+                match answer {
+                    Ok(blocks) => FilesystemCapacity::from_blocks(path, &blocks),
+                    Err(reason) => FilesystemCapacity::failed(path, reason),
+                }
+            }
             Err(abandoned) => {
+                if let Some(lock) = lock {
+                    lock.mark_stuck(abandoned.pid(), since);
+                }
                 paths[index].hung = Some(abandoned);
                 FilesystemCapacity::failed(
                     path,
@@ -294,10 +386,15 @@ fn take_answer(
                 )
             }
         },
-        Err(error) => FilesystemCapacity::failed(
-            path,
-            format_args!("cannot start the statfs helper process: {error}"),
-        ),
+        Err(error) => {
+            if let Some(lock) = lock {
+                lock.clear();
+            }
+            FilesystemCapacity::failed(
+                path,
+                format_args!("cannot start the statfs helper process: {error}"),
+            )
+        }
     };
 }
 
