@@ -61,6 +61,8 @@ echo "== tests in a pure cgroup v2 VM (qemu, Debian's 6.1 cloud kernel): eBPF an
 cargo xtask vm-test 2>&1 | tee -a "$log"
 echo "== the same VM booted with lockdown=confidentiality: the fallbacks and their reasons"
 cargo xtask vm-test --lockdown 2>&1 | tee -a "$log"
+echo "== the same VM booted with 2 online of 64 possible CPUs, as a big host sizes per-CPU data"
+cargo xtask vm-test --many-cpus 2>&1 | tee -a "$log"
 
 # cargo prints one result line per test binary, the last often a crate with no doc-tests
 # ("0 passed"): close with the total, so the run's last line says what ran.

@@ -9,10 +9,11 @@
 //!   [`ITER_OBJECT`], with clang's version in [`ITER_STAMP`].
 //! - `check-ebpf-fresh`: rebuilds both into a scratch directory and fails if a result differs
 //!   from the committed object (byte for byte when the toolchain is the one in the stamp).
-//! - `vm-test [FILTER] [--repeat N] [--lockdown]`: runs relay-metrics' tests matching FILTER
+//! - `vm-test [FILTER] [--repeat N] [--lockdown | --many-cpus]`: runs relay-metrics' tests matching FILTER
 //!   (default `source::ebpf`) on a pure cgroup v2 kernel in a qemu VM (see `vm.rs`), N times in
 //!   one boot (to hunt intermittent failures); `--lockdown` boots it with
-//!   `lockdown=confidentiality` (default FILTER `vm_tests::lockdown`).
+//!   `lockdown=confidentiality` (default FILTER `vm_tests::lockdown`), `--many-cpus` with 2 online
+//!   of 64 possible CPUs (default FILTER `vm_tests::many_cpus`).
 //! - `man [DIR]`: writes the man pages of the `relay-metrics` command (clap_mangen, from the
 //!   command line's own definition) into DIR, default `target/man`: `relay-metrics.1` and one
 //!   `relay-metrics-<command>.1` per command.
@@ -49,7 +50,7 @@ const CLANG: &str = "/usr/bin/clang-22";
 const ITER_APT_PACKAGES: [&str; 2] = ["clang-22", "libbpf-dev"];
 
 const USAGE: &str = "cargo xtask <install-toolchain | build-ebpf | check-ebpf-fresh | \
-                     vm-test [FILTER] [--repeat N] [--lockdown] | man [DIR]>";
+                     vm-test [FILTER] [--repeat N] [--lockdown | --many-cpus] | man [DIR]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -57,9 +58,8 @@ fn main() -> ExitCode {
         Some("install-toolchain") => install_toolchain(),
         Some("build-ebpf") => build_ebpf(),
         Some("check-ebpf-fresh") => check_ebpf_fresh(),
-        Some("vm-test") => vm_test_args(&args[1..]).and_then(|args| {
-            vm::vm_test(&workspace_root()?, &args.filter, args.repeat, args.lockdown)
-        }),
+        Some("vm-test") => vm_test_args(&args[1..])
+            .and_then(|args| vm::vm_test(&workspace_root()?, &args.filter, args.repeat, args.boot)),
         Some("man") if args.len() <= 2 => man(args.get(1).map(PathBuf::from)),
         _ => {
             eprintln!("usage: {USAGE}");
@@ -75,19 +75,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// What `vm-test` runs: FILTER, `--repeat N`, `--lockdown`.
+/// What `vm-test` runs: FILTER, `--repeat N`, `--lockdown` or `--many-cpus`.
 #[derive(Debug, PartialEq, Eq)]
 struct VmTestArgs {
     filter: String,
     repeat: u32,
-    lockdown: bool,
+    boot: vm::Boot,
 }
 
-/// `[FILTER] [--repeat N] [--lockdown]` of `vm-test`.
+/// `[FILTER] [--repeat N] [--lockdown | --many-cpus]` of `vm-test`.
 fn vm_test_args(args: &[String]) -> Result<VmTestArgs> {
     let mut filter = None;
     let mut repeat = 1;
-    let mut lockdown = false;
+    let mut boot = vm::Boot::Plain;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--repeat" {
@@ -96,23 +96,22 @@ fn vm_test_args(args: &[String]) -> Result<VmTestArgs> {
                 value.parse().ok().filter(|&n| n > 0).with_context(|| {
                     format!("--repeat {value:?}: expected a count of at least 1")
                 })?;
-        } else if arg == "--lockdown" {
-            lockdown = true;
+        } else if (arg == "--lockdown" || arg == "--many-cpus") && boot == vm::Boot::Plain {
+            boot = if arg == "--lockdown" {
+                vm::Boot::Lockdown
+            } else {
+                vm::Boot::ManyCpus
+            };
         } else if filter.is_none() && !arg.starts_with('-') {
             filter = Some(arg.clone());
         } else {
             bail!("unexpected argument {arg:?}; usage: {USAGE}");
         }
     }
-    let default = if lockdown {
-        vm::LOCKDOWN_TESTS
-    } else {
-        "source::ebpf"
-    };
     Ok(VmTestArgs {
-        filter: filter.unwrap_or_else(|| default.to_owned()),
+        filter: filter.unwrap_or_else(|| boot.default_filter().to_owned()),
         repeat,
-        lockdown,
+        boot,
     })
 }
 
@@ -409,7 +408,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<(String, u32, bool)> {
         vm_test_args(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>())
-            .map(|args| (args.filter, args.repeat, args.lockdown))
+            .map(|args| (args.filter, args.repeat, args.boot == vm::Boot::Lockdown))
     }
 
     #[test]
@@ -435,6 +434,10 @@ mod tests {
             parse(&["vm_tests::lockdown::a", "--lockdown"]).unwrap(),
             ("vm_tests::lockdown::a".to_owned(), 1, true)
         );
+        let many = vm_test_args(&["--many-cpus".to_owned()]).unwrap();
+        assert_eq!(many.filter, "vm_tests::many_cpus");
+        assert_eq!(many.boot, vm::Boot::ManyCpus);
+        assert!(parse(&["--many-cpus", "--lockdown"]).is_err());
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!
 //! `--lockdown` boots the kernel with `lockdown=confidentiality` and runs only FILTER (by default
 //! `vm_tests::lockdown`, the tests of the fallbacks there, which the other runs skip).
+//! `--many-cpus` boots it with 2 online of 64 possible CPUs (`-smp 2,maxcpus=64`, as a big host
+//! sizes per-CPU data) and runs only FILTER (by default `vm_tests::many_cpus`, which the other
+//! runs skip): a boot of its own, since 64 possible CPUs slow every test under TCG.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -31,6 +34,44 @@ const WATCHDOG_PREFIX: &str = "watchdog: ";
 const VM_ONLY_TESTS: &str = "vm_tests";
 /// The tests that only the lockdown boot runs.
 pub const LOCKDOWN_TESTS: &str = "vm_tests::lockdown";
+/// The tests that only the many-CPUs boot runs.
+pub const MANY_CPUS_TESTS: &str = "vm_tests::many_cpus";
+
+/// How the VM's kernel is booted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boot {
+    /// 2 CPUs, no lockdown: every test but those of the other boots.
+    Plain,
+    /// `lockdown=confidentiality`.
+    Lockdown,
+    /// 2 online of 64 possible CPUs.
+    ManyCpus,
+}
+
+impl Boot {
+    /// The tests this boot runs when no FILTER is given.
+    pub fn default_filter(self) -> &'static str {
+        match self {
+            Self::Plain => "source::ebpf",
+            Self::Lockdown => LOCKDOWN_TESTS,
+            Self::ManyCpus => MANY_CPUS_TESTS,
+        }
+    }
+
+    fn append(self) -> &'static str {
+        match self {
+            Self::Lockdown => "console=ttyS0 panic=-1 quiet lockdown=confidentiality",
+            Self::Plain | Self::ManyCpus => "console=ttyS0 panic=-1 quiet",
+        }
+    }
+
+    fn smp(self) -> &'static str {
+        match self {
+            Self::ManyCpus => "2,maxcpus=64",
+            Self::Plain | Self::Lockdown => "2",
+        }
+    }
+}
 
 /// One invocation of the test binary in the VM.
 #[derive(Clone)]
@@ -58,22 +99,26 @@ impl TestRun {
 }
 
 /// FILTER's tests but `vm_tests`, then every `vm_tests` test (a FILTER inside `vm_tests`
-/// selects just those), the lockdown tests left out; under `lockdown`, FILTER alone.
-fn plan(filter: &str, lockdown: bool) -> Vec<TestRun> {
+/// selects just those), the tests of the other boots left out; under another boot, FILTER alone.
+fn plan(filter: &str, boot: Boot) -> Vec<TestRun> {
     let run = |filter: &str, skips: &[&str]| TestRun {
         filter: filter.to_owned(),
         skips: skips.iter().map(|skip| (*skip).to_owned()).collect(),
         expected: Vec::new(),
     };
-    let lockdown_tests = format!("{LOCKDOWN_TESTS}::");
-    if lockdown {
+    let own_boots = [
+        format!("{LOCKDOWN_TESTS}::"),
+        format!("{MANY_CPUS_TESTS}::"),
+    ];
+    let own_boots = [own_boots[0].as_str(), own_boots[1].as_str()];
+    if boot != Boot::Plain {
         vec![run(filter, &[])]
     } else if filter.starts_with(VM_ONLY_TESTS) {
-        vec![run(filter, &[&lockdown_tests])]
+        vec![run(filter, &own_boots)]
     } else {
         vec![
             run(filter, &[&format!("{VM_ONLY_TESTS}::")]),
-            run(VM_ONLY_TESTS, &[&lockdown_tests]),
+            run(VM_ONLY_TESTS, &own_boots),
         ]
     }
 }
@@ -138,14 +183,14 @@ fn check_console(console: &str, runs: &[TestRun]) -> Vec<String> {
     problems
 }
 
-pub fn vm_test(root: &Path, filter: &str, repeat: u32, lockdown: bool) -> Result<()> {
+pub fn vm_test(root: &Path, filter: &str, repeat: u32, boot: Boot) -> Result<()> {
     let started = Instant::now();
     ensure_apt_packages(&VM_PACKAGES)?;
     let work = root.join("target").join("vm-test");
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let kernel = kernel_image(&work)?;
     let tests = build_test_binary(root)?;
-    let mut once = plan(filter, lockdown);
+    let mut once = plan(filter, boot);
     list_expected(&tests, &mut once)?;
     let runs: Vec<TestRun> = (0..repeat).flat_map(|_| once.iter().cloned()).collect();
     for run in &once {
@@ -161,11 +206,7 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32, lockdown: bool) -> Result
         );
     }
     let initramfs = make_initramfs(&work, &tests, &runs)?;
-    let append = if lockdown {
-        "console=ttyS0 panic=-1 quiet lockdown=confidentiality"
-    } else {
-        "console=ttyS0 panic=-1 quiet"
-    };
+    let append = boot.append();
     eprintln!(
         "xtask: booting {} under qemu (TCG) with {append:?}",
         kernel.display()
@@ -176,7 +217,16 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32, lockdown: bool) -> Result
         Command::new("timeout")
             .arg(timeout_secs.to_string())
             .arg("qemu-system-x86_64")
-            .args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1024"])
+            .args([
+                "-accel",
+                "tcg",
+                "-cpu",
+                "max",
+                "-smp",
+                boot.smp(),
+                "-m",
+                "1024",
+            ])
             .args(["-nographic", "-no-reboot"])
             .arg("-kernel")
             .arg(&kernel)
@@ -421,7 +471,7 @@ mod tests {
     use super::*;
 
     fn runs() -> Vec<TestRun> {
-        let mut runs = plan("source::ebpf", false);
+        let mut runs = plan("source::ebpf", Boot::Plain);
         runs[0].expected = vec!["source::ebpf::a".into()];
         runs[1].expected = vec!["vm_tests::b".into(), "vm_tests::c".into()];
         runs
@@ -438,7 +488,7 @@ mod tests {
 
     #[test]
     fn the_default_runs_filter_but_vm_tests_then_every_vm_test_all_including_ignored() {
-        let runs = plan("source::ebpf", false);
+        let runs = plan("source::ebpf", Boot::Plain);
         assert_eq!(runs.len(), 2);
         let skip_vm_tests = ["--skip".to_owned(), "vm_tests::".to_owned()];
         let skip_lockdown = ["--skip".to_owned(), "vm_tests::lockdown::".to_owned()];
@@ -448,7 +498,7 @@ mod tests {
         assert!(runs[1].args().contains(&"--include-ignored".to_owned()));
         assert!(runs[1].args().windows(2).any(|pair| pair == skip_lockdown));
         assert!(!runs[1].args().windows(2).any(|pair| pair == skip_vm_tests));
-        let only = plan("vm_tests::oom", false);
+        let only = plan("vm_tests::oom", Boot::Plain);
         assert_eq!(only.len(), 1);
         assert!(only[0].args().contains(&"--include-ignored".to_owned()));
         assert!(only[0].args().windows(2).any(|pair| pair == skip_lockdown));
@@ -456,11 +506,20 @@ mod tests {
 
     #[test]
     fn the_lockdown_boot_runs_its_filter_alone() {
-        let runs = plan(LOCKDOWN_TESTS, true);
+        let runs = plan(LOCKDOWN_TESTS, Boot::Lockdown);
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].filter, "vm_tests::lockdown");
         assert!(runs[0].args().contains(&"--include-ignored".to_owned()));
         assert!(!runs[0].args().contains(&"--skip".to_owned()));
+        let runs = plan(MANY_CPUS_TESTS, Boot::ManyCpus);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].filter, "vm_tests::many_cpus");
+        assert!(!runs[0].args().contains(&"--skip".to_owned()));
+        let skip_many = ["--skip".to_owned(), "vm_tests::many_cpus::".to_owned()];
+        assert!(plan("source::ebpf", Boot::Plain)[1]
+            .args()
+            .windows(2)
+            .any(|pair| pair == skip_many));
     }
 
     #[test]

@@ -274,4 +274,47 @@ mod tests {
             .to_string()
             .contains("/nonexistent/relay-metrics-test"));
     }
+
+    /// A tracefs `format` is a record-by-record seq_file (a field per record): the longest one
+    /// of this host's kernel (dma/dma_alloc_sgt, 5.5 KiB, on 6.18) comes a few hundred bytes per
+    /// read, and the eBPF set-up reads it whole. (The VM's 6.1 hands out its longest, 4,040
+    /// bytes, in one read: this test is the host's, outside the `source::ebpf` tests the VM runs.)
+    #[test]
+    #[ignore = "root: reads tracefs"]
+    fn the_longest_tracefs_format_is_read_whole_as_root() {
+        let tracing = std::path::Path::new("/sys/kernel/tracing/events");
+        let mut longest: Option<(Vec<u8>, std::path::PathBuf)> = None;
+        for category in std::fs::read_dir(tracing).expect("tracefs mounted") {
+            let Ok(events) = std::fs::read_dir(category.expect("entry").path()) else {
+                continue;
+            };
+            for event in events {
+                let path = event.expect("entry").path().join("format");
+                if let Ok(content) = std::fs::read(&path) {
+                    if longest
+                        .as_ref()
+                        .is_none_or(|(l, _)| content.len() > l.len())
+                    {
+                        longest = Some((content, path));
+                    }
+                }
+            }
+        }
+        let (oracle, long) = longest.expect("some event format");
+        let mut one_read = Vec::new();
+        let first = pread_whole(&std::fs::File::open(&long).expect("format"), &mut one_read)
+            .expect("one read")
+            .len();
+        assert!(
+            first < oracle.len(),
+            "{}: one read gave all {first} bytes",
+            long.display()
+        );
+        let events = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(events.path().join("sched/sched_switch")).expect("mkdir");
+        std::os::unix::fs::symlink(&long, events.path().join("sched/sched_switch/format"))
+            .expect("symlink");
+        let formats = crate::source::ebpf::read_formats(events.path());
+        assert_eq!(formats.switch, oracle, "{}", long.display());
+    }
 }

@@ -125,7 +125,7 @@ fn target<'a>(targets: &'a Targets, cgroup: &str) -> &'a CgroupTargetReport {
         .unwrap_or_else(|| panic!("{cgroup} not measured: {targets:?}"))
 }
 
-fn collector() -> Collector {
+pub(super) fn collector() -> Collector {
     let mut config = ResourceMetricsConfig {
         measurement_scope: ScopeSetting::Global,
         gpu: GpuConfig {

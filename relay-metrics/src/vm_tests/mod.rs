@@ -22,6 +22,7 @@ use watchdog::Watchdog;
 
 mod live_v2;
 mod lockdown;
+mod many_cpus;
 mod task_iter;
 mod watchdog;
 

@@ -24,6 +24,8 @@ pub(crate) mod loader;
 mod lockdown;
 mod mapped;
 mod setup;
+#[cfg(test)]
+pub(crate) use setup::read_formats;
 pub(crate) mod spawn;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -64,7 +64,7 @@ pub(super) fn tracefs_events(roots: &Roots) -> Result<PathBuf, EbpfUnavailable> 
     Ok(events)
 }
 
-pub(super) fn read_formats(events: &Path) -> format::Formats {
+pub(crate) fn read_formats(events: &Path) -> format::Formats {
     let read = |category: &str, name: &str| {
         let mut buf = Vec::new();
         match read_once(&events.join(category).join(name).join("format"), &mut buf) {
@@ -180,22 +180,5 @@ mod tests {
             }
             other => panic!("expected NoTracefs, got {other:?}"),
         }
-    }
-
-    /// A tracefs `format` is a record-by-record seq_file (a field per record); the longest here
-    /// (dma/dma_alloc_sgt, ~5.5 KiB) comes a few hundred bytes per read, and is read whole.
-    #[test]
-    #[ignore = "root: reads tracefs"]
-    fn a_format_longer_than_a_page_is_read_whole_as_root() {
-        let tracing = Path::new("/sys/kernel/tracing/events");
-        let long = tracing.join("dma/dma_alloc_sgt/format");
-        let oracle = std::fs::read(&long).expect("the dma_alloc_sgt format (tracefs mounted)");
-        assert!(oracle.len() > 4096, "{}", oracle.len());
-        let events = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir_all(events.path().join("sched/sched_switch")).expect("mkdir");
-        std::os::unix::fs::symlink(&long, events.path().join("sched/sched_switch/format"))
-            .expect("symlink");
-        let formats = read_formats(events.path());
-        assert_eq!(formats.switch, oracle);
     }
 }
