@@ -21,6 +21,7 @@ use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use watchdog::Watchdog;
 
 mod lockdown;
+mod nesting;
 mod task_iter;
 mod watchdog;
 
@@ -43,6 +44,10 @@ pub(crate) fn run_child_if_requested() {
                 page[0] = 1;
             }
             std::hint::black_box(&memory);
+            std::process::exit(0);
+        }
+        Ok("idle") => {
+            wait_for_go();
             std::process::exit(0);
         }
         Ok("spin") => loop {
