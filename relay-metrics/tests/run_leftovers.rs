@@ -21,7 +21,8 @@ use nix::unistd::Pid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
 
-/// The pids of live processes whose command line contains `marker`.
+/// The pids of live processes whose command line starts with `sleep <marker>` (not the shells
+/// whose arguments hold it: they exist before `run` is ready for signals).
 fn with_marker(marker: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -37,11 +38,8 @@ fn with_marker(marker: &str) -> Vec<i32> {
         let zombie = stat
             .rfind(')')
             .is_some_and(|at| stat[at + 1..].trim_start().starts_with('Z'));
-        if !zombie
-            && String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .contains(marker)
-        {
+        let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !zombie && line.starts_with(&format!("sleep {marker}")) {
             found.push(pid);
         }
     }
@@ -100,8 +98,8 @@ fn run_setsid(marker: &str) -> Reaped {
         });
     }
     let run = Reaped(command.spawn().unwrap());
-    started(&format!("sleep {marker}1"));
-    started(&format!("sleep {marker}"));
+    started(&format!("{marker}1"));
+    started(&marker);
     run
 }
 

@@ -38,6 +38,7 @@ use super::ExitWith;
 mod batch;
 mod cgroup;
 mod guard;
+mod start;
 mod tree;
 
 use batch::LineBatch;
@@ -353,17 +354,10 @@ fn run_command(
     // so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
-    let child = {
-        use std::os::unix::process::CommandExt;
-        std::process::Command::new("/bin/sh")
-            .args(["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", program])
-            .args(arguments)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {program}"))?
-    };
-    let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    let mut group = CommandGroup::new(pid, pid, &cgroup_dirs);
+    let started = start::start_stopped(program, arguments, subreaper)?;
+    let pid = started.pid;
+    let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
+    let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
     // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
     // leaves it as is) and before any thread starts, so every thread inherits the mask and the
     // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
@@ -378,7 +372,7 @@ fn run_command(
         .context("cannot block the signals to forward")?;
     wait_until_stopped(pid)?;
     // Stopped, the command has no child yet: moved now, every descendant starts in the cgroup.
-    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(child.id()) {
+    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid_u32) {
         Ok(()) => Ok(cgroup),
         Err(error) => {
             let _ = cgroup.remove();
@@ -393,7 +387,7 @@ fn run_command(
         }
         Err(_) => {
             config.measurement_scope = ScopeSetting::ProcessTree;
-            config.root_pid = Some(child.id());
+            config.root_pid = Some(pid_u32);
             config.cgroup_path = None;
         }
     }
@@ -421,11 +415,11 @@ fn run_command(
         }
         collector
     });
-    let _foreground = Foreground::give_to(pid);
+    let _foreground = Foreground::give_to(started.group);
     let mut collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
-            killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
+            killpg(started.group, Signal::SIGCONT).context("cannot resume the command")?;
             let status = exit_code(&group.reap()?);
             end_cgroup(cgroup.ok(), &mut group);
             bail!("cannot measure {program} (exit status {status}): {error}");
