@@ -231,7 +231,7 @@ mod tests {
         assert!(start_time(pid).is_some());
         let left = leftovers(found.iter().copied());
         let text = describe(&left, "ended");
-        assert!(text.starts_with("the command left 2 processes ("), "{text}");
+        assert!(text.starts_with("the command left 2 processes running ("), "{text}");
         assert!(text.contains("sleep 30"), "{text}");
         kill_all(&found);
         kill_all(&[pid]);
