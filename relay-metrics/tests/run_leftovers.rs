@@ -99,7 +99,7 @@ fn run_setsid(marker: &str) -> Reaped {
     }
     let run = Reaped(command.spawn().unwrap());
     started(&format!("{marker}1"));
-    started(&marker);
+    started(marker);
     run
 }
 

@@ -731,7 +731,6 @@ fn stream_until_exit(
         };
         snapshots.collector_mut().note_cumulative(&note);
     }
-    drop(snapshots);
     stream
         .orphans
         .reap_exited_at_end(stream.group.pid, stream.group.group, collector);

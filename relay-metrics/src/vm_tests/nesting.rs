@@ -30,7 +30,7 @@ fn run_nests_below_a_limited_occupied_v2_cgroup_without_moving_the_caller_in_vm(
     let nested = NestedCgroup::create(&layout, &caller_cgroup, "relay-metrics-run-vm")
         .unwrap_or_else(|why| panic!("no nested cgroup: {why}"));
     let dir = parent.path.join("relay-metrics-run-vm");
-    assert_eq!(nested.dirs(), [dir.clone()]);
+    assert_eq!(nested.dirs(), std::slice::from_ref(&dir));
     assert_eq!(
         nested.path(),
         format!("{}/relay-metrics-run-vm", parent.relative)

@@ -32,11 +32,15 @@ pub(super) fn descendants_of(roots: &[i32]) -> Vec<i32> {
     found
 }
 
-/// `run`'s own descendants, but for the processes in `exclude` (the guard) and theirs.
+/// `run`'s own descendants, but for the processes in `exclude` (the guard) and theirs, and
+/// `run`'s own helpers (the eBPF loader, `statfs` helpers), which stay in `run`'s process
+/// group: the command and all it starts are in other groups (its own, or new ones).
 pub(super) fn own_descendants(exclude: &[i32]) -> Vec<i32> {
+    let ours = nix::unistd::getpgrp();
     let direct: Vec<i32> = children_of("/proc/self")
         .into_iter()
         .filter(|pid| !exclude.contains(pid))
+        .filter(|&pid| nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g != ours))
         .collect();
     let mut all = direct.clone();
     all.extend(descendants_of(&direct));
@@ -231,7 +235,10 @@ mod tests {
         assert!(start_time(pid).is_some());
         let left = leftovers(found.iter().copied());
         let text = describe(&left, "ended");
-        assert!(text.starts_with("the command left 2 processes running ("), "{text}");
+        assert!(
+            text.starts_with("the command left 2 processes running ("),
+            "{text}"
+        );
         assert!(text.contains("sleep 30"), "{text}");
         kill_all(&found);
         kill_all(&[pid]);
