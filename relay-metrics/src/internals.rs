@@ -51,7 +51,8 @@ pub mod system {
 pub mod cgroup {
     pub use crate::source::cgroup::{
         keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_proc_cgroup, parse_psi,
-        parse_v1_cpu_quota, parse_v1_memory_limit, CgroupLayout, CpuQuota,
+        parse_v1_cpu_quota, parse_v1_memory_limit, remove_dirs, CgroupLayout, CpuQuota,
+        NestedCgroup,
     };
 }
 

@@ -233,13 +233,30 @@ fn run_matches_gnu_time_as_an_ordinary_user_on_the_process_tree() {
     }
 }
 
-/// Every directory `run` (pid `pid`) may have made.
+/// Every directory `run` (pid `pid`, started by this process) may have made: below this
+/// process's own cgroup in each hierarchy (the v2 line `0::` for `unified` and a pure v2 host).
 fn run_cgroup_dirs(pid: u32) -> Vec<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own_path = |field: &str| {
+        own.lines()
+            .find_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                (controllers == field).then(|| path.trim_start_matches('/').to_string())
+            })
+            .unwrap_or_default()
+    };
     ["cpuacct", "cpu", "memory", "blkio", "pids", "unified", ""]
         .iter()
         .map(|hierarchy| {
+            let field = if hierarchy.is_empty() || *hierarchy == "unified" {
+                ""
+            } else {
+                hierarchy
+            };
             Path::new("/sys/fs/cgroup")
                 .join(hierarchy)
+                .join(own_path(field))
                 .join(format!("relay-metrics-run-{pid}"))
         })
         .collect()
@@ -342,5 +359,53 @@ fn no_cgroup_measures_the_process_tree_and_says_why() {
     assert!(
         previous / 1e9 > live_s,
         "cumulative {previous} ns, live sum {live_s} s"
+    );
+}
+
+/// `max_single_process_rss_bytes` and GNU time's "Maximum resident set size" of one command.
+fn max_rss_kib(options: &[&str], command: &[&str]) -> (f64, f64) {
+    let output = Command::new(common::binary())
+        .arg("run")
+        .args(options)
+        .args(["--summary-format", "json", "--"])
+        .args(command)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let summary: Value = serde_json::from_slice(&output.stderr).unwrap();
+    let ours = summary["memory"]["max_single_process_rss_bytes"]
+        .as_f64()
+        .unwrap()
+        / 1024.0;
+    let timed = Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .args(command)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&timed.stderr);
+    let theirs: f64 = text.trim().lines().last().unwrap().parse().unwrap();
+    (ours, theirs)
+}
+
+#[test]
+fn max_rss_of_one_process_is_the_commands_own_not_runs() {
+    // Until run started the command from a small shell, the command's ru_maxrss began at run's
+    // own peak (execve keeps it): /bin/true reported 6.5-7.3 MB against GNU time's 1.0 MB.
+    // Now it is the peak of the shell and `env` that start it, within ~700 KiB of GNU time's.
+    for options in [&[][..], &["--no-cgroup"][..]] {
+        let (ours, theirs) = max_rss_kib(options, &["/bin/true"]);
+        assert!(
+            ours >= theirs * 0.95 && ours <= theirs + 800.0,
+            "{options:?}: /bin/true: run {ours} KiB, GNU time {theirs} KiB"
+        );
+    }
+    // A command bigger than the shell: its own peak, as GNU time has it.
+    let big = ["python3", "-c", "x = b'x' * (64 << 20)"];
+    let (ours, theirs) = max_rss_kib(&[], &big);
+    assert!(
+        (ours - theirs).abs() <= theirs * 0.05,
+        "64 MiB python: run {ours} KiB, GNU time {theirs} KiB"
     );
 }

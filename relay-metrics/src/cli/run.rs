@@ -15,11 +15,9 @@
 //! orphans of the command are adopted and reaped by `run`, and their usage is counted. When the
 //! command exits, whatever it left running in its cgroup is ended (the cgroup is removed).
 
-use std::io::{Read as _, Write};
-use std::os::unix::process::CommandExt as _;
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -29,7 +27,7 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::{Collector, KernelEventsPreload, ResourceMetricsSnapshot};
+use relay_metrics::{Collector, KernelEventsPreload};
 
 use relay_metrics::internals::{wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
@@ -39,9 +37,16 @@ use super::ExitWith;
 
 mod batch;
 mod cgroup;
+mod guard;
+mod start;
+mod stream;
+mod tree;
 
 use batch::LineBatch;
 use cgroup::RunCgroup;
+pub(crate) use guard::guard_if_requested;
+use guard::{end_group, Guard};
+use stream::{stream_until_exit, Stream};
 
 #[derive(Args)]
 pub(crate) struct RunArgs {
@@ -68,6 +73,12 @@ pub(crate) struct RunArgs {
     /// The summary's format (implies --summary).
     #[arg(long, value_enum, value_name = "FORMAT")]
     summary_format: Option<SummaryFormat>,
+    /// When the command exits, wait for the processes it left running (at most SECONDS when
+    /// given, e.g. `--wait-all=60`), sampling on, instead of ending them at once. Either way
+    /// they are named in the last line's `extensions.cumulative.reason` and the summary. A
+    /// signal to `run` meanwhile ends the wait (and them).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, require_equals = true, default_missing_value = "inf", value_parser = parse_wait_limit)]
+    wait_all: Option<WaitLimit>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -96,21 +107,33 @@ pub(crate) fn run(args: RunArgs) -> Result<i32> {
         args.output,
         !args.no_cgroup,
         summary,
+        args.wait_all.map(|limit| limit.0),
         &args.command,
     )
 }
 
-/// Set in the guard process's environment: the directories of `run`'s cgroup, one a line.
-const GUARD_CGROUP_ENV: &str = "RELAY_METRICS_RUN_GUARD_CGROUP";
+/// `--wait-all`'s limit (`None`: no limit).
+#[derive(Clone, Copy)]
+struct WaitLimit(Option<Duration>);
+
+/// `--wait-all`'s limit: seconds (`inf`, the value without one, means none).
+fn parse_wait_limit(value: &str) -> Result<WaitLimit, String> {
+    let seconds: f64 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of seconds"))?;
+    if seconds.is_infinite() && seconds > 0.0 {
+        return Ok(WaitLimit(None));
+    }
+    Duration::try_from_secs_f64(seconds)
+        .map(|limit| WaitLimit(Some(limit)))
+        .map_err(|_| format!("{value:?} is not a number of seconds (0 or more)"))
+}
 
 /// Without a config file, `memory.private` is re-read at most this often (ms).
 const PRIVATE_MEMORY_INTERVAL_MS: u64 = 1000;
 
 /// How long the command's group gets to exit after SIGTERM when `run` aborts.
 const ABORT_GRACE: Duration = Duration::from_secs(1);
-
-/// Set in the guard process's environment, to the command's process group.
-const GUARD_ENV: &str = "RELAY_METRICS_RUN_GUARD";
 
 /// The signals `run` passes on to the command.
 const FORWARDED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
@@ -125,35 +148,50 @@ enum Event {
 
 /// The command's process group, ended (SIGKILL) and reaped if `run` leaves without reaping it.
 struct CommandGroup {
+    /// The command.
     pid: Pid,
+    /// Its process group.
+    group: Pid,
     reaped: bool,
     /// Ends the group should `run` be killed; released once `run` is done with the group.
     guard: Option<Guard>,
+    /// Without a cgroup, the processes that leave the group are found by ancestry.
+    no_cgroup: bool,
 }
 
 impl CommandGroup {
-    fn new(pid: Pid, cgroup_dirs: &[PathBuf]) -> Self {
-        let guard = Guard::start(pid, cgroup_dirs)
+    fn new(pid: Pid, group: Pid, cgroup_dirs: &[PathBuf]) -> Self {
+        let guard = Guard::start(group, cgroup_dirs)
             .inspect_err(|error| {
                 tracing::warn!("the command is not guarded against run being killed: {error:#}");
             })
             .ok();
         Self {
             pid,
+            group,
             reaped: false,
             guard,
+            no_cgroup: cgroup_dirs.is_empty(),
+        }
+    }
+
+    /// Without a cgroup, ends every descendant of `run` but the guard: the processes that left
+    /// the group (`setsid`) are among them, as `run` is their subreaper.
+    fn end_descendants(&self) {
+        if self.no_cgroup {
+            tree::end_own_descendants(self.guard.as_ref().map(Guard::pid));
         }
     }
 
     fn signal(&self, signal: Signal) {
         // ESRCH: nobody left in the group.
-        let _ = killpg(self.pid, signal);
+        let _ = killpg(self.group, signal);
     }
 
     /// Ends the group: SIGTERM, up to [`ABORT_GRACE`] for the command to exit, then SIGKILL for
     /// whatever is left of the group (descendants that outlived it too).
     fn end(&mut self, events: &Receiver<Event>) {
-        end_group(self.pid, Signal::SIGTERM);
+        end_group(self.group, Signal::SIGTERM);
         let deadline = Instant::now() + ABORT_GRACE;
         loop {
             match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
@@ -162,6 +200,7 @@ impl CommandGroup {
             }
         }
         self.signal(Signal::SIGKILL);
+        self.end_descendants();
     }
 
     /// Reaps the command, with its resource usage (its reaped descendants included).
@@ -181,15 +220,15 @@ impl CommandGroup {
     fn reaped(&mut self) {
         self.reaped = true;
         if let Some(guard) = &mut self.guard {
-            guard.tell(b'g');
+            guard.tell(b"g");
         }
     }
 
     /// `run` removed its cgroup (or has none): the guard has nothing left to do.
     fn release_guard(&mut self, cgroup_removed: bool) {
-        if let Some(mut guard) = self.guard.take() {
+        if let Some(guard) = self.guard.take() {
             if cgroup_removed {
-                guard.tell(b'c');
+                guard.tell(b"c");
             }
             guard.finish();
         }
@@ -207,6 +246,7 @@ impl Drop for CommandGroup {
     fn drop(&mut self) {
         if !self.reaped {
             self.signal(Signal::SIGKILL);
+            self.end_descendants();
             let _ = waitpid(self.pid, None);
             self.reaped();
         }
@@ -215,110 +255,6 @@ impl Drop for CommandGroup {
             guard.finish();
         }
     }
-}
-
-/// A process that ends the command's group if `run` dies without releasing it. `run` holds
-/// the write end of a pipe whose read end is the guard's stdin: the kernel closes it whatever
-/// ends `run`, and the guard reads end-of-file instead of the release byte. The guard is this
-/// executable re-run (shown as `relay-metrics-run-guard`), started before anything else that
-/// could fork, and it holds nothing of `run`'s but that pipe.
-struct Guard {
-    release: std::fs::File,
-    process: Child,
-}
-
-impl Guard {
-    fn start(group: Pid, cgroup_dirs: &[PathBuf]) -> Result<Self> {
-        let dirs: Vec<String> = cgroup_dirs
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect();
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .context("cannot make the guard's pipe")?;
-        let process = std::process::Command::new("/proc/self/exe")
-            .arg0("relay-metrics-run-guard")
-            .env(GUARD_ENV, group.as_raw().to_string())
-            .env(GUARD_CGROUP_ENV, dirs.join("\n"))
-            .stdin(Stdio::from(read))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("cannot start the guard process")?;
-        Ok(Self {
-            release: std::fs::File::from(write),
-            process,
-        })
-    }
-
-    /// Tells the guard to leave the group (`g`) or the cgroup (`c`) alone.
-    fn tell(&mut self, what: u8) {
-        // A guard that is gone already (killed by someone) fails the write: nothing to do.
-        let _ = self.release.write_all(&[what]);
-    }
-
-    /// Closes the pipe (the guard does what it was not released from) and reaps the guard.
-    fn finish(mut self) {
-        drop(self.release);
-        let _ = self.process.wait();
-    }
-}
-
-/// The guard's body, when this executable runs as one; returns at once otherwise. Call it first
-/// thing in `main`.
-pub(crate) fn guard_if_requested() {
-    let Some(group) = std::env::var_os(GUARD_ENV) else {
-        return;
-    };
-    let group = match group.to_str().and_then(|g| g.parse::<i32>().ok()) {
-        Some(group) if group > 1 => Pid::from_raw(group),
-        _ => {
-            eprintln!("relay-metrics: {GUARD_ENV} is not a process group id");
-            std::process::exit(2);
-        }
-    };
-    // Only the pipe decides: signals meant for `run`'s own group do not end the guard (SIGKILL
-    // still does).
-    let _ = SigSet::all().thread_block();
-    let cgroup_dirs: Vec<PathBuf> = std::env::var(GUARD_CGROUP_ENV)
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| !line.is_empty())
-        .map(PathBuf::from)
-        .collect();
-    let mut byte = [0u8; 1];
-    let mut stdin = std::io::stdin().lock();
-    let (mut group_released, mut cgroup_released) = (false, cgroup_dirs.is_empty());
-    loop {
-        match stdin.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) if byte[0] == b'g' => group_released = true,
-            Ok(_) if byte[0] == b'c' => cgroup_released = true,
-            Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-    }
-    if !group_released {
-        end_group(group, Signal::SIGTERM);
-        let deadline = Instant::now() + ABORT_GRACE;
-        // Signal 0 probes the group: ESRCH once nobody is left.
-        while killpg(group, None).is_ok() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        end_group(group, Signal::SIGKILL);
-    }
-    if !cgroup_released {
-        // Members that left the process group are still in the cgroup: removal ends them.
-        let _ = cgroup::remove_dirs(&cgroup_dirs);
-    }
-    std::process::exit(0);
-}
-
-/// Sends `signal` to the group, and SIGCONT so that stopped members see it.
-fn end_group(group: Pid, signal: Signal) {
-    // ESRCH: nobody left in the group.
-    let _ = killpg(group, signal);
-    let _ = killpg(group, Signal::SIGCONT);
 }
 
 /// Hands the terminal's foreground to the command's group while it runs (so that it can read
@@ -356,6 +292,7 @@ fn run_command(
     output: Option<PathBuf>,
     use_cgroup: bool,
     summary: Option<SummaryFormat>,
+    wait_all: Option<Option<Duration>>,
     command: &[String],
 ) -> Result<i32> {
     let mut config = match &config {
@@ -413,23 +350,16 @@ fn run_command(
     };
     let cgroup_dirs = cgroup
         .as_ref()
-        .map(|cgroup| cgroup.dirs().to_vec())
+        .map(|cgroup| cgroup.dirs())
         .unwrap_or_default();
     // The command starts stopped (a shell that stops itself, then execs it with the same pid),
     // so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
-    let child = {
-        use std::os::unix::process::CommandExt;
-        std::process::Command::new("/bin/sh")
-            .args(["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", program])
-            .args(arguments)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("cannot start {program}"))?
-    };
-    let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
-    let mut group = CommandGroup::new(pid, &cgroup_dirs);
+    let started = start::start_stopped(program, arguments, subreaper)?;
+    let pid = started.pid;
+    let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
+    let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
     // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
     // leaves it as is) and before any thread starts, so every thread inherits the mask and the
     // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
@@ -444,7 +374,7 @@ fn run_command(
         .context("cannot block the signals to forward")?;
     wait_until_stopped(pid)?;
     // Stopped, the command has no child yet: moved now, every descendant starts in the cgroup.
-    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid) {
+    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid_u32) {
         Ok(()) => Ok(cgroup),
         Err(error) => {
             let _ = cgroup.remove();
@@ -459,13 +389,22 @@ fn run_command(
         }
         Err(_) => {
             config.measurement_scope = ScopeSetting::ProcessTree;
-            config.root_pid = Some(child.id());
+            config.root_pid = Some(pid_u32);
             config.cgroup_path = None;
         }
     }
-    let collector = Collector::with_preload(config, preload).map(|mut collector| {
+    let collector = match &cgroup {
+        Ok(cgroup) => Collector::with_preload_in(config, preload, cgroup.nested()),
+        Err(_) => Collector::with_preload(config, preload),
+    };
+    let collector = collector.map(|mut collector| {
         match &cgroup {
-            Ok(_) => collector.count_cumulative_from_start(),
+            Ok(cgroup) => {
+                collector.count_cumulative_from_start();
+                for note in cgroup.nested().notes() {
+                    collector.note_cumulative(note);
+                }
+            }
             Err(reason) => {
                 collector.count_from_root_start();
                 collector.note_cumulative(&format!(
@@ -478,11 +417,11 @@ fn run_command(
         }
         collector
     });
-    let _foreground = Foreground::give_to(pid);
+    let _foreground = Foreground::give_to(started.group);
     let mut collector = match collector {
         Ok(collector) => collector,
         Err(error) => {
-            killpg(pid, Signal::SIGCONT).context("cannot resume the command")?;
+            killpg(started.group, Signal::SIGCONT).context("cannot resume the command")?;
             let status = exit_code(&group.reap()?);
             end_cgroup(cgroup.ok(), &mut group);
             bail!("cannot measure {program} (exit status {status}): {error}");
@@ -515,15 +454,29 @@ fn run_command(
     let mut orphans = Orphans::default();
     let period = Duration::from_millis(interval_ms);
     let mut lines = LineBatch::new(&mut *out, batched.then_some(period));
-    let result = stream_until_exit(
-        &mut collector,
-        period,
-        &mut lines,
-        &group,
-        &events,
-        &mut builder,
-        &mut orphans,
-    );
+    let guard_pid = group.guard.as_ref().map(Guard::pid);
+    let process_group = group.group;
+    let members = || match &cgroup {
+        Ok(cgroup) => cgroup
+            .nested()
+            .members()
+            .into_iter()
+            .filter_map(|pid| i32::try_from(pid).ok())
+            .collect(),
+        Err(_) => tree::own_descendants(&Vec::from_iter(guard_pid)),
+    };
+    let mut stream = Stream {
+        group: &mut group,
+        events: &events,
+        builder: &mut builder,
+        orphans: &mut orphans,
+        wait_all,
+        members: &members,
+        tracker: cgroup
+            .is_err()
+            .then(|| tree::Tracker::new(process_group, guard_pid)),
+    };
+    let result = stream_until_exit(&mut collector, period, &mut lines, &mut stream);
     drop(collector);
     // Whatever ended the stream, the lines taken so far are written (after a failed write, the
     // first error is the one reported).
@@ -537,10 +490,26 @@ fn run_command(
             return Err(error);
         }
     };
+    // What the command left running is ended (named in the last line: `stream_until_exit`),
+    // by the cgroup's removal, or here without one.
+    group.end_descendants();
     let reaped = group.reap()?;
     let wall_time = started.elapsed();
     end_cgroup(cgroup.ok(), &mut group);
-    if let Some(format) = summary {
+    print_summary(summary, command, wall_time, &reaped, &orphans, builder);
+    Ok(exit_code(&reaped))
+}
+
+/// Prints the summary on stderr in `format` (nothing when `None`).
+fn print_summary(
+    format: Option<SummaryFormat>,
+    command: &[String],
+    wall_time: Duration,
+    reaped: &Reaped,
+    orphans: &Orphans,
+    builder: SummaryBuilder,
+) {
+    if let Some(format) = format {
         let end = RunEnd {
             command: Some(command.join(" ")),
             wall_time: Some(wall_time),
@@ -562,7 +531,6 @@ fn run_command(
         // A closed stderr is not worth failing the run for.
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
-    Ok(exit_code(&reaped))
 }
 
 /// The signals `run` passes on to the command, as a set.
@@ -625,9 +593,9 @@ impl Orphans {
 
     /// Reaps the exited orphans of the command's process group while the command runs (it is
     /// not a zombie then, so a peek finds only orphans).
-    fn reap_exited(&mut self, command: Pid, collector: &mut Collector) {
+    fn reap_exited(&mut self, command: Pid, group: Pid, collector: &mut Collector) {
         let peek = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        while let Ok(status) = waitid(Id::PGid(command), peek) {
+        while let Ok(status) = waitid(Id::PGid(group), peek) {
             match status.pid() {
                 Some(pid) if pid != command => match wait4(pid.as_raw(), true) {
                     Ok(Some(reaped)) => self.add(&reaped, collector),
@@ -640,7 +608,7 @@ impl Orphans {
 
     /// Reaps every exited orphan of the command's process group once the command exited (a
     /// zombie itself, it would hide the others from a peek): `run`'s children are listed.
-    fn reap_exited_at_end(&mut self, command: Pid, collector: &mut Collector) {
+    fn reap_exited_at_end(&mut self, command: Pid, group: Pid, collector: &mut Collector) {
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
             return;
         };
@@ -653,7 +621,7 @@ impl Orphans {
                 .filter_map(|p| p.parse::<i32>().ok())
             {
                 let pid = Pid::from_raw(pid);
-                if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(command) {
+                if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(group) {
                     continue;
                 }
                 if let Ok(Some(reaped)) = wait4(pid.as_raw(), true) {
@@ -662,68 +630,6 @@ impl Orphans {
             }
         }
     }
-}
-
-/// Writes a snapshot of the command before it starts, resumes it, then writes one per tick
-/// until it exits, then one final snapshot (taken at once, outside the tick grid: its
-/// `extensions.sampler` is `null`), which carries the totals. Returns when the command was
-/// resumed; after an error, lines may still be pending in `lines` (the caller flushes them).
-/// Every snapshot also feeds the summary.
-fn stream_until_exit(
-    collector: &mut Collector,
-    period: Duration,
-    lines: &mut LineBatch<'_>,
-    group: &CommandGroup,
-    events: &Receiver<Event>,
-    builder: &mut SummaryBuilder,
-    orphans: &mut Orphans,
-) -> Result<Instant> {
-    let mut write = |snapshot: &ResourceMetricsSnapshot, at_once: bool| {
-        builder.observe(snapshot);
-        lines
-            .line(|line| snapshot.write_json(line))
-            .and_then(|()| if at_once { lines.flush() } else { Ok(()) })
-            .context("cannot write the snapshot stream")
-    };
-    // The first line shows the command before it ran. Taking it first also puts the scope's
-    // members in the kernel's tracking, so a cgroup's kernel counts miss no early creation.
-    // Written at once: a reader may take it as the sign that the command starts.
-    write(&collector.collect(), true)?;
-    // Wall time runs from here: the command was stopped while the collector started.
-    let started = Instant::now();
-    killpg(group.pid, Signal::SIGCONT).context("cannot resume the command")?;
-    let mut snapshots = collector.every(period);
-    let mut lost = false;
-    // Waits for the tick's deadline (`None`: never comes) while passing signals on; false once
-    // the command exited.
-    let mut wait = |deadline: Option<Instant>| loop {
-        let event = match deadline {
-            Some(deadline) => {
-                events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            }
-            None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match event {
-            Ok(Event::Signal(signal)) => group.signal(signal),
-            Ok(Event::Exited) => return false,
-            Err(RecvTimeoutError::Timeout) => return true,
-            Err(RecvTimeoutError::Disconnected) => {
-                lost = true;
-                return false;
-            }
-        }
-    };
-    while let Some(snapshot) = snapshots.next_unless(&mut wait) {
-        write(&snapshot, false)?;
-        drop(snapshot);
-        orphans.reap_exited(group.pid, snapshots.collector_mut());
-    }
-    if lost {
-        bail!("lost track of the command");
-    }
-    orphans.reap_exited_at_end(group.pid, collector);
-    write(&collector.collect(), true)?;
-    Ok(started)
 }
 
 /// Why `program` cannot be run, as `env` and the shells report it: exit status 127 when it is

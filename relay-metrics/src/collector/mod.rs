@@ -46,7 +46,7 @@ use crate::model::{self, Baselines, Sample};
 use crate::snapshot::{
     CollectorInfo, MeasurementScope, ResourceMetricsSnapshot, SamplerInfo, TargetInfo,
 };
-use crate::source::cgroup::CgroupLayout;
+use crate::source::cgroup::{CgroupLayout, CgroupTarget};
 use crate::source::system::{SystemFields, SystemReader, SystemSample};
 use crate::source::Roots;
 
@@ -123,7 +123,17 @@ impl Collector {
         config: ResourceMetricsConfig,
         preload: KernelEventsPreload,
     ) -> Result<Self, CollectorError> {
-        Self::with_roots_and_preload(config, Roots::host(), Some(preload))
+        Self::with_roots_and_preload(config, Roots::host(), Some(preload), None)
+    }
+
+    /// [`Self::with_preload`] for the cgroup `made` (the scope must be `cgroup`, its path
+    /// `made`'s): only the directories made are read, whose paths may differ per hierarchy.
+    pub fn with_preload_in(
+        config: ResourceMetricsConfig,
+        preload: KernelEventsPreload,
+        made: &crate::internals::cgroup::NestedCgroup,
+    ) -> Result<Self, CollectorError> {
+        Self::with_roots_and_preload(config, Roots::host(), Some(preload), Some(made.target()))
     }
 
     /// A collector reading `/proc` and `/sys` from `roots` (fixture trees in tests).
@@ -131,17 +141,21 @@ impl Collector {
         config: ResourceMetricsConfig,
         roots: Roots,
     ) -> Result<Self, CollectorError> {
-        Self::with_roots_and_preload(config, roots, None)
+        Self::with_roots_and_preload(config, roots, None, None)
     }
 
     fn with_roots_and_preload(
         config: ResourceMetricsConfig,
         roots: Roots,
         preload: Option<KernelEventsPreload>,
+        made: Option<CgroupTarget>,
     ) -> Result<Self, CollectorError> {
         config.validate()?;
         let layout = CgroupLayout::discover(&roots).ok();
-        let target = Target::resolve(&config, &roots, layout.as_ref())?;
+        let target = match made {
+            Some(resolved) => Target::made(&config, resolved)?,
+            None => Target::resolve(&config, &roots, layout.as_ref())?,
+        };
         let scope = target.scope();
         let wanted = model::Wanted::from_config(&config, scope);
         let processes = ProcessPassReader::new(&roots, &config, &target, wanted)?;

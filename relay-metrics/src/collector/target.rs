@@ -76,6 +76,25 @@ impl Target {
         }
     }
 
+    /// The cgroup scope on directories already resolved (a cgroup made for the target).
+    pub(crate) fn made(
+        config: &ResourceMetricsConfig,
+        resolved: CgroupTarget,
+    ) -> Result<Self, CollectorError> {
+        let path = match (&config.measurement_scope, &config.cgroup_path) {
+            (ScopeSetting::Cgroup, Some(path)) => path.clone(),
+            _ => {
+                return Err(CollectorError::Target(
+                    "a cgroup made for the target needs the cgroup scope and its path".into(),
+                ))
+            }
+        };
+        Ok(Self::Cgroup {
+            path,
+            resolved: Box::new(resolved),
+        })
+    }
+
     fn process(roots: &Roots, pid: u32, tree: bool) -> Result<Self, CollectorError> {
         let mut reader = ProcessReader::new(roots, 1)
             .map_err(|error| CollectorError::Target(error.to_string()))?;

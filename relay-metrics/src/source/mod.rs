@@ -23,6 +23,7 @@ pub(crate) mod roots;
 pub(crate) mod runtime_api;
 pub(crate) mod system;
 pub(crate) mod task_iter;
+pub(crate) mod xattr;
 
 pub use file::HeldFile;
 pub(crate) use file::SourceError;

@@ -23,6 +23,7 @@ use watchdog::Watchdog;
 mod live_v2;
 mod lockdown;
 mod many_cpus;
+mod nesting;
 mod task_iter;
 mod watchdog;
 
@@ -45,6 +46,10 @@ pub(crate) fn run_child_if_requested() {
                 page[0] = 1;
             }
             std::hint::black_box(&memory);
+            std::process::exit(0);
+        }
+        Ok("idle") => {
+            wait_for_go();
             std::process::exit(0);
         }
         Ok("spin") => loop {

@@ -13,6 +13,7 @@
 
 mod layout;
 mod membership;
+mod nest;
 mod parse;
 mod pattern;
 mod reader;
@@ -36,6 +37,7 @@ pub use layout::{parse_proc_cgroup, CgroupLayout};
 pub(crate) use membership::SubtreeWalker;
 #[cfg(test)]
 pub(crate) use membership::{owns_exclusively, subtree_pids};
+pub use nest::{remove_dirs, NestedCgroup};
 pub(crate) use parse::PsiTotals;
 pub use parse::{
     keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_v1_cpu_quota,
