@@ -61,7 +61,7 @@ fn downsampling_bounds_the_columns_and_keeps_a_one_sample_peak() {
     );
     // The peak's column is drawn: the SVG carries its height.
     let svg = report.to_svg().unwrap();
-    assert!(svg.contains("Resident memory"));
+    assert!(svg.contains("Memory"));
 }
 
 #[test]
@@ -465,8 +465,8 @@ fn gpu_throttling_and_xid_errors_are_markers_only_where_they_happened() {
     assert!(report.columns[50].markers & Marker::GpuThrottling as u8 != 0);
     for report in [&report, &narrow] {
         let svg = report.to_svg().unwrap();
-        assert!(svg.contains("GPU throttling (35 columns)"), "{svg}");
-        assert!(svg.contains("GPU XID error (1 columns)"), "{svg}");
+        assert!(svg.contains("GPU throttling (35)"), "{svg}");
+        assert!(svg.contains("GPU XID error (1)"), "{svg}");
         // The events' summary rows: periods with the power cap, its seconds, the XID error.
         let html = report.to_html().unwrap();
         let table = render::summary_table(&report.summary);
@@ -500,4 +500,19 @@ fn gpu_throttling_and_xid_errors_are_markers_only_where_they_happened() {
         .map(|column| column.markers & Marker::Xid as u8 != 0)
         .collect();
     assert_eq!(xid, [false, false, false, true]);
+}
+
+#[test]
+fn nesting_is_checked_before_parsing_and_brackets_in_strings_do_not_count() {
+    use super::parse::{too_deep, MAX_DEPTH};
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert!(!too_deep(nested(MAX_DEPTH).as_bytes()));
+    assert!(too_deep(nested(MAX_DEPTH + 1).as_bytes()));
+    let quoted = format!("{{\"a\":\"{}\\\"{}\"}}", "[".repeat(500), "{".repeat(500));
+    assert!(!too_deep(quoted.as_bytes()));
+    // A cut line deeper than the limit is refused as soon as it gets there.
+    let deep = "{\"x\":".repeat(8 << 20);
+    let started = std::time::Instant::now();
+    assert!(too_deep(deep.as_bytes()));
+    assert!(started.elapsed() < std::time::Duration::from_millis(100));
 }

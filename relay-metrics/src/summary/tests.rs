@@ -76,7 +76,7 @@ fn snapshot(
 #[test]
 fn one_process_totals_are_last_minus_first_in_base_units() {
     let scope = MeasurementScope::ApplicationProcess;
-    let mut builder = SummaryBuilder::new(Baseline::FirstSample);
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
     builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 4096));
     builder.observe(&snapshot(scope, 1000, 1800, 700, 4096, 8192));
     builder.observe(&snapshot(scope, 2000, 3000, 900, 2048, 12288));
@@ -246,7 +246,7 @@ fn observing_allocates_nothing_in_steady_state() {
 fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
     use crate::snapshot::{Cumulative, CumulativeMethod};
     let scope = MeasurementScope::ProcessTree;
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
     let with_cumulative = |ms: i64, user_ns: u64, peak: u64| {
         let mut s = snapshot(scope, ms, 0, 0, 1024, 0);
         s.extensions.cumulative = Some(Cumulative {
@@ -275,9 +275,18 @@ fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
     // 2.2 s of CPU in the second second: the cumulative rate wins over the sampled
     // consumption_rate (2.5 at 2000 ms).
     assert!((summary.cpu.peak_cores.unwrap() - 2.2).abs() < 1e-9);
-    assert_eq!(summary.memory.peak_resident_bytes, Some(300 << 20));
-    assert_eq!(summary.memory.peak_source, Some(PeakSource::CgroupPeak));
-    assert_eq!(summary.memory.peak_at, Some(at(1000)));
+    // The cgroup's high-water mark is charged memory; resident memory is the processes' sum.
+    assert_eq!(summary.memory.peak_charged_bytes, Some(300 << 20));
+    assert_eq!(summary.memory.peak_charged_at, Some(at(1000)));
+    assert_eq!(summary.memory.peak_resident_bytes, Some(1 << 20));
+    assert_eq!(
+        summary.memory.peak_source,
+        Some(PeakSource::HighestSampledSum)
+    );
+    let text = summary.to_text();
+    assert!(text.contains("peak charged memory"), "{text}");
+    assert!(text.contains("300.00 MiB"), "{text}");
+    assert!(text.contains("1.00 MiB"), "{text}");
     assert_eq!(summary.io.read_bytes, Some(4096));
     assert_eq!(summary.io.written_bytes, Some(8192));
     assert_eq!(summary.processes_created, Some(5));
@@ -336,4 +345,114 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
         "{text}"
     );
     assert!(text.contains("gpu xid on GPU-a (XID errors)"), "{text}");
+}
+
+/// A process-tree snapshot at `ms` (µs precision) with cumulative CPU (ns), storage written
+/// (bytes) and a sampling period of 10 ms, or none (`run`'s final snapshot).
+fn cumulative_at(us: i64, cpu_ns: u64, written: u64, sampler: bool) -> ResourceMetricsSnapshot {
+    use crate::snapshot::{Cumulative, CumulativeMethod};
+    let mut s = ResourceMetricsSnapshot {
+        timestamp: at(0) + chrono::Duration::microseconds(us),
+        measurement_scope: MeasurementScope::ProcessTree,
+        ..Default::default()
+    };
+    s.extensions.cumulative = Some(Cumulative {
+        method: CumulativeMethod::ProcessTree,
+        cpu_user_ns: Some(cpu_ns),
+        cpu_system_ns: Some(0),
+        storage_read_bytes: Some(0),
+        storage_write_bytes: Some(written),
+        ..Default::default()
+    });
+    s.extensions.sampler = sampler.then(|| SamplerInfo {
+        interval_usec: 10_000,
+        tick_index: 0,
+        tick_lateness_usec: 0,
+        missed_ticks_total: 0,
+    });
+    s
+}
+
+#[test]
+fn a_final_snapshot_right_after_the_previous_gives_no_rate_of_its_own() {
+    // One core for 20 ms, then the final snapshot 0.5 ms later with 10 ms more CPU (the
+    // clock-tick rounding of a process tree): 20 cores over 0.5 ms before.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, false));
+    builder.observe(&cumulative_at(10_000, 10_000_000, 0, true));
+    builder.observe(&cumulative_at(20_000, 20_000_000, 0, true));
+    builder.observe(&cumulative_at(20_500, 30_000_000, 0, false));
+    let summary = builder.finish(RunEnd::default());
+    let peak = summary.cpu.peak_cores.unwrap();
+    assert!((peak - 1.0).abs() < 1e-9, "{peak}");
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+}
+
+#[test]
+fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
+    use crate::snapshot::CgroupReport;
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
+    let on_two_cpus = |mut s: ResourceMetricsSnapshot| {
+        s.extensions.cgroups = vec![CgroupReport {
+            cpu_effective_limit_logical_processors: Some(2.0),
+            ..Default::default()
+        }];
+        s
+    };
+    builder.observe(&on_two_cpus(cumulative_at(0, 5_000_000_000, 0, true)));
+    builder.observe(&on_two_cpus(cumulative_at(10_000, 5_010_000_000, 0, true)));
+    // The counter falls, then jumps by 100,005 s of CPU in 10 ms.
+    builder.observe(&on_two_cpus(cumulative_at(20_000, 1_000, 0, true)));
+    builder.observe(&on_two_cpus(cumulative_at(
+        30_000,
+        100_005_000_000_000,
+        0,
+        true,
+    )));
+    // A timestamp 57 years back.
+    builder.observe(&on_two_cpus(cumulative_at(
+        -1_796_432_405_000_000,
+        100_005_010_000_000,
+        0,
+        true,
+    )));
+    builder.observe(&on_two_cpus(cumulative_at(
+        40_000,
+        100_005_020_000_000,
+        0,
+        true,
+    )));
+    let summary = builder.finish(RunEnd::default());
+    let peak = summary.cpu.peak_cores.unwrap();
+    assert!(peak <= 2.0, "{peak}");
+    let warnings = summary.warnings.join("\n");
+    assert!(
+        warnings.contains("timestamps go backwards 1 time(s)"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("counters fell")
+            && warnings.contains("extensions.cumulative.cpu_user_ns"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("1 CPU rate(s) above the stream's CPU limit: 2 CPUs"),
+        "{warnings}"
+    );
+    let text = summary.to_text();
+    assert!(!text.contains("+-"), "{text}");
+    assert!(text.contains("warnings:"), "{text}");
+    // The start is the earliest snapshot: the wall time is never negative.
+    assert!(summary.wall_time_s.unwrap() > 0.0);
+}
+
+#[test]
+fn storage_rates_come_from_the_same_counters_as_the_totals() {
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, true));
+    builder.observe(&cumulative_at(10_000, 0, 1 << 20, true));
+    assert_eq!(builder.last_rates().write, Some(100.0 * (1 << 20) as f64));
+    assert_eq!(builder.last_rates().cores, Some(0.0));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.io.written_bytes, Some(1 << 20));
 }
