@@ -516,3 +516,61 @@ fn nesting_is_checked_before_parsing_and_brackets_in_strings_do_not_count() {
     assert!(too_deep(deep.as_bytes()));
     assert!(started.elapsed() < std::time::Duration::from_millis(100));
 }
+
+#[test]
+fn the_cpu_chart_plots_the_summarys_cpu_not_the_live_threads_rate() {
+    // Issue 29, item 5: a build's children run between samples; the live threads' rate
+    // (precise_cpu.run_rate) misses them, the cumulative CPU does not. One core and a half
+    // by the cumulative counter, 0.4 by the live threads, 100 ms apart.
+    let mut builder = ReportBuilder::for_stream(Baseline::Zero);
+    for i in 0..20u64 {
+        let mut s = ResourceMetricsSnapshot {
+            timestamp: at(i as i64 * 100),
+            measurement_scope: MeasurementScope::Cgroup,
+            ..Default::default()
+        };
+        s.extensions.precise_cpu = Some(PreciseCpu {
+            run_rate_logical_processors: Some(0.4),
+            ..Default::default()
+        });
+        s.extensions.cumulative = Some(Cumulative {
+            method: CumulativeMethod::CgroupV1,
+            cpu_user_ns: Some(i * 150_000_000),
+            cpu_system_ns: Some(0),
+            storage_read_bytes: Some(0),
+            storage_write_bytes: Some(i << 20),
+            ..Default::default()
+        });
+        s.extensions.sampler = Some(SamplerInfo {
+            interval_usec: 100_000,
+            ..Default::default()
+        });
+        builder.observe(&s);
+    }
+    let report = builder.finish(RunEnd::default()).unwrap();
+    let plotted: Vec<f64> = report
+        .columns
+        .iter()
+        .map(|c| c.max[Series::Cores as usize])
+        .filter(|v| !v.is_nan())
+        .collect();
+    assert_eq!(plotted.len(), 19);
+    assert!(
+        plotted.iter().all(|v| (v - 1.5).abs() < 1e-9),
+        "{plotted:?}"
+    );
+    let average = report.summary.cpu.average_cores.unwrap();
+    assert!((average - 1.5).abs() < 1e-9, "{average}");
+    let writes: Vec<f64> = report
+        .columns
+        .iter()
+        .map(|c| c.max[Series::DiskWrite as usize])
+        .filter(|v| !v.is_nan())
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .all(|v| (v - 10.0 * (1 << 20) as f64).abs() < 1e-3),
+        "{writes:?}"
+    );
+}
