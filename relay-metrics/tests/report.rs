@@ -19,7 +19,7 @@ use common::relay_metrics;
 /// charts appear only where a GPU was seen).
 const TITLES: [&str; 6] = [
     "CPU",
-    "Memory",
+    "Resident memory and memory charged to the cgroup",
     "Storage I/O",
     "Network, whole machine (every interface, not the scope alone)",
     "Processes",
@@ -400,6 +400,14 @@ fn odd_streams_give_warnings_and_no_impossible_figure() {
     );
     assert!(page.contains("counters fell"), "no warning about the fall");
     assert!(!page.contains("+-"), "a negative offset");
+    // The run spans from the first line to the latest, not from 1970.
+    let wall = page
+        .split("<th>wall time</th><td class=\"value\">")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .expect("a wall time in seconds");
+    assert!(wall < 60.0, "wall time {wall} s");
     let peak = page
         .split("<th>peak cores</th><td class=\"value\">")
         .nth(1)

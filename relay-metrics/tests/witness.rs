@@ -10,7 +10,6 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "test helpers fail loudly when the binary or its output is broken"
 )]
 

@@ -52,7 +52,7 @@ const CHARTS: [ChartSpec; 7] = [
         series: &[(Series::Cores, "CPU use (the summary's source)")],
     },
     ChartSpec {
-        title: "Memory",
+        title: "Resident memory and memory charged to the cgroup",
         y_label: "MiB",
         scale: MIB,
         series: &[

@@ -61,7 +61,7 @@ fn downsampling_bounds_the_columns_and_keeps_a_one_sample_peak() {
     );
     // The peak's column is drawn: the SVG carries its height.
     let svg = report.to_svg().unwrap();
-    assert!(svg.contains("Memory"));
+    assert!(svg.contains("Resident memory"));
 }
 
 #[test]

@@ -606,8 +606,9 @@ impl SummaryBuilder {
         let at = snapshot.timestamp;
         self.samples += 1;
         self.scope = Some(snapshot.measurement_scope);
-        // Times are given from the earliest snapshot, so an offset is never negative.
-        self.first = Some(self.first.map_or(at, |first| first.min(at)));
+        // The span runs from the first snapshot to the latest: one that went back in time
+        // (warned about) neither starts nor ends it.
+        self.first.get_or_insert(at);
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
         if let Some(previous) = self.previous_at.filter(|previous| at < *previous) {
             self.oddities.backwards += 1;

@@ -107,7 +107,7 @@ impl Oddities {
         let mut out = Vec::new();
         if let Some((before, after)) = self.first_backwards {
             out.push(format!(
-                "timestamps go backwards {} time(s) (first: {} after {}): no rate is taken across them, and times are given from the earliest snapshot",
+                "timestamps go backwards {} time(s) (first: {} after {}): no rate is taken across them, the run spans from the first snapshot to the latest, and a time before the first is shown at +0",
                 self.backwards,
                 after.to_rfc3339(),
                 before.to_rfc3339()
@@ -171,6 +171,6 @@ mod tests {
     #[test]
     fn this_process_may_use_at_least_one_cpu() {
         let cpus = cpus_of_this_process().unwrap();
-        assert!(cpus >= 1.0 && cpus <= 4096.0, "{cpus}");
+        assert!((1.0..=4096.0).contains(&cpus), "{cpus}");
     }
 }
