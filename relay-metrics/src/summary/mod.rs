@@ -258,6 +258,9 @@ pub struct RunSummary {
     pub warnings: Vec<String>,
 }
 
+/// The shortest window of a CPU rate from clock-tick totals (ns).
+const TICK_WINDOW_NS: i64 = 100_000_000;
+
 /// Most OOM victims kept (the collector's own list is bounded the same way).
 const MAX_VICTIMS: usize = 64;
 
@@ -701,6 +704,22 @@ impl SummaryBuilder {
             i64::try_from(us.saturating_mul(1000)).unwrap_or(i64::MAX)
         });
         let cumulative = snapshot.extensions.cumulative.as_ref();
+        // Process and machine totals count clock ticks (10 ms at the usual 100 Hz): over a
+        // window of 10 ms, one tick more made a one-thread loop read 2 cores. A window of at
+        // least 100 ms keeps a tick within a tenth of a core.
+        let ticks = cumulative.is_some_and(|c| {
+            matches!(
+                c.method,
+                CumulativeMethod::ProcessTree
+                    | CumulativeMethod::Process
+                    | CumulativeMethod::ProcStat
+            )
+        });
+        let cpu_min_ns = if ticks {
+            min_ns.max(TICK_WINDOW_NS)
+        } else {
+            min_ns
+        };
         let cpu_ns = cumulative
             .and_then(|c| c.cpu_user_ns.zip(c.cpu_system_ns))
             .map(|(user, system)| user.saturating_add(system) as f64);
@@ -724,7 +743,7 @@ impl SummaryBuilder {
             }
         };
         let cores = match cpu_ns {
-            Some(cpu) => match self.cpu_window.step(cpu, at, min_ns) {
+            Some(cpu) => match self.cpu_window.step(cpu, at, cpu_min_ns) {
                 Step::Rate(ns_per_s) => Some(ns_per_s / 1e9),
                 _ => None,
             },

@@ -352,8 +352,8 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
     assert!(text.contains("gpu xid on GPU-a (XID errors)"), "{text}");
 }
 
-/// A process-tree snapshot at `ms` (µs precision) with cumulative CPU (ns), storage written
-/// (bytes) and a sampling period of 10 ms, or none (`run`'s final snapshot).
+/// A snapshot at `us` with cgroup totals: CPU (ns), storage written (bytes), and a sampling
+/// period of 10 ms, or none (`run`'s final snapshot).
 fn cumulative_at(us: i64, cpu_ns: u64, written: u64, sampler: bool) -> ResourceMetricsSnapshot {
     use crate::snapshot::{Cumulative, CumulativeMethod};
     let mut s = ResourceMetricsSnapshot {
@@ -362,7 +362,7 @@ fn cumulative_at(us: i64, cpu_ns: u64, written: u64, sampler: bool) -> ResourceM
         ..Default::default()
     };
     s.extensions.cumulative = Some(Cumulative {
-        method: CumulativeMethod::ProcessTree,
+        method: CumulativeMethod::CgroupV1,
         cpu_user_ns: Some(cpu_ns),
         cpu_system_ns: Some(0),
         storage_read_bytes: Some(0),
@@ -460,4 +460,21 @@ fn storage_rates_come_from_the_same_counters_as_the_totals() {
     assert_eq!(builder.last_rates().cores, Some(0.0));
     let summary = builder.finish(RunEnd::default());
     assert_eq!(summary.io.written_bytes, Some(1 << 20));
+}
+
+#[test]
+fn clock_tick_totals_give_rates_over_a_tenth_of_a_second_at_least() {
+    // A one-thread loop under `run --no-cgroup --interval-ms 10`: the process tree's totals
+    // count 10 ms ticks, and a window with one tick more read 2 cores.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    for i in 0..=40i64 {
+        let ticks = i + i64::from(i % 7 == 3) - i64::from(i % 7 == 4);
+        let mut s = cumulative_at(i * 10_000, (ticks * 10_000_000) as u64, 0, true);
+        if let Some(c) = s.extensions.cumulative.as_mut() {
+            c.method = crate::snapshot::CumulativeMethod::ProcessTree;
+        }
+        builder.observe(&s);
+    }
+    let peak = builder.finish(RunEnd::default()).cpu.peak_cores.unwrap();
+    assert!((0.9..=1.11).contains(&peak), "{peak}");
 }
