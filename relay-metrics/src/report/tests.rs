@@ -272,6 +272,8 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
             cgroups: vec![CgroupReport {
                 path: "/relay-metrics-run".into(),
                 cpu_usage_ns: Some(7),
+                // Recorded on 16 CPUs: its ~10 cores are possible there.
+                cpu_effective_limit_logical_processors: Some(16.0),
                 ..Default::default()
             }],
             kernel_events: KernelEvents {
@@ -351,14 +353,14 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
 
 /// The report of `snapshots` as observed, and as read back from their NDJSON.
 fn both_ways(snapshots: &[ResourceMetricsSnapshot]) -> (Report, Report) {
-    let mut full = ReportBuilder::default();
+    let mut full = ReportBuilder::for_stream(Baseline::FirstSample);
     let mut ndjson = String::new();
     for snapshot in snapshots {
         full.observe(snapshot);
         ndjson.push_str(&serde_json::to_string(snapshot).unwrap());
         ndjson.push('\n');
     }
-    let mut narrow = ReportBuilder::default();
+    let mut narrow = ReportBuilder::for_stream(Baseline::FirstSample);
     narrow.read_ndjson(ndjson.as_bytes()).unwrap();
     (
         full.finish(RunEnd::default()).unwrap(),

@@ -258,6 +258,10 @@ pub struct RunSummary {
     pub warnings: Vec<String>,
 }
 
+/// CPU seconds a total may exceed what the CPUs could give in the wall time by before it is
+/// called impossible.
+const IMPOSSIBLE_CPU_SLACK_S: f64 = 0.5;
+
 /// The shortest window of a CPU rate from clock-tick totals (ns).
 const TICK_WINDOW_NS: i64 = 100_000_000;
 
@@ -951,13 +955,47 @@ impl SummaryBuilder {
         if total_s.is_none() {
             missing("cpu.total_s", lost.into());
         }
-        let average_cores = total_s
+        let mut average_cores = total_s
             .zip(wall_time_s)
             .and_then(|(cpu, wall)| (wall > 0.0).then_some(cpu / wall));
         if average_cores.is_none() && total_s.is_some() {
             missing("cpu.average_cores", "the wall time is zero".into());
         }
-        let peak_cores = self.peak_cores.value;
+        // CPU time that no set of CPUs could have given in the wall time: the counters are not
+        // one series (a source restarted and jumped). No total is better than that one. Half
+        // a second of slack: a command of a millisecond is counted from before its start (the
+        // wrapper shell that stops itself), which can read as a few cores.
+        let mut cpu_warning = None;
+        let (mut user_s, mut system_s, mut total_s, mut source) =
+            (user_s, system_s, total_s, source);
+        if let (Some(total), Some(wall), Some((bound, _))) =
+            (total_s, wall_time_s, self.cpu_bound())
+        {
+            if total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S {
+                let why = format!(
+                    "{:.3} s of CPU in {:.3} s of wall time is more than {bound} CPUs can give: \
+                     the CPU counters are not one series",
+                    total_s.unwrap_or_default(),
+                    wall_time_s.unwrap_or_default()
+                );
+                for field in [
+                    "cpu.user_s",
+                    "cpu.system_s",
+                    "cpu.total_s",
+                    "cpu.average_cores",
+                ] {
+                    missing(field, why.clone());
+                }
+                cpu_warning = Some(why);
+                (user_s, system_s, total_s, source, average_cores) = (None, None, None, None, None);
+            }
+        }
+        // The whole run is a window too: a peak below the average (a short run whose only
+        // closed window came before most of its CPU) would be impossible.
+        let peak_cores = match (self.peak_cores.value, average_cores) {
+            (Some(peak), Some(average)) => Some(peak.max(average)),
+            (peak, _) => peak,
+        };
         if peak_cores.is_none() {
             missing(
                 "cpu.peak_cores",
@@ -1146,7 +1184,7 @@ impl SummaryBuilder {
             exit_status: end.exit_status,
             cumulative_reason: self.cum_reason.as_deref().map(str::to_owned),
             unknown,
-            warnings: self.warnings(),
+            warnings: self.warnings().into_iter().chain(cpu_warning).collect(),
         }
     }
 }

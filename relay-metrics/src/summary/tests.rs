@@ -111,7 +111,7 @@ fn one_process_totals_are_last_minus_first_in_base_units() {
 #[test]
 fn zero_baseline_counts_from_the_start() {
     let scope = MeasurementScope::ApplicationProcess;
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
     builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 0));
     builder.observe(&snapshot(scope, 500, 1500, 500, 1024, 0));
     let summary = builder.finish(RunEnd::default());
@@ -386,10 +386,11 @@ fn a_final_snapshot_right_after_the_previous_gives_no_rate_of_its_own() {
     builder.observe(&cumulative_at(0, 0, 0, false));
     builder.observe(&cumulative_at(10_000, 10_000_000, 0, true));
     builder.observe(&cumulative_at(20_000, 20_000_000, 0, true));
-    builder.observe(&cumulative_at(20_500, 30_000_000, 0, false));
+    builder.observe(&cumulative_at(20_500, 21_000_000, 0, false));
     let summary = builder.finish(RunEnd::default());
+    // 1 ms in 0.5 ms was 2 cores; the peak is the first 20 ms's, or the whole run's average.
     let peak = summary.cpu.peak_cores.unwrap();
-    assert!((peak - 1.0).abs() < 1e-9, "{peak}");
+    assert!((1.0..1.03).contains(&peak), "{peak}");
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
 }
 
@@ -444,6 +445,10 @@ fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
         warnings.contains("1 CPU rate(s) above the stream's CPU limit: 2 CPUs"),
         "{warnings}"
     );
+    // 100,005 s of CPU in 40 ms: no total rather than an impossible one.
+    assert_eq!(summary.cpu.total_s, None);
+    assert_eq!(summary.cpu.average_cores, None);
+    assert!(warnings.contains("not one series"), "{warnings}");
     let text = summary.to_text();
     assert!(!text.contains("+-"), "{text}");
     assert!(text.contains("warnings:"), "{text}");
@@ -477,4 +482,26 @@ fn clock_tick_totals_give_rates_over_a_tenth_of_a_second_at_least() {
     }
     let peak = builder.finish(RunEnd::default()).cpu.peak_cores.unwrap();
     assert!((0.9..=1.11).contains(&peak), "{peak}");
+}
+
+#[test]
+fn the_peak_is_never_below_the_average() {
+    // A short process-tree run: its one 100 ms window closed before the command's first tick.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    for (us, ns) in [(0, 0), (10_000, 0), (110_000, 0), (150_000, 20_000_000)] {
+        let mut s = cumulative_at(us, ns, 0, true);
+        if let Some(c) = s.extensions.cumulative.as_mut() {
+            c.method = crate::snapshot::CumulativeMethod::ProcessTree;
+        }
+        builder.observe(&s);
+    }
+    let summary = builder.finish(RunEnd::default());
+    let (peak, average) = (
+        summary.cpu.peak_cores.unwrap(),
+        summary.cpu.average_cores.unwrap(),
+    );
+    assert!(
+        average > 0.1 && peak >= average,
+        "peak {peak}, average {average}"
+    );
 }
