@@ -991,10 +991,11 @@ impl SummaryBuilder {
             }
         }
         // The whole run is a window too: a peak below the average (a short run whose only
-        // closed window came before most of its CPU) would be impossible.
+        // closed window came before most of its CPU) would be impossible, and a run shorter
+        // than one window has its average as its peak.
         let peak_cores = match (self.peak_cores.value, average_cores) {
             (Some(peak), Some(average)) => Some(peak.max(average)),
-            (peak, _) => peak,
+            (peak, average) => peak.or(average),
         };
         if peak_cores.is_none() {
             missing(

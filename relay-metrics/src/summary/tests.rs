@@ -504,4 +504,10 @@ fn the_peak_is_never_below_the_average() {
         average > 0.1 && peak >= average,
         "peak {peak}, average {average}"
     );
+    // Shorter than one window: the average is the peak.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, true));
+    builder.observe(&cumulative_at(5_000, 2_500_000, 0, false));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.cpu.peak_cores, Some(0.5));
 }
