@@ -338,6 +338,24 @@ fn storage(work: &Work, mode: Mode) {
             own,
             0.005 * MIB,
         );
+        if mode == Mode::Cgroup && kind == "buffered" {
+            // Names that say what they measure: the cgroup was charged the 64 MiB of page
+            // cache, which no process has resident.
+            let charged = measured.summary_f64("memory", "peak_charged_bytes");
+            let resident = measured.summary_f64("memory", "peak_resident_bytes");
+            measured.check(
+                "memory.peak_charged_bytes ≥ 64 MiB",
+                charged.max(known),
+                charged,
+                0.0,
+            );
+            measured.check(
+                "memory.peak_resident_bytes < 64 MiB",
+                resident.min(known),
+                resident,
+                0.0,
+            );
+        }
         measured.check_cores(nproc());
     }
 }
