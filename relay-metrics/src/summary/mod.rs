@@ -265,6 +265,14 @@ const IMPOSSIBLE_CPU_SLACK_S: f64 = 0.5;
 /// The shortest window of a CPU rate from clock-tick totals (ns).
 const TICK_WINDOW_NS: i64 = 100_000_000;
 
+/// User, system and total CPU seconds, and where they come from.
+type CpuTotals = (
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<Cow<'static, str>>,
+);
+
 /// Most OOM victims kept (the collector's own list is bounded the same way).
 const MAX_VICTIMS: usize = 64;
 
@@ -565,6 +573,10 @@ impl SummaryBuilder {
     }
 
     /// The rates the last observed snapshot closed a window for.
+    #[cfg_attr(
+        not(feature = "report"),
+        expect(dead_code, reason = "the report's charts read it")
+    )]
     pub(crate) fn last_rates(&self) -> Rates {
         self.last_rates
     }
@@ -669,16 +681,7 @@ impl SummaryBuilder {
             }
         }
         if let Some(cumulative) = &snapshot.extensions.cumulative {
-            self.cum_method = Some(cumulative.method);
-            self.cum_reason.clone_from(&cumulative.reason);
-            let ns = |value: Option<u64>| value.map(|v| v as f64);
-            self.cum_user_ns.observe(ns(cumulative.cpu_user_ns));
-            self.cum_system_ns.observe(ns(cumulative.cpu_system_ns));
-            self.cum_read.observe(ns(cumulative.storage_read_bytes));
-            self.cum_written.observe(ns(cumulative.storage_write_bytes));
-            self.cum_created.observe(ns(cumulative.processes_created));
-            self.cum_memory_peak
-                .observe(ns(cumulative.memory_peak_bytes), at);
+            self.observe_cumulative(cumulative, at);
         }
         self.observe_rates(snapshot);
         if let Some((utilization, memory)) = values::gpu(snapshot) {
@@ -697,6 +700,20 @@ impl SummaryBuilder {
         if let Some(gpu) = &snapshot.extensions.gpu {
             self.observe_gpu_events(&gpu.limit_events);
         }
+    }
+
+    /// `extensions.cumulative`: whole-scope totals, exited processes included.
+    fn observe_cumulative(&mut self, cumulative: &crate::snapshot::Cumulative, at: DateTime<Utc>) {
+        self.cum_method = Some(cumulative.method);
+        self.cum_reason.clone_from(&cumulative.reason);
+        let ns = |value: Option<u64>| value.map(|v| v as f64);
+        self.cum_user_ns.observe(ns(cumulative.cpu_user_ns));
+        self.cum_system_ns.observe(ns(cumulative.cpu_system_ns));
+        self.cum_read.observe(ns(cumulative.storage_read_bytes));
+        self.cum_written.observe(ns(cumulative.storage_write_bytes));
+        self.cum_created.observe(ns(cumulative.processes_created));
+        self.cum_memory_peak
+            .observe(ns(cumulative.memory_peak_bytes), at);
     }
 
     /// The CPU and storage rates of the windows this snapshot closes: from
@@ -869,66 +886,69 @@ impl SummaryBuilder {
         }
     }
 
-    /// The summary, with what only the end knows.
-    pub fn finish(&self, end: RunEnd) -> RunSummary {
-        let mut unknown = Vec::new();
-        let mut missing = |field: &'static str, reason: String| {
-            unknown.push(Unavailable {
-                field: Cow::Borrowed(field),
-                reason: reason.into(),
-            });
-        };
-        let scope = self.scope;
-        let no_samples = self.samples == 0;
-        if no_samples {
-            missing("samples", "no snapshot was taken".to_owned());
+    /// User, system and total CPU seconds and their source: an exact source for the scope,
+    /// else null.
+    fn cpu_totals(&self, reaped: Option<ReapedUsage>) -> CpuTotals {
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
+        if let (Some(user), Some(system), Some(method)) = (
+            self.cum_user_ns.total(self.baseline),
+            self.cum_system_ns.total(self.baseline),
+            self.cum_method,
+        ) {
+            let (user, system) = (user / 1e9, system / 1e9);
+            (
+                Some(user),
+                Some(system),
+                Some(user + system),
+                Some(format!("cumulative:{}", method.as_str()).into()),
+            )
+        } else if let Some(reaped) = reaped {
+            let user = reaped.user.as_secs_f64();
+            let system = reaped.system.as_secs_f64();
+            (
+                Some(user),
+                Some(system),
+                Some(user + system),
+                Some("rusage".into()),
+            )
+        } else if single_process {
+            let user = self.cpu_user.total(self.baseline).map(|us| us / 1e6);
+            let system = self.cpu_system.total(self.baseline).map(|us| us / 1e6);
+            let total = user.zip(system).map(|(u, s)| u + s);
+            (user, system, total, Some("process".into()))
+        } else if let Some(ns) = self.cgroup_cpu_ns.total(self.baseline) {
+            (None, None, Some(ns / 1e9), Some("cgroup".into()))
+        } else {
+            (None, None, None, None)
         }
+    }
 
-        let wall_time_s = end.wall_time.map(|d| d.as_secs_f64()).or_else(|| {
-            let (first, last) = (self.first?, self.last?);
-            (last - first).to_std().ok().map(|span| span.as_secs_f64())
-        });
-        if wall_time_s.is_none() {
-            missing(
-                "wall_time_s",
-                "no wall time was given and no snapshot taken".into(),
-            );
-        }
+    /// Why a CPU total is impossible: more than the CPUs could give in the wall time, the
+    /// counters not being one series (a source restarted and jumped); no total is better than
+    /// that one. Half a second of slack: a command of a millisecond is counted from before its
+    /// start (the wrapper shell that stops itself), which can read as a few cores.
+    fn impossible_cpu(&self, total_s: Option<f64>, wall_time_s: Option<f64>) -> Option<String> {
+        let (total, wall, (bound, _)) = (total_s?, wall_time_s?, self.cpu_bound()?);
+        (total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S).then(|| {
+            format!(
+                "{total:.3} s of CPU in {wall:.3} s of wall time is more than {bound} CPUs can \
+                 give: the CPU counters are not one series"
+            )
+        })
+    }
 
+    /// CPU over the run: totals from an exact source for the scope (else null, with the
+    /// reason given to `missing`), the average and the peak; and a warning when the totals
+    /// are impossible.
+    fn cpu_summary(
+        &self,
+        reaped: Option<ReapedUsage>,
+        wall_time_s: Option<f64>,
+        missing: &mut impl FnMut(&'static str, String),
+    ) -> (CpuSummary, Option<String>) {
         // CPU: an exact source for the scope, else null.
-        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
-        let (user_s, system_s, total_s, source): (Option<f64>, Option<f64>, Option<f64>, _) =
-            if let (Some(user), Some(system), Some(method)) = (
-                self.cum_user_ns.total(self.baseline),
-                self.cum_system_ns.total(self.baseline),
-                self.cum_method,
-            ) {
-                let (user, system) = (user / 1e9, system / 1e9);
-                (
-                    Some(user),
-                    Some(system),
-                    Some(user + system),
-                    Some(format!("cumulative:{}", method.as_str()).into()),
-                )
-            } else if let Some(reaped) = end.reaped {
-                let user = reaped.user.as_secs_f64();
-                let system = reaped.system.as_secs_f64();
-                (
-                    Some(user),
-                    Some(system),
-                    Some(user + system),
-                    Some("rusage".into()),
-                )
-            } else if single_process {
-                let user = self.cpu_user.total(self.baseline).map(|us| us / 1e6);
-                let system = self.cpu_system.total(self.baseline).map(|us| us / 1e6);
-                let total = user.zip(system).map(|(u, s)| u + s);
-                (user, system, total, Some("process".into()))
-            } else if let Some(ns) = self.cgroup_cpu_ns.total(self.baseline) {
-                (None, None, Some(ns / 1e9), Some("cgroup".into()))
-            } else {
-                (None, None, None, None)
-            };
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
+        let (user_s, system_s, total_s, source) = self.cpu_totals(reaped);
         let lost = "the snapshots' CPU times are sums over the live processes (exited ones are \
                     not in them) and no exact source (extensions.cumulative, the cgroup's usage, \
                     the reaped tree's rusage) was available";
@@ -961,34 +981,19 @@ impl SummaryBuilder {
         if average_cores.is_none() && total_s.is_some() {
             missing("cpu.average_cores", "the wall time is zero".into());
         }
-        // CPU time that no set of CPUs could have given in the wall time: the counters are not
-        // one series (a source restarted and jumped). No total is better than that one. Half
-        // a second of slack: a command of a millisecond is counted from before its start (the
-        // wrapper shell that stops itself), which can read as a few cores.
-        let mut cpu_warning = None;
+        let cpu_warning = self.impossible_cpu(total_s, wall_time_s);
         let (mut user_s, mut system_s, mut total_s, mut source) =
             (user_s, system_s, total_s, source);
-        if let (Some(total), Some(wall), Some((bound, _))) =
-            (total_s, wall_time_s, self.cpu_bound())
-        {
-            if total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S {
-                let why = format!(
-                    "{:.3} s of CPU in {:.3} s of wall time is more than {bound} CPUs can give: \
-                     the CPU counters are not one series",
-                    total_s.unwrap_or_default(),
-                    wall_time_s.unwrap_or_default()
-                );
-                for field in [
-                    "cpu.user_s",
-                    "cpu.system_s",
-                    "cpu.total_s",
-                    "cpu.average_cores",
-                ] {
-                    missing(field, why.clone());
-                }
-                cpu_warning = Some(why);
-                (user_s, system_s, total_s, source, average_cores) = (None, None, None, None, None);
+        if let Some(why) = &cpu_warning {
+            for field in [
+                "cpu.user_s",
+                "cpu.system_s",
+                "cpu.total_s",
+                "cpu.average_cores",
+            ] {
+                missing(field, why.clone());
             }
+            (user_s, system_s, total_s, source, average_cores) = (None, None, None, None, None);
         }
         // The whole run is a window too: a peak below the average (a short run whose only
         // closed window came before most of its CPU) would be impossible, and a run shorter
@@ -1005,6 +1010,48 @@ impl SummaryBuilder {
                     .into(),
             );
         }
+
+        (
+            CpuSummary {
+                user_s,
+                system_s,
+                total_s,
+                source,
+                average_cores,
+                peak_cores,
+            },
+            cpu_warning,
+        )
+    }
+
+    /// The summary, with what only the end knows.
+    pub fn finish(&self, end: RunEnd) -> RunSummary {
+        let mut unknown = Vec::new();
+        let mut missing = |field: &'static str, reason: String| {
+            unknown.push(Unavailable {
+                field: Cow::Borrowed(field),
+                reason: reason.into(),
+            });
+        };
+        let scope = self.scope;
+        let no_samples = self.samples == 0;
+        if no_samples {
+            missing("samples", "no snapshot was taken".to_owned());
+        }
+
+        let wall_time_s = end.wall_time.map(|d| d.as_secs_f64()).or_else(|| {
+            let (first, last) = (self.first?, self.last?);
+            (last - first).to_std().ok().map(|span| span.as_secs_f64())
+        });
+        if wall_time_s.is_none() {
+            missing(
+                "wall_time_s",
+                "no wall time was given and no snapshot taken".into(),
+            );
+        }
+
+        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
+        let (cpu, cpu_warning) = self.cpu_summary(end.reaped, wall_time_s, &mut missing);
 
         // Memory.
         let peak_charged_bytes = self.cum_memory_peak.value.map(|b| b as u64);
@@ -1150,14 +1197,7 @@ impl SummaryBuilder {
             started: self.first,
             ended: self.last,
             wall_time_s,
-            cpu: CpuSummary {
-                user_s,
-                system_s,
-                total_s,
-                source,
-                average_cores,
-                peak_cores,
-            },
+            cpu,
             memory: MemorySummary {
                 peak_charged_bytes,
                 peak_charged_at: self.cum_memory_peak.at,
