@@ -348,11 +348,6 @@ fn no_cgroup_measures_the_process_tree_and_says_why() {
 #[test]
 fn a_run_line_lists_the_interfaces_only_where_a_config_asks() {
     // Issue 29, item 12: each interface was 81 % of a 19 KB line on a machine with 31 of them.
-    let interfaces = std::fs::read_to_string("/proc/net/dev")
-        .unwrap()
-        .lines()
-        .skip(2)
-        .count();
     let compact = common::run_script(&["--no-cgroup", "--interval-ms", "50"], "sleep 0.1");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("relay.toml");
@@ -367,14 +362,13 @@ fn a_run_line_lists_the_interfaces_only_where_a_config_asks() {
         ],
         "sleep 0.1",
     );
-    for (lines, expected) in [(&compact, 0), (&listed, interfaces)] {
+    // Interfaces come and go on a shared machine (another test's veths): the listed line has
+    // at least the loopback one, the compact none.
+    for (lines, listed) in [(&compact, false), (&listed, true)] {
         let last = lines.last().unwrap();
         let network = &last["network"];
-        assert_eq!(
-            network["interfaces"].as_array().unwrap().len(),
-            expected,
-            "{network}"
-        );
+        let count = network["interfaces"].as_array().unwrap().len();
+        assert_eq!(count > 0, listed, "{network}");
         // The totals over every interface are there either way.
         assert!(
             network["system"]["received_data"]["value"].is_u64(),
@@ -382,5 +376,5 @@ fn a_run_line_lists_the_interfaces_only_where_a_config_asks() {
         );
     }
     let size = |lines: &[Value]| lines.last().unwrap().to_string().len();
-    assert!(size(&compact) < size(&listed) || interfaces == 0);
+    assert!(size(&compact) < size(&listed));
 }
