@@ -256,6 +256,10 @@ pub struct ExtensionsConfig {
     /// `unix:///run/crio/crio.sock`, or the socket's path) that names the pods among
     /// [`Self::cgroups`]; asked off the sampling thread.
     pub cri_endpoint: Option<String>,
+    /// List each network interface in `network.interfaces` (Relay's schema). Off, the list is
+    /// empty and only the totals over the interfaces (`network.system`) are given: most of a
+    /// line on a machine with many interfaces (`run` without `--config` turns it off).
+    pub network_interfaces: bool,
 }
 
 /// The naming of exported metrics.
@@ -316,6 +320,7 @@ impl Default for ExtensionsConfig {
             max_targets: 2000,
             docker_socket: None,
             cri_endpoint: None,
+            network_interfaces: true,
         }
     }
 }

@@ -271,34 +271,55 @@ fn three_hundred_veth_pairs_are_every_one_reported() {
         &after,
     );
 
+    // run's compact line (the default without --config): the machine totals are the sums of
+    // every interface's counters.
     let before = net_dev_oracle();
     let output = relay_metrics(&["run", "--interval-ms", "100", "--", "sleep", "0.3"]);
     let after = net_dev_oracle();
     assert_success(&output);
     let lines = common::json_lines(&output.stdout);
     let last = lines.last().expect("run printed lines");
-    if last["network"]["interfaces"].is_array() {
-        assert_bracketed(
-            "run, last line",
-            &snapshot_interfaces(last),
-            &before,
-            &after,
-        );
-    } else {
-        // A compact run line leaves the interfaces out; its machine totals are their sums.
-        let total = last["network"]["system"]["received_data"]["value"]
-            .as_u64()
-            .expect("run's network total");
-        let low: u64 = before.values().map(|v| v[0]).sum();
-        let high: u64 = after.values().map(|v| v[0]).sum();
-        row(
-            "run: received bytes, all interfaces",
-            total,
-            format!("[{low}, {high}]"),
-            low <= total && total <= high,
-        );
-        assert!(low <= total && total <= high, "{low} <= {total} <= {high}");
-    }
+    let total = last["network"]["system"]["received_data"]["value"]
+        .as_u64()
+        .expect("run's network total");
+    let low: u64 = before.values().map(|v| v[0]).sum();
+    let high: u64 = after.values().map(|v| v[0]).sum();
+    let within = low <= total && total <= high;
+    row(
+        "run: received bytes, all interfaces",
+        total,
+        format!("[{low}, {high}]"),
+        within,
+    );
+    assert!(within, "{low} <= {total} <= {high}");
+
+    // With a config that asks for them, every interface is listed.
+    let config = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("config");
+    fs::write(config.path(), "[extensions]\nnetwork_interfaces = true\n").expect("config");
+    let before = net_dev_oracle();
+    let output = relay_metrics(&[
+        "run",
+        "--interval-ms",
+        "100",
+        "--config",
+        &config.path().to_string_lossy(),
+        "--",
+        "sleep",
+        "0.3",
+    ]);
+    let after = net_dev_oracle();
+    assert_success(&output);
+    let lines = common::json_lines(&output.stdout);
+    let last = lines.last().expect("run printed lines");
+    assert_bracketed(
+        "run, last line",
+        &snapshot_interfaces(last),
+        &before,
+        &after,
+    );
     drop(pairs);
 }
 

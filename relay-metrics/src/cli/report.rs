@@ -54,7 +54,7 @@ fn format_of(format: Option<Format>, output: &Path) -> ChartFormat {
 
 /// Reads the stream and writes the report; returns the exit code.
 pub(crate) fn run(args: ReportArgs) -> Result<i32> {
-    let mut builder = ReportBuilder::new(Baseline::FirstSample);
+    let mut builder = ReportBuilder::for_stream(Baseline::FirstSample);
     let name = args.input.display().to_string();
     if args.input.as_os_str() == "-" {
         builder.read_ndjson(std::io::stdin().lock())

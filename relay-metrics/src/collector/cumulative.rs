@@ -44,6 +44,10 @@ mod cause {
     pub(super) const NO_CPU: u32 = 1 << 5;
     pub(super) const NO_PASS: u32 = 1 << 6;
     pub(super) const CGROUP_UNREADABLE: u32 = 1 << 7;
+    /// Storage bytes come from the processes' `/proc/<pid>/io`, not from the cgroup.
+    pub(super) const IO_FROM_PROCESSES: u32 = 1 << 8;
+    /// Storage bytes come from v1 `blkio`, which misses buffered writes.
+    pub(super) const BLKIO_V1: u32 = 1 << 9;
 }
 
 /// The cumulative accounting of one collector.
@@ -74,6 +78,12 @@ pub(super) struct Accounting {
     io: Option<(CgroupVersion, HeldFile)>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
+    /// The processes in a cgroup counted from its start (`run`'s command, stopped there), by
+    /// pid and start time: once one exits, it leaves the cgroup's listing while still a zombie
+    /// whose `/proc/<pid>/io` holds what it and its reaped descendants wrote, so it is read
+    /// there until it is reaped.
+    roots: Option<Vec<(u32, u64)>>,
+    proc_dir: std::path::PathBuf,
     buf: Vec<u8>,
     causes: u32,
     reason: Option<Arc<str>>,
@@ -120,6 +130,8 @@ impl Accounting {
             peak,
             io,
             devices: Vec::new(),
+            roots: None,
+            proc_dir: roots.map("/proc".as_ref()),
             buf: Vec::with_capacity(4096),
             causes: u32::MAX,
             reason: None,
@@ -320,6 +332,7 @@ impl Accounting {
             Some(_) => *causes |= cause::CGROUP_UNREADABLE,
             None => *causes |= cause::NO_CPU,
         }
+        let mut exact = false;
         if let Some((version, file)) = &mut self.io {
             match file.read(&mut self.buf) {
                 Ok(bytes) => {
@@ -327,17 +340,71 @@ impl Accounting {
                     totals.storage_read_bytes = Some(read);
                     totals.storage_write_bytes = Some(write);
                     devices_from(*version, bytes, &mut self.devices);
+                    // v2 charges writeback to the cgroup that dirtied the pages; v1 `blkio`
+                    // sees only the I/O its tasks submit themselves, and buffered writes are
+                    // written back later by the kernel's flusher threads (a `dd ... conv=fsync`
+                    // of 100 MiB read 0 B there).
+                    exact = *version == CgroupVersion::V2;
                 }
-                Err(_) => {
-                    *causes |= cause::NO_IO;
-                    self.devices.clear();
-                }
+                Err(_) => self.devices.clear(),
             }
-        } else {
-            *causes |= cause::NO_IO;
+        }
+        if !exact {
+            // The processes' own counters count each byte when it is dirtied (buffered) or
+            // submitted (direct), and a reaped process's counters are added to its reaper's.
+            match self.process_io(sample) {
+                Some((read, write)) => {
+                    totals.storage_read_bytes = Some(read);
+                    totals.storage_write_bytes = Some(write);
+                    *causes |= cause::IO_FROM_PROCESSES;
+                }
+                // v1's counts stand, with what they miss said.
+                None if totals.storage_write_bytes.is_some() => *causes |= cause::BLKIO_V1,
+                None => *causes |= cause::NO_IO,
+            }
         }
         self.events(sample, &mut totals, causes);
         totals
+    }
+
+    /// Storage bytes of a cgroup counted from its start, from `/proc/<pid>/io`: the listed
+    /// processes, the roots that left the listing as zombies, and what the owner reaped
+    /// ([`Self::add_reaped`]). `None` without the counters of every process, or when the
+    /// cgroup was not counted from its start (the exited processes' bytes are then unknown).
+    fn process_io(&mut self, sample: &Sample) -> Option<(u64, u64)> {
+        let ProcessPass::Sampled(set) = &sample.processes else {
+            return None;
+        };
+        if !self.from_start || set.incomplete.is_some() {
+            return None;
+        }
+        let roots = self.roots.get_or_insert_with(|| {
+            set.processes
+                .iter()
+                .map(|p| (p.pid, p.start_time_ticks))
+                .collect()
+        });
+        let (mut read, mut write) = (self.reaped_read_bytes, self.reaped_write_bytes);
+        for process in &set.processes {
+            let io = process.io?;
+            read = read.saturating_add(io.read_bytes);
+            write = write.saturating_add(io.write_bytes);
+        }
+        for &(pid, start) in roots.iter() {
+            let listed = set
+                .processes
+                .iter()
+                .any(|p| p.pid == pid && p.start_time_ticks == start);
+            if listed {
+                continue;
+            }
+            // Reaped (gone): its bytes went to its reaper (the owner, through add_reaped).
+            if let Some((r, w)) = zombie_io(&self.proc_dir, pid, start) {
+                read = read.saturating_add(r);
+                write = write.saturating_add(w);
+            }
+        }
+        Some((read, write))
     }
 
     fn processes(&mut self, sample: &Sample, ticks: u64, causes: &mut u32) -> Totals {
@@ -452,6 +519,12 @@ impl Accounting {
             };
             add(what);
         }
+        if causes & cause::IO_FROM_PROCESSES != 0 {
+            add("storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (cgroup v1 blkio does not see buffered writes, which the kernel's flusher threads write back)");
+        }
+        if causes & cause::BLKIO_V1 != 0 {
+            add("storage bytes: cgroup v1 blkio counts only the I/O the cgroup's tasks submit themselves, not buffered writes, which the kernel's flusher threads write back");
+        }
         if causes & cause::NO_SYSCALL_BYTES != 0 {
             let what = match sample.scope {
                 crate::snapshot::MeasurementScope::Global => {
@@ -479,6 +552,31 @@ impl Accounting {
         let bytes = file.read(&mut self.buf).ok()?;
         std::str::from_utf8(bytes).ok()?.trim().parse().ok()
     }
+}
+
+/// `read_bytes` and `write_bytes` of `/proc/<pid>/io`, if `pid` is still the process that
+/// started at `start` (clock ticks since boot; a zombie's files stay readable until it is
+/// reaped).
+fn zombie_io(proc_dir: &std::path::Path, pid: u32, start: u64) -> Option<(u64, u64)> {
+    let dir = proc_dir.join(pid.to_string());
+    let stat = std::fs::read(dir.join("stat")).ok()?;
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    // After the command's closing parenthesis: state (field 3) … starttime (field 22).
+    let started = stat[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(19)
+        .and_then(parse_u64)?;
+    if started != start {
+        return None;
+    }
+    let io = std::fs::read(dir.join("io")).ok()?;
+    let field = |name: &[u8]| {
+        io.split(|b| *b == b'\n')
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(parse_u64)
+    };
+    Some((field(b"read_bytes:")?, field(b"write_bytes:")?))
 }
 
 /// A cgroup's CPU counters: total run time (ns), user and system (µs).
@@ -710,6 +808,21 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &devices[0].device));
         devices_from(CgroupVersion::V2, b"", &mut devices);
         assert!(devices.is_empty());
+    }
+
+    #[test]
+    fn a_zombie_root_is_read_by_pid_and_start_time() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("42")).unwrap();
+        // comm with a space and a parenthesis; starttime (field 22) is 777.
+        let stat = "42 (a) b) Z 1 42 42 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n";
+        std::fs::write(dir.path().join("42/stat"), stat).unwrap();
+        let io = "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 67108864\ncancelled_write_bytes: 0\n";
+        std::fs::write(dir.path().join("42/io"), io).unwrap();
+        assert_eq!(zombie_io(dir.path(), 42, 777), Some((4096, 67108864)));
+        // Another process with the same pid, or none.
+        assert_eq!(zombie_io(dir.path(), 42, 778), None);
+        assert_eq!(zombie_io(dir.path(), 43, 777), None);
     }
 
     #[test]

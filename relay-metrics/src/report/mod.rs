@@ -114,6 +114,15 @@ pub enum ReportError {
     /// The input has no snapshot.
     #[error("no snapshot in the input")]
     Empty,
+    /// The input's last line is cut (no newline ends it and it is not a whole snapshot): a
+    /// warning, not an error, when the lines before it are read.
+    #[error("line {line}: cut ({bytes} bytes, no newline at the end of the input): left out")]
+    Cut {
+        /// 1-based line number.
+        line: u64,
+        /// Its length.
+        bytes: usize,
+    },
     /// The charts could not be drawn.
     #[error("cannot draw the charts: {0}")]
     Draw(String),
@@ -133,6 +142,8 @@ pub struct ReportBuilder {
     previous_pressure: Option<(f64, DateTime<Utc>)>,
     /// Each GPU limit event's last count: event, device UUID, count.
     previous_gpu: Vec<(String, Arc<str>, u64)>,
+    /// What was left out of the input, for the summary's warnings.
+    warnings: Vec<String>,
 }
 
 /// PSI stall share above which a sample interval is marked as under pressure.
@@ -145,10 +156,21 @@ impl Default for ReportBuilder {
 }
 
 impl ReportBuilder {
-    /// A report whose summary's totals start at `baseline`.
+    /// A report whose summary's totals start at `baseline`, of processes that ran on this
+    /// machine (a recording): CPU rates are bounded by this process's CPUs.
     pub fn new(baseline: Baseline) -> Self {
+        Self::with_summary(SummaryBuilder::new(baseline))
+    }
+
+    /// A report of a stream recorded elsewhere (a file): CPU rates are bounded by the
+    /// effective CPU limits the snapshots carry.
+    pub fn for_stream(baseline: Baseline) -> Self {
+        Self::with_summary(SummaryBuilder::for_stream(baseline))
+    }
+
+    fn with_summary(summary: SummaryBuilder) -> Self {
         Self {
-            summary: SummaryBuilder::new(baseline),
+            summary,
             start: None,
             end_ms: 0.0,
             width_ms: 1.0,
@@ -157,6 +179,7 @@ impl ReportBuilder {
             previous_oom: None,
             previous_pressure: None,
             previous_gpu: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -210,12 +233,13 @@ impl ReportBuilder {
         let column = &mut self.columns[index];
         column.samples += 1;
         column.markers |= markers;
-        column.add(Series::Cores, values::cpu_cores(snapshot));
+        // The rates the summary's totals and peak come from, over the same windows.
+        let rates = self.summary.last_rates();
+        column.add(Series::Cores, rates.cores);
         column.add(Series::Resident, values::resident_bytes(snapshot));
         column.add(Series::CgroupMemory, values::cgroup_memory_bytes(snapshot));
-        let (read, write) = values::disk_rates(snapshot);
-        column.add(Series::DiskRead, read);
-        column.add(Series::DiskWrite, write);
+        column.add(Series::DiskRead, rates.read);
+        column.add(Series::DiskWrite, rates.write);
         let (receive, transmit) = values::network_rates(snapshot);
         column.add(Series::NetReceive, receive);
         column.add(Series::NetTransmit, transmit);
@@ -323,7 +347,14 @@ impl ReportBuilder {
         for snapshot in &snapshots {
             self.observe(snapshot);
         }
-        error.map_or(Ok(()), Err)
+        match error {
+            Some(cut @ ReportError::Cut { .. }) => {
+                self.warnings.push(cut.to_string());
+                Ok(())
+            }
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     /// The report: the summary (with what the caller knows of the end) and the charts' data.
@@ -331,8 +362,10 @@ impl ReportBuilder {
         if self.samples() == 0 {
             return Err(ReportError::Empty);
         }
+        let mut summary = self.summary.finish(end);
+        summary.warnings.extend(self.warnings.iter().cloned());
         Ok(Report {
-            summary: self.summary.finish(end),
+            summary,
             columns: self.columns.clone(),
             width_ms: self.width_ms,
             end_ms: self.end_ms,

@@ -49,15 +49,18 @@ const CHARTS: [ChartSpec; 7] = [
         title: "CPU",
         y_label: "cores",
         scale: 1.0,
-        series: &[(Series::Cores, "CPU use")],
+        series: &[(Series::Cores, "CPU use (the summary's source)")],
     },
     ChartSpec {
-        title: "Resident memory",
+        title: "Resident memory and memory charged to the cgroup",
         y_label: "MiB",
         scale: MIB,
         series: &[
-            (Series::Resident, "resident (sum)"),
-            (Series::CgroupMemory, "cgroup charged"),
+            (Series::Resident, "resident (processes' sum)"),
+            (
+                Series::CgroupMemory,
+                "charged to the cgroup (page cache included)",
+            ),
         ],
     },
     ChartSpec {
@@ -67,7 +70,7 @@ const CHARTS: [ChartSpec; 7] = [
         series: &[(Series::DiskRead, "read"), (Series::DiskWrite, "write")],
     },
     ChartSpec {
-        title: "Network",
+        title: "Network, whole machine (every interface, not the scope alone)",
         y_label: "MiB/s",
         scale: MIB,
         series: &[
@@ -130,7 +133,11 @@ fn draw_error(error: impl std::fmt::Display) -> ReportError {
     ReportError::Draw(error.to_string())
 }
 
-/// The chart's legend, in its upper right corner.
+/// The share of a chart's height above the highest value, where the legend goes: the data
+/// stay below it.
+const LEGEND_HEADROOM: f64 = 1.45;
+
+/// The chart's legend, in its upper right corner (above the data: see [`LEGEND_HEADROOM`]).
 fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result<(), ReportError> {
     chart
         .configure_series_labels()
@@ -144,18 +151,29 @@ fn draw_legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result
 }
 
 impl Report {
-    /// The charts that have data (GPU charts only where a GPU was seen), then the events.
+    /// The charts that have data (an empty chart is not drawn: the page names it).
     fn charts(&self) -> Vec<&'static ChartSpec> {
         CHARTS
             .iter()
-            .filter(|chart| {
-                let gpu = matches!(chart.title, "GPU utilisation" | "GPU memory");
-                !gpu || chart
-                    .series
-                    .iter()
-                    .any(|(series, _)| self.has_data(*series))
-            })
+            .filter(|chart| self.chart_has_data(chart))
             .collect()
+    }
+
+    /// The titles of the charts without data, GPU ones only where a GPU was seen.
+    fn empty_charts(&self) -> Vec<&'static str> {
+        CHARTS
+            .iter()
+            .filter(|chart| !self.chart_has_data(chart))
+            .filter(|chart| !matches!(chart.title, "GPU utilisation" | "GPU memory"))
+            .map(|chart| chart.title)
+            .collect()
+    }
+
+    fn chart_has_data(&self, chart: &ChartSpec) -> bool {
+        chart
+            .series
+            .iter()
+            .any(|(series, _)| self.has_data(*series))
     }
 
     fn has_data(&self, series: Series) -> bool {
@@ -205,7 +223,11 @@ impl Report {
             .iter()
             .flat_map(|(points, _)| points.iter().map(|p| p.1))
             .fold(0.0f64, f64::max);
-        let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+        let y_max = if y_max > 0.0 {
+            y_max * LEGEND_HEADROOM
+        } else {
+            1.0
+        };
         let caption = if lines.is_empty() {
             format!("{} (no data in the snapshots)", spec.title)
         } else {
@@ -285,7 +307,7 @@ impl Report {
             .caption("Limit events", (FONT, 18))
             .margin(10)
             .x_label_area_size(38)
-            .y_label_area_size(120)
+            .y_label_area_size(150)
             .build_cartesian_2d(0f64..self.x_end_s(), 0f64..rows.len() as f64)
             .map_err(draw_error)?;
         chart
@@ -295,7 +317,7 @@ impl Report {
             .y_label_formatter(&|y| {
                 rows.get(y.floor() as usize)
                     .filter(|_| (y.fract() - 0.5).abs() < 0.26)
-                    .map(|(_, name, _)| (*name).to_owned())
+                    .map(|(marker, name, _)| format!("{name} ({})", self.marker_columns(*marker)))
                     .unwrap_or_default()
             })
             .label_style((FONT, 12))
@@ -303,7 +325,8 @@ impl Report {
             .disable_y_mesh()
             .draw()
             .map_err(draw_error)?;
-        for (row, (marker, name, color)) in rows.iter().enumerate() {
+        // Each row is named, with its count of columns, on the axis: no legend over the marks.
+        for (row, (marker, _, color)) in rows.iter().enumerate() {
             let y = row as f64 + 0.5;
             let points: Vec<(f64, f64)> = self
                 .columns
@@ -312,7 +335,6 @@ impl Report {
                 .filter(|(_, column)| column.markers & *marker as u8 != 0)
                 .map(|(i, _)| (self.column_time(i), y))
                 .collect();
-            let count = points.len();
             let color = *color;
             chart
                 .draw_series(
@@ -320,11 +342,17 @@ impl Report {
                         .into_iter()
                         .map(move |(x, y)| TriangleMarker::new((x, y), 6, color.filled())),
                 )
-                .map_err(draw_error)?
-                .label(format!("{name} ({count} columns)"))
-                .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 5, color.filled()));
+                .map_err(draw_error)?;
         }
-        draw_legend(&mut chart)
+        Ok(())
+    }
+
+    /// The time columns with `marker`.
+    fn marker_columns(&self, marker: Marker) -> usize {
+        self.columns
+            .iter()
+            .filter(|column| column.markers & marker as u8 != 0)
+            .count()
     }
 
     /// Every chart stacked on one drawing area.
@@ -402,7 +430,12 @@ impl Report {
             root.present().map_err(draw_error)?;
         }
         charts.push(("Limit events", svg));
-        Ok(page(&self.summary, &charts, self.columns.len()))
+        Ok(page(
+            &self.summary,
+            &charts,
+            &self.empty_charts(),
+            self.columns.len(),
+        ))
     }
 }
 
@@ -435,6 +468,13 @@ pub(super) fn summary_table(summary: &RunSummary) -> String {
         );
     }
     html.push_str("</table>\n");
+    if !summary.warnings.is_empty() {
+        html.push_str("<div class=\"warnings\"><strong>Warnings</strong><ul>\n");
+        for warning in &summary.warnings {
+            let _ = writeln!(html, "<li>{}</li>", escape(warning));
+        }
+        html.push_str("</ul></div>\n");
+    }
     if !summary.unknown.is_empty() {
         html.push_str("<details><summary>Why some values are n/a</summary><ul>\n");
         for entry in &summary.unknown {
@@ -450,7 +490,7 @@ pub(super) fn summary_table(summary: &RunSummary) -> String {
     html
 }
 
-fn page(summary: &RunSummary, charts: &[(&str, String)], columns: usize) -> String {
+fn page(summary: &RunSummary, charts: &[(&str, String)], empty: &[&str], columns: usize) -> String {
     let title = match &summary.command {
         Some(command) => format!("relay-metrics report: {command}"),
         None => "relay-metrics report".to_owned(),
@@ -488,6 +528,13 @@ fn page(summary: &RunSummary, charts: &[(&str, String)], columns: usize) -> Stri
     html.push_str("<h2>Summary</h2>\n");
     html.push_str(&summary_table(summary));
     html.push_str("<h2>Over time</h2>\n");
+    if !empty.is_empty() {
+        let _ = writeln!(
+            html,
+            "<p class=\"empty\">No data in the snapshots for: {}.</p>",
+            escape(&empty.join(", "))
+        );
+    }
     for (title, svg) in charts {
         let _ = writeln!(
             html,

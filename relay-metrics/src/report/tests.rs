@@ -272,6 +272,8 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
             cgroups: vec![CgroupReport {
                 path: "/relay-metrics-run".into(),
                 cpu_usage_ns: Some(7),
+                // Recorded on 16 CPUs: its ~10 cores are possible there.
+                cpu_effective_limit_logical_processors: Some(16.0),
                 ..Default::default()
             }],
             kernel_events: KernelEvents {
@@ -351,14 +353,14 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
 
 /// The report of `snapshots` as observed, and as read back from their NDJSON.
 fn both_ways(snapshots: &[ResourceMetricsSnapshot]) -> (Report, Report) {
-    let mut full = ReportBuilder::default();
+    let mut full = ReportBuilder::for_stream(Baseline::FirstSample);
     let mut ndjson = String::new();
     for snapshot in snapshots {
         full.observe(snapshot);
         ndjson.push_str(&serde_json::to_string(snapshot).unwrap());
         ndjson.push('\n');
     }
-    let mut narrow = ReportBuilder::default();
+    let mut narrow = ReportBuilder::for_stream(Baseline::FirstSample);
     narrow.read_ndjson(ndjson.as_bytes()).unwrap();
     (
         full.finish(RunEnd::default()).unwrap(),
@@ -465,8 +467,8 @@ fn gpu_throttling_and_xid_errors_are_markers_only_where_they_happened() {
     assert!(report.columns[50].markers & Marker::GpuThrottling as u8 != 0);
     for report in [&report, &narrow] {
         let svg = report.to_svg().unwrap();
-        assert!(svg.contains("GPU throttling (35 columns)"), "{svg}");
-        assert!(svg.contains("GPU XID error (1 columns)"), "{svg}");
+        assert!(svg.contains("GPU throttling (35)"), "{svg}");
+        assert!(svg.contains("GPU XID error (1)"), "{svg}");
         // The events' summary rows: periods with the power cap, its seconds, the XID error.
         let html = report.to_html().unwrap();
         let table = render::summary_table(&report.summary);
@@ -500,4 +502,77 @@ fn gpu_throttling_and_xid_errors_are_markers_only_where_they_happened() {
         .map(|column| column.markers & Marker::Xid as u8 != 0)
         .collect();
     assert_eq!(xid, [false, false, false, true]);
+}
+
+#[test]
+fn nesting_is_checked_before_parsing_and_brackets_in_strings_do_not_count() {
+    use super::parse::{too_deep, MAX_DEPTH};
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert!(!too_deep(nested(MAX_DEPTH).as_bytes()));
+    assert!(too_deep(nested(MAX_DEPTH + 1).as_bytes()));
+    let quoted = format!("{{\"a\":\"{}\\\"{}\"}}", "[".repeat(500), "{".repeat(500));
+    assert!(!too_deep(quoted.as_bytes()));
+    // A cut line deeper than the limit is refused as soon as it gets there.
+    let deep = "{\"x\":".repeat(8 << 20);
+    let started = std::time::Instant::now();
+    assert!(too_deep(deep.as_bytes()));
+    assert!(started.elapsed() < std::time::Duration::from_millis(100));
+}
+
+#[test]
+fn the_cpu_chart_plots_the_summarys_cpu_not_the_live_threads_rate() {
+    // Issue 29, item 5: a build's children run between samples; the live threads' rate
+    // (precise_cpu.run_rate) misses them, the cumulative CPU does not. One core and a half
+    // by the cumulative counter, 0.4 by the live threads, 100 ms apart.
+    let mut builder = ReportBuilder::for_stream(Baseline::Zero);
+    for i in 0..20u64 {
+        let mut s = ResourceMetricsSnapshot {
+            timestamp: at(i as i64 * 100),
+            measurement_scope: MeasurementScope::Cgroup,
+            ..Default::default()
+        };
+        s.extensions.precise_cpu = Some(PreciseCpu {
+            run_rate_logical_processors: Some(0.4),
+            ..Default::default()
+        });
+        s.extensions.cumulative = Some(Cumulative {
+            method: CumulativeMethod::CgroupV1,
+            cpu_user_ns: Some(i * 150_000_000),
+            cpu_system_ns: Some(0),
+            storage_read_bytes: Some(0),
+            storage_write_bytes: Some(i << 20),
+            ..Default::default()
+        });
+        s.extensions.sampler = Some(SamplerInfo {
+            interval_usec: 100_000,
+            ..Default::default()
+        });
+        builder.observe(&s);
+    }
+    let report = builder.finish(RunEnd::default()).unwrap();
+    let plotted: Vec<f64> = report
+        .columns
+        .iter()
+        .map(|c| c.max[Series::Cores as usize])
+        .filter(|v| !v.is_nan())
+        .collect();
+    assert_eq!(plotted.len(), 19);
+    assert!(
+        plotted.iter().all(|v| (v - 1.5).abs() < 1e-9),
+        "{plotted:?}"
+    );
+    let average = report.summary.cpu.average_cores.unwrap();
+    assert!((average - 1.5).abs() < 1e-9, "{average}");
+    let writes: Vec<f64> = report
+        .columns
+        .iter()
+        .map(|c| c.max[Series::DiskWrite as usize])
+        .filter(|v| !v.is_nan())
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .all(|v| (v - 10.0 * (1 << 20) as f64).abs() < 1e-3),
+        "{writes:?}"
+    );
 }

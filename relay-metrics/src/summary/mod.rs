@@ -13,7 +13,10 @@
 //! is `null`, with the reason in [`RunSummary::unknown`]. A sampled sum over the live processes
 //! would miss whatever exited between samples, so it is never given as a total.
 
+mod rates;
 mod text;
+
+use rates::{Oddities, RateWindow, Step, CPU_BOUND_SLACK};
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -109,9 +112,6 @@ pub struct LimitEventTotal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeakSource {
-    /// The cgroup's own high-water mark (v2 `memory.peak`, v1 `max_usage_in_bytes`): every
-    /// page charged to the run, between samples too.
-    CgroupPeak,
     /// The highest resident sum seen in a sample: a peak between two samples is not seen.
     HighestSampledSum,
 }
@@ -129,19 +129,27 @@ pub struct CpuSummary {
     pub source: Option<Cow<'static, str>>,
     /// Total CPU time over wall time (logical processors).
     pub average_cores: Option<f64>,
-    /// The highest rate between two samples (logical processors).
+    /// The highest rate over a window of at least one sampling period, from the same source
+    /// as the totals where the snapshots carry it (logical processors); never above the CPUs
+    /// the processes may use (see [`RunSummary::warnings`]).
     pub peak_cores: Option<f64>,
 }
 
 /// Memory over the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemorySummary {
-    /// Peak resident memory of the whole run (bytes).
+    /// Peak memory charged to the run's cgroup (bytes): its high-water mark (v2 `memory.peak`,
+    /// v1 `max_usage_in_bytes`), every page charged between samples too, page cache and
+    /// kernel memory included; `null` without a memory cgroup of the run's own.
+    pub peak_charged_bytes: Option<u64>,
+    /// The first sample that saw the high-water mark at its final value.
+    pub peak_charged_at: Option<DateTime<Utc>>,
+    /// Peak resident memory (bytes): the highest sum of the processes' resident sets seen in
+    /// a sample (page cache not included; a peak between two samples is not seen).
     pub peak_resident_bytes: Option<u64>,
     /// Where it comes from.
     pub peak_source: Option<PeakSource>,
-    /// When it was reached (the sample that saw it; for a cgroup peak, the first sample that
-    /// saw the high-water mark at its final value).
+    /// When it was reached (the sample that saw it).
     pub peak_at: Option<DateTime<Utc>>,
     /// The largest resident size of a single process (bytes), as GNU `time -v` reports it.
     pub max_single_process_rss_bytes: Option<u64>,
@@ -245,7 +253,25 @@ pub struct RunSummary {
     pub cumulative_reason: Option<String>,
     /// Why values are `null` (one entry per value).
     pub unknown: Vec<Unavailable>,
+    /// What was odd in the series and what was done about it: timestamps that went
+    /// backwards, counters that fell, CPU rates above the CPUs the processes may use.
+    pub warnings: Vec<String>,
 }
+
+/// CPU seconds a total may exceed what the CPUs could give in the wall time by before it is
+/// called impossible.
+const IMPOSSIBLE_CPU_SLACK_S: f64 = 0.5;
+
+/// The shortest window of a CPU rate from clock-tick totals (ns).
+const TICK_WINDOW_NS: i64 = 100_000_000;
+
+/// User, system and total CPU seconds, and where they come from.
+type CpuTotals = (
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<Cow<'static, str>>,
+);
 
 /// Most OOM victims kept (the collector's own list is bounded the same way).
 const MAX_VICTIMS: usize = 64;
@@ -269,12 +295,17 @@ const EVENTS: [ResourceLimitEventKind; 5] = [
 struct Counter {
     first: Option<f64>,
     last: Option<f64>,
+    /// It went down at least once.
+    fell: bool,
 }
 
 impl Counter {
     fn observe(&mut self, value: Option<f64>) {
         if let Some(value) = value {
             self.first.get_or_insert(value);
+            if self.last.is_some_and(|last| value < last) {
+                self.fell = true;
+            }
             self.last = Some(value);
         }
     }
@@ -348,9 +379,33 @@ pub struct SummaryBuilder {
     cum_written: Counter,
     cum_created: Counter,
     cum_memory_peak: Peak,
-    /// The previous sample's cumulative CPU (ns) and time, for the peak rate.
-    cum_previous: Option<(f64, DateTime<Utc>)>,
-    cum_peak_cores: Peak,
+    /// The window of the CPU rate (cumulative ns) and the storage rates (cumulative bytes).
+    cpu_window: RateWindow,
+    read_window: RateWindow,
+    write_window: RateWindow,
+    /// Where the window of a snapshot's own rate began (no cumulative CPU).
+    rate_from: Option<DateTime<Utc>>,
+    /// The CPUs the processes may use: this process's affinity where they run here (`run`,
+    /// a recording), else the largest effective CPU limit the snapshots carry.
+    local_cpus: Option<f64>,
+    seen_cpu_limit: Option<f64>,
+    /// A stream recorded elsewhere: its own CPU limits come first.
+    stream: bool,
+    /// The timestamp of the previous snapshot, as observed.
+    previous_at: Option<DateTime<Utc>>,
+    oddities: Oddities,
+    last_rates: Rates,
+}
+
+/// The rates a snapshot closed a window for: what the report's charts plot, from the same
+/// source as the summary's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Rates {
+    /// CPU (logical processors).
+    pub(crate) cores: Option<f64>,
+    /// Storage read and write (bytes/s).
+    pub(crate) read: Option<f64>,
+    pub(crate) write: Option<f64>,
 }
 
 /// A measurement in its family's base unit (µs, bytes, bits/s, millicores, percent).
@@ -497,12 +552,65 @@ pub mod values {
 }
 
 impl SummaryBuilder {
-    /// A builder whose totals start at `baseline`.
+    /// A builder whose totals start at `baseline`, for snapshots of processes that run on
+    /// this machine (`run`, a recording): CPU rates are bounded by this process's CPUs.
     pub fn new(baseline: Baseline) -> Self {
         Self {
             baseline,
             victims: Vec::with_capacity(8),
+            local_cpus: rates::cpus_of_this_process(),
             ..Self::default()
+        }
+    }
+
+    /// A builder for a stream recorded elsewhere (a report of a file): CPU rates are bounded
+    /// by the effective CPU limits the snapshots carry.
+    pub fn for_stream(baseline: Baseline) -> Self {
+        Self {
+            stream: true,
+            ..Self::new(baseline)
+        }
+    }
+
+    /// The rates the last observed snapshot closed a window for.
+    #[cfg_attr(
+        not(feature = "report"),
+        expect(dead_code, reason = "the report's charts read it")
+    )]
+    pub(crate) fn last_rates(&self) -> Rates {
+        self.last_rates
+    }
+
+    /// The CPUs the measured processes may use, and where that comes from: for processes
+    /// measured here, this process's CPUs; for a stream, the largest effective CPU limit it
+    /// carries, else the CPUs of the machine that reads it (a stream of a cgroup without a
+    /// `cpu` or `cpuset` controller of its own carries none).
+    fn cpu_bound(&self) -> Option<(f64, &'static str)> {
+        let local = self.local_cpus.map(|cpus| (cpus, "this machine's"));
+        let seen = self
+            .seen_cpu_limit
+            .map(|cpus| (cpus, "the stream's CPU limit:"));
+        if self.stream {
+            seen.or(local)
+        } else {
+            local.or(seen)
+        }
+    }
+
+    /// A CPU rate within the bound (clamped up to [`CPU_BOUND_SLACK`] above it, left out and
+    /// counted beyond).
+    fn bounded(&mut self, cores: f64) -> Option<f64> {
+        if !cores.is_finite() || cores < 0.0 {
+            return None;
+        }
+        match self.cpu_bound().map(|(bound, _)| bound) {
+            Some(bound) if cores > bound * CPU_BOUND_SLACK => {
+                self.oddities.over_bound += 1;
+                self.oddities.highest_over = self.oddities.highest_over.max(cores);
+                None
+            }
+            Some(bound) => Some(cores.min(bound)),
+            None => Some(cores),
         }
     }
 
@@ -517,12 +625,20 @@ impl SummaryBuilder {
         let at = snapshot.timestamp;
         self.samples += 1;
         self.scope = Some(snapshot.measurement_scope);
+        // The span runs from the first snapshot to the latest: one that went back in time
+        // (warned about) neither starts nor ends it.
         self.first.get_or_insert(at);
-        self.last = Some(at);
+        self.last = Some(self.last.map_or(at, |last| last.max(at)));
+        if let Some(previous) = self.previous_at.filter(|previous| at < *previous) {
+            self.oddities.backwards += 1;
+            self.oddities.first_backwards.get_or_insert((previous, at));
+        }
+        self.previous_at = Some(at);
         if let Some(sampler) = &snapshot.extensions.sampler {
             self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
             self.interval_usec = Some(sampler.interval_usec);
         }
+        self.observe_cpu_limits(snapshot);
         if let Some(cpu) = &snapshot.cpu {
             self.cpu_user.observe(micros(cpu.user_time.as_ref()));
             self.cpu_system.observe(micros(cpu.system_time.as_ref()));
@@ -534,7 +650,6 @@ impl SummaryBuilder {
             self.cgroup_cpu_ns
                 .observe(precise.cgroup_usage_ns.map(|ns| ns as f64));
         }
-        self.peak_cores.observe(values::cpu_cores(snapshot), at);
         if let Some(memory) = &snapshot.memory {
             self.resident
                 .observe(capacity_bytes(memory.resident.as_ref()), at);
@@ -566,28 +681,9 @@ impl SummaryBuilder {
             }
         }
         if let Some(cumulative) = &snapshot.extensions.cumulative {
-            self.cum_method = Some(cumulative.method);
-            self.cum_reason.clone_from(&cumulative.reason);
-            let ns = |value: Option<u64>| value.map(|v| v as f64);
-            self.cum_user_ns.observe(ns(cumulative.cpu_user_ns));
-            self.cum_system_ns.observe(ns(cumulative.cpu_system_ns));
-            self.cum_read.observe(ns(cumulative.storage_read_bytes));
-            self.cum_written.observe(ns(cumulative.storage_write_bytes));
-            self.cum_created.observe(ns(cumulative.processes_created));
-            self.cum_memory_peak
-                .observe(ns(cumulative.memory_peak_bytes), at);
-            if let (Some(user), Some(system)) = (cumulative.cpu_user_ns, cumulative.cpu_system_ns) {
-                let cpu = (user + system) as f64;
-                if let Some((before, then)) = self.cum_previous {
-                    let elapsed_ns = (at - then).num_nanoseconds().unwrap_or(0) as f64;
-                    if elapsed_ns > 0.0 && cpu >= before {
-                        self.cum_peak_cores
-                            .observe(Some((cpu - before) / elapsed_ns), at);
-                    }
-                }
-                self.cum_previous = Some((cpu, at));
-            }
+            self.observe_cumulative(cumulative, at);
         }
+        self.observe_rates(snapshot);
         if let Some((utilization, memory)) = values::gpu(snapshot) {
             if let Some(devices) = snapshot
                 .gpu
@@ -604,6 +700,157 @@ impl SummaryBuilder {
         if let Some(gpu) = &snapshot.extensions.gpu {
             self.observe_gpu_events(&gpu.limit_events);
         }
+    }
+
+    /// `extensions.cumulative`: whole-scope totals, exited processes included.
+    fn observe_cumulative(&mut self, cumulative: &crate::snapshot::Cumulative, at: DateTime<Utc>) {
+        self.cum_method = Some(cumulative.method);
+        self.cum_reason.clone_from(&cumulative.reason);
+        let ns = |value: Option<u64>| value.map(|v| v as f64);
+        self.cum_user_ns.observe(ns(cumulative.cpu_user_ns));
+        self.cum_system_ns.observe(ns(cumulative.cpu_system_ns));
+        self.cum_read.observe(ns(cumulative.storage_read_bytes));
+        self.cum_written.observe(ns(cumulative.storage_write_bytes));
+        self.cum_created.observe(ns(cumulative.processes_created));
+        self.cum_memory_peak
+            .observe(ns(cumulative.memory_peak_bytes), at);
+    }
+
+    /// The CPU and storage rates of the windows this snapshot closes: from
+    /// `extensions.cumulative` where it has the counter (the summary's source), else the
+    /// snapshot's own rates, each over at least one sampling period.
+    fn observe_rates(&mut self, snapshot: &ResourceMetricsSnapshot) {
+        let at = snapshot.timestamp;
+        let min_ns = self.interval_usec.map_or(0, |us| {
+            i64::try_from(us.saturating_mul(1000)).unwrap_or(i64::MAX)
+        });
+        let cumulative = snapshot.extensions.cumulative.as_ref();
+        // Process and machine totals count clock ticks (10 ms at the usual 100 Hz): over a
+        // window of 10 ms, one tick more made a one-thread loop read 2 cores. A window of at
+        // least 100 ms keeps a tick within a tenth of a core.
+        let ticks = cumulative.is_some_and(|c| {
+            matches!(
+                c.method,
+                CumulativeMethod::ProcessTree
+                    | CumulativeMethod::Process
+                    | CumulativeMethod::ProcStat
+            )
+        });
+        let cpu_min_ns = if ticks {
+            min_ns.max(TICK_WINDOW_NS)
+        } else {
+            min_ns
+        };
+        let cpu_ns = cumulative
+            .and_then(|c| c.cpu_user_ns.zip(c.cpu_system_ns))
+            .map(|(user, system)| user.saturating_add(system) as f64);
+        // A snapshot's own rates cover the interval since the collector's previous pass: they
+        // are taken only once a period has passed since the last one taken.
+        let own_window_closed = match self.rate_from {
+            Some(from) if at < from => {
+                self.rate_from = Some(at);
+                false
+            }
+            Some(from) => {
+                let closed = (at - from).num_nanoseconds().unwrap_or(i64::MAX) >= min_ns.max(1);
+                if closed {
+                    self.rate_from = Some(at);
+                }
+                closed
+            }
+            None => {
+                self.rate_from = Some(at);
+                false
+            }
+        };
+        let cores = match cpu_ns {
+            Some(cpu) => match self.cpu_window.step(cpu, at, cpu_min_ns) {
+                Step::Rate(ns_per_s) => Some(ns_per_s / 1e9),
+                _ => None,
+            },
+            None => own_window_closed
+                .then(|| values::cpu_cores(snapshot))
+                .flatten(),
+        };
+        let cores = cores.and_then(|cores| self.bounded(cores));
+        self.peak_cores.observe(cores, at);
+        let rate = |window: &mut RateWindow, value: Option<u64>| match value {
+            Some(value) => match window.step(value as f64, at, min_ns) {
+                Step::Rate(rate) => Some(rate),
+                _ => None,
+            },
+            None => None,
+        };
+        let (own_read, own_write) = if own_window_closed {
+            values::disk_rates(snapshot)
+        } else {
+            (None, None)
+        };
+        let read = match cumulative.and_then(|c| c.storage_read_bytes) {
+            Some(bytes) => rate(&mut self.read_window, Some(bytes)),
+            None => own_read,
+        };
+        let write = match cumulative.and_then(|c| c.storage_write_bytes) {
+            Some(bytes) => rate(&mut self.write_window, Some(bytes)),
+            None => own_write,
+        };
+        self.last_rates = Rates { cores, read, write };
+    }
+
+    /// The effective CPU limits a snapshot carries (the scope's, and each cgroup's).
+    fn observe_cpu_limits(&mut self, snapshot: &ResourceMetricsSnapshot) {
+        let scope = snapshot
+            .cpu
+            .as_ref()
+            .and_then(|cpu| cores(cpu.effective_limit.as_ref()));
+        let cgroups = snapshot
+            .extensions
+            .cgroups
+            .iter()
+            .filter_map(|c| c.cpu_effective_limit_logical_processors);
+        for limit in scope.into_iter().chain(cgroups) {
+            if limit.is_finite() && limit > 0.0 {
+                self.seen_cpu_limit = Some(self.seen_cpu_limit.map_or(limit, |l| l.max(limit)));
+            }
+        }
+    }
+
+    /// The counters that fell, by name. The snapshots' CPU times and disk bytes are sums over
+    /// the live processes except in a single-process scope: they fall when one exits.
+    fn fallen(&self) -> Vec<&'static str> {
+        let single = self.scope == Some(MeasurementScope::ApplicationProcess);
+        let sums = [
+            ("cpu.user_time", &self.cpu_user),
+            ("cpu.system_time", &self.cpu_system),
+            ("disk.read_data", &self.read),
+            ("disk.write_data", &self.written),
+        ];
+        let named = [
+            (
+                "extensions.precise_cpu.cgroup_usage_ns",
+                &self.cgroup_cpu_ns,
+            ),
+            ("cpu.throttled_time", &self.throttled_usec),
+            (
+                "extensions.kernel_events.processes_created",
+                &self.processes_created,
+            ),
+            ("extensions.kernel_events.oom_kills", &self.oom_kills),
+            ("extensions.cumulative.cpu_user_ns", &self.cum_user_ns),
+            ("extensions.cumulative.cpu_system_ns", &self.cum_system_ns),
+            ("extensions.cumulative.storage_read_bytes", &self.cum_read),
+            (
+                "extensions.cumulative.storage_write_bytes",
+                &self.cum_written,
+            ),
+            ("extensions.cumulative.processes_created", &self.cum_created),
+        ];
+        sums.into_iter()
+            .filter(|_| single)
+            .chain(named)
+            .filter(|(_, counter)| counter.fell)
+            .map(|(name, _)| name)
+            .collect()
     }
 
     fn observe_gpu_events(&mut self, events: &[crate::snapshot::GpuLimitEvent]) {
@@ -639,66 +886,69 @@ impl SummaryBuilder {
         }
     }
 
-    /// The summary, with what only the end knows.
-    pub fn finish(&self, end: RunEnd) -> RunSummary {
-        let mut unknown = Vec::new();
-        let mut missing = |field: &'static str, reason: String| {
-            unknown.push(Unavailable {
-                field: Cow::Borrowed(field),
-                reason: reason.into(),
-            });
-        };
-        let scope = self.scope;
-        let no_samples = self.samples == 0;
-        if no_samples {
-            missing("samples", "no snapshot was taken".to_owned());
+    /// User, system and total CPU seconds and their source: an exact source for the scope,
+    /// else null.
+    fn cpu_totals(&self, reaped: Option<ReapedUsage>) -> CpuTotals {
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
+        if let (Some(user), Some(system), Some(method)) = (
+            self.cum_user_ns.total(self.baseline),
+            self.cum_system_ns.total(self.baseline),
+            self.cum_method,
+        ) {
+            let (user, system) = (user / 1e9, system / 1e9);
+            (
+                Some(user),
+                Some(system),
+                Some(user + system),
+                Some(format!("cumulative:{}", method.as_str()).into()),
+            )
+        } else if let Some(reaped) = reaped {
+            let user = reaped.user.as_secs_f64();
+            let system = reaped.system.as_secs_f64();
+            (
+                Some(user),
+                Some(system),
+                Some(user + system),
+                Some("rusage".into()),
+            )
+        } else if single_process {
+            let user = self.cpu_user.total(self.baseline).map(|us| us / 1e6);
+            let system = self.cpu_system.total(self.baseline).map(|us| us / 1e6);
+            let total = user.zip(system).map(|(u, s)| u + s);
+            (user, system, total, Some("process".into()))
+        } else if let Some(ns) = self.cgroup_cpu_ns.total(self.baseline) {
+            (None, None, Some(ns / 1e9), Some("cgroup".into()))
+        } else {
+            (None, None, None, None)
         }
+    }
 
-        let wall_time_s = end.wall_time.map(|d| d.as_secs_f64()).or_else(|| {
-            let (first, last) = (self.first?, self.last?);
-            (last - first).to_std().ok().map(|span| span.as_secs_f64())
-        });
-        if wall_time_s.is_none() {
-            missing(
-                "wall_time_s",
-                "no wall time was given and no snapshot taken".into(),
-            );
-        }
+    /// Why a CPU total is impossible: more than the CPUs could give in the wall time, the
+    /// counters not being one series (a source restarted and jumped); no total is better than
+    /// that one. Half a second of slack: a command of a millisecond is counted from before its
+    /// start (the wrapper shell that stops itself), which can read as a few cores.
+    fn impossible_cpu(&self, total_s: Option<f64>, wall_time_s: Option<f64>) -> Option<String> {
+        let (total, wall, (bound, _)) = (total_s?, wall_time_s?, self.cpu_bound()?);
+        (total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S).then(|| {
+            format!(
+                "{total:.3} s of CPU in {wall:.3} s of wall time is more than {bound} CPUs can \
+                 give: the CPU counters are not one series"
+            )
+        })
+    }
 
+    /// CPU over the run: totals from an exact source for the scope (else null, with the
+    /// reason given to `missing`), the average and the peak; and a warning when the totals
+    /// are impossible.
+    fn cpu_summary(
+        &self,
+        reaped: Option<ReapedUsage>,
+        wall_time_s: Option<f64>,
+        missing: &mut impl FnMut(&'static str, String),
+    ) -> (CpuSummary, Option<String>) {
         // CPU: an exact source for the scope, else null.
-        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
-        let (user_s, system_s, total_s, source): (Option<f64>, Option<f64>, Option<f64>, _) =
-            if let (Some(user), Some(system), Some(method)) = (
-                self.cum_user_ns.total(self.baseline),
-                self.cum_system_ns.total(self.baseline),
-                self.cum_method,
-            ) {
-                let (user, system) = (user / 1e9, system / 1e9);
-                (
-                    Some(user),
-                    Some(system),
-                    Some(user + system),
-                    Some(format!("cumulative:{}", method.as_str()).into()),
-                )
-            } else if let Some(reaped) = end.reaped {
-                let user = reaped.user.as_secs_f64();
-                let system = reaped.system.as_secs_f64();
-                (
-                    Some(user),
-                    Some(system),
-                    Some(user + system),
-                    Some("rusage".into()),
-                )
-            } else if single_process {
-                let user = self.cpu_user.total(self.baseline).map(|us| us / 1e6);
-                let system = self.cpu_system.total(self.baseline).map(|us| us / 1e6);
-                let total = user.zip(system).map(|(u, s)| u + s);
-                (user, system, total, Some("process".into()))
-            } else if let Some(ns) = self.cgroup_cpu_ns.total(self.baseline) {
-                (None, None, Some(ns / 1e9), Some("cgroup".into()))
-            } else {
-                (None, None, None, None)
-            };
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
+        let (user_s, system_s, total_s, source) = self.cpu_totals(reaped);
         let lost = "the snapshots' CPU times are sums over the live processes (exited ones are \
                     not in them) and no exact source (extensions.cumulative, the cgroup's usage, \
                     the reaped tree's rusage) was available";
@@ -725,27 +975,95 @@ impl SummaryBuilder {
         if total_s.is_none() {
             missing("cpu.total_s", lost.into());
         }
-        let average_cores = total_s
+        let mut average_cores = total_s
             .zip(wall_time_s)
             .and_then(|(cpu, wall)| (wall > 0.0).then_some(cpu / wall));
         if average_cores.is_none() && total_s.is_some() {
             missing("cpu.average_cores", "the wall time is zero".into());
         }
-        let peak_cores = self.cum_peak_cores.value.or(self.peak_cores.value);
+        let cpu_warning = self.impossible_cpu(total_s, wall_time_s);
+        let (mut user_s, mut system_s, mut total_s, mut source) =
+            (user_s, system_s, total_s, source);
+        if let Some(why) = &cpu_warning {
+            for field in [
+                "cpu.user_s",
+                "cpu.system_s",
+                "cpu.total_s",
+                "cpu.average_cores",
+            ] {
+                missing(field, why.clone());
+            }
+            (user_s, system_s, total_s, source, average_cores) = (None, None, None, None, None);
+        }
+        // The whole run is a window too: a peak below the average (a short run whose only
+        // closed window came before most of its CPU) would be impossible, and a run shorter
+        // than one window has its average as its peak.
+        let peak_cores = match (self.peak_cores.value, average_cores) {
+            (Some(peak), Some(average)) => Some(peak.max(average)),
+            (peak, average) => peak.or(average),
+        };
         if peak_cores.is_none() {
             missing(
                 "cpu.peak_cores",
-                "no CPU rate in the snapshots (a rate needs two samples)".into(),
+                "no CPU rate in the snapshots (a rate needs two samples at least one sampling \
+                 period apart)"
+                    .into(),
             );
         }
 
+        (
+            CpuSummary {
+                user_s,
+                system_s,
+                total_s,
+                source,
+                average_cores,
+                peak_cores,
+            },
+            cpu_warning,
+        )
+    }
+
+    /// The summary, with what only the end knows.
+    pub fn finish(&self, end: RunEnd) -> RunSummary {
+        let mut unknown = Vec::new();
+        let mut missing = |field: &'static str, reason: String| {
+            unknown.push(Unavailable {
+                field: Cow::Borrowed(field),
+                reason: reason.into(),
+            });
+        };
+        let scope = self.scope;
+        let no_samples = self.samples == 0;
+        if no_samples {
+            missing("samples", "no snapshot was taken".to_owned());
+        }
+
+        let wall_time_s = end.wall_time.map(|d| d.as_secs_f64()).or_else(|| {
+            let (first, last) = (self.first?, self.last?);
+            (last - first).to_std().ok().map(|span| span.as_secs_f64())
+        });
+        if wall_time_s.is_none() {
+            missing(
+                "wall_time_s",
+                "no wall time was given and no snapshot taken".into(),
+            );
+        }
+
+        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
+        let (cpu, cpu_warning) = self.cpu_summary(end.reaped, wall_time_s, &mut missing);
+
         // Memory.
+        let peak_charged_bytes = self.cum_memory_peak.value.map(|b| b as u64);
+        if peak_charged_bytes.is_none() {
+            missing(
+                "memory.peak_charged_bytes",
+                "no cgroup high-water mark in the snapshots (the run has no memory cgroup of \
+                 its own)"
+                    .into(),
+            );
+        }
         let (peak_resident_bytes, peak_source, peak_at) = match self.resident.value {
-            _ if self.cum_memory_peak.value.is_some() => (
-                self.cum_memory_peak.value.map(|b| b as u64),
-                Some(PeakSource::CgroupPeak),
-                self.cum_memory_peak.at,
-            ),
             Some(bytes) => (
                 Some(bytes as u64),
                 Some(PeakSource::HighestSampledSum),
@@ -879,15 +1197,10 @@ impl SummaryBuilder {
             started: self.first,
             ended: self.last,
             wall_time_s,
-            cpu: CpuSummary {
-                user_s,
-                system_s,
-                total_s,
-                source,
-                average_cores,
-                peak_cores,
-            },
+            cpu,
             memory: MemorySummary {
+                peak_charged_bytes,
+                peak_charged_at: self.cum_memory_peak.at,
                 peak_resident_bytes,
                 peak_source,
                 peak_at,
@@ -912,7 +1225,18 @@ impl SummaryBuilder {
             exit_status: end.exit_status,
             cumulative_reason: self.cum_reason.as_deref().map(str::to_owned),
             unknown,
+            warnings: self.warnings().into_iter().chain(cpu_warning).collect(),
         }
+    }
+}
+
+impl SummaryBuilder {
+    fn warnings(&self) -> Vec<String> {
+        let mut oddities = self.oddities.clone();
+        for name in self.fallen() {
+            oddities.fell(name);
+        }
+        oddities.warnings(self.cpu_bound())
     }
 }
 

@@ -70,13 +70,18 @@ fn snapshot(
         tick_lateness_usec: 0,
         missed_ticks_total: (ms / 1000) as u64,
     });
+    // Recorded on 4 CPUs (the bound of the rates, whatever this machine has).
+    s.extensions.cgroups = vec![crate::snapshot::CgroupReport {
+        cpu_effective_limit_logical_processors: Some(4.0),
+        ..Default::default()
+    }];
     s
 }
 
 #[test]
 fn one_process_totals_are_last_minus_first_in_base_units() {
     let scope = MeasurementScope::ApplicationProcess;
-    let mut builder = SummaryBuilder::new(Baseline::FirstSample);
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
     builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 4096));
     builder.observe(&snapshot(scope, 1000, 1800, 700, 4096, 8192));
     builder.observe(&snapshot(scope, 2000, 3000, 900, 2048, 12288));
@@ -106,7 +111,7 @@ fn one_process_totals_are_last_minus_first_in_base_units() {
 #[test]
 fn zero_baseline_counts_from_the_start() {
     let scope = MeasurementScope::ApplicationProcess;
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
     builder.observe(&snapshot(scope, 0, 1000, 500, 1024, 0));
     builder.observe(&snapshot(scope, 500, 1500, 500, 1024, 0));
     let summary = builder.finish(RunEnd::default());
@@ -246,7 +251,7 @@ fn observing_allocates_nothing_in_steady_state() {
 fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
     use crate::snapshot::{Cumulative, CumulativeMethod};
     let scope = MeasurementScope::ProcessTree;
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
     let with_cumulative = |ms: i64, user_ns: u64, peak: u64| {
         let mut s = snapshot(scope, ms, 0, 0, 1024, 0);
         s.extensions.cumulative = Some(Cumulative {
@@ -275,9 +280,18 @@ fn cumulative_totals_come_first_with_their_method_and_the_cgroup_peak() {
     // 2.2 s of CPU in the second second: the cumulative rate wins over the sampled
     // consumption_rate (2.5 at 2000 ms).
     assert!((summary.cpu.peak_cores.unwrap() - 2.2).abs() < 1e-9);
-    assert_eq!(summary.memory.peak_resident_bytes, Some(300 << 20));
-    assert_eq!(summary.memory.peak_source, Some(PeakSource::CgroupPeak));
-    assert_eq!(summary.memory.peak_at, Some(at(1000)));
+    // The cgroup's high-water mark is charged memory; resident memory is the processes' sum.
+    assert_eq!(summary.memory.peak_charged_bytes, Some(300 << 20));
+    assert_eq!(summary.memory.peak_charged_at, Some(at(1000)));
+    assert_eq!(summary.memory.peak_resident_bytes, Some(1 << 20));
+    assert_eq!(
+        summary.memory.peak_source,
+        Some(PeakSource::HighestSampledSum)
+    );
+    let text = summary.to_text();
+    assert!(text.contains("peak charged memory"), "{text}");
+    assert!(text.contains("300.00 MiB"), "{text}");
+    assert!(text.contains("1.00 MiB"), "{text}");
     assert_eq!(summary.io.read_bytes, Some(4096));
     assert_eq!(summary.io.written_bytes, Some(8192));
     assert_eq!(summary.processes_created, Some(5));
@@ -336,4 +350,164 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
         "{text}"
     );
     assert!(text.contains("gpu xid on GPU-a (XID errors)"), "{text}");
+}
+
+/// A snapshot at `us` with cgroup totals: CPU (ns), storage written (bytes), and a sampling
+/// period of 10 ms, or none (`run`'s final snapshot).
+fn cumulative_at(us: i64, cpu_ns: u64, written: u64, sampler: bool) -> ResourceMetricsSnapshot {
+    use crate::snapshot::{Cumulative, CumulativeMethod};
+    let mut s = ResourceMetricsSnapshot {
+        timestamp: at(0) + chrono::Duration::microseconds(us),
+        measurement_scope: MeasurementScope::ProcessTree,
+        ..Default::default()
+    };
+    s.extensions.cumulative = Some(Cumulative {
+        method: CumulativeMethod::CgroupV1,
+        cpu_user_ns: Some(cpu_ns),
+        cpu_system_ns: Some(0),
+        storage_read_bytes: Some(0),
+        storage_write_bytes: Some(written),
+        ..Default::default()
+    });
+    s.extensions.sampler = sampler.then_some(SamplerInfo {
+        interval_usec: 10_000,
+        tick_index: 0,
+        tick_lateness_usec: 0,
+        missed_ticks_total: 0,
+    });
+    s
+}
+
+#[test]
+fn a_final_snapshot_right_after_the_previous_gives_no_rate_of_its_own() {
+    // One core for 20 ms, then the final snapshot 0.5 ms later with 10 ms more CPU (the
+    // clock-tick rounding of a process tree): 20 cores over 0.5 ms before.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, false));
+    builder.observe(&cumulative_at(10_000, 10_000_000, 0, true));
+    builder.observe(&cumulative_at(20_000, 20_000_000, 0, true));
+    builder.observe(&cumulative_at(20_500, 21_000_000, 0, false));
+    let summary = builder.finish(RunEnd::default());
+    // 1 ms in 0.5 ms was 2 cores; the peak is the first 20 ms's, or the whole run's average.
+    let peak = summary.cpu.peak_cores.unwrap();
+    assert!((1.0..1.03).contains(&peak), "{peak}");
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+}
+
+#[test]
+fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
+    use crate::snapshot::CgroupReport;
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
+    let on_two_cpus = |mut s: ResourceMetricsSnapshot| {
+        s.extensions.cgroups = vec![CgroupReport {
+            cpu_effective_limit_logical_processors: Some(2.0),
+            ..Default::default()
+        }];
+        s
+    };
+    builder.observe(&on_two_cpus(cumulative_at(0, 5_000_000_000, 0, true)));
+    builder.observe(&on_two_cpus(cumulative_at(10_000, 5_010_000_000, 0, true)));
+    // The counter falls, then jumps by 100,005 s of CPU in 10 ms.
+    builder.observe(&on_two_cpus(cumulative_at(20_000, 1_000, 0, true)));
+    builder.observe(&on_two_cpus(cumulative_at(
+        30_000,
+        100_005_000_000_000,
+        0,
+        true,
+    )));
+    // A timestamp 57 years back.
+    builder.observe(&on_two_cpus(cumulative_at(
+        -1_796_432_405_000_000,
+        100_005_010_000_000,
+        0,
+        true,
+    )));
+    builder.observe(&on_two_cpus(cumulative_at(
+        40_000,
+        100_005_020_000_000,
+        0,
+        true,
+    )));
+    let summary = builder.finish(RunEnd::default());
+    let peak = summary.cpu.peak_cores.unwrap();
+    assert!(peak <= 2.0, "{peak}");
+    let warnings = summary.warnings.join("\n");
+    assert!(
+        warnings.contains("timestamps go backwards 1 time(s)"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("counters fell")
+            && warnings.contains("extensions.cumulative.cpu_user_ns"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("1 CPU rate(s) above the stream's CPU limit: 2 CPUs"),
+        "{warnings}"
+    );
+    // 100,005 s of CPU in 40 ms: no total rather than an impossible one.
+    assert_eq!(summary.cpu.total_s, None);
+    assert_eq!(summary.cpu.average_cores, None);
+    assert!(warnings.contains("not one series"), "{warnings}");
+    let text = summary.to_text();
+    assert!(!text.contains("+-"), "{text}");
+    assert!(text.contains("warnings:"), "{text}");
+    // The span runs from the first snapshot to the latest: 40 ms, not 57 years.
+    assert_eq!(summary.wall_time_s, Some(0.04));
+}
+
+#[test]
+fn storage_rates_come_from_the_same_counters_as_the_totals() {
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, true));
+    builder.observe(&cumulative_at(10_000, 0, 1 << 20, true));
+    assert_eq!(builder.last_rates().write, Some(100.0 * (1 << 20) as f64));
+    assert_eq!(builder.last_rates().cores, Some(0.0));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.io.written_bytes, Some(1 << 20));
+}
+
+#[test]
+fn clock_tick_totals_give_rates_over_a_tenth_of_a_second_at_least() {
+    // A one-thread loop under `run --no-cgroup --interval-ms 10`: the process tree's totals
+    // count 10 ms ticks, and a window with one tick more read 2 cores.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    for i in 0..=40i64 {
+        let ticks = i + i64::from(i % 7 == 3) - i64::from(i % 7 == 4);
+        let mut s = cumulative_at(i * 10_000, (ticks * 10_000_000) as u64, 0, true);
+        if let Some(c) = s.extensions.cumulative.as_mut() {
+            c.method = crate::snapshot::CumulativeMethod::ProcessTree;
+        }
+        builder.observe(&s);
+    }
+    let peak = builder.finish(RunEnd::default()).cpu.peak_cores.unwrap();
+    assert!((0.9..=1.11).contains(&peak), "{peak}");
+}
+
+#[test]
+fn the_peak_is_never_below_the_average() {
+    // A short process-tree run: its one 100 ms window closed before the command's first tick.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    for (us, ns) in [(0, 0), (10_000, 0), (110_000, 0), (150_000, 20_000_000)] {
+        let mut s = cumulative_at(us, ns, 0, true);
+        if let Some(c) = s.extensions.cumulative.as_mut() {
+            c.method = crate::snapshot::CumulativeMethod::ProcessTree;
+        }
+        builder.observe(&s);
+    }
+    let summary = builder.finish(RunEnd::default());
+    let (peak, average) = (
+        summary.cpu.peak_cores.unwrap(),
+        summary.cpu.average_cores.unwrap(),
+    );
+    assert!(
+        average > 0.1 && peak >= average,
+        "peak {peak}, average {average}"
+    );
+    // Shorter than one window: the average is the peak.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&cumulative_at(0, 0, 0, true));
+    builder.observe(&cumulative_at(5_000, 2_500_000, 0, false));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.cpu.peak_cores, Some(0.5));
 }

@@ -90,23 +90,31 @@ impl RunSummary {
         row(
             "peak cores",
             self.cpu.peak_cores.map(|c| format!("{c:.2}")),
-            "highest rate between two samples".into(),
+            "highest rate over a sampling period or more".into(),
         );
-        let peak_comment = match (self.memory.peak_source, self.memory.peak_at, self.started) {
-            (Some(source), at, started) => {
-                let source = match source {
-                    PeakSource::CgroupPeak => "cgroup peak",
-                    PeakSource::HighestSampledSum => "highest sampled sum",
-                };
-                match (at, started) {
-                    (Some(at), Some(started)) => {
-                        let offset = (at - started).num_milliseconds() as f64 / 1000.0;
-                        format!("{source}, at +{offset:.3} s")
-                    }
-                    _ => source.to_owned(),
-                }
+        let offset = |at: Option<chrono::DateTime<chrono::Utc>>| match (at, self.started) {
+            (Some(at), Some(started)) => {
+                let offset = (at - started).num_milliseconds().max(0) as f64 / 1000.0;
+                format!(", at +{offset:.3} s")
             }
-            (None, ..) => String::new(),
+            _ => String::new(),
+        };
+        row(
+            "peak charged memory",
+            self.memory
+                .peak_charged_bytes
+                .map(|b| format_bytes(b as f64)),
+            format!(
+                "cgroup high-water mark, page cache included{}",
+                offset(self.memory.peak_charged_at)
+            ),
+        );
+        let peak_comment = match self.memory.peak_source {
+            Some(PeakSource::HighestSampledSum) => format!(
+                "processes' RSS, highest sampled sum{}",
+                offset(self.memory.peak_at)
+            ),
+            None => String::new(),
         };
         row(
             "peak resident memory",
@@ -268,6 +276,12 @@ impl RunSummary {
         }
         if let Some(reason) = &self.cumulative_reason {
             let _ = writeln!(out, "\n totals: {reason}");
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(out, "\n warnings:");
+            for warning in &self.warnings {
+                let _ = writeln!(out, "   {warning}");
+            }
         }
         if !self.unknown.is_empty() {
             let _ = writeln!(out, "\n n/a:");

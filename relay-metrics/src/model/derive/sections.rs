@@ -180,20 +180,21 @@ pub(super) fn fill_network(
     let units = &config.units.network;
     network.measurement_scope = MeasurementScope::Global;
     let mut index = 0;
-    refill(
-        &mut network.interfaces,
-        &sample.interfaces,
-        |entry, interface| {
-            let (rx_rate, tx_rate) = rates[index];
-            index += 1;
-            entry.name = Arc::clone(&interface.name);
-            entry.traffic = traffic(
-                &units.interface,
-                interface.counts.to_array(),
-                (rx_rate, tx_rate),
-            );
-        },
-    );
+    let listed: &[_] = if config.extensions.network_interfaces {
+        &sample.interfaces
+    } else {
+        &[]
+    };
+    refill(&mut network.interfaces, listed, |entry, interface| {
+        let (rx_rate, tx_rate) = rates[index];
+        index += 1;
+        entry.name = Arc::clone(&interface.name);
+        entry.traffic = traffic(
+            &units.interface,
+            interface.counts.to_array(),
+            (rx_rate, tx_rate),
+        );
+    });
     let total = |counter: usize| {
         if sample.interfaces.is_empty() {
             return None;

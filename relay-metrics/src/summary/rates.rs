@@ -1,0 +1,176 @@
+//! Rates of cumulative counters for the summary's peak and the report's charts, with the
+//! checks that keep an odd series from giving an impossible figure: a rate is taken over a
+//! window of at least one sampling period (a snapshot taken right after the previous one, as
+//! `run`'s final one is, would turn a few ticks of rounding into tens of cores), never across a
+//! counter that fell or a timestamp that went back, and a CPU rate never above the CPUs the
+//! measured processes may use.
+
+use chrono::{DateTime, Utc};
+
+/// What one observation of a counter gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Step {
+    /// A rate (units per second) over a window that closed here.
+    Rate(f64),
+    /// The first value, or a window still shorter than the minimum: no rate yet.
+    Open,
+    /// The counter went down (a restarted source): the window starts again here.
+    Fell,
+    /// The timestamp is before the window's start: the window starts again here.
+    Backwards,
+}
+
+/// The start of the current window of one counter.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RateWindow {
+    anchor: Option<(f64, DateTime<Utc>)>,
+}
+
+impl RateWindow {
+    /// Takes `value` at `at`; a rate when at least `min_ns` passed since the window began.
+    pub(crate) fn step(&mut self, value: f64, at: DateTime<Utc>, min_ns: i64) -> Step {
+        let Some((before, then)) = self.anchor else {
+            self.anchor = Some((value, at));
+            return Step::Open;
+        };
+        let elapsed_ns = (at - then).num_nanoseconds().unwrap_or(i64::MAX);
+        if elapsed_ns < 0 {
+            self.anchor = Some((value, at));
+            return Step::Backwards;
+        }
+        if value < before {
+            self.anchor = Some((value, at));
+            return Step::Fell;
+        }
+        if elapsed_ns == 0 || elapsed_ns < min_ns {
+            return Step::Open;
+        }
+        self.anchor = Some((value, at));
+        Step::Rate((value - before) * 1e9 / elapsed_ns as f64)
+    }
+}
+
+/// The number of CPUs this process may run on (its affinity, `Cpus_allowed_list` of
+/// `/proc/self/status`), which the processes it starts inherit: the bound of `run`'s and a
+/// recording's CPU rates.
+pub(crate) fn cpus_of_this_process() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))?;
+    cpu_list_count(list.trim())
+}
+
+/// The number of CPUs in a list such as `0-3,8,10-11`.
+pub(crate) fn cpu_list_count(list: &str) -> Option<f64> {
+    let mut count = 0u64;
+    for range in list.split(',').filter(|r| !r.is_empty()) {
+        let (first, last) = match range.split_once('-') {
+            Some((first, last)) => (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?),
+            None => {
+                let cpu = range.parse::<u64>().ok()?;
+                (cpu, cpu)
+            }
+        };
+        count += last.checked_sub(first)? + 1;
+    }
+    (count > 0).then_some(count as f64)
+}
+
+/// Rates a CPU rate may exceed the bound by before it is named in the warnings (a snapshot's
+/// timestamp and its counters are read up to one collect apart, a few per cent of a short
+/// period); up to it, the rate is clamped to the bound.
+pub(crate) const CPU_BOUND_SLACK: f64 = 1.25;
+
+/// The odd things seen in a series, for the summary's warnings.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Oddities {
+    /// Snapshots whose timestamp is before the previous one's, and the first such pair.
+    pub(crate) backwards: u64,
+    pub(crate) first_backwards: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Counters that fell (by name), at most one entry each.
+    pub(crate) fell: Vec<&'static str>,
+    /// CPU rates above the bound: how many, the highest, and the bound.
+    pub(crate) over_bound: u64,
+    pub(crate) highest_over: f64,
+}
+
+impl Oddities {
+    pub(crate) fn fell(&mut self, counter: &'static str) {
+        if !self.fell.contains(&counter) {
+            self.fell.push(counter);
+        }
+    }
+
+    /// The warnings, in words.
+    pub(crate) fn warnings(&self, bound: Option<(f64, &str)>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((before, after)) = self.first_backwards {
+            out.push(format!(
+                "timestamps go backwards {} time(s) (first: {} after {}): no rate is taken across them, the run spans from the first snapshot to the latest, and a time before the first is shown at +0",
+                self.backwards,
+                after.to_rfc3339(),
+                before.to_rfc3339()
+            ));
+        }
+        if !self.fell.is_empty() {
+            out.push(format!(
+                "counters fell (a restarted source, or not one series): {}; no rate is taken across a fall, and a total whose last value is below its first is n/a",
+                self.fell.join(", ")
+            ));
+        }
+        if self.over_bound > 0 {
+            out.push(format!(
+                "{} CPU rate(s) above {} {} CPUs (highest {:.2}) were left out of the peak and the chart",
+                self.over_bound,
+                bound.map_or("the", |(_, source)| source),
+                bound.map_or_else(|| "?".to_owned(), |(cpus, _)| format!("{cpus}")),
+                self.highest_over
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone as _;
+
+    use super::*;
+
+    fn at(ms: i64) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(1_700_000_000_000 + ms)
+            .single()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_window_closes_only_after_the_minimum_and_restarts_on_a_fall_or_going_back() {
+        let mut window = RateWindow::default();
+        let period = 10_000_000;
+        assert_eq!(window.step(0.0, at(0), period), Step::Open);
+        // 0.5 ms later (run's final snapshot): no rate, the window stays open.
+        assert_eq!(
+            window.step(1e9, at(0) + chrono::Duration::microseconds(500), period),
+            Step::Open
+        );
+        assert_eq!(window.step(2e9, at(20), period), Step::Rate(1e11));
+        assert_eq!(window.step(1.0, at(30), period), Step::Fell);
+        assert_eq!(window.step(2.0, at(25), period), Step::Backwards);
+        assert_eq!(window.step(12.0, at(35), period), Step::Rate(1000.0));
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(cpu_list_count("0-3,8,10-11"), Some(7.0));
+        assert_eq!(cpu_list_count("0"), Some(1.0));
+        assert_eq!(cpu_list_count("3-1"), None);
+        assert_eq!(cpu_list_count(""), None);
+    }
+
+    #[test]
+    fn this_process_may_use_at_least_one_cpu() {
+        let cpus = cpus_of_this_process().unwrap();
+        assert!((1.0..=4096.0).contains(&cpus), "{cpus}");
+    }
+}
