@@ -71,6 +71,8 @@ pub(crate) struct TargetSet {
     buf: Vec<u8>,
     /// Descriptors the entries may hold open in all (a third of the open-file limit).
     held_budget: usize,
+    /// The cAdvisor naming is asked for: read the files only it needs (`memory.stat`, …).
+    cadvisor: bool,
     /// The number dropped that was last warned about.
     warned_dropped: u64,
     /// Scratch: the selected cgroups' scan indexes, in path order.
@@ -132,6 +134,7 @@ impl TargetSet {
             walks: 0,
             buf: Vec::with_capacity(4096),
             held_budget: limit / 3,
+            cadvisor: extensions.metric_names == crate::config::MetricNames::Cadvisor,
             warned_dropped: 0,
             selected: Vec::new(),
             sums: Vec::new(),
@@ -347,7 +350,12 @@ impl TargetSet {
                     held += if hold { FILES_PER_TARGET } else { 0 };
                     let labels = path_labels(path);
                     let entry = Entry {
-                        reader: CgroupValuesReader::new(&target, hold, ticks_per_second),
+                        reader: CgroupValuesReader::new(
+                            &target,
+                            hold,
+                            ticks_per_second,
+                            self.cadvisor,
+                        ),
                         kernel: crate::snapshot::TargetKernelEvents::default(),
                         labels: TargetLabels {
                             unit: labels.unit,
@@ -359,6 +367,7 @@ impl TargetSet {
                             pod_name: None,
                             pod_namespace: None,
                             qos_class: labels.qos_class.map(str::to_owned),
+                            kubernetes_container: None,
                         },
                         seen: 0,
                     };

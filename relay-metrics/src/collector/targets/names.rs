@@ -135,6 +135,16 @@ impl Docker {
             Some(info) => {
                 set(&mut labels.container_name, &info.name);
                 set(&mut labels.container_image, &info.image);
+                // A Docker-API runtime under the kubelet names the pod in its labels; a CRI
+                // answer, where there is one, names it the same.
+                let kubernetes = &info.kubernetes;
+                if !kubernetes.pod.is_empty() {
+                    set(&mut labels.pod_name, &kubernetes.pod);
+                    set(&mut labels.pod_namespace, &kubernetes.namespace);
+                }
+                if !kubernetes.container.is_empty() {
+                    set(&mut labels.kubernetes_container, &kubernetes.container);
+                }
                 true
             }
             None => {
@@ -169,6 +179,10 @@ impl Cri {
                 Some(container) => {
                     pod = pod.or(container.pod.as_ref());
                     missing = false;
+                    // The CRI's container name is the one Kubernetes gave.
+                    if let Some(name) = container.name.as_deref().filter(|n| !n.is_empty()) {
+                        set(&mut labels.kubernetes_container, name);
+                    }
                     if !named {
                         set(
                             &mut labels.container_name,

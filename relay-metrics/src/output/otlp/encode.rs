@@ -104,11 +104,14 @@ pub fn request(
 }
 
 /// The OTLP name of a family: Relay's names as they are; ours without `_total` (a collector's
-/// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series).
+/// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series;
+/// cAdvisor's and node_exporter's names likewise).
 pub(super) fn otlp_name(family: &Family) -> &'static str {
     match family.names {
         MetricNames::Relay | MetricNames::Otel => family.name,
-        MetricNames::RelayMetrics => family.name.strip_suffix("_total").unwrap_or(family.name),
+        MetricNames::RelayMetrics | MetricNames::Cadvisor => {
+            family.name.strip_suffix("_total").unwrap_or(family.name)
+        }
     }
 }
 

@@ -6,6 +6,8 @@
 //! cgroup's own kernel counters (they never decrease while the cgroup exists; a cgroup removed
 //! and made again under the same path starts from zero, which Prometheus reads as a reset).
 
+mod cadvisor;
+
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
 
@@ -337,9 +339,19 @@ const DROPPED: Family = Family::relay_metrics(
     "Cgroups selected but not measured because max_targets was reached.",
 );
 
+/// How a cgroup's series are labelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// `cgroup`, `unit`, `container_id`, … (the `relay_metrics` and `otel` namings).
+    RelayMetrics,
+    /// cAdvisor's `container`, `id`, `image`, `name`, `namespace`, `pod`.
+    Cadvisor,
+}
+
 /// The labels of one cgroup into `labels`; returns how many.
 fn cgroup_labels<'r>(
     report: &'r CgroupTargetReport,
+    style: Style,
     labels: &mut [(&'static str, Label<'r>); MAX_LABELS],
 ) -> usize {
     let l = &report.labels;
@@ -350,6 +362,15 @@ fn cgroup_labels<'r>(
             count += 1;
         }
     };
+    if style == Style::Cadvisor {
+        push("container", l.kubernetes_container.as_deref());
+        push("id", Some(&report.cgroup));
+        push("image", l.container_image.as_deref());
+        push("name", l.container_name.as_deref());
+        push("namespace", l.pod_namespace.as_deref());
+        push("pod", l.pod_name.as_deref());
+        return count;
+    }
     push("cgroup", Some(&report.cgroup));
     push("unit", l.unit.as_deref());
     push("container_id", l.container_id.as_deref());
@@ -368,12 +389,13 @@ fn emit_family<S: Sink>(
     sink: &mut S,
     family: &Family,
     targets: &Targets,
+    style: Style,
     each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, Label<'_>)], f64)),
 ) {
     let mut started = false;
     for report in &targets.cgroups {
         let mut labels = [("", Label::Int(0)); MAX_LABELS];
-        let base = cgroup_labels(report, &mut labels);
+        let base = cgroup_labels(report, style, &mut labels);
         each(report, &mut |extra, value| {
             if !value.is_finite() {
                 return;
@@ -398,18 +420,39 @@ fn emit_family<S: Sink>(
 
 /// Hands the per-cgroup families of `targets` to `sink`.
 pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
+    walk_styled(targets, Style::RelayMetrics, sink);
+}
+
+/// The per-cgroup families in cAdvisor's naming: cAdvisor's families ([`cadvisor`]), then the
+/// `relay_metrics_cgroup_*` families cAdvisor has no equivalent of, all with cAdvisor's labels.
+/// `last_seen`: the snapshot's time, seconds since the epoch.
+pub(crate) fn walk_cadvisor<S: Sink>(targets: &Targets, last_seen: f64, sink: &mut S) {
+    cadvisor::walk(targets, last_seen, sink);
+    walk_styled(targets, Style::Cadvisor, sink);
+}
+
+fn walk_styled<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
     sink.begin(&TARGETS);
     sink.point(&TARGETS, &[], Number::F64(targets.cgroups.len() as f64));
     sink.begin(&DROPPED);
     sink.point(&DROPPED, &[], Number::F64(targets.dropped as f64));
     for (family, get) in SIMPLE {
-        emit_family(sink, family, targets, |report, emit| {
+        if style == Style::Cadvisor && cadvisor::COVERED.contains(&family.name) {
+            continue;
+        }
+        emit_family(sink, family, targets, style, |report, emit| {
             if let Some(value) = get(report) {
                 emit(&[], value);
             }
         });
     }
-    emit_family(sink, &MEMORY_EVENTS, targets, |report, emit| {
+    emit_extras(targets, style, sink);
+}
+
+/// The families with labels of their own: memory events, pressure, the run-queue histogram,
+/// per device, per GPU.
+fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
+    emit_family(sink, &MEMORY_EVENTS, targets, style, |report, emit| {
         let events = &report.memory_events;
         for (event, value) in [
             ("high", events.high),
@@ -422,7 +465,7 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
             }
         }
     });
-    emit_family(sink, &PRESSURE, targets, |report, emit| {
+    emit_family(sink, &PRESSURE, targets, style, |report, emit| {
         let p = &report.pressure;
         for (resource, kind, value) in [
             ("cpu", "some", p.cpu_some_usec),
@@ -468,11 +511,12 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
             sink.begin(&RUN_QUEUE);
         }
         let mut labels = [("", Label::Int(0)); MAX_LABELS];
-        let count = cgroup_labels(report, &mut labels);
+        let count = cgroup_labels(report, style, &mut labels);
         sink.histogram(&RUN_QUEUE, &labels[..count], &histogram);
     }
-    for (family, get) in DEVICES {
-        emit_family(sink, family, targets, |report, emit| {
+    // cAdvisor's `container_fs_*` families carry the per-device counters in its naming.
+    for (family, get) in DEVICES.iter().filter(|_| style == Style::RelayMetrics) {
+        emit_family(sink, family, targets, style, |report, emit| {
             for device in &report.devices {
                 emit(
                     &[("device", Label::Str(&device.device))],
@@ -482,7 +526,7 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
         });
     }
     for (family, get) in GPUS {
-        emit_family(sink, family, targets, |report, emit| {
+        emit_family(sink, family, targets, style, |report, emit| {
             for gpu in report.gpus.iter().flatten() {
                 if let Some(value) = get(gpu) {
                     let labels = [
@@ -497,103 +541,4 @@ pub(crate) fn walk<S: Sink>(targets: &Targets, sink: &mut S) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::MetricNames;
-    use crate::snapshot::{ResourceMetricsSnapshot, TargetKernelEvents, TargetLabels};
-    use std::sync::Arc;
-
-    fn snapshot() -> ResourceMetricsSnapshot {
-        let mut histogram = vec![0; 32];
-        histogram[10] = 2; // 1.0–2.0 µs
-        histogram[13] = 3; // 8–16 µs
-        histogram[31] = 1; // beyond every bound
-        let mut snapshot = ResourceMetricsSnapshot::default();
-        snapshot.extensions.targets = Some(Box::new(Targets {
-            cgroups: vec![CgroupTargetReport {
-                cgroup: "/machine.slice/a".into(),
-                labels: TargetLabels {
-                    container_id: Some("abc".into()),
-                    ..TargetLabels::default()
-                },
-                cpu_usage_ns: Some(1_500_000_000),
-                gpus: Some(vec![TargetGpuUse {
-                    index: 1,
-                    uuid: Arc::from("GPU-b"),
-                    processes: 2,
-                    memory_used_bytes: None,
-                    sm_utilization_percent: Some(45.0),
-                    memory_utilization_percent: Some(12.5),
-                }]),
-                kernel_events: Some(TargetKernelEvents {
-                    run_queue_count: 6,
-                    run_queue_total_ns: 3_000_000_000,
-                    run_queue_histogram: histogram,
-                    preemptions: 4,
-                    ..TargetKernelEvents::default()
-                }),
-                ..CgroupTargetReport::default()
-            }],
-            dropped: 7,
-            ..Targets::default()
-        }));
-        snapshot
-    }
-
-    #[test]
-    fn prometheus_text_has_labelled_series_and_a_cumulative_histogram() {
-        let mut text = String::new();
-        crate::output::prometheus::encode(&snapshot(), MetricNames::RelayMetrics, &mut text);
-        let labels = "cgroup=\"/machine.slice/a\",container_id=\"abc\"";
-        for line in [
-            "relay_metrics_targets 1".to_owned(),
-            "relay_metrics_targets_dropped 7".to_owned(),
-            format!("relay_metrics_cgroup_cpu_usage_seconds_total{{{labels}}} 1.5"),
-            format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
-            format!("relay_metrics_cgroup_gpu_processes{{{labels},device=\"1\",uuid=\"GPU-b\"}} 2"),
-            format!("relay_metrics_cgroup_gpu_sm_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.45"),
-            format!("relay_metrics_cgroup_gpu_memory_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.125"),
-            "# TYPE relay_metrics_cgroup_run_queue_delay_seconds histogram".to_owned(),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000001024\"}} 0"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000004096\"}} 2"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000016384\"}} 5"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"1.073741824\"}} 5"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"+Inf\"}} 6"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_sum{{{labels}}} 3"),
-            format!("relay_metrics_cgroup_run_queue_delay_seconds_count{{{labels}}} 6"),
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
-        }
-        // Unknown memory is not exported.
-        assert!(
-            !text.contains("relay_metrics_cgroup_gpu_memory_used_bytes{"),
-            "{text}"
-        );
-    }
-
-    #[cfg(feature = "agent")]
-    #[test]
-    fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
-        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
-        let resource = crate::output::otlp::OtlpResource::new(std::time::SystemTime::now(), &[]);
-        let request =
-            crate::output::otlp::request(&snapshot(), &resource, MetricNames::RelayMetrics);
-        let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
-        let metric = metrics
-            .iter()
-            .find(|m| m.name == "relay_metrics_cgroup_run_queue_delay_seconds")
-            .expect("the histogram");
-        let Some(Data::Histogram(histogram)) = &metric.data else {
-            panic!("not a histogram: {metric:?}");
-        };
-        let point = &histogram.data_points[0];
-        assert_eq!(point.count, 6);
-        assert_eq!(point.sum, Some(3.0));
-        assert_eq!(point.explicit_bounds.len(), 11);
-        assert_eq!(point.bucket_counts.len(), 12);
-        assert_eq!(point.bucket_counts[..3], [0, 2, 3]);
-        assert_eq!(point.bucket_counts.iter().sum::<u64>(), 6);
-        assert_eq!(point.bucket_counts[11], 1);
-        assert!(point.attributes.iter().any(|kv| kv.key == "cgroup"));
-    }
-}
+mod tests;
