@@ -246,6 +246,25 @@ fn base(measurement: Measurement) -> f64 {
     measurement.value.as_f64() * factor
 }
 
+/// [`walk`] within a series budget.
+pub(crate) fn walk_within<S: Sink>(
+    snapshot: &ResourceMetricsSnapshot,
+    names: MetricNames,
+    budget: &super::budget::SeriesBudget,
+    sink: &mut S,
+) {
+    let off = super::budget::CategoriesOff::of(snapshot);
+    if budget.filters(off) {
+        walk(
+            snapshot,
+            names,
+            &mut super::budget::Budgeted::new(sink, budget, off),
+        );
+    } else {
+        walk(snapshot, names, sink);
+    }
+}
+
 /// Hands every metric of `snapshot` to `sink` in `names`' naming, family by family, in a fixed
 /// order.
 pub(crate) fn walk<S: Sink>(snapshot: &ResourceMetricsSnapshot, names: MetricNames, sink: &mut S) {

@@ -73,6 +73,21 @@ pub fn request(
     resource: &OtlpResource,
     names: MetricNames,
 ) -> ExportMetricsServiceRequest {
+    request_within(
+        snapshot,
+        resource,
+        names,
+        &crate::output::budget::SeriesBudget::everything(),
+    )
+}
+
+/// [`request`] within a series budget.
+pub(crate) fn request_within(
+    snapshot: &ResourceMetricsSnapshot,
+    resource: &OtlpResource,
+    names: MetricNames,
+    budget: &crate::output::budget::SeriesBudget,
+) -> ExportMetricsServiceRequest {
     let time_unix_nano = snapshot
         .timestamp
         .timestamp_nanos_opt()
@@ -82,7 +97,7 @@ pub fn request(
         time_unix_nano,
         start_time_unix_nano: resource.start_unix_nano,
     };
-    metrics::walk(snapshot, names, &mut sink);
+    metrics::walk_within(snapshot, names, budget, &mut sink);
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
             resource: Some(Resource {

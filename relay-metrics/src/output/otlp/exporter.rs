@@ -48,6 +48,7 @@ impl ExportFailures {
 pub struct OtlpPublisher {
     resource: OtlpResource,
     names: MetricNames,
+    budget: crate::output::budget::SeriesBudget,
     protocol: Protocol,
     compression: Compression,
     sender: watch::Sender<Option<Arc<Payload>>>,
@@ -66,7 +67,7 @@ impl OtlpPublisher {
     /// Encodes `snapshot` once (and compresses it, over HTTP) and hands it to the exporter,
     /// replacing any snapshot it has not sent yet.
     pub fn publish(&self, snapshot: &ResourceMetricsSnapshot) {
-        let request = encode::request(snapshot, &self.resource, self.names);
+        let request = encode::request_within(snapshot, &self.resource, self.names, &self.budget);
         let payload = match self.protocol {
             Protocol::Grpc => Payload::Grpc(request),
             Protocol::HttpProtobuf => Payload::Http(self.compress(request.encode_to_vec())),
@@ -121,6 +122,7 @@ pub fn start(
         OtlpPublisher {
             resource: OtlpResource::new(start, &settings.resource_attributes),
             names: settings.metric_names,
+            budget: settings.budget.clone(),
             protocol: settings.protocol,
             compression: settings.compression,
             sender,

@@ -137,6 +137,8 @@ pub struct OtlpSettings {
     /// The metric naming (not an OTLP setting: the agent's config sets it; default
     /// `relay_metrics`).
     pub metric_names: MetricNames,
+    /// Which series are exported (`serve --metrics`, …; not an OTLP setting either).
+    pub budget: crate::output::budget::SeriesBudget,
 }
 
 /// A flag or variable that does not make a valid export configuration.
@@ -241,6 +243,7 @@ impl OtlpSettings {
             timeout,
             resource_attributes,
             metric_names: MetricNames::default(),
+            budget: crate::output::budget::SeriesBudget::everything(),
         }))
     }
 }
