@@ -8,7 +8,15 @@ fn snapshot() -> ResourceMetricsSnapshot {
     histogram[10] = 2; // 1.0–2.0 µs
     histogram[13] = 3; // 8–16 µs
     histogram[31] = 1; // beyond every bound
-    let mut snapshot = ResourceMetricsSnapshot::default();
+                       // Every category on: a category that is off drops its per-cgroup families.
+    let mut snapshot = ResourceMetricsSnapshot {
+        cpu: Some(Default::default()),
+        memory: Some(Default::default()),
+        process: Some(Default::default()),
+        disk: Some(Default::default()),
+        gpu: Some(Default::default()),
+        ..ResourceMetricsSnapshot::default()
+    };
     snapshot.extensions.targets = Some(Box::new(Targets {
         cgroups: vec![CgroupTargetReport {
             cgroup: "/machine.slice/a".into(),
@@ -94,4 +102,57 @@ fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
     assert_eq!(point.bucket_counts.iter().sum::<u64>(), 6);
     assert_eq!(point.bucket_counts[11], 1);
     assert!(point.attributes.iter().any(|kv| kv.key == "cgroup"));
+}
+
+#[test]
+fn cadvisor_naming_has_cadvisors_labels_units_and_working_set() {
+    use crate::snapshot::{TargetCpuSpec, TargetMemoryStat};
+    let mut snapshot = snapshot();
+    let targets = snapshot.extensions.targets.as_mut().unwrap();
+    let report = &mut targets.cgroups[0];
+    report.labels = TargetLabels {
+        container_id: Some("abc".into()),
+        container_name: Some("k8s_app_web-0_shop_uid_0".into()),
+        container_image: Some("nginx:1".into()),
+        pod_name: Some("web-0".into()),
+        pod_namespace: Some("shop".into()),
+        kubernetes_container: Some("app".into()),
+        ..TargetLabels::default()
+    };
+    report.memory_current_bytes = Some(10_000);
+    report.memory_stat = Some(TargetMemoryStat {
+        rss_bytes: Some(3_000),
+        inactive_file_bytes: Some(4_000),
+        ..TargetMemoryStat::default()
+    });
+    report.cpu_spec = Some(TargetCpuSpec {
+        quota_us: Some(20_000),
+        period_us: Some(100_000),
+        shares: Some(1024),
+    });
+    report.cpu_throttled_ns = Some(250_000_000);
+    let mut text = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Cadvisor, &mut text);
+    let labels = "container=\"app\",id=\"/machine.slice/a\",image=\"nginx:1\",name=\"k8s_app_web-0_shop_uid_0\",namespace=\"shop\",pod=\"web-0\"";
+    for line in [
+        format!("container_cpu_usage_seconds_total{{{labels},cpu=\"total\"}} 1.5"),
+        format!("container_cpu_cfs_throttled_seconds_total{{{labels}}} 0.25"),
+        format!("container_memory_usage_bytes{{{labels}}} 10000"),
+        format!("container_memory_working_set_bytes{{{labels}}} 6000"),
+        format!("container_memory_rss{{{labels}}} 3000"),
+        format!("container_spec_cpu_quota{{{labels}}} 20000"),
+        format!("container_spec_cpu_period{{{labels}}} 100000"),
+        format!("container_spec_cpu_shares{{{labels}}} 1024"),
+        format!("container_spec_memory_limit_bytes{{{labels}}} 0"),
+        format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_count{{{labels}}} 6"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+    }
+    // The relay_metrics families cAdvisor's carry are not repeated; no relay labels.
+    assert!(
+        !text.contains("relay_metrics_cgroup_cpu_usage_seconds_total"),
+        "{text}"
+    );
+    assert!(!text.contains("container_id="), "{text}");
 }
