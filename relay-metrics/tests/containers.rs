@@ -550,3 +550,79 @@ fn kubernetes_mixin_cadvisor_rules_with_podman() {
         Some(256.0 * 1024.0 * 1024.0)
     );
 }
+
+/// Names from the first sample: containers started and removed while the agent runs
+/// (`--docker-socket`, a snapshot every 200 ms, scraped every 100 ms) never show a series
+/// without their name: a new container's cgroup is held out until podman's API names it.
+#[test]
+#[ignore = "root: runs containers; tools: podman, runc, busybox-static (scripts/install-deps.sh)"]
+fn churn_shows_no_series_without_names_with_podman() {
+    let mut podman = Podman::bare();
+    let image = busybox_image(&podman);
+    let socket = podman.serve_api();
+    let mut command = agent_command(&[
+        "--interval-ms",
+        "200",
+        "--cgroups",
+        "/libpod_parent/libpod-*",
+        "--docker-socket",
+    ]);
+    command.arg(&socket);
+    let agent = start_command(command);
+    wait_ready(&agent.address);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let (address, stop) = (agent.address.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut expositions = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                expositions.push(common::get(&address, "/metrics").text());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            expositions
+        })
+    };
+    let pid = std::process::id();
+    let mut ids = Vec::new();
+    for round in 0..4 {
+        let name = format!("relay-metrics-test-{pid}-churn{round}");
+        ids.push((
+            podman.start_from(&image, &name, &[], "exec sleep 100000"),
+            name.clone(),
+        ));
+        std::thread::sleep(Duration::from_millis(1500));
+        podman.remove(&name);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let expositions = scraper.join().unwrap();
+    let mut unnamed = Vec::new();
+    for text in &expositions {
+        for line in text.lines().filter(|l| l.contains("container_id=\"")) {
+            if !line.contains("container_name=\"") {
+                unnamed.push(line.to_owned());
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "{} series without a name: {:#?}",
+        unnamed.len(),
+        &unnamed[..unnamed.len().min(5)]
+    );
+    for (id, name) in &ids {
+        assert!(
+            expositions
+                .iter()
+                .any(|text| series_with(text, "container_id", id)
+                    .iter()
+                    .any(|l| l.contains(&format!("container_name=\"{name}\"")))),
+            "{name} was never reported"
+        );
+    }
+    eprintln!(
+        "{} expositions, {} containers, none unnamed",
+        expositions.len(),
+        ids.len()
+    );
+}

@@ -51,7 +51,14 @@ struct Entry {
     kernel: crate::snapshot::TargetKernelEvents,
     /// The walk that last selected it.
     seen: u64,
+    /// When it was first selected: it is held out of the snapshots while a runtime API should
+    /// name it and has not, for at most [`NAME_WAIT`].
+    born: std::time::Instant,
 }
+
+/// How long a new container's cgroup is held out of the snapshots while the runtime's API has
+/// not named it yet (the API is asked at once; an answer takes milliseconds).
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Processes without a task-iterator record placed one by one through `/proc/<pid>/cgroup` at
 /// most; beyond, listing every `cgroup.procs` is the cheaper path.
@@ -370,12 +377,15 @@ impl TargetSet {
                             kubernetes_container: None,
                         },
                         seen: 0,
+                        born: std::time::Instant::now(),
                     };
                     self.entries.entry(Arc::from(path)).or_insert(entry)
                 }
             };
             entry.seen = self.walks;
             self.names.label(&mut entry.labels);
+            // Read and accumulated as usual (no counter is lost), but not reported until named.
+            let held = entry.born.elapsed() < NAME_WAIT && self.names.awaited(&entry.labels);
             if filled == out.cgroups.len() {
                 out.cgroups.push(CgroupTargetReport::default());
             }
@@ -414,6 +424,9 @@ impl TargetSet {
                 }
             } else {
                 report.kernel_events = None;
+            }
+            if held {
+                filled -= 1;
             }
         }
         out.cgroups.truncate(filled);
