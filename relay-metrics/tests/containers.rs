@@ -626,3 +626,123 @@ fn churn_shows_no_series_without_names_with_podman() {
         ids.len()
     );
 }
+
+/// The agent under a seccomp profile, in a podman container (runc) as the DaemonSet runs it:
+/// only the DaemonSet's capabilities, host PID namespace and cgroups, the node's /sys and its
+/// cgroup tree read-only (the runtime's own cgroup mount would hide the node's), the host's
+/// root as an overlay (`--rootfs /:O`) so the test's own build runs.
+/// Returns the `/snapshot` and `/metrics` it serves after a few snapshots.
+fn agent_under_seccomp(
+    podman: &mut Podman,
+    profile: &Path,
+    cgroup: &str,
+) -> (serde_json::Value, String) {
+    let name = format!("relay-metrics-test-{}-seccomp", std::process::id());
+    let listen = common::free_address();
+    let binary = common::binary();
+    podman.names.push(name.clone());
+    let output = podman.run(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "host",
+        "--pid",
+        "host",
+        "--cgroupns",
+        "host",
+        "--security-opt",
+        &format!("seccomp={}", profile.display()),
+        "--cap-drop",
+        "all",
+        "--cap-add",
+        "BPF,PERFMON,DAC_READ_SEARCH,SYS_PTRACE",
+        "-v",
+        "/sys:/sys:ro",
+        "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup:ro",
+        "--rootfs",
+        "/:O",
+        binary,
+        "serve",
+        "--listen",
+        &listen,
+        "--scope",
+        "global",
+        "--cgroups",
+        cgroup,
+        "--interval-ms",
+        "200",
+    ]);
+    assert!(
+        output.status.success(),
+        "podman run: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Listening once it has started in the container.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while common::exchange(
+        &listen,
+        "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .is_err()
+    {
+        let logs = podman.run(&["logs", &name]);
+        assert!(
+            Instant::now() < deadline,
+            "the agent in the container does not listen: {}{}",
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_ready(&listen);
+    std::thread::sleep(Duration::from_secs(1));
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&common::get(&listen, "/snapshot").text()).unwrap();
+    let metrics = common::get(&listen, "/metrics").text();
+    podman.remove(&name);
+    (snapshot, metrics)
+}
+
+/// The seccomp profile the DaemonSet names (deploy/kubernetes/seccomp/relay-metrics.json) lets
+/// the agent load its eBPF programs with CAP_BPF and CAP_PERFMON alone (the BPF task iterator
+/// serves processes, a cgroup's kernel-event series are there); podman's default profile, from
+/// which it is derived, refuses `bpf(2)` without CAP_SYS_ADMIN (the control).
+#[test]
+#[ignore = "root: runs containers; tools: podman, runc (scripts/install-deps.sh)"]
+fn the_agent_loads_its_ebpf_programs_under_the_shipped_seccomp_profile_with_podman() {
+    let mut podman = Podman::bare();
+    let cgroup = common::TestCgroup::new("seccomp", &["memory", "cpu", "cpuacct", "pids"]);
+    let mut sleeper = common::Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    cgroup.enter(sleeper.0.id());
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/kubernetes/seccomp/relay-metrics.json");
+    let (snapshot, metrics) = agent_under_seccomp(&mut podman, &profile, &cgroup.path);
+    let collector = &snapshot["extensions"]["collector"];
+    assert_eq!(collector["process_source"], "bpf_iter", "{collector}");
+    assert!(
+        metrics.contains(&format!(
+            "relay_metrics_cgroup_preemptions_total{{cgroup=\"{}\"}}",
+            cgroup.path
+        )),
+        "{metrics}"
+    );
+    let (snapshot, _) = agent_under_seccomp(
+        &mut podman,
+        Path::new("/usr/share/containers/seccomp.json"),
+        &cgroup.path,
+    );
+    let collector = &snapshot["extensions"]["collector"];
+    assert_eq!(collector["process_source"], "procfs", "{collector}");
+    assert!(
+        collector["process_source_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Operation not permitted")),
+        "{collector}"
+    );
+    let _ = sleeper.0.kill();
+    let _ = sleeper.0.wait();
+}
