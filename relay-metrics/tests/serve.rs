@@ -309,7 +309,7 @@ fn the_series_budget_drops_families_and_veth_interfaces() {
     let veth = Veth::new();
     let agent = start_agent(&["--scope", "global"]);
     wait_ready(&agent.address);
-    let text = common::scrape_until(
+    common::scrape_until(
         &agent.address,
         Duration::from_secs(10),
         "the veth pair's series without a budget",

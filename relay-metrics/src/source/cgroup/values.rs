@@ -159,14 +159,11 @@ impl CgroupValuesReader {
                 }
                 None => {}
             }
-            match target.controller_dir("memory") {
-                Some((version, dir)) => {
-                    add(&dir.dir, "memory.stat", Kind::MemoryStat(version));
-                    if version == CgroupVersion::V2 {
-                        add(&dir.dir, "memory.swap.current", Kind::V2SwapCurrent);
-                    }
+            if let Some((version, dir)) = target.controller_dir("memory") {
+                add(&dir.dir, "memory.stat", Kind::MemoryStat(version));
+                if version == CgroupVersion::V2 {
+                    add(&dir.dir, "memory.swap.current", Kind::V2SwapCurrent);
                 }
-                None => {}
             }
         }
         match target.controller_dir("memory") {
