@@ -4,6 +4,7 @@
 //! `device` on the `container_fs_*` counters), from the same cgroup files cAdvisor reads.
 //! docs/METRICS.md maps each to its file and says where a meaning differs.
 
+use super::table::{ns, plain};
 use super::{emit_family, Style, Targets};
 use crate::output::metrics::{Family, Kind, Label, Unit};
 use crate::snapshot::{CgroupTargetReport, TargetDeviceIo};
@@ -37,14 +38,6 @@ const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) 
         help,
         names: crate::config::MetricNames::Cadvisor,
     }
-}
-
-fn ns(value: Option<u64>) -> Option<f64> {
-    value.map(|ns| ns as f64 / 1e9)
-}
-
-fn plain(value: Option<u64>) -> Option<f64> {
-    value.map(|v| v as f64)
 }
 
 /// `container_cpu_usage_seconds_total`, labelled `cpu="total"` as cAdvisor does without

@@ -7,6 +7,7 @@
 //! and made again under the same path starts from zero, which Prometheus reads as a reset).
 
 mod cadvisor;
+mod table;
 
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
@@ -14,208 +15,7 @@ use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
 /// Most labels a series has: the cgroup's ten and two of its family.
 const MAX_LABELS: usize = 12;
 
-type Getter = fn(&CgroupTargetReport) -> Option<f64>;
-
-fn ns(value: Option<u64>) -> Option<f64> {
-    value.map(|ns| ns as f64 / 1e9)
-}
-
-fn plain(value: Option<u64>) -> Option<f64> {
-    value.map(|v| v as f64)
-}
-
-/// Families of one series per cgroup.
-const SIMPLE: &[(Family, Getter)] = &[
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_usage_seconds_total",
-            Kind::Counter,
-            Unit::Seconds,
-            "CPU time of the cgroup (its own counter).",
-        ),
-        |r| ns(r.cpu_usage_ns),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_user_seconds_total",
-            Kind::Counter,
-            Unit::Seconds,
-            "User-mode CPU time of the cgroup (its own counter).",
-        ),
-        |r| ns(r.cpu_user_ns),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_system_seconds_total",
-            Kind::Counter,
-            Unit::Seconds,
-            "Kernel-mode CPU time of the cgroup (its own counter).",
-        ),
-        |r| ns(r.cpu_system_ns),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_periods_total",
-            Kind::Counter,
-            Unit::Count,
-            "CPU bandwidth enforcement periods of the cgroup.",
-        ),
-        |r| plain(r.cpu_periods),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_throttled_periods_total",
-            Kind::Counter,
-            Unit::Count,
-            "Enforcement periods in which the cgroup was throttled.",
-        ),
-        |r| plain(r.cpu_throttled_periods),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_throttled_seconds_total",
-            Kind::Counter,
-            Unit::Seconds,
-            "Time the cgroup was throttled by its CPU quota.",
-        ),
-        |r| ns(r.cpu_throttled_ns),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_cpu_limit_cores",
-            Kind::Gauge,
-            Unit::Cores,
-            "The cgroup's own CPU quota divided by its period.",
-        ),
-        |r| r.cpu_limit_cores,
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_memory_usage_bytes",
-            Kind::Gauge,
-            Unit::Bytes,
-            "Memory charged to the cgroup.",
-        ),
-        |r| plain(r.memory_current_bytes),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_memory_peak_bytes",
-            Kind::Gauge,
-            Unit::Bytes,
-            "Highest memory charged to the cgroup.",
-        ),
-        |r| plain(r.memory_peak_bytes),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_memory_limit_bytes",
-            Kind::Gauge,
-            Unit::Bytes,
-            "The cgroup's own memory limit.",
-        ),
-        |r| plain(r.memory_limit_bytes),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_pids",
-            Kind::Gauge,
-            Unit::Count,
-            "Tasks the cgroup's pids controller counts.",
-        ),
-        |r| plain(r.pids_current),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_pids_limit",
-            Kind::Gauge,
-            Unit::Count,
-            "The cgroup's own pids.max.",
-        ),
-        |r| plain(r.pids_limit),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_processes",
-            Kind::Gauge,
-            Unit::Count,
-            "Processes in the cgroup's subtree.",
-        ),
-        |r| r.processes.map(|p| p.count as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_threads",
-            Kind::Gauge,
-            Unit::Count,
-            "Threads of the processes in the cgroup's subtree.",
-        ),
-        |r| r.processes.map(|p| p.threads as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_resident_memory_bytes",
-            Kind::Gauge,
-            Unit::Bytes,
-            "Resident memory summed over the processes in the cgroup's subtree.",
-        ),
-        |r| r.processes.map(|p| p.resident_bytes as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_open_file_descriptors",
-            Kind::Gauge,
-            Unit::Count,
-            "Open file descriptors of the processes in the cgroup's subtree.",
-        ),
-        |r| plain(r.processes.and_then(|p| p.open_file_descriptors)),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_preemptions_total",
-            Kind::Counter,
-            Unit::Count,
-            "Involuntary context switches of the cgroup's processes (eBPF, since the agent started).",
-        ),
-        |r| r.kernel_events.as_ref().map(|k| k.preemptions as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_reclaim_stalls_total",
-            Kind::Counter,
-            Unit::Count,
-            "Memory-reclaim stalls of the cgroup's processes (eBPF).",
-        ),
-        |r| r.kernel_events.as_ref().map(|k| k.reclaim_stalls as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_reclaim_stall_seconds_total",
-            Kind::Counter,
-            Unit::Seconds,
-            "Time the cgroup's processes stalled in memory reclaim (eBPF).",
-        ),
-        |r| r.kernel_events.as_ref().map(|k| k.reclaim_stall_ns as f64 / 1e9),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_processes_created_total",
-            Kind::Counter,
-            Unit::Count,
-            "Processes created by the cgroup's processes (eBPF).",
-        ),
-        |r| r.kernel_events.as_ref().map(|k| k.processes_created as f64),
-    ),
-    (
-        Family::relay_metrics(
-            "relay_metrics_cgroup_processes_exited_total",
-            Kind::Counter,
-            Unit::Count,
-            "Processes of the cgroup seen exiting (eBPF membership).",
-        ),
-        |r| r.kernel_events.as_ref().map(|k| k.processes_exited as f64),
-    ),
-];
+use table::{plain, SIMPLE};
 
 const RUN_QUEUE: Family = Family::relay_metrics(
     "relay_metrics_cgroup_run_queue_delay_seconds",
@@ -484,6 +284,35 @@ fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
             }
         }
     });
+    emit_run_queue(targets, style, sink);
+    // cAdvisor's `container_fs_*` families carry the per-device counters in its naming.
+    for (family, get) in DEVICES.iter().filter(|_| style == Style::RelayMetrics) {
+        emit_family(sink, family, targets, style, |report, emit| {
+            for device in &report.devices {
+                emit(
+                    &[("device", Label::Str(&device.device))],
+                    get(device) as f64,
+                );
+            }
+        });
+    }
+    for (family, get) in GPUS {
+        emit_family(sink, family, targets, style, |report, emit| {
+            for gpu in report.gpus.iter().flatten() {
+                if let Some(value) = get(gpu) {
+                    let labels = [
+                        ("device", Label::Int(u64::from(gpu.index))),
+                        ("uuid", Label::Str(&gpu.uuid)),
+                    ];
+                    emit(&labels, value);
+                }
+            }
+        });
+    }
+}
+
+/// The run-queue delay histogram of every cgroup with kernel events.
+fn emit_run_queue<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
     let mut started = false;
     for report in &targets.cgroups {
         let Some(kernel) = &report.kernel_events else {
@@ -513,30 +342,6 @@ fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
         let mut labels = [("", Label::Int(0)); MAX_LABELS];
         let count = cgroup_labels(report, style, &mut labels);
         sink.histogram(&RUN_QUEUE, &labels[..count], &histogram);
-    }
-    // cAdvisor's `container_fs_*` families carry the per-device counters in its naming.
-    for (family, get) in DEVICES.iter().filter(|_| style == Style::RelayMetrics) {
-        emit_family(sink, family, targets, style, |report, emit| {
-            for device in &report.devices {
-                emit(
-                    &[("device", Label::Str(&device.device))],
-                    get(device) as f64,
-                );
-            }
-        });
-    }
-    for (family, get) in GPUS {
-        emit_family(sink, family, targets, style, |report, emit| {
-            for gpu in report.gpus.iter().flatten() {
-                if let Some(value) = get(gpu) {
-                    let labels = [
-                        ("device", Label::Int(u64::from(gpu.index))),
-                        ("uuid", Label::Str(&gpu.uuid)),
-                    ];
-                    emit(&labels, value);
-                }
-            }
-        });
     }
 }
 
