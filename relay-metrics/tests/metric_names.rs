@@ -204,8 +204,40 @@ fn the_config_key_selects_cadvisors_names_with_values_from_the_cgroup_files() {
         ),
     )
     .unwrap();
+    // cpu0's idle seconds in /proc/stat (USER_HZ is 100) before and after the scrape.
+    let idle = || -> f64 {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        let line = stat.lines().find(|l| l.starts_with("cpu0 ")).unwrap();
+        line.split_whitespace()
+            .nth(4)
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            / 100.0
+    };
+    let before = idle();
     let agent = start_agent(&["--config", config.to_str().unwrap()]);
     let text = metrics(&agent);
+    let after = idle();
+    let node_idle: f64 = sample(&text, "node_cpu_seconds_total{cpu=\"0\",mode=\"idle\"}")
+        .parse()
+        .unwrap();
+    assert!(
+        (before..=after).contains(&node_idle),
+        "{before} <= {node_idle} <= {after}"
+    );
+    let cpus = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .count();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("node_cpu_seconds_total{"))
+            .count(),
+        cpus * 8,
+        "every mode of every CPU"
+    );
     let id = format!("id=\"{}\"", cgroup.path);
     let line = |name: &str| {
         text.lines()
