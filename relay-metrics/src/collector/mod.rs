@@ -316,7 +316,7 @@ impl Collector {
                 && self.config.extensions.metric_names == crate::config::MetricNames::Cadvisor
             {
                 let modes = extensions.cpu_modes.get_or_insert_with(Vec::new);
-                cpu_mode_seconds(
+                processes::cpu_mode_seconds(
                     &self.system_sample.per_cpu,
                     self.sample.clock_ticks_per_second,
                     modes,
@@ -591,25 +591,4 @@ mod tests {
             "{error}"
         );
     }
-}
-
-/// `/proc/stat`'s per-CPU ticks as seconds per mode, into `out` (cleared first).
-fn cpu_mode_seconds(
-    per_cpu: &[crate::source::system::CpuTimes],
-    ticks_per_second: u64,
-    out: &mut Vec<crate::snapshot::CpuModeSeconds>,
-) {
-    let tick = 1.0 / ticks_per_second.max(1) as f64;
-    out.clear();
-    out.extend(per_cpu.iter().map(|t| crate::snapshot::CpuModeSeconds {
-        cpu: t.cpu,
-        user: t.user as f64 * tick,
-        nice: t.nice as f64 * tick,
-        system: t.system as f64 * tick,
-        idle: t.idle as f64 * tick,
-        iowait: t.iowait as f64 * tick,
-        irq: t.irq as f64 * tick,
-        softirq: t.softirq as f64 * tick,
-        steal: t.steal as f64 * tick,
-    }));
 }
