@@ -596,9 +596,14 @@ fn churn_shows_no_series_without_names_with_podman() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let expositions = scraper.join().unwrap();
+    // This test's containers only: other podman tests may run at the same time.
+    let ours = |line: &str| {
+        ids.iter()
+            .any(|(id, _)| line.contains(&format!("container_id=\"{id}\"")))
+    };
     let mut unnamed = Vec::new();
     for text in &expositions {
-        for line in text.lines().filter(|l| l.contains("container_id=\"")) {
+        for line in text.lines().filter(|l| ours(l)) {
             if !line.contains("container_name=\"") {
                 unnamed.push(line.to_owned());
             }
