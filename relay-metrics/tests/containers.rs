@@ -443,13 +443,19 @@ fn kubernetes_mixin_cadvisor_rules_with_podman() {
         "head -c 33554432 /dev/zero > /tmp/fill; exec sleep 100000",
     );
 
+    // This test's two containers only: other podman tests may run at the same time.
+    let (web_cgroup, db_cgroup) = (
+        format!("/libpod_parent/libpod-{web}"),
+        format!("/libpod_parent/libpod-{db}"),
+    );
     let mut command = agent_command(&[
         "--interval-ms",
         "500",
         "--metric-names",
         "cadvisor",
         "--cgroups",
-        "/libpod_parent/libpod-*",
+        &web_cgroup,
+        &db_cgroup,
         "--docker-socket",
     ]);
     command.arg(&socket);
@@ -508,8 +514,9 @@ fn kubernetes_mixin_cadvisor_rules_with_podman() {
     let usage = container_file("memory", &db, "memory.usage_in_bytes", None);
     let inactive = container_file("memory", &db, "memory.stat", Some("total_inactive_file"));
     eprintln!("db: working set {prom} from Prometheus, usage {usage} - inactive {inactive}");
+    // Most of the file is in the page cache (some may be reclaimed under load).
     assert!(
-        prom > 0.0 && usage > 32.0 * 1024.0 * 1024.0,
+        prom > 0.0 && usage > 16.0 * 1024.0 * 1024.0,
         "{prom}, {usage}"
     );
     assert!(
