@@ -88,8 +88,8 @@ then
 fi
 
 # The deployment checks (relay-metrics/tests/deploy.rs, tests/capabilities.rs and the image build
-# in scripts/test-all.sh): systemd-analyze, capsh (libcap2-bin), setpriv (util-linux), and podman
-# with runc and mmdebstrap (crun refuses this host's hybrid cgroups).
+# in scripts/test-all.sh): systemd-analyze, capsh (libcap2-bin), setpriv (util-linux), podman
+# with runc and mmdebstrap (crun refuses this host's hybrid cgroups), and busybox-static.
 deploy_tools=()
 command -v systemd-analyze >/dev/null || deploy_tools+=(systemd)
 command -v capsh >/dev/null || deploy_tools+=(libcap2-bin)
@@ -97,6 +97,8 @@ command -v setpriv >/dev/null || deploy_tools+=(util-linux)
 command -v podman >/dev/null || deploy_tools+=(podman)
 command -v runc >/dev/null || deploy_tools+=(runc)
 command -v mmdebstrap >/dev/null || deploy_tools+=(mmdebstrap)
+# The cAdvisor-naming podman tests (relay-metrics/tests/containers.rs) build a busybox image.
+[[ -x /bin/busybox ]] || deploy_tools+=(busybox-static)
 if [[ ${#deploy_tools[@]} -gt 0 ]]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${deploy_tools[@]}"

@@ -279,6 +279,10 @@ pub enum MetricNames {
     /// `container.cpu.time`, …) with UCUM units, `relay_metrics.*` where no convention exists
     /// (Prometheus: dots become underscores, unit suffixes and `_total` are added).
     Otel,
+    /// cAdvisor's names, types, units and labels as the kubelet's `/metrics/cadvisor` gives
+    /// them for the cgroups measured one by one, node_exporter's for the machine's values, and
+    /// the `relay_metrics_*` names for what neither has (docs/METRICS.md maps each).
+    Cadvisor,
 }
 
 /// `extensions.process_source`: where per-process values come from.

@@ -671,6 +671,31 @@ fn pods_and_containers_get_pod_names_and_namespaces_from_a_real_containerd() {
     );
     drop(agent);
 
+    // cAdvisor's naming: the app container's series carry the kubelet's labels.
+    let mut cadvisor_args = args.to_vec();
+    cadvisor_args.extend(["--metric-names", "cadvisor"]);
+    let agent = start_agent(&cadvisor_args);
+    wait_ready(&agent.address);
+    let want = [
+        "container=\"app\"".to_string(),
+        "pod=\"web-0\"".to_string(),
+        format!("namespace=\"{namespace}\""),
+        format!("image=\"{PAUSE_IMAGE}\""),
+    ];
+    scrape_until(
+        &agent.address,
+        Duration::from_secs(20),
+        "cAdvisor's labels on the app container",
+        ("pod", "web-0"),
+        |text| {
+            text.lines().any(|line| {
+                line.starts_with("container_cpu_usage_seconds_total{")
+                    && want.iter().all(|label| line.contains(label.as_str()))
+            })
+        },
+    );
+    drop(agent);
+
     containerd.remove_pod(&worker.sandbox).unwrap();
     drop(containerd);
     for hierarchy in hierarchies() {

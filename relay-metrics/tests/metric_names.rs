@@ -158,3 +158,142 @@ fn otlp_gets_exactly_relays_names_with_the_configured_unit() {
         .unwrap();
     assert_eq!(user["unit"], "milliseconds");
 }
+
+/// `extensions.metric_names = "cadvisor"` on a cgroup of the test's own with a CPU quota and
+/// a memory limit: cAdvisor's families with its labels, values from the cgroup's files, the
+/// `relay_metrics_cgroup_*` families cAdvisor has no equivalent of beside them, none of those
+/// it covers, node_exporter's families for the machine; `promtool` finds only the lints
+/// cAdvisor's own names draw.
+#[test]
+#[ignore = "root: makes a cgroup; tools: promtool (Debian package prometheus)"]
+fn the_config_key_selects_cadvisors_names_with_values_from_the_cgroup_files() {
+    let cgroup = common::TestCgroup::new("cadvisor", &["cpu", "cpuacct", "memory", "pids"]);
+    let hybrid = !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let (cpu_dir, memory_dir) = if hybrid {
+        (
+            format!("/sys/fs/cgroup/cpu{}", cgroup.path),
+            format!("/sys/fs/cgroup/memory{}", cgroup.path),
+        )
+    } else {
+        (
+            format!("/sys/fs/cgroup{}", cgroup.path),
+            format!("/sys/fs/cgroup{}", cgroup.path),
+        )
+    };
+    if hybrid {
+        std::fs::write(format!("{cpu_dir}/cpu.cfs_quota_us"), "25000").unwrap();
+        std::fs::write(format!("{memory_dir}/memory.limit_in_bytes"), "67108864").unwrap();
+    } else {
+        std::fs::write(format!("{cpu_dir}/cpu.max"), "25000 100000").unwrap();
+        std::fs::write(format!("{memory_dir}/memory.max"), "67108864").unwrap();
+    }
+    let mut sleeper = common::Reaped(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    );
+    cgroup.enter(sleeper.0.id());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"measurement_scope": "global", "extensions": {{"metric_names": "cadvisor", "cgroups": ["{}"]}}}}"#,
+            cgroup.path
+        ),
+    )
+    .unwrap();
+    // cpu0's idle seconds in /proc/stat (USER_HZ is 100) before and after the scrape.
+    let idle = || -> f64 {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        let line = stat.lines().find(|l| l.starts_with("cpu0 ")).unwrap();
+        line.split_whitespace()
+            .nth(4)
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            / 100.0
+    };
+    let before = idle();
+    let agent = start_agent(&["--config", config.to_str().unwrap()]);
+    let text = metrics(&agent);
+    let after = idle();
+    let node_idle: f64 = sample(&text, "node_cpu_seconds_total{cpu=\"0\",mode=\"idle\"}")
+        .parse()
+        .unwrap();
+    assert!(
+        (before..=after).contains(&node_idle),
+        "{before} <= {node_idle} <= {after}"
+    );
+    let cpus = std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .count();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("node_cpu_seconds_total{"))
+            .count(),
+        cpus * 8,
+        "every mode of every CPU"
+    );
+    let id = format!("id=\"{}\"", cgroup.path);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(&id))
+            .unwrap_or_else(|| panic!("{name} for {id} in\n{text}"))
+    };
+    let value = |name: &str| -> f64 { line(name).rsplit(' ').next().unwrap().parse().unwrap() };
+    assert!(line("container_cpu_usage_seconds_total").contains("cpu=\"total\""));
+    assert_eq!(value("container_spec_cpu_quota"), 25_000.0);
+    assert_eq!(value("container_spec_cpu_period"), 100_000.0);
+    assert_eq!(value("container_spec_memory_limit_bytes"), 67_108_864.0);
+    assert_eq!(value("container_processes"), 1.0);
+    let usage = value("container_memory_usage_bytes");
+    let working_set = value("container_memory_working_set_bytes");
+    assert!(working_set <= usage, "{working_set} > {usage}");
+    for name in [
+        "container_cpu_user_seconds_total",
+        "container_cpu_cfs_periods_total",
+        "container_memory_rss",
+        "container_memory_cache",
+        "container_memory_max_usage_bytes",
+        "container_memory_failcnt",
+        "container_last_seen",
+        "relay_metrics_cgroup_memory_events_total",
+    ] {
+        line(name);
+    }
+    // What cAdvisor's families carry is not exported twice; the machine is node_exporter's.
+    assert!(
+        !text.contains("relay_metrics_cgroup_cpu_usage_seconds_total"),
+        "{text}"
+    );
+    assert!(!text.contains("cgroup=\""), "{text}");
+    assert_eq!(
+        sample(&text, "node_memory_MemTotal_bytes"),
+        (meminfo_total_kib() * 1024).to_string()
+    );
+    let (_, lints) = common::promtool_check(&text);
+    for lint in lints.lines() {
+        assert!(
+            [
+                "container_memory_failcnt",
+                "container_spec_cpu_",
+                "container_last_seen",
+                "container_memory_rss",
+                "container_memory_cache",
+                "container_memory_swap",
+                "container_memory_mapped_file",
+                "container_threads_max",
+                "node_memory_"
+            ]
+            .iter()
+            .any(|name| lint.contains(name)),
+            "promtool: {lint}"
+        );
+    }
+    let _ = sleeper.0.kill();
+    let _ = sleeper.0.wait();
+}

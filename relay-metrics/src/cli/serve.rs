@@ -53,9 +53,35 @@ pub(crate) struct ServeArgs {
     /// unix:///run/crio/crio.sock. Asked off the sampling thread with bounded timeouts.
     #[arg(long, value_name = "ENDPOINT", value_parser = parse_cri_endpoint)]
     cri_endpoint: Option<String>,
+    #[command(flatten)]
+    budget: BudgetArgs,
     /// Log lines on stderr as text or JSON objects (filter: `RUST_LOG`, default `info`).
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "text")]
     log_format: LogFormatArg,
+}
+
+/// The series budget: which families and interfaces are exported (on `/metrics` and over
+/// OTLP). Globs over family names as the naming gives them (`*` any run, `?` one character).
+#[derive(Args)]
+struct BudgetArgs {
+    /// Export only the families matching one of these globs, e.g. 'container_cpu_*'
+    /// 'container_memory_working_set_bytes'. Default: every family.
+    #[arg(long, value_name = "GLOB", num_args = 1..)]
+    metrics: Vec<String>,
+    /// Do not export the families matching one of these globs, e.g.
+    /// 'relay_metrics_cgroup_pressure_*' 'container_fs_*'.
+    #[arg(long, value_name = "GLOB", num_args = 1..)]
+    no_metrics: Vec<String>,
+    /// Do not export histograms (the per-cgroup run-queue delay: 14 series per cgroup).
+    #[arg(long)]
+    no_histograms: bool,
+    /// Export only the series of the interfaces matching one of these globs.
+    #[arg(long, value_name = "GLOB", num_args = 1..)]
+    interfaces: Vec<String>,
+    /// Do not export the series of the interfaces matching one of these globs, e.g. 'veth*'
+    /// 'cali*'.
+    #[arg(long, value_name = "GLOB", num_args = 1..)]
+    no_interfaces: Vec<String>,
 }
 
 fn parse_cri_endpoint(text: &str) -> Result<String, String> {
@@ -86,7 +112,15 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         max_targets,
         docker_socket,
         cri_endpoint,
+        budget,
     } = args;
+    let budget = relay_metrics::output::budget::SeriesBudget::new(
+        budget.metrics,
+        budget.no_metrics,
+        !budget.no_histograms,
+        budget.interfaces,
+        budget.no_interfaces,
+    )?;
     serve::init_logging(match log_format {
         LogFormatArg::Text => serve::LogFormat::Text,
         LogFormatArg::Json => serve::LogFormat::Json,
@@ -120,6 +154,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
     }
     if let Some(settings) = &mut otlp {
         settings.metric_names = config.extensions.metric_names;
+        settings.budget = budget.clone();
     }
     let period = interval_ms.map_or_else(|| config.polling.period(), Duration::from_millis);
     let collector = Collector::new(config)?;
@@ -130,6 +165,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<i32> {
         // After `Collector::new`, which raised the open-file limit.
         limits: serve::Limits::for_open_file_limit(),
         web,
+        budget,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

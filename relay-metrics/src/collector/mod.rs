@@ -323,6 +323,19 @@ impl Collector {
                 cgroup_cpu,
                 &mut extensions.cumulative,
             );
+            // node_cpu_seconds_total (cAdvisor naming, global scope): every mode per CPU.
+            let global = matches!(self.target, Target::Global);
+            if global
+                && self.config.cpu.enabled
+                && self.config.extensions.metric_names == crate::config::MetricNames::Cadvisor
+            {
+                let modes = extensions.cpu_modes.get_or_insert_with(Vec::new);
+                processes::cpu_mode_seconds(
+                    &self.system_sample.per_cpu,
+                    self.sample.clock_ticks_per_second,
+                    modes,
+                );
+            }
             if let Some(targets) = &mut self.targets {
                 // Per-process sums need the pass over every process: the global scope's.
                 let global = matches!(self.target, Target::Global);

@@ -3,6 +3,7 @@
 //!
 //! `otlp` and `serve` are the agent's: they need the `agent` feature.
 
+pub mod budget;
 mod gpu_metrics;
 pub mod json;
 pub(crate) mod metrics;

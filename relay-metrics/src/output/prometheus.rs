@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::budget::SeriesBudget;
 use super::metrics::{self, Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
@@ -171,6 +172,16 @@ fn escape_label(out: &mut String, value: &str) {
 
 /// Writes the exposition of `snapshot` in `names`' naming into `out` (cleared first).
 pub fn encode(snapshot: &ResourceMetricsSnapshot, names: MetricNames, out: &mut String) {
+    encode_within(snapshot, names, &SeriesBudget::everything(), out);
+}
+
+/// [`encode`] within a series budget.
+pub fn encode_within(
+    snapshot: &ResourceMetricsSnapshot,
+    names: MetricNames,
+    budget: &SeriesBudget,
+    out: &mut String,
+) {
     out.clear();
     let mut text = Text {
         out,
@@ -179,7 +190,7 @@ pub fn encode(snapshot: &ResourceMetricsSnapshot, names: MetricNames, out: &mut 
     if names == MetricNames::Otel {
         text.target_info();
     }
-    metrics::walk(snapshot, names, &mut text);
+    metrics::walk_within(snapshot, names, budget, &mut text);
 }
 
 impl Text<'_> {

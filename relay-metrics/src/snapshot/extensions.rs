@@ -39,6 +39,33 @@ pub struct Extensions {
     /// and GPU limit events; absent when no GPU source reported a device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuExtension>,
+    /// `/proc/stat`'s time per CPU and mode since boot, read in global scope for the `cadvisor`
+    /// naming's `node_cpu_seconds_total` only; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_modes: Option<Vec<CpuModeSeconds>>,
+}
+
+/// One CPU's time in each mode of `/proc/stat`, seconds since boot (`USER_HZ` resolution).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CpuModeSeconds {
+    /// The CPU's number.
+    pub cpu: u32,
+    /// User mode.
+    pub user: f64,
+    /// Niced user mode.
+    pub nice: f64,
+    /// Kernel mode.
+    pub system: f64,
+    /// Idle.
+    pub idle: f64,
+    /// Idle with I/O outstanding.
+    pub iowait: f64,
+    /// Hard interrupts.
+    pub irq: f64,
+    /// Soft interrupts.
+    pub softirq: f64,
+    /// Taken by the hypervisor.
+    pub steal: f64,
 }
 
 /// `extensions.gpu`.

@@ -73,8 +73,44 @@ pub struct CgroupTargetReport {
     pub gpus: Option<Vec<TargetGpuUse>>,
     /// Kernel events of its processes (eBPF), `null` without them.
     pub kernel_events: Option<TargetKernelEvents>,
+    /// Its `memory.stat` breakdown (and v2 `memory.swap.current`), read only where the
+    /// cAdvisor naming asks for it (one more file per cgroup); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_stat: Option<TargetMemoryStat>,
+    /// Its own CPU settings as the files give them, read only where the cAdvisor naming asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_spec: Option<TargetCpuSpec>,
     /// Why values are missing (a file that cannot be read).
     pub reason: Option<String>,
+}
+
+/// A cgroup's `memory.stat` figures, bytes, as cAdvisor reads them: v1's hierarchical `total_*`
+/// keys, v2's `anon`, `file`, `file_mapped`, `inactive_file` and `memory.swap.current`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetMemoryStat {
+    /// Anonymous memory (v1 `total_rss`, v2 `anon`).
+    pub rss_bytes: Option<u64>,
+    /// Page cache (v1 `total_cache`, v2 `file`).
+    pub cache_bytes: Option<u64>,
+    /// Swap in use (v1 `total_swap`, v2 `memory.swap.current`).
+    pub swap_bytes: Option<u64>,
+    /// Mapped files (v1 `total_mapped_file`, v2 `file_mapped`).
+    pub mapped_file_bytes: Option<u64>,
+    /// Inactive page cache (v1 `total_inactive_file`, v2 `inactive_file`): what the working set
+    /// leaves out.
+    pub inactive_file_bytes: Option<u64>,
+}
+
+/// A cgroup's own CPU settings, raw, as cAdvisor's `container_spec_cpu_*` give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetCpuSpec {
+    /// CFS quota, µs per period (`null`: none).
+    pub quota_us: Option<u64>,
+    /// CFS period, µs.
+    pub period_us: Option<u64>,
+    /// v1 `cpu.shares`; v2 `cpu.weight` converted to shares as cAdvisor does
+    /// (`2 + (weight - 1) × 262142 / 9999`).
+    pub shares: Option<u64>,
 }
 
 /// Labels of a measured cgroup; `null` where nothing says.
@@ -98,6 +134,10 @@ pub struct TargetLabels {
     pub pod_namespace: Option<String>,
     /// `Guaranteed`, `Burstable`, `BestEffort`.
     pub qos_class: Option<String>,
+    /// The Kubernetes container name, from the CRI or a Docker-API runtime's
+    /// `io.kubernetes.container.name` label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_container: Option<String>,
 }
 
 /// Memory event counters.

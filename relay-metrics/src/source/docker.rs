@@ -29,6 +29,18 @@ pub(crate) struct ContainerInfo {
     pub name: String,
     /// The image as the runtime lists it.
     pub image: String,
+    /// Its pod and container in Kubernetes, from the `io.kubernetes.pod.namespace`,
+    /// `io.kubernetes.pod.name` and `io.kubernetes.container.name` labels a Docker-API runtime
+    /// lists under the kubelet (as cAdvisor reads them); empty where absent.
+    pub kubernetes: KubernetesNames,
+}
+
+/// A container's Kubernetes names from its runtime labels.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct KubernetesNames {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
 }
 
 /// The containers by full id.
@@ -130,6 +142,8 @@ struct Listed {
     names: Vec<String>,
     #[serde(rename = "Image", default)]
     image: String,
+    #[serde(rename = "Labels", default)]
+    labels: Option<HashMap<String, String>>,
 }
 
 /// The containers of a `/containers/json` answer, by id.
@@ -144,11 +158,19 @@ pub(crate) fn parse_containers(body: &[u8]) -> Result<Containers, String> {
                 .first()
                 .map(|name| name.trim_start_matches('/').to_owned())
                 .unwrap_or_default();
+            let mut labels = container.labels.unwrap_or_default();
+            let mut take = |key: &str| labels.remove(key).unwrap_or_default();
+            let kubernetes = KubernetesNames {
+                namespace: take("io.kubernetes.pod.namespace"),
+                pod: take("io.kubernetes.pod.name"),
+                container: take("io.kubernetes.container.name"),
+            };
             (
                 container.id,
                 ContainerInfo {
                     name,
                     image: container.image,
+                    kubernetes,
                 },
             )
         })
@@ -161,13 +183,22 @@ mod tests {
 
     #[test]
     fn a_container_list_gives_names_and_images_by_id() {
-        let body = br#"[{"Id":"abc","Names":["/web"],"Image":"nginx:1","State":"running"},{"Id":"def","Names":[],"Image":""}]"#;
+        let body = br#"[{"Id":"abc","Names":["/web"],"Image":"nginx:1","State":"running"},{"Id":"def","Names":[],"Image":"","Labels":null},{"Id":"k8s","Names":["/k8s_web_p_ns_u_0"],"Image":"nginx:1","Labels":{"io.kubernetes.pod.namespace":"ns","io.kubernetes.pod.name":"p","io.kubernetes.container.name":"web","other":"x"}}]"#;
         let containers = parse_containers(body).unwrap();
         assert_eq!(
             containers["abc"],
             ContainerInfo {
                 name: "web".into(),
-                image: "nginx:1".into()
+                image: "nginx:1".into(),
+                kubernetes: KubernetesNames::default(),
+            }
+        );
+        assert_eq!(
+            containers["k8s"].kubernetes,
+            KubernetesNames {
+                namespace: "ns".into(),
+                pod: "p".into(),
+                container: "web".into()
             }
         );
         assert_eq!(containers["def"].name, "");

@@ -478,6 +478,27 @@ pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) 
     out.memory_pressure = pressure(sample.memory_pressure);
 }
 
+/// `/proc/stat`'s per-CPU ticks as seconds per mode, into `out` (cleared first).
+pub(super) fn cpu_mode_seconds(
+    per_cpu: &[crate::source::system::CpuTimes],
+    ticks_per_second: u64,
+    out: &mut Vec<crate::snapshot::CpuModeSeconds>,
+) {
+    let tick = 1.0 / ticks_per_second.max(1) as f64;
+    out.clear();
+    out.extend(per_cpu.iter().map(|t| crate::snapshot::CpuModeSeconds {
+        cpu: t.cpu,
+        user: t.user as f64 * tick,
+        nice: t.nice as f64 * tick,
+        system: t.system as f64 * tick,
+        idle: t.idle as f64 * tick,
+        iowait: t.iowait as f64 * tick,
+        irq: t.irq as f64 * tick,
+        softirq: t.softirq as f64 * tick,
+        steal: t.steal as f64 * tick,
+    }));
+}
+
 /// Descriptors one held process can use (its directory, stat, status, statm, io, schedstat,
 /// smaps_rollup, fd/, task/ and a children file),
 /// and descriptors kept free for everything else.

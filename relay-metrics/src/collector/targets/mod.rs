@@ -51,7 +51,14 @@ struct Entry {
     kernel: crate::snapshot::TargetKernelEvents,
     /// The walk that last selected it.
     seen: u64,
+    /// When it was first selected: it is held out of the snapshots while a runtime API should
+    /// name it and has not, for at most [`NAME_WAIT`].
+    born: std::time::Instant,
 }
+
+/// How long a new container's cgroup is held out of the snapshots while the runtime's API has
+/// not named it yet (the API is asked at once; an answer takes milliseconds).
+const NAME_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Processes without a task-iterator record placed one by one through `/proc/<pid>/cgroup` at
 /// most; beyond, listing every `cgroup.procs` is the cheaper path.
@@ -71,6 +78,8 @@ pub(crate) struct TargetSet {
     buf: Vec<u8>,
     /// Descriptors the entries may hold open in all (a third of the open-file limit).
     held_budget: usize,
+    /// The cAdvisor naming is asked for: read the files only it needs (`memory.stat`, …).
+    cadvisor: bool,
     /// The number dropped that was last warned about.
     warned_dropped: u64,
     /// Scratch: the selected cgroups' scan indexes, in path order.
@@ -132,6 +141,7 @@ impl TargetSet {
             walks: 0,
             buf: Vec::with_capacity(4096),
             held_budget: limit / 3,
+            cadvisor: extensions.metric_names == crate::config::MetricNames::Cadvisor,
             warned_dropped: 0,
             selected: Vec::new(),
             sums: Vec::new(),
@@ -347,7 +357,12 @@ impl TargetSet {
                     held += if hold { FILES_PER_TARGET } else { 0 };
                     let labels = path_labels(path);
                     let entry = Entry {
-                        reader: CgroupValuesReader::new(&target, hold, ticks_per_second),
+                        reader: CgroupValuesReader::new(
+                            &target,
+                            hold,
+                            ticks_per_second,
+                            self.cadvisor,
+                        ),
                         kernel: crate::snapshot::TargetKernelEvents::default(),
                         labels: TargetLabels {
                             unit: labels.unit,
@@ -359,14 +374,18 @@ impl TargetSet {
                             pod_name: None,
                             pod_namespace: None,
                             qos_class: labels.qos_class.map(str::to_owned),
+                            kubernetes_container: None,
                         },
                         seen: 0,
+                        born: std::time::Instant::now(),
                     };
                     self.entries.entry(Arc::from(path)).or_insert(entry)
                 }
             };
             entry.seen = self.walks;
             self.names.label(&mut entry.labels);
+            // Read and accumulated as usual (no counter is lost), but not reported until named.
+            let held = entry.born.elapsed() < NAME_WAIT && self.names.awaited(&entry.labels);
             if filled == out.cgroups.len() {
                 out.cgroups.push(CgroupTargetReport::default());
             }
@@ -405,6 +424,9 @@ impl TargetSet {
                 }
             } else {
                 report.kernel_events = None;
+            }
+            if held {
+                filled -= 1;
             }
         }
         out.cgroups.truncate(filled);

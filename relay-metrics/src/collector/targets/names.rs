@@ -109,6 +109,42 @@ impl Names {
         }
     }
 
+    /// Whether a cgroup labelled `labels` still waits for a name an API should give: a
+    /// container id the Docker API (or the CRI) has not named yet, or a pod UID the CRI has not,
+    /// while the API answers. The caller holds such a cgroup out of its snapshots for a bounded
+    /// time, so that its series appear once, named, rather than first without names.
+    pub(super) fn awaited(&self, labels: &TargetLabels) -> bool {
+        #[cfg(feature = "agent")]
+        {
+            let answering = |error: Option<&String>| error.is_none();
+            let docker = self
+                .docker
+                .as_ref()
+                .is_some_and(|d| d.table.as_ref().is_none_or(|t| answering(t.error.as_ref())));
+            let cri = self.cri.as_ref().is_some_and(|c| {
+                c.listing
+                    .as_ref()
+                    .is_none_or(|l| answering(l.error.as_ref()))
+            });
+            let container = labels.container_id.is_some()
+                && labels.container_name.is_none()
+                && (docker
+                    || (cri && labels.pod_uid.is_some())
+                    || (cri
+                        && matches!(
+                            labels.container_runtime.as_deref(),
+                            Some("containerd" | "cri-o")
+                        )));
+            let pod = labels.pod_uid.is_some() && labels.pod_name.is_none() && cri;
+            container || pod
+        }
+        #[cfg(not(feature = "agent"))]
+        {
+            let _ = labels;
+            false
+        }
+    }
+
     /// Fills the names the APIs know for a cgroup's labels; asks for a refresh where an API
     /// should know an id and does not (a container or pod started since its last answer).
     pub(super) fn label(&self, labels: &mut TargetLabels) {
@@ -135,6 +171,16 @@ impl Docker {
             Some(info) => {
                 set(&mut labels.container_name, &info.name);
                 set(&mut labels.container_image, &info.image);
+                // A Docker-API runtime under the kubelet names the pod in its labels; a CRI
+                // answer, where there is one, names it the same.
+                let kubernetes = &info.kubernetes;
+                if !kubernetes.pod.is_empty() {
+                    set(&mut labels.pod_name, &kubernetes.pod);
+                    set(&mut labels.pod_namespace, &kubernetes.namespace);
+                }
+                if !kubernetes.container.is_empty() {
+                    set(&mut labels.kubernetes_container, &kubernetes.container);
+                }
                 true
             }
             None => {
@@ -169,6 +215,10 @@ impl Cri {
                 Some(container) => {
                     pod = pod.or(container.pod.as_ref());
                     missing = false;
+                    // The CRI's container name is the one Kubernetes gave.
+                    if let Some(name) = container.name.as_deref().filter(|n| !n.is_empty()) {
+                        set(&mut labels.kubernetes_container, name);
+                    }
                     if !named {
                         set(
                             &mut labels.container_name,

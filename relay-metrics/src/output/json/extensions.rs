@@ -16,6 +16,7 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
         cumulative,
         targets,
         gpu,
+        cpu_modes,
     } = extensions;
     w.first("collector");
     collector_info(w, collector);
@@ -43,6 +44,9 @@ pub(super) fn write_extensions(w: &mut Writer<'_>, extensions: &Extensions) {
     if let Some(gpu) = gpu {
         w.key("gpu");
         super::gpu::write_gpu(w, gpu);
+    }
+    if let Some(modes) = cpu_modes {
+        w.key("cpu_modes").serde(modes);
     }
     w.close();
 }

@@ -571,6 +571,14 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
             }),
             targets: None,
             gpu: rng.opt(Rng::gpu),
+            cpu_modes: rng.opt(|rng| {
+                rng.list(|rng| crate::snapshot::CpuModeSeconds {
+                    cpu: rng.below(64) as u32,
+                    user: rng.below(1_000_000) as f64 / 100.0,
+                    idle: rng.below(1_000_000) as f64 / 100.0,
+                    ..Default::default()
+                })
+            }),
         },
     }
 }

@@ -7,12 +7,15 @@
 //!   end in `_total`); every series carries `scope`, per-item series their item (`interface`,
 //!   `path`, `device`, `pid`, `resource`/`event`, `kind`).
 //! - `otel`: the same families under OpenTelemetry's semantic conventions ([`otel`]).
+//! - `cadvisor`: cAdvisor's per-container families and node_exporter's machine families where
+//!   they have the value, the `relay_metrics` families for the rest ([`cadvisor`]).
 //! - `relay`: NeMo Relay's mark measurements, from [`super::relay_names`] (its one home): Relay's
 //!   names and attributes, gauges in the configured units, Relay's `u64`/`f64` value types.
 //!
 //! A `null` value is simply not exported, as Relay's marks do, and a family without any value
 //! is never announced.
 
+mod cadvisor;
 mod otel;
 mod table;
 
@@ -243,23 +246,46 @@ fn base(measurement: Measurement) -> f64 {
     measurement.value.as_f64() * factor
 }
 
+/// [`walk`] within a series budget.
+pub(crate) fn walk_within<S: Sink>(
+    snapshot: &ResourceMetricsSnapshot,
+    names: MetricNames,
+    budget: &super::budget::SeriesBudget,
+    sink: &mut S,
+) {
+    let off = super::budget::CategoriesOff::of(snapshot);
+    if budget.filters(off) {
+        walk(
+            snapshot,
+            names,
+            &mut super::budget::Budgeted::new(sink, budget, off),
+        );
+    } else {
+        walk(snapshot, names, sink);
+    }
+}
+
 /// Hands every metric of `snapshot` to `sink` in `names`' naming, family by family, in a fixed
 /// order.
 pub(crate) fn walk<S: Sink>(snapshot: &ResourceMetricsSnapshot, names: MetricNames, sink: &mut S) {
     match names {
-        MetricNames::RelayMetrics => walk_relay_metrics(snapshot, sink),
+        MetricNames::RelayMetrics => walk_relay_metrics(snapshot, sink, false),
         MetricNames::Relay => walk_relay(snapshot, sink),
         MetricNames::Otel => walk_relay_metrics(
             snapshot,
             &mut otel::Renamer::new(sink, snapshot.measurement_scope.as_str()),
+            false,
         ),
+        MetricNames::Cadvisor => cadvisor::walk(snapshot, sink),
     }
 }
 
-fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S) {
+/// The `relay_metrics` families; with `cadvisor`, the per-cgroup ones in cAdvisor's naming.
+fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S, cadvisor: bool) {
     let mut w = Writer {
         sink,
-        scope: snapshot.measurement_scope.as_str(),
+        scope: Some(snapshot.measurement_scope.as_str()),
+        names: MetricNames::RelayMetrics,
     };
     let cumulative = snapshot.extensions.cumulative.as_ref();
     if let Some(cpu) = &snapshot.cpu {
@@ -326,17 +352,24 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S)
     }
     w.single(table::COLLECTOR, &snapshot.extensions.collector);
     if let Some(targets) = &snapshot.extensions.targets {
-        super::target_metrics::walk(targets, w.sink);
+        if cadvisor {
+            let seen = snapshot.timestamp.timestamp_millis() as f64 / 1e3;
+            super::target_metrics::walk_cadvisor(targets, seen, w.sink);
+        } else {
+            super::target_metrics::walk(targets, w.sink);
+        }
     }
     if let Some(gpu) = &snapshot.extensions.gpu {
-        super::gpu_metrics::walk(gpu, w.scope, w.sink);
+        super::gpu_metrics::walk(gpu, snapshot.measurement_scope.as_str(), w.sink);
     }
 }
 
-/// Hands the `relay_metrics` families to a sink, with the scope label first.
+/// Hands the families of a table to a sink, with the scope label first where there is one.
 struct Writer<'s, S> {
     sink: &'s mut S,
-    scope: &'static str,
+    /// `None`: no scope label (node_exporter's families).
+    scope: Option<&'static str>,
+    names: MetricNames,
 }
 
 impl<S: Sink> Writer<'_, S> {
@@ -369,7 +402,7 @@ impl<S: Sink> Writer<'_, S> {
             kind: def.kind,
             help: def.help,
             unit: def.unit,
-            names: MetricNames::RelayMetrics,
+            names: self.names,
         };
         let mut started = false;
         for item in items {
@@ -383,8 +416,11 @@ impl<S: Sink> Writer<'_, S> {
                     self.sink.begin(&family);
                 }
                 let mut labels = [("", Label::Int(0)); MAX_LABELS];
-                labels[0] = ("scope", Label::Str(self.scope));
-                let mut count = 1;
+                let mut count = 0;
+                if let Some(scope) = self.scope {
+                    labels[0] = ("scope", Label::Str(scope));
+                    count = 1;
+                }
                 let series_label = series.label.map(|(key, value)| (key, Label::Str(value)));
                 for label in item_labels.iter().copied().chain(series_label) {
                     if count < MAX_LABELS {

@@ -216,3 +216,55 @@ fn seconds(ns: u64) -> Option<Measurement> {
 fn bytes(count: u64) -> Measurement {
     Measurement::integer(count, DataUnit::Bytes, DataUnit::Bytes)
 }
+
+/// node_exporter's names for the machine's memory (`cadvisor` naming).
+#[rustfmt::skip]
+pub(super) const NODE_MEMORY: &[Def<MemoryMetrics>] = families!(MemoryMetrics:
+    "node_memory_MemTotal_bytes", Gauge, "Memory information field MemTotal_bytes.", system_total;
+    "node_memory_MemAvailable_bytes", Gauge, "Memory information field MemAvailable_bytes.", system_available;
+);
+
+/// node_exporter's pressure families (`cadvisor` naming, global scope only: in another scope
+/// the PSI fields are the scope's cgroup's).
+#[rustfmt::skip]
+pub(super) const NODE_CPU_PRESSURE: &[Def<CpuMetrics>] = families!(CpuMetrics:
+    "node_pressure_cpu_waiting_seconds_total", Counter, "Total time in seconds that processes have waited for CPU time", some_pressure_stall_time;
+);
+
+#[rustfmt::skip]
+pub(super) const NODE_MEMORY_PRESSURE: &[Def<MemoryMetrics>] = families!(MemoryMetrics:
+    "node_pressure_memory_waiting_seconds_total", Counter, "Total time in seconds that processes have waited for memory", some_pressure_stall_time;
+    "node_pressure_memory_stalled_seconds_total", Counter, "Total time in seconds no process could make progress due to memory congestion", full_pressure_stall_time;
+);
+
+/// node_exporter's interface counters, labelled `device` by the walk (`cadvisor` naming).
+#[rustfmt::skip]
+pub(super) const NODE_NETWORK: &[Def<NetworkTrafficMetrics>] = families!(NetworkTrafficMetrics:
+    "node_network_receive_bytes_total", Counter, "Network device statistic receive_bytes.", received_data;
+    "node_network_transmit_bytes_total", Counter, "Network device statistic transmit_bytes.", transmitted_data;
+    "node_network_receive_packets_total", Counter, "Network device statistic receive_packets.", received_packets;
+    "node_network_transmit_packets_total", Counter, "Network device statistic transmit_packets.", transmitted_packets;
+    "node_network_receive_errs_total", Counter, "Network device statistic receive_errs.", receive_errors;
+    "node_network_transmit_errs_total", Counter, "Network device statistic transmit_errs.", transmit_errors;
+);
+
+/// node_exporter's filesystem sizes, labelled `mountpoint` by the walk (`cadvisor` naming).
+#[rustfmt::skip]
+pub(super) const NODE_FILESYSTEM: &[Def<FilesystemCapacityMetrics>] = families!(FilesystemCapacityMetrics:
+    "node_filesystem_size_bytes", Gauge, "Filesystem size in bytes.", total_capacity;
+    "node_filesystem_avail_bytes", Gauge, "Filesystem space available to non-root users in bytes.", available_capacity;
+    "node_filesystem_free_bytes", Gauge, "Filesystem free space in bytes.", free_capacity;
+);
+
+/// The `relay_metrics_*` families a node_exporter family carries in the `cadvisor` naming.
+pub(super) const NODE_COVERED: &[&str] = &[
+    "relay_metrics_memory_system_total_bytes",
+    "relay_metrics_memory_system_available_bytes",
+    "relay_metrics_network_received_bytes_total",
+    "relay_metrics_network_transmitted_bytes_total",
+    "relay_metrics_network_received_packets_total",
+    "relay_metrics_network_transmitted_packets_total",
+    "relay_metrics_network_receive_errors_total",
+    "relay_metrics_network_transmit_errors_total",
+    "relay_metrics_filesystem_bytes",
+];

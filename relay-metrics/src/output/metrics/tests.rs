@@ -84,14 +84,16 @@ fn only_finite_values_are_handed_over_and_empty_families_are_not_announced() {
     let mut recorder = Recorder::default();
     let mut writer = Writer {
         sink: &mut recorder,
-        scope: "global",
+        scope: Some("global"),
+        names: MetricNames::RelayMetrics,
     };
     let none: &[(Option<Measurement>, Option<Measurement>)] = &[(None, None)];
     writer.section(std::slice::from_ref(&EMPTY_DEF), none, |_| []);
     assert!(recorder.begun.is_empty());
     let mut writer = Writer {
         sink: &mut recorder,
-        scope: "global",
+        scope: Some("global"),
+        names: MetricNames::RelayMetrics,
     };
     let items = [
         (

@@ -73,6 +73,23 @@ pub fn request(
     resource: &OtlpResource,
     names: MetricNames,
 ) -> ExportMetricsServiceRequest {
+    request_within(
+        snapshot,
+        resource,
+        names,
+        &crate::output::budget::SeriesBudget::everything(),
+        None,
+    )
+}
+
+/// [`request`] within a series budget.
+pub(crate) fn request_within(
+    snapshot: &ResourceMetricsSnapshot,
+    resource: &OtlpResource,
+    names: MetricNames,
+    budget: &crate::output::budget::SeriesBudget,
+    starts: Option<&mut super::starts::StartTimes>,
+) -> ExportMetricsServiceRequest {
     let time_unix_nano = snapshot
         .timestamp
         .timestamp_nanos_opt()
@@ -81,8 +98,9 @@ pub fn request(
         metrics: Vec::new(),
         time_unix_nano,
         start_time_unix_nano: resource.start_unix_nano,
+        starts: starts.map(|starts| starts.begin(time_unix_nano)),
     };
-    metrics::walk(snapshot, names, &mut sink);
+    metrics::walk_within(snapshot, names, budget, &mut sink);
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
             resource: Some(Resource {
@@ -104,22 +122,38 @@ pub fn request(
 }
 
 /// The OTLP name of a family: Relay's names as they are; ours without `_total` (a collector's
-/// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series).
+/// Prometheus exporter adds it back to monotonic sums, so both paths end in the same series;
+/// cAdvisor's and node_exporter's names likewise).
 pub(super) fn otlp_name(family: &Family) -> &'static str {
     match family.names {
         MetricNames::Relay | MetricNames::Otel => family.name,
-        MetricNames::RelayMetrics => family.name.strip_suffix("_total").unwrap_or(family.name),
+        MetricNames::RelayMetrics | MetricNames::Cadvisor => {
+            family.name.strip_suffix("_total").unwrap_or(family.name)
+        }
     }
 }
 
 /// Collects the families as OTLP metrics.
-struct Points {
+struct Points<'s> {
     metrics: Vec<Metric>,
     time_unix_nano: u64,
     start_time_unix_nano: u64,
+    /// The exporter's start times per series (`None`: every series starts with the agent).
+    starts: Option<super::starts::Export<'s>>,
 }
 
-impl Sink for Points {
+impl Points<'_> {
+    /// The start time of a monotonic series with `value` now.
+    fn start(&mut self, labels: &[(&str, Label<'_>)], value: f64) -> u64 {
+        let agent = self.start_time_unix_nano;
+        match (&mut self.starts, self.metrics.last()) {
+            (Some(starts), Some(metric)) => starts.start(&metric.name, labels, value, agent),
+            _ => agent,
+        }
+    }
+}
+
+impl Sink for Points<'_> {
     fn begin(&mut self, family: &Family) {
         let data = match family.kind {
             Kind::Gauge => metric::Data::Gauge(Gauge::default()),
@@ -149,10 +183,29 @@ impl Sink for Points {
         else {
             return;
         };
+        let monotonic = matches!(data, metric::Data::Sum(sum) if sum.is_monotonic);
+        let sum = matches!(data, metric::Data::Sum(_));
+        let start = match (monotonic, sum) {
+            (true, _) => {
+                let as_f64 = match value {
+                    Number::F64(number) => number,
+                    Number::U64(number) => number as f64,
+                };
+                self.start(labels, as_f64)
+            }
+            (false, true) => self.start_time_unix_nano,
+            (false, false) => 0,
+        };
+        let Some(Metric {
+            data: Some(data), ..
+        }) = self.metrics.last_mut()
+        else {
+            return;
+        };
         let attributes = attributes(labels);
-        let (data_points, start) = match data {
-            metric::Data::Sum(sum) => (&mut sum.data_points, self.start_time_unix_nano),
-            metric::Data::Gauge(gauge) => (&mut gauge.data_points, 0),
+        let data_points = match data {
+            metric::Data::Sum(sum) => &mut sum.data_points,
+            metric::Data::Gauge(gauge) => &mut gauge.data_points,
             // Only gauges and sums are begun above.
             _ => return,
         };
@@ -169,6 +222,7 @@ impl Sink for Points {
     }
 
     fn histogram(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        let start = self.start(labels, histogram.count as f64);
         let Some(Metric {
             data: Some(metric::Data::Histogram(data)),
             ..
@@ -186,7 +240,7 @@ impl Sink for Points {
         bucket_counts.push(histogram.count.saturating_sub(below));
         data.data_points.push(HistogramDataPoint {
             attributes: attributes(labels),
-            start_time_unix_nano: self.start_time_unix_nano,
+            start_time_unix_nano: start,
             time_unix_nano: self.time_unix_nano,
             count: histogram.count,
             sum: Some(histogram.sum),

@@ -48,6 +48,9 @@ impl ExportFailures {
 pub struct OtlpPublisher {
     resource: OtlpResource,
     names: MetricNames,
+    budget: crate::output::budget::SeriesBudget,
+    /// Per series, when it started counting (the sampling thread is the only caller).
+    starts: std::sync::Mutex<super::starts::StartTimes>,
     protocol: Protocol,
     compression: Compression,
     sender: watch::Sender<Option<Arc<Payload>>>,
@@ -66,7 +69,18 @@ impl OtlpPublisher {
     /// Encodes `snapshot` once (and compresses it, over HTTP) and hands it to the exporter,
     /// replacing any snapshot it has not sent yet.
     pub fn publish(&self, snapshot: &ResourceMetricsSnapshot) {
-        let request = encode::request(snapshot, &self.resource, self.names);
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let request = encode::request_within(
+            snapshot,
+            &self.resource,
+            self.names,
+            &self.budget,
+            Some(&mut starts),
+        );
+        drop(starts);
         let payload = match self.protocol {
             Protocol::Grpc => Payload::Grpc(request),
             Protocol::HttpProtobuf => Payload::Http(self.compress(request.encode_to_vec())),
@@ -121,6 +135,8 @@ pub fn start(
         OtlpPublisher {
             resource: OtlpResource::new(start, &settings.resource_attributes),
             names: settings.metric_names,
+            budget: settings.budget.clone(),
+            starts: std::sync::Mutex::default(),
             protocol: settings.protocol,
             compression: settings.compression,
             sender,

@@ -20,6 +20,7 @@
 mod encode;
 mod exporter;
 mod settings;
+mod starts;
 mod transport;
 
 pub use encode::{request, OtlpResource};

@@ -65,8 +65,10 @@ impl Compression {
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct OtlpFlags {
     /// Metric names on `/metrics` and in OTLP: `relay_metrics` (`relay_metrics_*` in base
-    /// units), `otel` (OpenTelemetry's semantic conventions: `system.cpu.time`, …, UCUM units)
-    /// or `relay` (NeMo Relay's `nemo.relay.resource.*` in the configured units).
+    /// units), `otel` (OpenTelemetry's semantic conventions: `system.cpu.time`, …, UCUM units),
+    /// `relay` (NeMo Relay's `nemo.relay.resource.*` in the configured units) or `cadvisor`
+    /// (cAdvisor's `container_*` for the cgroups measured one by one, node_exporter's `node_*`
+    /// for the machine, `relay_metrics_*` for the rest).
     /// Overrides the config's `extensions.metric_names`.
     #[cfg_attr(feature = "cli", arg(long, value_enum, value_name = "NAMING"))]
     pub metric_names: Option<MetricNames>,
@@ -135,6 +137,8 @@ pub struct OtlpSettings {
     /// The metric naming (not an OTLP setting: the agent's config sets it; default
     /// `relay_metrics`).
     pub metric_names: MetricNames,
+    /// Which series are exported (`serve --metrics`, …; not an OTLP setting either).
+    pub budget: crate::output::budget::SeriesBudget,
 }
 
 /// A flag or variable that does not make a valid export configuration.
@@ -239,6 +243,7 @@ impl OtlpSettings {
             timeout,
             resource_attributes,
             metric_names: MetricNames::default(),
+            budget: crate::output::budget::SeriesBudget::everything(),
         }))
     }
 }

@@ -30,6 +30,8 @@ pub struct AgentOptions {
     pub limits: Limits,
     /// TLS and basic auth (`--web-config-file`), if any.
     pub web: Option<super::WebConfig>,
+    /// Which series `/metrics` serves (`--metrics`, …).
+    pub budget: crate::output::budget::SeriesBudget,
 }
 
 /// Why the agent stopped other than by a signal.
@@ -61,8 +63,9 @@ pub enum AgentError {
 /// Runs the agent with `collector` until SIGTERM or SIGINT (`Ok`) or until the sampler dies.
 pub async fn run(collector: Collector, options: AgentOptions) -> Result<(), AgentError> {
     let period = options.period;
+    let budget = options.budget.clone();
     run_with(options, move |latest, resource, stop| {
-        spawn_sampler(collector, period, latest, resource, stop)
+        spawn_sampler(collector, period, budget, latest, resource, stop)
     })
     .await
 }

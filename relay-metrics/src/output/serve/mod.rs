@@ -134,11 +134,12 @@ pub type SamplerStop = crate::sampler::StopSignal;
 
 /// Samples with `collector` every `period` (fixed rate: deadlines `start + n × period`, late
 /// ticks skipped and counted) on a thread of its own, publishing into `latest` (and to the OTLP
-/// exporter when given), until `stop` is requested. The receiver gets why the thread ended (a
+/// exporter when given), with the series `budget` keeps, until `stop` is requested. The receiver gets why the thread ended (a
 /// stop, or a panic with its message).
 pub fn spawn_sampler(
     mut collector: Collector,
     period: Duration,
+    budget: crate::output::budget::SeriesBudget,
     latest: Latest,
     otlp: Option<OtlpPublisher>,
     stop: SamplerStop,
@@ -164,7 +165,7 @@ pub fn spawn_sampler(
                 tick_lateness_usec: micros(lateness.max(tick.lateness)),
                 missed_ticks_total: ticker.missed_total(),
             });
-            prometheus::encode(&snapshot, names, &mut text);
+            prometheus::encode_within(&snapshot, names, &budget, &mut text);
             own::append(&mut text);
             if let Some(otlp) = &otlp {
                 otlp.publish(&snapshot);

@@ -319,6 +319,7 @@ fn a_sampler_that_panics_ends_the_agent_with_its_reason() {
         otlp: None,
         limits: Limits::default(),
         web: None,
+        budget: crate::output::budget::SeriesBudget::everything(),
     };
     let result = runtime.block_on(async {
         tokio::time::timeout(

@@ -19,6 +19,7 @@ mod pattern;
 mod reader;
 mod sample;
 mod scan;
+mod stat;
 mod target;
 mod values;
 
@@ -49,6 +50,7 @@ pub(crate) use sample::{CgroupFields, CgroupSample};
 #[cfg(test)]
 pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
 pub(crate) use scan::{MembershipId, Scan, Scanner, Selection};
+pub(crate) use stat::working_set;
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
 pub(crate) use values::CgroupValuesReader;
 

@@ -9,9 +9,10 @@ use super::parse::{
     keyed_u64, parse_cpu_max, parse_limit, parse_psi, parse_u64_trimmed, parse_v1_cpu_quota,
     parse_v1_memory_limit, CpuQuota, LimitValue,
 };
+use super::stat::{parse_cpu_max_raw, parse_memory_stat, parse_shares, parse_v1_quota_raw};
 use super::target::CgroupTarget;
 use super::CgroupVersion;
-use crate::snapshot::{CgroupTargetReport, TargetDeviceIo};
+use crate::snapshot::{CgroupTargetReport, TargetCpuSpec, TargetDeviceIo, TargetMemoryStat};
 use crate::source::file::{FileKind, HeldFile, SourceError};
 
 /// Pressure resources, in [`Kind::Pressure`] order.
@@ -55,6 +56,10 @@ enum Kind {
     V1IoBytes,
     V1IoOps,
     Pressure(usize),
+    /// The cAdvisor naming's files ([`CgroupValuesReader::new`]'s `cadvisor`).
+    MemoryStat(CgroupVersion),
+    V2SwapCurrent,
+    CpuShares(CgroupVersion),
 }
 
 #[derive(Debug)]
@@ -78,6 +83,10 @@ pub(crate) struct CgroupValuesReader {
     reads: u64,
     /// The settings as last read: CPU cores, memory bytes, pids.
     settings: (Option<f64>, Option<u64>, Option<u64>),
+    /// The raw CPU settings as last read (cAdvisor naming only).
+    cpu_spec: Option<TargetCpuSpec>,
+    /// Whether the cAdvisor naming's files are read.
+    cadvisor: bool,
     /// Scratch: the devices of one read.
     devices: Vec<DeviceCounters>,
 }
@@ -96,14 +105,22 @@ impl Kind {
                 | Self::V1CfsPeriod
                 | Self::MemoryLimit(_)
                 | Self::PidsMax
+                | Self::CpuShares(_)
         )
     }
 }
 
 impl CgroupValuesReader {
     /// The files of `target`. With `hold`, their descriptors stay open between reads;
-    /// otherwise each read opens and closes them (when the open-file budget is spent).
-    pub(crate) fn new(target: &CgroupTarget, hold: bool, ticks_per_second: u64) -> Self {
+    /// otherwise each read opens and closes them (when the open-file budget is spent). With
+    /// `cadvisor`, also `memory.stat`, v2 `memory.swap.current` and the CPU shares or weight
+    /// (what the cAdvisor naming exports and no other needs).
+    pub(crate) fn new(
+        target: &CgroupTarget,
+        hold: bool,
+        ticks_per_second: u64,
+        cadvisor: bool,
+    ) -> Self {
         let mut files = Vec::with_capacity(20);
         let mut add = |dir: &std::path::Path, name: &str, kind: Kind| {
             files.push(File {
@@ -131,6 +148,23 @@ impl CgroupValuesReader {
             }
             Some((CgroupVersion::V2, dir)) => add(&dir.dir, "cpu.max", Kind::V2CpuMax),
             None => {}
+        }
+        if cadvisor {
+            match target.controller_dir("cpu") {
+                Some((CgroupVersion::V1, dir)) => {
+                    add(&dir.dir, "cpu.shares", Kind::CpuShares(CgroupVersion::V1));
+                }
+                Some((CgroupVersion::V2, dir)) => {
+                    add(&dir.dir, "cpu.weight", Kind::CpuShares(CgroupVersion::V2));
+                }
+                None => {}
+            }
+            if let Some((version, dir)) = target.controller_dir("memory") {
+                add(&dir.dir, "memory.stat", Kind::MemoryStat(version));
+                if version == CgroupVersion::V2 {
+                    add(&dir.dir, "memory.swap.current", Kind::V2SwapCurrent);
+                }
+            }
         }
         match target.controller_dir("memory") {
             Some((CgroupVersion::V1, dir)) => {
@@ -189,6 +223,8 @@ impl CgroupValuesReader {
             quota: Vec::new(),
             reads: 0,
             settings: (None, None, None),
+            cpu_spec: None,
+            cadvisor,
             devices: Vec::new(),
         }
     }
@@ -222,6 +258,12 @@ impl CgroupValuesReader {
         };
         if !settings {
             (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit) = self.settings;
+            out.cpu_spec = self.cpu_spec;
+        } else if self.cadvisor {
+            out.cpu_spec = Some(TargetCpuSpec::default());
+        }
+        if self.cadvisor {
+            out.memory_stat = Some(TargetMemoryStat::default());
         }
         let Self {
             files,
@@ -230,6 +272,8 @@ impl CgroupValuesReader {
             quota,
             reads: _,
             settings: kept,
+            cpu_spec: kept_spec,
+            cadvisor: _,
             devices,
         } = self;
         quota.clear();
@@ -284,11 +328,35 @@ impl CgroupValuesReader {
                     out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
                     out.cpu_throttled_ns = keyed_u64(bytes, b"throttled_time");
                 }
-                Kind::V2CpuMax => out.cpu_limit_cores = cores(parse_cpu_max(bytes)),
+                Kind::V2CpuMax => {
+                    out.cpu_limit_cores = cores(parse_cpu_max(bytes));
+                    if let Some(spec) = &mut out.cpu_spec {
+                        parse_cpu_max_raw(bytes, spec);
+                    }
+                }
                 Kind::V1CfsQuota => quota.extend_from_slice(bytes),
                 Kind::V1CfsPeriod => {
                     if !quota.is_empty() {
                         out.cpu_limit_cores = cores(parse_v1_cpu_quota(quota, bytes));
+                    }
+                    if let Some(spec) = &mut out.cpu_spec {
+                        spec.quota_us = parse_v1_quota_raw(quota);
+                        spec.period_us = parse_u64_trimmed(bytes);
+                    }
+                }
+                Kind::CpuShares(version) => {
+                    if let Some(spec) = &mut out.cpu_spec {
+                        spec.shares = parse_shares(bytes, version);
+                    }
+                }
+                Kind::MemoryStat(version) => {
+                    if let Some(stat) = &mut out.memory_stat {
+                        parse_memory_stat(bytes, version, stat);
+                    }
+                }
+                Kind::V2SwapCurrent => {
+                    if let Some(stat) = &mut out.memory_stat {
+                        stat.swap_bytes = parse_u64_trimmed(bytes);
                     }
                 }
                 Kind::MemoryCurrent => out.memory_current_bytes = parse_u64_trimmed(bytes),
@@ -335,6 +403,7 @@ impl CgroupValuesReader {
         }
         if settings {
             *kept = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
+            *kept_spec = out.cpu_spec;
         }
         write_devices(devices, &mut out.devices);
     }

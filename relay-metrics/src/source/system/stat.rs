@@ -7,6 +7,8 @@ use super::parse::{fields, lines, parse_u64};
 /// `guest` and `guest_nice` are left out: the kernel already counts them in `user` and `nice`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuTimes {
+    /// The CPU's number (`cpu3` → 3; 0 for the aggregate line).
+    pub cpu: u32,
     /// Normal processes in user mode.
     pub user: u64,
     /// Niced processes in user mode.
@@ -82,9 +84,9 @@ pub fn parse_stat(content: &[u8], per_cpu: &mut Vec<CpuTimes>) -> Option<StatCou
             let times = parse_cpu_times(parts);
             if suffix.is_empty() {
                 counters.aggregate = times;
-            } else if parse_u64(suffix).is_some() {
+            } else if let Some(cpu) = parse_u64(suffix).and_then(|n| u32::try_from(n).ok()) {
                 match times {
-                    Some(times) if per_cpu_valid => per_cpu.push(times),
+                    Some(times) if per_cpu_valid => per_cpu.push(CpuTimes { cpu, ..times }),
                     _ => per_cpu_valid = false,
                 }
             }
@@ -114,6 +116,7 @@ pub fn parse_stat(content: &[u8], per_cpu: &mut Vec<CpuTimes>) -> Option<StatCou
 fn parse_cpu_times<'a>(mut parts: impl Iterator<Item = &'a [u8]>) -> Option<CpuTimes> {
     let mut next = || parts.next().and_then(parse_u64);
     Some(CpuTimes {
+        cpu: 0,
         user: next()?,
         nice: next()?,
         system: next()?,
@@ -159,6 +162,7 @@ mod tests {
 
     fn times(busy_user: u64, idle: u64) -> CpuTimes {
         CpuTimes {
+            cpu: 0,
             user: busy_user,
             idle,
             ..CpuTimes::default()
@@ -172,6 +176,7 @@ mod tests {
         assert_eq!(
             counters.aggregate,
             Some(CpuTimes {
+                cpu: 0,
                 user: 26233,
                 nice: 0,
                 system: 6247,
@@ -254,6 +259,7 @@ mod tests {
     fn rate_counts_every_busy_column_and_idle_iowait_as_idle() {
         let prev = [CpuTimes::default()];
         let cur = [CpuTimes {
+            cpu: 0,
             user: 1,
             nice: 1,
             system: 1,
@@ -284,6 +290,7 @@ mod tests {
         assert_eq!(cpu_rate_logical_processors(&[], &[]), None);
         // Overflowing sums.
         let huge = [CpuTimes {
+            cpu: 0,
             user: u64::MAX,
             nice: 1,
             ..CpuTimes::default()
@@ -294,12 +301,14 @@ mod tests {
     #[test]
     fn rate_tolerates_idle_time_moving_between_idle_and_iowait() {
         let prev = [CpuTimes {
+            cpu: 0,
             user: 10,
             idle: 10,
             iowait: 5,
             ..CpuTimes::default()
         }];
         let cur = [CpuTimes {
+            cpu: 0,
             user: 20,
             idle: 20,
             iowait: 4,

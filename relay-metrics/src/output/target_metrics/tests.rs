@@ -1,0 +1,158 @@
+use super::*;
+use crate::config::MetricNames;
+use crate::snapshot::{ResourceMetricsSnapshot, TargetKernelEvents, TargetLabels};
+use std::sync::Arc;
+
+fn snapshot() -> ResourceMetricsSnapshot {
+    let mut histogram = vec![0; 32];
+    histogram[10] = 2; // 1.0–2.0 µs
+    histogram[13] = 3; // 8–16 µs
+    histogram[31] = 1; // beyond every bound
+                       // Every category on: a category that is off drops its per-cgroup families.
+    let mut snapshot = ResourceMetricsSnapshot {
+        cpu: Some(Default::default()),
+        memory: Some(Default::default()),
+        process: Some(Default::default()),
+        disk: Some(Default::default()),
+        gpu: Some(Default::default()),
+        ..ResourceMetricsSnapshot::default()
+    };
+    snapshot.extensions.targets = Some(Box::new(Targets {
+        cgroups: vec![CgroupTargetReport {
+            cgroup: "/machine.slice/a".into(),
+            labels: TargetLabels {
+                container_id: Some("abc".into()),
+                ..TargetLabels::default()
+            },
+            cpu_usage_ns: Some(1_500_000_000),
+            gpus: Some(vec![TargetGpuUse {
+                index: 1,
+                uuid: Arc::from("GPU-b"),
+                processes: 2,
+                memory_used_bytes: None,
+                sm_utilization_percent: Some(45.0),
+                memory_utilization_percent: Some(12.5),
+            }]),
+            kernel_events: Some(TargetKernelEvents {
+                run_queue_count: 6,
+                run_queue_total_ns: 3_000_000_000,
+                run_queue_histogram: histogram,
+                preemptions: 4,
+                ..TargetKernelEvents::default()
+            }),
+            ..CgroupTargetReport::default()
+        }],
+        dropped: 7,
+        ..Targets::default()
+    }));
+    snapshot
+}
+
+#[test]
+fn prometheus_text_has_labelled_series_and_a_cumulative_histogram() {
+    let mut text = String::new();
+    crate::output::prometheus::encode(&snapshot(), MetricNames::RelayMetrics, &mut text);
+    let labels = "cgroup=\"/machine.slice/a\",container_id=\"abc\"";
+    for line in [
+        "relay_metrics_targets 1".to_owned(),
+        "relay_metrics_targets_dropped 7".to_owned(),
+        format!("relay_metrics_cgroup_cpu_usage_seconds_total{{{labels}}} 1.5"),
+        format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
+        format!("relay_metrics_cgroup_gpu_processes{{{labels},device=\"1\",uuid=\"GPU-b\"}} 2"),
+        format!("relay_metrics_cgroup_gpu_sm_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.45"),
+        format!("relay_metrics_cgroup_gpu_memory_utilization_ratio{{{labels},device=\"1\",uuid=\"GPU-b\"}} 0.125"),
+        "# TYPE relay_metrics_cgroup_run_queue_delay_seconds histogram".to_owned(),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000001024\"}} 0"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000004096\"}} 2"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"0.000016384\"}} 5"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"1.073741824\"}} 5"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_bucket{{{labels},le=\"+Inf\"}} 6"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_sum{{{labels}}} 3"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_count{{{labels}}} 6"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+    }
+    // Unknown memory is not exported.
+    assert!(
+        !text.contains("relay_metrics_cgroup_gpu_memory_used_bytes{"),
+        "{text}"
+    );
+}
+
+#[cfg(feature = "agent")]
+#[test]
+fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let resource = crate::output::otlp::OtlpResource::new(std::time::SystemTime::now(), &[]);
+    let request = crate::output::otlp::request(&snapshot(), &resource, MetricNames::RelayMetrics);
+    let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
+    let metric = metrics
+        .iter()
+        .find(|m| m.name == "relay_metrics_cgroup_run_queue_delay_seconds")
+        .expect("the histogram");
+    let Some(Data::Histogram(histogram)) = &metric.data else {
+        panic!("not a histogram: {metric:?}");
+    };
+    let point = &histogram.data_points[0];
+    assert_eq!(point.count, 6);
+    assert_eq!(point.sum, Some(3.0));
+    assert_eq!(point.explicit_bounds.len(), 11);
+    assert_eq!(point.bucket_counts.len(), 12);
+    assert_eq!(point.bucket_counts[..3], [0, 2, 3]);
+    assert_eq!(point.bucket_counts.iter().sum::<u64>(), 6);
+    assert_eq!(point.bucket_counts[11], 1);
+    assert!(point.attributes.iter().any(|kv| kv.key == "cgroup"));
+}
+
+#[test]
+fn cadvisor_naming_has_cadvisors_labels_units_and_working_set() {
+    use crate::snapshot::{TargetCpuSpec, TargetMemoryStat};
+    let mut snapshot = snapshot();
+    let targets = snapshot.extensions.targets.as_mut().unwrap();
+    let report = &mut targets.cgroups[0];
+    report.labels = TargetLabels {
+        container_id: Some("abc".into()),
+        container_name: Some("k8s_app_web-0_shop_uid_0".into()),
+        container_image: Some("nginx:1".into()),
+        pod_name: Some("web-0".into()),
+        pod_namespace: Some("shop".into()),
+        kubernetes_container: Some("app".into()),
+        ..TargetLabels::default()
+    };
+    report.memory_current_bytes = Some(10_000);
+    report.memory_stat = Some(TargetMemoryStat {
+        rss_bytes: Some(3_000),
+        inactive_file_bytes: Some(4_000),
+        ..TargetMemoryStat::default()
+    });
+    report.cpu_spec = Some(TargetCpuSpec {
+        quota_us: Some(20_000),
+        period_us: Some(100_000),
+        shares: Some(1024),
+    });
+    report.cpu_throttled_ns = Some(250_000_000);
+    let mut text = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Cadvisor, &mut text);
+    let labels = "container=\"app\",id=\"/machine.slice/a\",image=\"nginx:1\",name=\"k8s_app_web-0_shop_uid_0\",namespace=\"shop\",pod=\"web-0\"";
+    for line in [
+        format!("container_cpu_usage_seconds_total{{{labels},cpu=\"total\"}} 1.5"),
+        format!("container_cpu_cfs_throttled_seconds_total{{{labels}}} 0.25"),
+        format!("container_memory_usage_bytes{{{labels}}} 10000"),
+        format!("container_memory_working_set_bytes{{{labels}}} 6000"),
+        format!("container_memory_rss{{{labels}}} 3000"),
+        format!("container_spec_cpu_quota{{{labels}}} 20000"),
+        format!("container_spec_cpu_period{{{labels}}} 100000"),
+        format!("container_spec_cpu_shares{{{labels}}} 1024"),
+        format!("container_spec_memory_limit_bytes{{{labels}}} 0"),
+        format!("relay_metrics_cgroup_preemptions_total{{{labels}}} 4"),
+        format!("relay_metrics_cgroup_run_queue_delay_seconds_count{{{labels}}} 6"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+    }
+    // The relay_metrics families cAdvisor's carry are not repeated; no relay labels.
+    assert!(
+        !text.contains("relay_metrics_cgroup_cpu_usage_seconds_total"),
+        "{text}"
+    );
+    assert!(!text.contains("container_id="), "{text}");
+}
