@@ -273,7 +273,7 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     assert!(report
         .to_svg()
         .unwrap()
-        .contains("GPU XID error (1 columns)"));
+        .contains("GPU XID error (1)"));
     let gpu = report.summary.gpu.as_ref().unwrap();
     let xid = gpu
         .limit_events
