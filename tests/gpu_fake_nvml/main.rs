@@ -152,8 +152,13 @@ fn open(variant: Variant, scenario: &str, options: NvmlOptions) -> (Fake, Result
     open_with(variant, scenario, options, &[])
 }
 
-/// Environment variables of the fake's scenario files; unset unless a test passes them.
-const SCRIPT_VARIABLES: [&str; 2] = ["FAKE_NVML_SCRIPT", "FAKE_NVML_CLOCK_FILE"];
+/// Environment variables of the fake's scenario files (and its list growth); unset unless a
+/// test passes them.
+const SCRIPT_VARIABLES: [&str; 3] = [
+    "FAKE_NVML_SCRIPT",
+    "FAKE_NVML_CLOCK_FILE",
+    "FAKE_NVML_GROWTH",
+];
 
 /// As [`open`], with `env` (of [`SCRIPT_VARIABLES`]) set during the initialisation.
 fn open_with(

@@ -77,51 +77,70 @@ fn row_all(what: &str, equal: usize, total: usize) {
     assert_eq!(equal, total, "{what}");
 }
 
-#[test]
-fn big_host_source_lists_8_devices_and_200_processes_by_formula() {
-    let mut fake = open_ok(Variant::Full, "big_host", NvmlOptions::default());
-    // The test's environment gives slots 0 to 2 these PIDs; the others keep 10000 + p.
+/// The source's process list by the formula, with the slots 0 to 2 given the PIDs the test's
+/// environment sets (the others keep 10000 + p); utilisation only `with_utilization`.
+fn expected_processes(with_utilization: bool) -> Vec<GpuProcessSample> {
     let pid = |p: usize| match p {
         0 => own_pid(),
         1 => PID_B,
         2 => PID_C,
         _ => 10_000 + u32::try_from(p).unwrap(),
     };
-    let expected = |with_utilization: bool| {
-        let mut list: Vec<GpuProcessSample> = (0..PROCESSES)
-            .map(|p| {
-                let o = oracle(p);
-                let u = o.utilization.filter(|_| with_utilization);
-                super::process(
-                    u32::try_from(o.device).unwrap(),
-                    &uuid(o.device),
-                    pid(p),
-                    Some(o.memory_bytes),
-                    u,
-                )
-            })
-            .collect();
-        list.sort_by_key(|s| (s.device_index, s.pid));
-        list
-    };
-    let devices: Vec<_> = (0..DEVICES)
-        .map(|d| {
-            let [memory, utilization, ..] = device_oracle(d);
-            super::device(
-                u32::try_from(d).unwrap(),
-                &uuid(d),
-                Some(memory as u64),
-                Some(utilization),
-            )
+    let mut list: Vec<GpuProcessSample> = (0..PROCESSES)
+        .map(|p| {
+            let o = oracle(p);
+            let u = o.utilization.filter(|_| with_utilization);
+            let index = u32::try_from(o.device).unwrap();
+            super::process(index, &uuid(o.device), pid(p), Some(o.memory_bytes), u)
         })
         .collect();
+    list.sort_by_key(|s| (s.device_index, s.pid));
+    list
+}
+
+fn expected_devices() -> Vec<super::DeviceSummary> {
+    (0..DEVICES)
+        .map(|d| {
+            let [memory, utilization, ..] = device_oracle(d);
+            let index = u32::try_from(d).unwrap();
+            super::device(index, &uuid(d), Some(memory as u64), Some(utilization))
+        })
+        .collect()
+}
+
+/// Two samples of the source over `fake`: every device and process as the formula says.
+fn assert_two_samples_by_formula(fake: &mut super::Fake) {
     // First query: no utilisation yet; then every sampled process's newer sample.
     let first = fake.source.sample(&mut |_| true).unwrap();
-    assert_eq!(summary(&first.devices), devices);
-    assert_eq!(first.processes, expected(false));
+    assert_eq!(summary(&first.devices), expected_devices());
+    assert_eq!(first.processes.len(), PROCESSES);
+    assert_eq!(first.processes, expected_processes(false));
     let second = fake.source.sample(&mut |_| true).unwrap();
     assert_eq!(second.processes.len(), PROCESSES);
-    assert_eq!(second.processes, expected(true));
+    assert_eq!(second.processes, expected_processes(true));
+}
+
+#[test]
+fn big_host_source_lists_8_devices_and_200_processes_by_formula() {
+    let mut fake = open_ok(Variant::Full, "big_host", NvmlOptions::default());
+    assert_two_samples_by_formula(&mut fake);
+}
+
+/// Regression: a list that grew between NVML's count query and the fill (6 entries, beyond
+/// nvml-wrapper's 5 of headroom for processes and its none for samples) answered
+/// `INSUFFICIENT_SIZE`, and the source dropped the device's whole compute or graphics list, or
+/// all its utilisation samples, from that sample. It now queries again.
+#[test]
+fn big_host_lists_that_grow_between_count_and_fill_are_read_whole() {
+    let growth = std::path::Path::new("6");
+    let (mut fake, loaded) = super::open_with(
+        Variant::Full,
+        "big_host",
+        NvmlOptions::default(),
+        &[("FAKE_NVML_GROWTH", growth)],
+    );
+    loaded.unwrap();
+    assert_two_samples_by_formula(&mut fake);
 }
 
 /// 200 sleeping processes, slot `p` in cgroup `p % CGROUPS`, and the cgroups.

@@ -76,6 +76,8 @@ mod tests {
             timeline: crate::timeline::Timeline::from_env().unwrap(),
             pids: Vec::new(),
             utilization_generation: [0; MAX_DEVICES],
+            growth: 0,
+            count_queries: [[0; 3]; MAX_DEVICES],
         };
         let mut seen: Vec<u32> = (0..MAX_DEVICES)
             .flat_map(|d| {

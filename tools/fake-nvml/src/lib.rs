@@ -15,6 +15,11 @@
 //! - `FAKE_NVML_PIDS`: up to 200 comma-separated PIDs, so a test can put real processes in. The
 //!   two-device scenarios use the first three as `a,b,c` (default `1000,2000,3000`); `big_host`
 //!   the `p`-th as process slot `p` (default `10000 + p`).
+//! - `FAKE_NVML_GROWTH`: a number n (default 0). Every odd count query (null buffer) of a
+//!   device's compute, graphics or utilisation-sample list reports n entries fewer than the list
+//!   holds, as if processes started or samples arrived between the count and the fill: a fill
+//!   into a buffer sized by that count answers `NVML_ERROR_INSUFFICIENT_SIZE`, as the driver
+//!   does, and the next count query is right.
 //!
 //! The script (bytes; "sm" and "mem" are per-process SM and memory utilisation in percent):
 //!
@@ -54,7 +59,7 @@ use ffi::{
     ERROR_TIMEOUT, ERROR_UNINITIALIZED, ERROR_UNKNOWN, SUCCESS,
 };
 use script::{
-    compute_processes, graphics_processes, parse_pids, utilization_samples, Scenario, Script,
+    compute_processes, graphics_processes, parse_pids, utilization_samples, List, Scenario, Script,
     MAX_DEVICES, MIB,
 };
 
@@ -137,6 +142,28 @@ unsafe fn device_struct<T>(
     })
 }
 
+/// [`fill_list`], except that a count query (null buffer) of a list that `FAKE_NVML_GROWTH`
+/// makes grow reports it shorter (see [`Script::counted`]).
+///
+/// # Safety
+/// As for [`fill_list`].
+unsafe fn answer_list<T: Copy>(
+    script: &mut Script,
+    index: usize,
+    list: List,
+    items: &[T],
+    count: *mut c_uint,
+    out: *mut T,
+) -> NvmlReturn {
+    let shown = if out.is_null() {
+        script.counted(index, list, items.len())
+    } else {
+        items.len()
+    };
+    // SAFETY: forwarded from the caller's contract; `shown <= items.len()`.
+    unsafe { fill_list(&items[..shown], count, out) }
+}
+
 /// Memory in use on device `index` as NVML's v1 struct counts it (the reserved MiB included).
 fn used_with_reserved(index: usize) -> u64 {
     (index as u64 + 1) * 4 * MIB
@@ -166,6 +193,15 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
         eprintln!("fake-nvml: malformed FAKE_NVML_PIDS {pid_text:?}");
         return ERROR_UNKNOWN;
     };
+    let growth_text = std::env::var("FAKE_NVML_GROWTH").unwrap_or_default();
+    let Ok(growth) = (if growth_text.is_empty() {
+        Ok(0)
+    } else {
+        growth_text.parse()
+    }) else {
+        eprintln!("fake-nvml: malformed FAKE_NVML_GROWTH {growth_text:?}");
+        return ERROR_UNKNOWN;
+    };
     let timeline = match timeline::Timeline::from_env() {
         Ok(timeline) => timeline,
         Err(error) => {
@@ -179,6 +215,8 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
         timeline,
         pids,
         utilization_generation: [0; MAX_DEVICES],
+        growth,
+        count_queries: [[0; 3]; MAX_DEVICES],
     });
     SUCCESS
 }
@@ -395,7 +433,9 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     with_device(device, |script, index| {
         match compute_processes(script, index) {
             // SAFETY: forwarded from the caller's contract.
-            Ok(list) => unsafe { fill_list(&list, info_count, infos) },
+            Ok(list) => unsafe {
+                answer_list(script, index, List::Compute, &list, info_count, infos)
+            },
             Err(code) => code,
         }
     })
@@ -414,7 +454,7 @@ optional_symbol! {
         with_device(device, |script, index| {
             let list = graphics_processes(script, index);
             // SAFETY: forwarded from the caller's contract.
-            unsafe { fill_list(&list, info_count, infos) }
+            unsafe { answer_list(script, index, List::Graphics, &list, info_count, infos) }
         })
     }
 }
@@ -440,7 +480,9 @@ optional_symbol! {
                 return ERROR_NOT_FOUND;
             }
             // SAFETY: forwarded from the caller's contract.
-            let code = unsafe { fill_list(&samples, samples_count, utilization) };
+            let code = unsafe {
+                answer_list(script, index, List::Utilization, &samples, samples_count, utilization)
+            };
             if code == SUCCESS && !utilization.is_null() {
                 script.utilization_generation[index] = generation;
             }

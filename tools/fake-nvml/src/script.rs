@@ -55,6 +55,18 @@ pub(crate) struct Script {
     pub(crate) pids: Vec<u32>,
     /// Filled process-utilisation queries per device: the fake driver's sample clock.
     pub(crate) utilization_generation: [u64; MAX_DEVICES],
+    /// `FAKE_NVML_GROWTH`: entries a list gains between a count query and the fill.
+    pub(crate) growth: usize,
+    /// Count queries (null buffer) per device and [`List`].
+    pub(crate) count_queries: [[u64; 3]; MAX_DEVICES],
+}
+
+/// The lists NVML answers with the two-call protocol.
+#[derive(Clone, Copy)]
+pub(crate) enum List {
+    Compute,
+    Graphics,
+    Utilization,
 }
 
 impl Script {
@@ -68,6 +80,20 @@ impl Script {
         match self.scenario {
             Scenario::BigHost => 10_000_u32.saturating_add(slot),
             _ => 1000_u32.saturating_mul(slot.saturating_add(1)),
+        }
+    }
+
+    /// How many entries of `list` (of `len`) a count query of device `index` reports: with
+    /// `FAKE_NVML_GROWTH` = n, every odd count query of a list reports n fewer, as if n
+    /// processes started (or samples arrived) between it and the fill, which then answers
+    /// `INSUFFICIENT_SIZE` to a buffer sized by the count; the next count is right.
+    pub(crate) fn counted(&mut self, index: usize, list: List, len: usize) -> usize {
+        let queries = &mut self.count_queries[index][list as usize];
+        *queries += 1;
+        if *queries % 2 == 1 {
+            len.saturating_sub(self.growth)
+        } else {
+            len
         }
     }
 
@@ -184,6 +210,8 @@ mod tests {
             timeline: crate::timeline::Timeline::from_env().unwrap(),
             pids: parse_pids(text).unwrap(),
             utilization_generation: [0; MAX_DEVICES],
+            growth: 0,
+            count_queries: [[0; 3]; MAX_DEVICES],
         };
         assert_eq!(script(Scenario::TwoDevices, "").abc(), [1000, 2000, 3000]);
         assert_eq!(script(Scenario::TwoDevices, "7,8").abc(), [7, 8, 3000]);
@@ -204,6 +232,8 @@ mod tests {
             timeline: crate::timeline::Timeline::from_env().unwrap(),
             pids: vec![1, 2, 3],
             utilization_generation: [0; MAX_DEVICES],
+            growth: 0,
+            count_queries: [[0; 3]; MAX_DEVICES],
         };
         assert_eq!(utilization_samples(&script, 0, 1, 0).len(), 4);
         assert_eq!(utilization_samples(&script, 0, 1, 50).len(), 3);
