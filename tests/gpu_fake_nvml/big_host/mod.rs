@@ -334,7 +334,7 @@ fn check_snapshot_cgroups(json: &Value, host: &Host) {
             let expected = json!({"index": d, "uuid": uuid(d), "processes": n,
                 "memory_used_bytes": memory, "sm_utilization_percent": sm,
                 "memory_utilization_percent": mem});
-            equal += usize::from(ours.iter().any(|u| *u == expected));
+            equal += usize::from(ours.contains(&expected));
         }
     }
     row_all(
