@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+mod big_host;
 mod scenario;
 mod snapshot;
 mod targets;
@@ -143,6 +144,9 @@ static ENV_LOCK: Mutex<()> = Mutex::new(());
 struct Fake {
     source: NvmlSource,
     library: PathBuf,
+    /// Taken with [`ENV_LOCK`] held, just before the library's `nvmlInit_v2` (whose clock the
+    /// fake's scenario times follow): not delayed by another test holding the lock.
+    before_init: Instant,
     // Declared after `source`, so the library is unloaded before its file is removed.
     _dir: TestDir,
 }
@@ -151,8 +155,13 @@ fn open(variant: Variant, scenario: &str, options: NvmlOptions) -> (Fake, Result
     open_with(variant, scenario, options, &[])
 }
 
-/// Environment variables of the fake's scenario files; unset unless a test passes them.
-const SCRIPT_VARIABLES: [&str; 2] = ["FAKE_NVML_SCRIPT", "FAKE_NVML_CLOCK_FILE"];
+/// Environment variables of the fake's scenario files (and its list growth); unset unless a
+/// test passes them.
+const SCRIPT_VARIABLES: [&str; 3] = [
+    "FAKE_NVML_SCRIPT",
+    "FAKE_NVML_CLOCK_FILE",
+    "FAKE_NVML_GROWTH",
+];
 
 /// As [`open`], with `env` (of [`SCRIPT_VARIABLES`]) set during the initialisation.
 fn open_with(
@@ -167,8 +176,9 @@ fn open_with(
         library: Some(library.clone()),
         ..options
     });
-    let loaded = {
+    let (loaded, before_init) = {
         let _env = lock(&ENV_LOCK);
+        let before_init = Instant::now();
         std::env::set_var("FAKE_NVML_SCENARIO", scenario);
         std::env::set_var(
             "FAKE_NVML_PIDS",
@@ -180,12 +190,13 @@ fn open_with(
                 None => std::env::remove_var(name),
             }
         }
-        source.ensure_loaded()
+        (source.ensure_loaded(), before_init)
     };
     (
         Fake {
             source,
             library,
+            before_init,
             _dir: dir,
         },
         loaded,

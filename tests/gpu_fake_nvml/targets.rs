@@ -16,15 +16,15 @@ use super::{built_library, lock, TestDir, Variant, ENV_LOCK, MIB, SCRIPT_VARIABL
 
 // The root package's tests share the cgroup helper of the relay-metrics tests.
 #[path = "../../relay-metrics/tests/common/cgroup.rs"]
-mod cgroup;
+pub(super) mod cgroup;
 
 use cgroup::TestCgroup;
 
 /// Sleeping processes, killed and reaped on drop.
-struct Sleepers(Vec<Child>);
+pub(super) struct Sleepers(pub(super) Vec<Child>);
 
 impl Sleepers {
-    fn spawn(&mut self) -> u32 {
+    pub(super) fn spawn(&mut self) -> u32 {
         let child = Command::new("sleep")
             .arg("600")
             .stdin(Stdio::null())
@@ -46,7 +46,7 @@ impl Drop for Sleepers {
 }
 
 /// The `gpus` of the measured cgroup `path`.
-fn gpus<'j>(json: &'j Value, path: &str) -> &'j Value {
+pub(super) fn gpus<'j>(json: &'j Value, path: &str) -> &'j Value {
     json["extensions"]["targets"]["cgroups"]
         .as_array()
         .unwrap()

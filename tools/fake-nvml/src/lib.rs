@@ -4,15 +4,22 @@
 //! through the real path: `dlopen`, lazy symbol lookup by `nvml-wrapper`, the NVML calling
 //! conventions (count queries answered with `NVML_ERROR_INSUFFICIENT_SIZE`, caller-sized buffers,
 //! `NVML_VALUE_NOT_AVAILABLE`, `lastSeenTimeStamp`). This library exports those entry points and
-//! serves two scripted devices.
+//! serves two scripted devices, or eight in `big_host`.
 //!
 //! Behaviour is chosen when `nvmlInit_v2` runs, from two environment variables:
 //! - `FAKE_NVML_SCENARIO`: `two_devices` (default), `uuid_fails` (device 0 has no UUID),
 //!   `not_supported` (device 0's compute list, device 1's memory and utilisation answer
 //!   `NVML_ERROR_NOT_SUPPORTED`), `count_fails` (`nvmlDeviceGetCount_v2` fails), `init_fails`
-//!   (`nvmlInit_v2` answers `NVML_ERROR_DRIVER_NOT_LOADED`).
-//! - `FAKE_NVML_PIDS`: up to three comma-separated PIDs `a,b,c` (default `1000,2000,3000`), so a
-//!   test can put its own PID in.
+//!   (`nvmlInit_v2` answers `NVML_ERROR_DRIVER_NOT_LOADED`), `big_host` (8 devices and 200
+//!   processes whose values are formulas: see the `big_host` module).
+//! - `FAKE_NVML_PIDS`: up to 200 comma-separated PIDs, so a test can put real processes in. The
+//!   two-device scenarios use the first three as `a,b,c` (default `1000,2000,3000`); `big_host`
+//!   the `p`-th as process slot `p` (default `10000 + p`).
+//! - `FAKE_NVML_GROWTH`: a number n (default 0). Every odd count query (null buffer) of a
+//!   device's compute, graphics or utilisation-sample list reports n entries fewer than the list
+//!   holds, as if processes started or samples arrived between the count and the fill: a fill
+//!   into a buffer sized by that count answers `NVML_ERROR_INSUFFICIENT_SIZE`, as the driver
+//!   does, and the next count query is right.
 //!
 //! The script (bytes; "sm" and "mem" are per-process SM and memory utilisation in percent):
 //!
@@ -20,6 +27,10 @@
 //! | --- | --- | --- | --- | --- | --- | --- |
 //! | 0 | `GPU-6a1f0c3e-0000-4000-8000-000000000000` | 4 MiB / 3 MiB + 1 MiB | 25 % | a: 4096, b: 1 MiB | a: 8192 | a: sm 20 mem 10 then (newer) sm 30 mem 12; c: sm 5 mem 2; buffered before the first query: b: sm 99 mem 88 at 50 µs |
 //! | 1 | `GPU-6a1f0c3e-0000-4000-8000-000000000001` | 8 MiB / 7 MiB + 1 MiB | 50 % | c: not available | none | c: sm 70 mem 40 |
+//!
+//! In `big_host`, device `d` (0 to 7) uses `4 (d + 1)` MiB (v1; v2 `4 (d + 1) - 1` MiB + 1 MiB
+//! reserved) and is `10 (d + 1)` % busy; its other values are the timeline's defaults, which are
+//! formulas of `d` too (see `timeline`).
 //!
 //! Process utilisation samples carry timestamps `g * 1_000_000 + {100, 150, 200}` µs, where `g`
 //! counts the filled queries on that device, and only samples newer than `lastSeenTimeStamp` are
@@ -31,6 +42,7 @@
 //! partial driver: the symbols are really absent, so `dlsym` fails. (The functions still exist
 //! under mangled names, which keeps one body for both builds.)
 
+mod big_host;
 mod events;
 mod ffi;
 mod script;
@@ -47,8 +59,8 @@ use ffi::{
     ERROR_TIMEOUT, ERROR_UNINITIALIZED, ERROR_UNKNOWN, SUCCESS,
 };
 use script::{
-    compute_processes, graphics_processes, parse_pids, utilization_samples, Scenario, Script,
-    DEVICE_COUNT, MIB,
+    compute_processes, graphics_processes, parse_pids, utilization_samples, List, Scenario, Script,
+    MAX_DEVICES, MIB,
 };
 
 /// Exports an NVML entry point, except in the `missing-optional-symbols` build, which leaves it
@@ -69,8 +81,8 @@ macro_rules! optional_symbol {
 static STATE: Mutex<Option<Script>> = Mutex::new(None);
 
 /// Device handles are the addresses of these bytes: distinct, stable and never dereferenced.
-/// The first [`DEVICE_COUNT`] are the devices, the others device 1's MIG instances.
-static HANDLES: [u8; DEVICE_COUNT + MIG_INSTANCES] = [0, 1, 2, 3];
+/// The first [`MAX_DEVICES`] are the devices, the others device 1's MIG instances.
+static HANDLES: [u8; MAX_DEVICES + MIG_INSTANCES] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 /// MIG instances of device 1 (in MIG mode by default).
 const MIG_INSTANCES: usize = 2;
@@ -84,13 +96,14 @@ fn handle_of(index: usize) -> *mut c_void {
     std::ptr::from_ref(&HANDLES[index]).cast_mut().cast()
 }
 
+/// The device index of a handle (of any scenario: [`with_device`] checks the scenario's count).
 fn index_of(device: *mut c_void) -> Option<usize> {
-    (0..DEVICE_COUNT).find(|&index| handle_of(index) == device)
+    (0..MAX_DEVICES).find(|&index| handle_of(index) == device)
 }
 
 /// The MIG instance (0 or 1 of device 1) whose handle is `device`.
 fn mig_instance_of(device: *mut c_void) -> Option<usize> {
-    (0..MIG_INSTANCES).find(|&instance| handle_of(DEVICE_COUNT + instance) == device)
+    (0..MIG_INSTANCES).find(|&instance| handle_of(MAX_DEVICES + instance) == device)
 }
 
 /// Runs `body` with the script of an initialised library and the index of `device`; a device
@@ -103,7 +116,7 @@ fn with_device(
     let Some(script) = guard.as_mut() else {
         return ERROR_UNINITIALIZED;
     };
-    match index_of(device) {
+    match index_of(device).filter(|&index| index < script.scenario.device_count()) {
         Some(index) if script.timeline.device(index).lost => ERROR_GPU_IS_LOST,
         Some(index) => body(script, index),
         None => ERROR_INVALID_ARGUMENT,
@@ -118,15 +131,37 @@ fn with_device(
 unsafe fn device_struct<T>(
     device: *mut c_void,
     out: *mut T,
-    value: impl FnOnce(usize) -> T,
+    value: impl FnOnce(usize, Scenario) -> T,
 ) -> NvmlReturn {
     with_device(device, |script, index| {
         if index == 1 && script.scenario == Scenario::NotSupported {
             return ERROR_NOT_SUPPORTED;
         }
         // SAFETY: forwarded from the caller's contract.
-        unsafe { write_out(out, value(index)) }
+        unsafe { write_out(out, value(index, script.scenario)) }
     })
+}
+
+/// [`fill_list`], except that a count query (null buffer) of a list that `FAKE_NVML_GROWTH`
+/// makes grow reports it shorter (see [`Script::counted`]).
+///
+/// # Safety
+/// As for [`fill_list`].
+unsafe fn answer_list<T: Copy>(
+    script: &mut Script,
+    index: usize,
+    list: List,
+    items: &[T],
+    count: *mut c_uint,
+    out: *mut T,
+) -> NvmlReturn {
+    let shown = if out.is_null() {
+        script.counted(index, list, items.len())
+    } else {
+        items.len()
+    };
+    // SAFETY: forwarded from the caller's contract; `shown <= items.len()`.
+    unsafe { fill_list(&items[..shown], count, out) }
 }
 
 /// Memory in use on device `index` as NVML's v1 struct counts it (the reserved MiB included).
@@ -158,6 +193,15 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
         eprintln!("fake-nvml: malformed FAKE_NVML_PIDS {pid_text:?}");
         return ERROR_UNKNOWN;
     };
+    let growth_text = std::env::var("FAKE_NVML_GROWTH").unwrap_or_default();
+    let Ok(growth) = (if growth_text.is_empty() {
+        Ok(0)
+    } else {
+        growth_text.parse()
+    }) else {
+        eprintln!("fake-nvml: malformed FAKE_NVML_GROWTH {growth_text:?}");
+        return ERROR_UNKNOWN;
+    };
     let timeline = match timeline::Timeline::from_env() {
         Ok(timeline) => timeline,
         Err(error) => {
@@ -170,7 +214,9 @@ pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
         sessions: 1,
         timeline,
         pids,
-        utilization_generation: [0; DEVICE_COUNT],
+        utilization_generation: [0; MAX_DEVICES],
+        growth,
+        count_queries: [[0; 3]; MAX_DEVICES],
     });
     SUCCESS
 }
@@ -247,7 +293,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> Nvm
         return ERROR_UNKNOWN;
     }
     // SAFETY: forwarded from the caller's contract.
-    unsafe { write_out(device_count, DEVICE_COUNT as c_uint) }
+    unsafe { write_out(device_count, scenario.device_count() as c_uint) }
 }
 
 /// `nvmlDeviceGetHandleByIndex_v2`.
@@ -263,11 +309,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     let Some(script) = guard.as_ref() else {
         return ERROR_UNINITIALIZED;
     };
+    let count = script.scenario.device_count();
     match usize::try_from(index) {
-        Ok(index) if index < DEVICE_COUNT && script.timeline.device(index).lost => {
-            ERROR_GPU_IS_LOST
-        }
-        Ok(index) if index < DEVICE_COUNT => {
+        Ok(index) if index < count && script.timeline.device(index).lost => ERROR_GPU_IS_LOST,
+        Ok(index) if index < count => {
             // SAFETY: forwarded from the caller's contract.
             unsafe { write_out(device, handle_of(index)) }
         }
@@ -318,7 +363,7 @@ optional_symbol! {
     ) -> NvmlReturn {
         // SAFETY: forwarded from the caller's contract.
         unsafe {
-            device_struct(device, memory, |index| Memory {
+            device_struct(device, memory, |index, _| Memory {
                 total: TOTAL_MEMORY,
                 free: TOTAL_MEMORY - used_with_reserved(index),
                 used: used_with_reserved(index),
@@ -342,7 +387,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     }
     // SAFETY: forwarded from the caller's contract.
     unsafe {
-        device_struct(device, memory, |index| {
+        device_struct(device, memory, |index, _| {
             let used = used_with_reserved(index) - MIB;
             MemoryV2 {
                 version: (std::mem::size_of::<MemoryV2>() | (2 << 24)) as c_uint,
@@ -366,8 +411,8 @@ optional_symbol! {
     ) -> NvmlReturn {
         // SAFETY: forwarded from the caller's contract.
         unsafe {
-            device_struct(device, utilization, |index| Utilization {
-                gpu: (index as c_uint + 1) * 25,
+            device_struct(device, utilization, |index, scenario| Utilization {
+                gpu: (index as c_uint + 1) * if scenario == Scenario::BigHost { 10 } else { 25 },
                 memory: 10,
             })
         }
@@ -388,7 +433,9 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     with_device(device, |script, index| {
         match compute_processes(script, index) {
             // SAFETY: forwarded from the caller's contract.
-            Ok(list) => unsafe { fill_list(&list, info_count, infos) },
+            Ok(list) => unsafe {
+                answer_list(script, index, List::Compute, &list, info_count, infos)
+            },
             Err(code) => code,
         }
     })
@@ -407,7 +454,7 @@ optional_symbol! {
         with_device(device, |script, index| {
             let list = graphics_processes(script, index);
             // SAFETY: forwarded from the caller's contract.
-            unsafe { fill_list(&list, info_count, infos) }
+            unsafe { answer_list(script, index, List::Graphics, &list, info_count, infos) }
         })
     }
 }
@@ -433,7 +480,9 @@ optional_symbol! {
                 return ERROR_NOT_FOUND;
             }
             // SAFETY: forwarded from the caller's contract.
-            let code = unsafe { fill_list(&samples, samples_count, utilization) };
+            let code = unsafe {
+                answer_list(script, index, List::Utilization, &samples, samples_count, utilization)
+            };
             if code == SUCCESS && !utilization.is_null() {
                 script.utilization_generation[index] = generation;
             }

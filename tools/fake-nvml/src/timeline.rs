@@ -6,7 +6,8 @@
 //! <at_ms> <device> <key> [<value>]
 //! ```
 //!
-//! From `at_ms` milliseconds after `nvmlInit_v2` on, `key` of device `device` (0 or 1) has
+//! From `at_ms` milliseconds after `nvmlInit_v2` on, `key` of device `device` (0 to 7; the
+//! two-device scenarios serve 0 and 1) has
 //! `value`; the value `unsupported` makes its query answer `NVML_ERROR_NOT_SUPPORTED`. Keys with
 //! a value: see [`Key::parse`] (NVML's own units: mW, mJ, °C, MHz, ns, KB/s, percent). Keys
 //! without one: `lost` (every query of the device, its handle included, answers
@@ -20,7 +21,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::script::DEVICE_COUNT;
+use crate::script::MAX_DEVICES;
 
 /// One scripted value of a device; `None` answers `NVML_ERROR_NOT_SUPPORTED`.
 pub(crate) type Value = Option<u64>;
@@ -92,8 +93,9 @@ keys! {
     MigMode = "mig_mode",
 }
 
-/// Values before any scenario line: device 0 supports everything; device 1 has no memory
-/// temperature sensor, ECC, row remapping or encoder, and runs in MIG mode.
+/// Values before any scenario line: device 1 has no memory temperature sensor, ECC, row
+/// remapping or encoder, and runs in MIG mode; every other device (0, and 2 to 7 of `big_host`)
+/// supports everything, MIG off.
 fn defaults(index: usize) -> DeviceState {
     use Key::*;
     let mut values = [None; Key::COUNT];
@@ -119,7 +121,7 @@ fn defaults(index: usize) -> DeviceState {
     set(PcieRxKbps, 2_000 * scale);
     set(PcieReplays, 0);
     set(DecoderPercent, 0);
-    if index == 0 {
+    if index != 1 {
         set(TempMemory, 50);
         set(EccCorrectedVolatile, 0);
         set(EccUncorrectedVolatile, 0);
@@ -265,7 +267,7 @@ fn parse(text: &str) -> Result<Vec<Entry>, String> {
 fn parse_line(line: &str) -> Option<Entry> {
     let mut words = line.split_whitespace();
     let at_ms = words.next()?.parse().ok()?;
-    let device = words.next()?.parse().ok().filter(|&d| d < DEVICE_COUNT)?;
+    let device = words.next()?.parse().ok().filter(|&d| d < MAX_DEVICES)?;
     let action = match (words.next()?, words.next()) {
         ("lost", None) => Action::Lost,
         ("back", None) => Action::Back,
@@ -300,7 +302,7 @@ mod tests {
         assert_eq!(entries[3].action, Action::Set(Key::Throttle, Some(0x44)));
         assert_eq!(entries[4].action, Action::Set(Key::TempMemory, None));
         assert_eq!(parse("1 0 nope 3").unwrap_err(), "line 1: \"1 0 nope 3\"");
-        assert!(parse("1 2 power_mw 3").is_err(), "device 2 does not exist");
+        assert!(parse("1 8 power_mw 3").is_err(), "device 8 does not exist");
         assert!(parse("1 0 power_mw 3 4").is_err());
         assert!(parse("1 0 lost now").is_err());
     }

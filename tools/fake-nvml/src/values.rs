@@ -7,7 +7,7 @@ use crate::ffi::{
     write_out, FieldValue, MemoryV2, NvmlReturn, ViolationTime, ERROR_INVALID_ARGUMENT,
     ERROR_NOT_SUPPORTED, SUCCESS,
 };
-use crate::script::{DEVICE_COUNT, MIB};
+use crate::script::{MAX_DEVICES, MIB};
 use crate::timeline::Key;
 use crate::{handle_of, with_device, MIG_INSTANCES};
 
@@ -424,7 +424,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     match (mig_enabled(device), usize::try_from(index)) {
         (Ok(true), Ok(index)) if index < MIG_INSTANCES => {
             // SAFETY: forwarded from the caller's contract.
-            unsafe { write_out(handle, handle_of(DEVICE_COUNT + index)) }
+            unsafe { write_out(handle, handle_of(MAX_DEVICES + index)) }
         }
         (Err(code), _) => code,
         _ => ERROR_INVALID_ARGUMENT,

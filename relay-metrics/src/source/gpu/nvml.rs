@@ -383,7 +383,8 @@ fn process_utilization(
     last_seen_usec: &mut HashMap<u32, u64>,
 ) -> Option<BTreeMap<u32, ProcessUtilization>> {
     let previous_usec = last_seen_usec.get(&index).copied();
-    let samples = match device.process_utilization_stats(previous_usec.unwrap_or(0)) {
+    let samples = match grown_list(|| device.process_utilization_stats(previous_usec.unwrap_or(0)))
+    {
         Ok(samples) => samples,
         // The driver's way of saying "no sample newer than that timestamp".
         Err(NvmlError::NotFound) => Vec::new(),
@@ -420,6 +421,25 @@ fn process_utilization(
     )
 }
 
+/// Tries of a list query whose fill found the list longer than its count query did.
+const LIST_TRIES: usize = 3;
+
+/// Runs an NVML list query (a count query, then a fill into a buffer of that size) again when
+/// the fill answers `INSUFFICIENT_SIZE`: the list grew in between (processes started, samples
+/// arrived; `nvml-wrapper` adds 5 entries of headroom to process lists, none to samples), and
+/// the driver then fills nothing, so one such race would drop every process or sample of the
+/// device from this sample. Each try counts again.
+fn grown_list<T>(mut query: impl FnMut() -> Result<T, NvmlError>) -> Result<T, NvmlError> {
+    let mut result = query();
+    for _ in 1..LIST_TRIES {
+        if !matches!(result, Err(NvmlError::InsufficientSize(_))) {
+            break;
+        }
+        result = query();
+    }
+    result
+}
+
 /// One process's newest utilisation sample on a device.
 #[derive(Debug, Clone, Copy)]
 struct ProcessUtilization {
@@ -437,8 +457,8 @@ fn collect_processes(
     include_pid: &mut dyn FnMut(u32) -> bool,
     out: &mut Vec<GpuProcessSample>,
 ) {
-    let compute = device.running_compute_processes().unwrap_or_default();
-    let graphics = device.running_graphics_processes().unwrap_or_default();
+    let compute = grown_list(|| device.running_compute_processes()).unwrap_or_default();
+    let graphics = grown_list(|| device.running_graphics_processes()).unwrap_or_default();
     let mut memory: BTreeMap<u32, Option<u64>> = BTreeMap::new();
     for process in compute.iter().chain(graphics.iter()) {
         let entry = memory.entry(process.pid).or_insert(None);
