@@ -28,6 +28,7 @@ pub(super) fn metrics(host: &Host, library: &std::path::Path) -> String {
         otlp: None,
         limits: Limits::default(),
         web: None,
+        budget: Default::default(),
     };
     let agent = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
