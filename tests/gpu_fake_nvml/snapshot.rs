@@ -270,10 +270,7 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
         .read_ndjson(format!("{hot}\n{after}\n").as_bytes())
         .unwrap();
     let report = report.finish(RunEnd::default()).unwrap();
-    assert!(report
-        .to_svg()
-        .unwrap()
-        .contains("GPU XID error (1)"));
+    assert!(report.to_svg().unwrap().contains("GPU XID error (1)"));
     let gpu = report.summary.gpu.as_ref().unwrap();
     let xid = gpu
         .limit_events
