@@ -502,16 +502,22 @@ fn bad_settings_are_refused_at_start_with_the_reason() {
     }
 }
 
-/// The point of `name` whose `cgroup` attribute is `cgroup` in a decoded request: its value,
-/// start and time (ns).
+/// The point of `name` under the resource of `cgroup` (its `relay_metrics.cgroup` attribute:
+/// each measured cgroup is a resource of its own) in a decoded request: its value, start and
+/// time (ns).
 fn cgroup_point(request: &Value, name: &str, cgroup: &str) -> Option<(f64, u64, u64)> {
-    let metric = metrics(request).into_iter().find(|m| m["name"] == name)?;
-    let point = metric["sum"]["dataPoints"].as_array()?.iter().find(|p| {
-        p["attributes"].as_array().is_some_and(|a| {
-            a.iter()
-                .any(|kv| kv["key"] == "cgroup" && kv["value"]["stringValue"] == cgroup)
+    let resource = request["resourceMetrics"].as_array()?.iter().find(|r| {
+        r["resource"]["attributes"].as_array().is_some_and(|a| {
+            a.iter().any(|kv| {
+                kv["key"] == "relay_metrics.cgroup" && kv["value"]["stringValue"] == cgroup
+            })
         })
     })?;
+    let metric = resource["scopeMetrics"][0]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)?;
+    let point = metric["sum"]["dataPoints"].as_array()?.first()?;
     let nanos = |key: &str| point[key].as_str().and_then(|t| t.parse().ok());
     Some((
         point["asDouble"].as_f64()?,

@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{go, VM_ONLY};
-use crate::config::{DiskConfig, GpuConfig, NetworkConfig, ScopeSetting};
+use crate::config::ScopeSetting;
 use crate::snapshot::{CgroupTargetReport, Targets};
-use crate::{Collector, ResourceMetricsConfig};
+use crate::Collector;
 
 const POD_UID: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 const CONTAINER_ID: &str = "6c1f0e9a2b3d4c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6";
@@ -126,22 +126,7 @@ fn target<'a>(targets: &'a Targets, cgroup: &str) -> &'a CgroupTargetReport {
 }
 
 pub(super) fn collector() -> Collector {
-    let mut config = ResourceMetricsConfig {
-        measurement_scope: ScopeSetting::Global,
-        gpu: GpuConfig {
-            enabled: false,
-            ..GpuConfig::default()
-        },
-        network: NetworkConfig {
-            enabled: false,
-            ..NetworkConfig::default()
-        },
-        disk: DiskConfig {
-            enabled: false,
-            ..DiskConfig::default()
-        },
-        ..ResourceMetricsConfig::default()
-    };
+    let mut config = super::quiet_config(ScopeSetting::Global);
     config.extensions.cgroups = vec![
         "/kubepods.slice/**/*.scope".to_owned(),
         "/system.slice/*.service".to_owned(),

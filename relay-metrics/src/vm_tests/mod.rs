@@ -193,24 +193,32 @@ impl TestCgroup {
     /// disk off.
     fn collector(&self) -> Collector {
         let config = ResourceMetricsConfig {
-            measurement_scope: ScopeSetting::Cgroup,
             cgroup_path: Some(self.relative.clone()),
-            gpu: GpuConfig {
-                enabled: false,
-                ..GpuConfig::default()
-            },
-            network: NetworkConfig {
-                enabled: false,
-                ..NetworkConfig::default()
-            },
-            disk: DiskConfig {
-                enabled: false,
-                ..DiskConfig::default()
-            },
             memory: CategoryConfig { enabled: true },
-            ..ResourceMetricsConfig::default()
+            ..quiet_config(ScopeSetting::Cgroup)
         };
         Collector::new(config).expect("a cgroup-scope collector of the test cgroup")
+    }
+}
+
+/// A configuration of `scope` with kernel events on and the GPU, network and disk categories
+/// off: what the VM tests measure, without the values the VM does not have.
+pub(super) fn quiet_config(scope: ScopeSetting) -> ResourceMetricsConfig {
+    ResourceMetricsConfig {
+        measurement_scope: scope,
+        gpu: GpuConfig {
+            enabled: false,
+            ..GpuConfig::default()
+        },
+        network: NetworkConfig {
+            enabled: false,
+            ..NetworkConfig::default()
+        },
+        disk: DiskConfig {
+            enabled: false,
+            ..DiskConfig::default()
+        },
+        ..ResourceMetricsConfig::default()
     }
 }
 

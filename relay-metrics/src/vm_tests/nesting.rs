@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Command, Stdio};
 
 use super::{go, spawn_child, TestCgroup, CHILD_MODE};
-use crate::config::{GpuConfig, NetworkConfig, ScopeSetting};
+use crate::config::ScopeSetting;
 use crate::source::cgroup::{CgroupLayout, NestedCgroup};
 use crate::source::Roots;
 use crate::{Collector, ResourceMetricsConfig};
@@ -58,17 +58,8 @@ fn run_nests_below_a_limited_occupied_v2_cgroup_without_moving_the_caller_in_vm(
     let mut victim =
         crate::source::ebpf::tests::spawn_in_cgroup(command, &dir.join("cgroup.procs"));
     let config = ResourceMetricsConfig {
-        measurement_scope: ScopeSetting::Cgroup,
         cgroup_path: Some(nested.path().to_string()),
-        gpu: GpuConfig {
-            enabled: false,
-            ..GpuConfig::default()
-        },
-        network: NetworkConfig {
-            enabled: false,
-            ..NetworkConfig::default()
-        },
-        ..ResourceMetricsConfig::default()
+        ..super::quiet_config(ScopeSetting::Cgroup)
     };
     let preload = Collector::preload_kernel_events(&config);
     let mut collector = Collector::with_preload_in(config, preload, &nested)

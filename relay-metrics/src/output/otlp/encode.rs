@@ -95,30 +95,73 @@ pub(crate) fn request_within(
         .timestamp_nanos_opt()
         .map_or(0, |nanos| u64::try_from(nanos).unwrap_or(0));
     let mut sink = Points {
-        metrics: Vec::new(),
+        names,
+        resources: vec![(Vec::new(), Vec::new())],
+        family: None,
+        families: 0,
         time_unix_nano,
         start_time_unix_nano: resource.start_unix_nano,
         starts: starts.map(|starts| starts.begin(time_unix_nano)),
     };
     metrics::walk_within(snapshot, names, budget, &mut sink);
-    ExportMetricsServiceRequest {
-        resource_metrics: vec![ResourceMetrics {
-            resource: Some(Resource {
-                attributes: resource.attributes.clone(),
-                ..Resource::default()
-            }),
-            scope_metrics: vec![ScopeMetrics {
-                scope: Some(InstrumentationScope {
-                    name: "relay-metrics".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..InstrumentationScope::default()
+    let resource_metrics = sink
+        .resources
+        .into_iter()
+        .enumerate()
+        .filter(|(index, (_, metrics))| *index == 0 || !metrics.is_empty())
+        .map(|(_, (identity, metrics))| {
+            let mut attributes = resource.attributes.clone();
+            attributes.extend(
+                identity
+                    .iter()
+                    .map(|(key, value)| string_attribute(key, value)),
+            );
+            ResourceMetrics {
+                resource: Some(Resource {
+                    attributes,
+                    ..Resource::default()
                 }),
-                metrics: sink.metrics,
+                scope_metrics: vec![ScopeMetrics {
+                    scope: Some(InstrumentationScope {
+                        name: "relay-metrics".into(),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        ..InstrumentationScope::default()
+                    }),
+                    metrics: metrics.into_iter().map(|(_, metric)| metric).collect(),
+                    schema_url: String::new(),
+                }],
                 schema_url: String::new(),
-            }],
-            schema_url: String::new(),
-        }],
-    }
+            }
+        })
+        .collect();
+    ExportMetricsServiceRequest { resource_metrics }
+}
+
+/// The resource attribute that a measured cgroup's label stands for (the conventions'
+/// `container.*` and `k8s.*` where they have one); `None`: the label describes the point.
+fn resource_key(names: MetricNames, label: &str) -> Option<&'static str> {
+    Some(match (names, label) {
+        (MetricNames::Cadvisor, "id") | (_, "cgroup" | "relay_metrics.cgroup") => {
+            "relay_metrics.cgroup"
+        }
+        (_, "unit" | "relay_metrics.systemd.unit") => "relay_metrics.systemd.unit",
+        (_, "container_id" | "container.id") => "container.id",
+        (_, "container_runtime" | "container.runtime.name") => "container.runtime.name",
+        (MetricNames::Cadvisor, "name") | (_, "container_name" | "container.name") => {
+            "container.name"
+        }
+        (MetricNames::Cadvisor, "image") | (_, "container_image" | "container.image.name") => {
+            "container.image.name"
+        }
+        (_, "pod_uid" | "k8s.pod.uid") => "k8s.pod.uid",
+        (MetricNames::Cadvisor, "pod") | (_, "pod_name" | "k8s.pod.name") => "k8s.pod.name",
+        (MetricNames::Cadvisor, "namespace") | (_, "pod_namespace" | "k8s.namespace.name") => {
+            "k8s.namespace.name"
+        }
+        (MetricNames::Cadvisor, "container") => "k8s.container.name",
+        (_, "qos_class" | "relay_metrics.k8s.qos_class") => "relay_metrics.k8s.qos_class",
+        _ => return None,
+    })
 }
 
 /// The OTLP name of a family: Relay's names as they are; ours without `_total` (a collector's
@@ -133,23 +176,66 @@ pub(super) fn otlp_name(family: &Family) -> &'static str {
     }
 }
 
-/// Collects the families as OTLP metrics.
+/// Collects the families as OTLP metrics: the host's, and those of each measured cgroup (a
+/// container, a pod, a unit) under a resource of its own, as the conventions have it.
 struct Points<'s> {
-    metrics: Vec<Metric>,
+    names: MetricNames,
+    /// Each resource's identity (the host's is empty, first) and its metrics, each with the
+    /// number of the family it belongs to.
+    resources: Vec<(Identity, Vec<(usize, Metric)>)>,
+    /// The family being walked, as an empty metric to copy into each resource that has a point.
+    family: Option<Metric>,
+    /// Families begun so far.
+    families: usize,
     time_unix_nano: u64,
     start_time_unix_nano: u64,
     /// The exporter's start times per series (`None`: every series starts with the agent).
     starts: Option<super::starts::Export<'s>>,
 }
 
+/// A measured cgroup's resource attributes, in the order of its labels.
+type Identity = Vec<(&'static str, String)>;
+
 impl Points<'_> {
     /// The start time of a monotonic series with `value` now.
     fn start(&mut self, labels: &[(&str, Label<'_>)], value: f64) -> u64 {
         let agent = self.start_time_unix_nano;
-        match (&mut self.starts, self.metrics.last()) {
+        match (&mut self.starts, &self.family) {
             (Some(starts), Some(metric)) => starts.start(&metric.name, labels, value, agent),
             _ => agent,
         }
+    }
+
+    /// The metric of the current family in the resource that `labels` name, made on its first
+    /// point, and the attributes left for the point.
+    fn metric_for(&mut self, labels: &[(&str, Label<'_>)]) -> Option<(&mut Metric, Vec<KeyValue>)> {
+        let names = self.names;
+        let mut identity: Identity = Vec::new();
+        let mut rest = Vec::new();
+        for &(key, value) in labels {
+            match (resource_key(names, key), value) {
+                (Some(attribute), Label::Str(text)) => identity.push((attribute, text.to_owned())),
+                _ => rest.push((key, value)),
+            }
+        }
+        let index = match self
+            .resources
+            .iter()
+            .position(|(known, _)| *known == identity)
+        {
+            Some(index) => index,
+            None => {
+                self.resources.push((identity, Vec::new()));
+                self.resources.len() - 1
+            }
+        };
+        let family = self.families;
+        let metrics = &mut self.resources[index].1;
+        if metrics.last().is_none_or(|(number, _)| *number != family) {
+            metrics.push((family, self.family.clone()?));
+        }
+        let (_, metric) = metrics.last_mut()?;
+        Some((metric, attributes(&rest)))
     }
 }
 
@@ -167,7 +253,8 @@ impl Sink for Points<'_> {
                 aggregation_temporality: AggregationTemporality::Cumulative.into(),
             }),
         };
-        self.metrics.push(Metric {
+        self.families += 1;
+        self.family = Some(Metric {
             name: otlp_name(family).into(),
             description: family.help.into(),
             unit: family.unit.otlp().into(),
@@ -179,7 +266,7 @@ impl Sink for Points<'_> {
     fn point(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
         let Some(Metric {
             data: Some(data), ..
-        }) = self.metrics.last_mut()
+        }) = &self.family
         else {
             return;
         };
@@ -196,13 +283,16 @@ impl Sink for Points<'_> {
             (false, true) => self.start_time_unix_nano,
             (false, false) => 0,
         };
-        let Some(Metric {
-            data: Some(data), ..
-        }) = self.metrics.last_mut()
+        let time_unix_nano = self.time_unix_nano;
+        let Some((
+            Metric {
+                data: Some(data), ..
+            },
+            attributes,
+        )) = self.metric_for(labels)
         else {
             return;
         };
-        let attributes = attributes(labels);
         let data_points = match data {
             metric::Data::Sum(sum) => &mut sum.data_points,
             metric::Data::Gauge(gauge) => &mut gauge.data_points,
@@ -212,7 +302,7 @@ impl Sink for Points<'_> {
         data_points.push(NumberDataPoint {
             attributes,
             start_time_unix_nano: start,
-            time_unix_nano: self.time_unix_nano,
+            time_unix_nano,
             value: Some(match value {
                 Number::F64(number) => number_data_point::Value::AsDouble(number),
                 Number::U64(number) => number_data_point::Value::AsInt(saturating_i64(number)),
@@ -223,10 +313,14 @@ impl Sink for Points<'_> {
 
     fn histogram(&mut self, _family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
         let start = self.start(labels, histogram.count as f64);
-        let Some(Metric {
-            data: Some(metric::Data::Histogram(data)),
-            ..
-        }) = self.metrics.last_mut()
+        let time_unix_nano = self.time_unix_nano;
+        let Some((
+            Metric {
+                data: Some(metric::Data::Histogram(data)),
+                ..
+            },
+            attributes,
+        )) = self.metric_for(labels)
         else {
             return;
         };
@@ -239,9 +333,9 @@ impl Sink for Points<'_> {
         }
         bucket_counts.push(histogram.count.saturating_sub(below));
         data.data_points.push(HistogramDataPoint {
-            attributes: attributes(labels),
+            attributes,
             start_time_unix_nano: start,
-            time_unix_nano: self.time_unix_nano,
+            time_unix_nano,
             count: histogram.count,
             sum: Some(histogram.sum),
             bucket_counts,

@@ -82,10 +82,37 @@ fn prometheus_text_has_labelled_series_and_a_cumulative_histogram() {
 #[cfg(feature = "agent")]
 #[test]
 fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
+    use opentelemetry_proto::tonic::common::v1::any_value;
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
     let resource = crate::output::otlp::OtlpResource::new(std::time::SystemTime::now(), &[]);
     let request = crate::output::otlp::request(&snapshot(), &resource, MetricNames::RelayMetrics);
-    let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
+    // The cgroup's series are under a resource of its own: the host's attributes and its own.
+    assert_eq!(request.resource_metrics.len(), 2);
+    let host = &request.resource_metrics[0];
+    let container = &request.resource_metrics[1];
+    let attribute = |key: &str| {
+        container
+            .resource
+            .as_ref()
+            .and_then(|r| r.attributes.iter().find(|kv| kv.key == key))
+            .and_then(|kv| kv.value.as_ref())
+            .and_then(|v| match &v.value {
+                Some(any_value::Value::StringValue(text)) => Some(text.clone()),
+                _ => None,
+            })
+    };
+    assert_eq!(
+        attribute("relay_metrics.cgroup").as_deref(),
+        Some("/machine.slice/a")
+    );
+    assert_eq!(attribute("container.id").as_deref(), Some("abc"));
+    assert_eq!(attribute("service.name").as_deref(), Some("relay-metrics"));
+    let named = |metrics: &[opentelemetry_proto::tonic::metrics::v1::Metric], name: &str| {
+        metrics.iter().any(|m| m.name == name)
+    };
+    let histogram_name = "relay_metrics_cgroup_run_queue_delay_seconds";
+    assert!(!named(&host.scope_metrics[0].metrics, histogram_name));
+    let metrics = &container.scope_metrics[0].metrics;
     let metric = metrics
         .iter()
         .find(|m| m.name == "relay_metrics_cgroup_run_queue_delay_seconds")
@@ -101,7 +128,7 @@ fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
     assert_eq!(point.bucket_counts[..3], [0, 2, 3]);
     assert_eq!(point.bucket_counts.iter().sum::<u64>(), 6);
     assert_eq!(point.bucket_counts[11], 1);
-    assert!(point.attributes.iter().any(|kv| kv.key == "cgroup"));
+    assert!(point.attributes.iter().all(|kv| kv.key != "cgroup"));
 }
 
 #[test]
