@@ -16,7 +16,7 @@
 //! command exits, whatever it left running in its cgroup is ended (the cgroup is removed).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::{Collector, KernelEventsPreload};
+use relay_metrics::{Collector, CollectorError, KernelEventsPreload};
 
 use relay_metrics::internals::{wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
@@ -279,7 +279,7 @@ impl Foreground {
 
 impl Drop for Foreground {
     fn drop(&mut self) {
-        // SIGTTOU is blocked (see `run_command`), so a background group may take it back.
+        // SIGTTOU is blocked (see `block_forwarded_signals`), so a background group may take it back.
         let _ = nix::unistd::tcsetpgrp(std::io::stdin(), self.ours);
     }
 }
@@ -295,19 +295,7 @@ fn run_command(
     wait_all: Option<Option<Duration>>,
     command: &[String],
 ) -> Result<i32> {
-    let mut config = match &config {
-        Some(path) => ResourceMetricsConfig::from_file(path)?,
-        None => {
-            let mut config = ResourceMetricsConfig::default();
-            // `memory.private`'s only exact source, `smaps_rollup`, walks every page of a
-            // process (most of a sample's cost at 1 ms): below one snapshot a second it is
-            // re-read once a second, its age in `extensions.sample_ages.private_memory_ms`.
-            if interval_ms < PRIVATE_MEMORY_INTERVAL_MS {
-                config.extensions.private_memory_interval_millis = PRIVATE_MEMORY_INTERVAL_MS;
-            }
-            config
-        }
-    };
+    let mut config = load_config(config.as_deref(), interval_ms)?;
     let (program, arguments) = command.split_first().context("no command given")?;
     if let Some(exit) = unrunnable(program) {
         return Err(exit.into());
@@ -321,23 +309,7 @@ fn run_command(
         scoped.measurement_scope = ScopeSetting::ProcessTree;
         preload_with_signals_blocked(&scoped)?
     };
-    // Lines are batched (`batch`): the file needs no buffer of its own. A terminal gets each
-    // line as it comes.
-    let (mut out, batched): (Box<dyn Write>, bool) = match &output {
-        Some(path) => (
-            Box::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            ),
-            true,
-        ),
-        None => {
-            use std::io::IsTerminal as _;
-            let stdout = std::io::stdout();
-            let batched = !stdout.is_terminal();
-            (Box::new(stdout.lock()), batched)
-        }
-    };
+    let (mut out, batched) = open_output(output.as_deref())?;
     // Orphans of the command are re-parented to `run`, not to init: `run` reaps them and
     // counts what they used.
     let subreaper = nix::sys::prctl::set_child_subreaper(true)
@@ -360,28 +332,110 @@ fn run_command(
     let pid = started.pid;
     let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
     let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
-    // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
-    // leaves it as is) and before any thread starts, so every thread inherits the mask and the
-    // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
-    // the background once the command has the terminal, can take the foreground back. (A
-    // signal in the instant before would end `run` and leave the command stopped in an
-    // orphaned group, which the kernel ends with SIGHUP.)
+    let forwarded = block_forwarded_signals()?;
+    wait_until_stopped(pid)?;
+    let cgroup = enter_cgroup(cgroup, pid_u32);
+    set_scope(&mut config, &cgroup, pid_u32);
+    let collector = start_collector(config, preload, &cgroup, subreaper);
+    let _foreground = Foreground::give_to(started.group);
+    let collector = match collector {
+        Ok(collector) => collector,
+        Err(error) => return abandon(&mut group, cgroup.ok(), program, &error),
+    };
+    let events = spawn_event_threads(pid, forwarded)?;
+    let period = Duration::from_millis(interval_ms);
+    let mut lines = LineBatch::new(&mut *out, batched.then_some(period));
+    let (result, builder, orphans) = stream_command(
+        collector, &mut lines, period, &mut group, &cgroup, &events, wait_all,
+    );
+    // Whatever ended the stream, the lines taken so far are written (after a failed write, the
+    // first error is the one reported).
+    let flushed = lines.flush().context("cannot write the snapshot stream");
+    let started = match result.and_then(|started| flushed.map(|()| started)) {
+        Ok(started) => started,
+        Err(error) => return end_early(&mut group, &events, cgroup.ok(), error),
+    };
+    // What the command left running is ended (named in the last line: `stream_until_exit`),
+    // by the cgroup's removal, or here without one.
+    group.end_descendants();
+    let reaped = group.reap()?;
+    let wall_time = started.elapsed();
+    end_cgroup(cgroup.ok(), &mut group);
+    print_summary(summary, command, wall_time, &reaped, &orphans, builder);
+    Ok(exit_code(&reaped))
+}
+
+/// The config file's settings (the defaults without one).
+fn load_config(path: Option<&Path>, interval_ms: u64) -> Result<ResourceMetricsConfig> {
+    Ok(match path {
+        Some(path) => ResourceMetricsConfig::from_file(path)?,
+        None => {
+            let mut config = ResourceMetricsConfig::default();
+            // `memory.private`'s only exact source, `smaps_rollup`, walks every page of a
+            // process (most of a sample's cost at 1 ms): below one snapshot a second it is
+            // re-read once a second, its age in `extensions.sample_ages.private_memory_ms`.
+            if interval_ms < PRIVATE_MEMORY_INTERVAL_MS {
+                config.extensions.private_memory_interval_millis = PRIVATE_MEMORY_INTERVAL_MS;
+            }
+            config
+        }
+    })
+}
+
+/// Where the stream goes (`path`, or stdout), and whether its lines are batched.
+fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write>, bool)> {
+    // Lines are batched (`batch`): the file needs no buffer of its own. A terminal gets each
+    // line as it comes.
+    Ok(match path {
+        Some(path) => (
+            Box::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            ),
+            true,
+        ),
+        None => {
+            use std::io::IsTerminal as _;
+            let stdout = std::io::stdout();
+            let batched = !stdout.is_terminal();
+            (Box::new(stdout.lock()), batched)
+        }
+    })
+}
+
+/// Blocks the forwarded signals (and SIGTTOU) in this thread; returns the forwarded ones.
+///
+/// Called once the command is spawned (a child inherits the signal mask, and std's spawn
+/// leaves it as is) and before any thread starts, so every thread inherits the mask and the
+/// signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
+/// the background once the command has the terminal, can take the foreground back. (A
+/// signal in the instant before would end `run` and leave the command stopped in an
+/// orphaned group, which the kernel ends with SIGHUP.)
+fn block_forwarded_signals() -> Result<SigSet> {
     let forwarded = forwarded_signals();
     let mut blocked = forwarded;
     blocked.add(Signal::SIGTTOU);
     blocked
         .thread_block()
         .context("cannot block the signals to forward")?;
-    wait_until_stopped(pid)?;
-    // Stopped, the command has no child yet: moved now, every descendant starts in the cgroup.
-    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid_u32) {
+    Ok(forwarded)
+}
+
+/// Moves the stopped command into `cgroup` (removed if that fails). Stopped, the command has
+/// no child yet: moved now, every descendant starts in the cgroup.
+fn enter_cgroup(cgroup: Result<RunCgroup, String>, pid: u32) -> Result<RunCgroup, String> {
+    cgroup.and_then(|cgroup| match cgroup.enter(pid) {
         Ok(()) => Ok(cgroup),
         Err(error) => {
             let _ = cgroup.remove();
             Err(error)
         }
-    });
-    match &cgroup {
+    })
+}
+
+/// Points `config` at the command's cgroup, or at its process tree without one.
+fn set_scope(config: &mut ResourceMetricsConfig, cgroup: &Result<RunCgroup, String>, pid: u32) {
+    match cgroup {
         Ok(cgroup) => {
             config.measurement_scope = ScopeSetting::Cgroup;
             config.root_pid = None;
@@ -389,16 +443,25 @@ fn run_command(
         }
         Err(_) => {
             config.measurement_scope = ScopeSetting::ProcessTree;
-            config.root_pid = Some(pid_u32);
+            config.root_pid = Some(pid);
             config.cgroup_path = None;
         }
     }
-    let collector = match &cgroup {
+}
+
+/// The collector of the command's scope, counting its totals from the command's start.
+fn start_collector(
+    config: ResourceMetricsConfig,
+    preload: KernelEventsPreload,
+    cgroup: &Result<RunCgroup, String>,
+    subreaper: bool,
+) -> Result<Collector, CollectorError> {
+    let collector = match cgroup {
         Ok(cgroup) => Collector::with_preload_in(config, preload, cgroup.nested()),
         Err(_) => Collector::with_preload(config, preload),
     };
-    let collector = collector.map(|mut collector| {
-        match &cgroup {
+    collector.map(|mut collector| {
+        match cgroup {
             Ok(cgroup) => {
                 collector.count_cumulative_from_start();
                 for note in cgroup.nested().notes() {
@@ -416,18 +479,24 @@ fn run_command(
             }
         }
         collector
-    });
-    let _foreground = Foreground::give_to(started.group);
-    let mut collector = match collector {
-        Ok(collector) => collector,
-        Err(error) => {
-            killpg(started.group, Signal::SIGCONT).context("cannot resume the command")?;
-            let status = exit_code(&group.reap()?);
-            end_cgroup(cgroup.ok(), &mut group);
-            bail!("cannot measure {program} (exit status {status}): {error}");
-        }
-    };
+    })
+}
 
+/// The collector could not start: lets the command run to its end unmeasured, then fails.
+fn abandon(
+    group: &mut CommandGroup,
+    cgroup: Option<RunCgroup>,
+    program: &str,
+    error: &CollectorError,
+) -> Result<i32> {
+    killpg(group.group, Signal::SIGCONT).context("cannot resume the command")?;
+    let status = exit_code(&group.reap()?);
+    end_cgroup(cgroup, group);
+    bail!("cannot measure {program} (exit status {status}): {error}");
+}
+
+/// Starts the threads that report the command's exit and the signals `run` receives.
+fn spawn_event_threads(pid: Pid, forwarded: SigSet) -> Result<Receiver<Event>> {
     let (sender, events) = mpsc::channel();
     let exit_sender = sender.clone();
     std::thread::Builder::new()
@@ -449,14 +518,26 @@ fn run_command(
             }
         })
         .context("cannot start the signal-forwarding thread")?;
+    Ok(events)
+}
 
+/// Streams the command's snapshots until it exits (see `stream_until_exit`); returns when it
+/// was resumed, with the summary taken so far and what its reaped orphans used. The collector
+/// is dropped before the lines are flushed.
+fn stream_command(
+    mut collector: Collector,
+    lines: &mut LineBatch<'_>,
+    period: Duration,
+    group: &mut CommandGroup,
+    cgroup: &Result<RunCgroup, String>,
+    events: &Receiver<Event>,
+    wait_all: Option<Option<Duration>>,
+) -> (Result<Instant>, SummaryBuilder, Orphans) {
     let mut builder = SummaryBuilder::new(Baseline::Zero);
     let mut orphans = Orphans::default();
-    let period = Duration::from_millis(interval_ms);
-    let mut lines = LineBatch::new(&mut *out, batched.then_some(period));
     let guard_pid = group.guard.as_ref().map(Guard::pid);
     let process_group = group.group;
-    let members = || match &cgroup {
+    let members = || match cgroup {
         Ok(cgroup) => cgroup
             .nested()
             .members()
@@ -466,8 +547,8 @@ fn run_command(
         Err(_) => tree::own_descendants(&Vec::from_iter(guard_pid)),
     };
     let mut stream = Stream {
-        group: &mut group,
-        events: &events,
+        group,
+        events,
         builder: &mut builder,
         orphans: &mut orphans,
         wait_all,
@@ -476,28 +557,21 @@ fn run_command(
             .is_err()
             .then(|| tree::Tracker::new(process_group, guard_pid)),
     };
-    let result = stream_until_exit(&mut collector, period, &mut lines, &mut stream);
-    drop(collector);
-    // Whatever ended the stream, the lines taken so far are written (after a failed write, the
-    // first error is the one reported).
-    let flushed = lines.flush().context("cannot write the snapshot stream");
-    let started = match result.and_then(|started| flushed.map(|()| started)) {
-        Ok(started) => started,
-        Err(error) => {
-            group.end(&events);
-            group.reap()?;
-            end_cgroup(cgroup.ok(), &mut group);
-            return Err(error);
-        }
-    };
-    // What the command left running is ended (named in the last line: `stream_until_exit`),
-    // by the cgroup's removal, or here without one.
-    group.end_descendants();
-    let reaped = group.reap()?;
-    let wall_time = started.elapsed();
-    end_cgroup(cgroup.ok(), &mut group);
-    print_summary(summary, command, wall_time, &reaped, &orphans, builder);
-    Ok(exit_code(&reaped))
+    let result = stream_until_exit(&mut collector, period, lines, &mut stream);
+    (result, builder, orphans)
+}
+
+/// The stream failed: ends the command's group, reaps it, removes its cgroup; returns `error`.
+fn end_early(
+    group: &mut CommandGroup,
+    events: &Receiver<Event>,
+    cgroup: Option<RunCgroup>,
+    error: anyhow::Error,
+) -> Result<i32> {
+    group.end(events);
+    group.reap()?;
+    end_cgroup(cgroup, group);
+    Err(error)
 }
 
 /// Prints the summary on stderr in `format` (nothing when `None`).
