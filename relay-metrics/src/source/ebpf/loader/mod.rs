@@ -148,7 +148,7 @@ pub(super) fn load_in_child(
 ) -> ChildOutcome {
     let (ours, mut child) = match spawn_loader(roots, tracked_only, command) {
         Ok(spawned) => spawned,
-        Err(outcome) => return outcome,
+        Err(why) => return ChildOutcome::InProcess(why),
     };
     let received = fds::receive_all(&ours, MAX_REPORT_BYTES, Instant::now() + command.timeout);
     // A child still writing (an oversized report) or stuck must not keep us waiting: close our
@@ -188,16 +188,16 @@ pub(super) fn load_in_child(
     outcome_of(report, child.id(), descriptors, roots, lost)
 }
 
-/// Starts the loader child with its end of a socket pair on stdin; returns ours and the child
-/// (or, when it cannot start, what the parent does instead).
+/// Starts the loader child with its end of a socket pair on stdin; returns ours and the child,
+/// or why it could not start (the parent then loads in-process).
 fn spawn_loader(
     roots: &Roots,
     tracked_only: bool,
     command: &LoaderCommand,
-) -> Result<(UnixStream, std::process::Child), ChildOutcome> {
+) -> Result<(UnixStream, std::process::Child), String> {
     let (ours, theirs) = match UnixStream::pair() {
         Ok(pair) => pair,
-        Err(error) => return Err(ChildOutcome::InProcess(format!("no socket pair: {error}"))),
+        Err(error) => return Err(format!("no socket pair: {error}")),
     };
     let mut child_command = command.command();
     child_command
@@ -213,10 +213,10 @@ fn spawn_loader(
     drop(child_command);
     match spawned {
         Ok(child) => Ok((ours, child)),
-        Err(error) => Err(ChildOutcome::InProcess(format!(
+        Err(error) => Err(format!(
             "cannot start the loader process {}: {error}",
             command.program.display()
-        ))),
+        )),
     }
 }
 
