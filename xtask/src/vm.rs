@@ -193,91 +193,20 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32, boot: Boot) -> Result<()>
     let mut once = plan(filter, boot);
     list_expected(&tests, &mut once)?;
     let runs: Vec<TestRun> = (0..repeat).flat_map(|_| once.iter().cloned()).collect();
-    for run in &once {
-        eprintln!(
-            "xtask: in the VM{}: {} ({} tests)",
-            if repeat > 1 {
-                format!(", {repeat} times")
-            } else {
-                String::new()
-            },
-            run.args().join(" "),
-            run.expected.len()
-        );
-    }
+    announce(&once, repeat);
     let initramfs = make_initramfs(&work, &tests, &runs)?;
-    let append = boot.append();
     eprintln!(
-        "xtask: booting {} under qemu (TCG) with {append:?}",
-        kernel.display()
+        "xtask: booting {} under qemu (TCG) with {:?}",
+        kernel.display(),
+        boot.append()
     );
     // One pass takes about a minute under TCG; the margin is for a slow machine.
     let timeout_secs = 600 + 300 * (u64::from(repeat) - 1);
-    let boot = || -> Result<std::process::Output> {
-        Command::new("timeout")
-            .arg(timeout_secs.to_string())
-            .arg("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg",
-                "-cpu",
-                "max",
-                "-smp",
-                boot.smp(),
-                "-m",
-                "1024",
-            ])
-            .args(["-nographic", "-no-reboot"])
-            .arg("-kernel")
-            .arg(&kernel)
-            .arg("-initrd")
-            .arg(&initramfs)
-            .args(["-append", append])
-            .output()
-            .context("starting qemu-system-x86_64")
-    };
-    let mut out = boot()?;
-    if let Some(stall) = guest_kernel_stall(&String::from_utf8_lossy(&out.stdout)) {
-        // The guest kernel itself locked up, so the tests could not report (seen in a CI run: a
-        // soft lockup of Debian's 6.1 kernel under TCG in a loader test whose code had not
-        // changed; the same build passed on the next boot). That is the emulated kernel's
-        // failure, not a test's: boot once more, saying so. A test that fails, or a hang the
-        // in-VM watchdog reports, is never retried.
-        eprintln!(
-            "xtask: RETRY: the guest kernel stalled and no result came back ({}; first line: {stall}); booting once more",
-            out.status
-        );
-        let first = work.join("console-stalled.log");
-        fs::write(&first, &out.stdout).with_context(|| format!("writing {}", first.display()))?;
-        out = boot()?;
-    }
+    let out = boot_retrying_a_stall(&work, || boot_qemu(&kernel, &initramfs, boot, timeout_secs))?;
     let console = String::from_utf8_lossy(&out.stdout);
     let log = work.join("console.log");
     fs::write(&log, console.as_bytes()).with_context(|| format!("writing {}", log.display()))?;
-    // The serial console's own escape sequences are noise; the test lines are what matters,
-    // and libtest's failure report (from `failures:` to its `test result:`) in full.
-    let mut in_failures = false;
-    for line in console.lines() {
-        let line = line.trim_end_matches('\r');
-        if line == "failures:" {
-            in_failures = true;
-        }
-        if in_failures
-            || line.starts_with("test ")
-            // The first console line starts with the terminal reset of the serial console.
-            || line.contains("kernel: ")
-            || line.starts_with("running ")
-            || line.contains("panicked")
-            || line.starts_with(WATCHDOG_PREFIX)
-            || line.starts_with(EXIT_MARKER)
-            || line.starts_with(RUN_EXIT_MARKER)
-        {
-            println!("{line}");
-        }
-        if line.starts_with("test result: ") {
-            in_failures = false;
-        }
-    }
+    print_test_lines(&console);
     let code = console
         .lines()
         .find_map(|line| line.trim_end_matches('\r').strip_prefix(EXIT_MARKER))
@@ -304,6 +233,106 @@ pub fn vm_test(root: &Path, filter: &str, repeat: u32, boot: Boot) -> Result<()>
             out.status,
             log.display()
         ),
+    }
+}
+
+/// Says what runs in the VM.
+fn announce(once: &[TestRun], repeat: u32) {
+    for run in once {
+        eprintln!(
+            "xtask: in the VM{}: {} ({} tests)",
+            if repeat > 1 {
+                format!(", {repeat} times")
+            } else {
+                String::new()
+            },
+            run.args().join(" "),
+            run.expected.len()
+        );
+    }
+}
+
+/// Boots the VM once under qemu (TCG), with `timeout_secs` for the whole run; its console is
+/// the output's stdout.
+fn boot_qemu(
+    kernel: &Path,
+    initramfs: &Path,
+    boot: Boot,
+    timeout_secs: u64,
+) -> Result<std::process::Output> {
+    Command::new("timeout")
+        .arg(timeout_secs.to_string())
+        .arg("qemu-system-x86_64")
+        .args([
+            "-accel",
+            "tcg",
+            "-cpu",
+            "max",
+            "-smp",
+            boot.smp(),
+            "-m",
+            "1024",
+        ])
+        .args(["-nographic", "-no-reboot"])
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initramfs)
+        .args(["-append", boot.append()])
+        .output()
+        .context("starting qemu-system-x86_64")
+}
+
+/// Boots with `boot`, and once more when the guest kernel stalled (its console kept in
+/// `work/console-stalled.log`).
+fn boot_retrying_a_stall(
+    work: &Path,
+    boot: impl Fn() -> Result<std::process::Output>,
+) -> Result<std::process::Output> {
+    let out = boot()?;
+    let stall = guest_kernel_stall(&String::from_utf8_lossy(&out.stdout)).map(str::to_owned);
+    let Some(stall) = stall else {
+        return Ok(out);
+    };
+    // The guest kernel itself locked up, so the tests could not report (seen in a CI run: a
+    // soft lockup of Debian's 6.1 kernel under TCG in a loader test whose code had not
+    // changed; the same build passed on the next boot). That is the emulated kernel's
+    // failure, not a test's: boot once more, saying so. A test that fails, or a hang the
+    // in-VM watchdog reports, is never retried.
+    eprintln!(
+        "xtask: RETRY: the guest kernel stalled and no result came back ({}; first line: {stall}); booting once more",
+        out.status
+    );
+    let first = work.join("console-stalled.log");
+    fs::write(&first, &out.stdout).with_context(|| format!("writing {}", first.display()))?;
+    boot()
+}
+
+/// Prints the console's test lines. The serial console's own escape sequences are noise; the
+/// test lines are what matters, and libtest's failure report (from `failures:` to its
+/// `test result:`) in full.
+fn print_test_lines(console: &str) {
+    let mut in_failures = false;
+    for line in console.lines() {
+        let line = line.trim_end_matches('\r');
+        if line == "failures:" {
+            in_failures = true;
+        }
+        if in_failures
+            || line.starts_with("test ")
+            // The first console line starts with the terminal reset of the serial console.
+            || line.contains("kernel: ")
+            || line.starts_with("running ")
+            || line.contains("panicked")
+            || line.starts_with(WATCHDOG_PREFIX)
+            || line.starts_with(EXIT_MARKER)
+            || line.starts_with(RUN_EXIT_MARKER)
+        {
+            println!("{line}");
+        }
+        if line.starts_with("test result: ") {
+            in_failures = false;
+        }
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -27,7 +27,7 @@ use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
-use relay_metrics::{Collector, KernelEventsPreload};
+use relay_metrics::{Collector, CollectorError, KernelEventsPreload};
 
 use relay_metrics::internals::{wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
@@ -38,6 +38,7 @@ use super::ExitWith;
 mod batch;
 mod cgroup;
 mod guard;
+mod launch;
 mod start;
 mod stream;
 mod tree;
@@ -46,6 +47,10 @@ use batch::LineBatch;
 use cgroup::RunCgroup;
 pub(crate) use guard::guard_if_requested;
 use guard::{end_group, Guard};
+use launch::{
+    block_forwarded_signals, enter_cgroup, load_config, open_output, set_scope,
+    spawn_event_threads, start_collector,
+};
 use stream::{stream_until_exit, Stream};
 
 #[derive(Args)]
@@ -280,7 +285,7 @@ impl Foreground {
 
 impl Drop for Foreground {
     fn drop(&mut self) {
-        // SIGTTOU is blocked (see `run_command`), so a background group may take it back.
+        // SIGTTOU is blocked (see `block_forwarded_signals`), so a background group may take it back.
         let _ = nix::unistd::tcsetpgrp(std::io::stdin(), self.ours);
     }
 }
@@ -296,21 +301,7 @@ fn run_command(
     wait_all: Option<Option<Duration>>,
     command: &[String],
 ) -> Result<i32> {
-    let mut config = match &config {
-        Some(path) => ResourceMetricsConfig::from_file(path)?,
-        None => {
-            let mut config = ResourceMetricsConfig::default();
-            // `memory.private`'s only exact source, `smaps_rollup`, walks every page of a
-            // process (most of a sample's cost at 1 ms): below one snapshot a second it is
-            // re-read once a second, its age in `extensions.sample_ages.private_memory_ms`.
-            if interval_ms < PRIVATE_MEMORY_INTERVAL_MS {
-                config.extensions.private_memory_interval_millis = PRIVATE_MEMORY_INTERVAL_MS;
-            }
-            // A compact line: the network totals, not each interface (81 % of a 19 KB line).
-            config.extensions.network_interfaces = false;
-            config
-        }
-    };
+    let mut config = load_config(config.as_deref(), interval_ms)?;
     let (program, arguments) = command.split_first().context("no command given")?;
     if let Some(exit) = unrunnable(program) {
         return Err(exit.into());
@@ -324,23 +315,7 @@ fn run_command(
         scoped.measurement_scope = ScopeSetting::ProcessTree;
         preload_with_signals_blocked(&scoped)?
     };
-    // Lines are batched (`batch`): the file needs no buffer of its own. A terminal gets each
-    // line as it comes.
-    let (mut out, batched): (Box<dyn Write>, bool) = match &output {
-        Some(path) => (
-            Box::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            ),
-            true,
-        ),
-        None => {
-            use std::io::IsTerminal as _;
-            let stdout = std::io::stdout();
-            let batched = !stdout.is_terminal();
-            (Box::new(stdout.lock()), batched)
-        }
-    };
+    let (mut out, batched) = open_output(output.as_deref())?;
     // Orphans of the command are re-parented to `run`, not to init: `run` reaps them and
     // counts what they used.
     let subreaper = nix::sys::prctl::set_child_subreaper(true)
@@ -363,135 +338,28 @@ fn run_command(
     let pid = started.pid;
     let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
     let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
-    // Blocked once the command is spawned (a child inherits the signal mask, and std's spawn
-    // leaves it as is) and before any thread starts, so every thread inherits the mask and the
-    // signals reach only the forwarding thread's sigwait. SIGTTOU is blocked so that `run`, in
-    // the background once the command has the terminal, can take the foreground back. (A
-    // signal in the instant before would end `run` and leave the command stopped in an
-    // orphaned group, which the kernel ends with SIGHUP.)
-    let forwarded = forwarded_signals();
-    let mut blocked = forwarded;
-    blocked.add(Signal::SIGTTOU);
-    blocked
-        .thread_block()
-        .context("cannot block the signals to forward")?;
+    let forwarded = block_forwarded_signals()?;
     wait_until_stopped(pid)?;
-    // Stopped, the command has no child yet: moved now, every descendant starts in the cgroup.
-    let cgroup = cgroup.and_then(|cgroup| match cgroup.enter(pid_u32) {
-        Ok(()) => Ok(cgroup),
-        Err(error) => {
-            let _ = cgroup.remove();
-            Err(error)
-        }
-    });
-    match &cgroup {
-        Ok(cgroup) => {
-            config.measurement_scope = ScopeSetting::Cgroup;
-            config.root_pid = None;
-            config.cgroup_path = Some(cgroup.path().to_string());
-        }
-        Err(_) => {
-            config.measurement_scope = ScopeSetting::ProcessTree;
-            config.root_pid = Some(pid_u32);
-            config.cgroup_path = None;
-        }
-    }
-    let collector = match &cgroup {
-        Ok(cgroup) => Collector::with_preload_in(config, preload, cgroup.nested()),
-        Err(_) => Collector::with_preload(config, preload),
-    };
-    let collector = collector.map(|mut collector| {
-        match &cgroup {
-            Ok(cgroup) => {
-                collector.count_cumulative_from_start();
-                for note in cgroup.nested().notes() {
-                    collector.note_cumulative(note);
-                }
-            }
-            Err(reason) => {
-                collector.count_from_root_start();
-                collector.note_cumulative(&format!(
-                    "run measures the process tree, not a cgroup of its own: {reason}"
-                ));
-                if subreaper {
-                    collector.reaps_orphans();
-                }
-            }
-        }
-        collector
-    });
+    let cgroup = enter_cgroup(cgroup, pid_u32);
+    set_scope(&mut config, &cgroup, pid_u32);
+    let collector = start_collector(config, preload, &cgroup, subreaper);
     let _foreground = Foreground::give_to(started.group);
-    let mut collector = match collector {
+    let collector = match collector {
         Ok(collector) => collector,
-        Err(error) => {
-            killpg(started.group, Signal::SIGCONT).context("cannot resume the command")?;
-            let status = exit_code(&group.reap()?);
-            end_cgroup(cgroup.ok(), &mut group);
-            bail!("cannot measure {program} (exit status {status}): {error}");
-        }
+        Err(error) => return abandon(&mut group, cgroup.ok(), program, &error),
     };
-
-    let (sender, events) = mpsc::channel();
-    let exit_sender = sender.clone();
-    std::thread::Builder::new()
-        .name("run-wait".into())
-        .spawn(move || {
-            // WNOWAIT: the command stays a zombie whose final counters are still readable.
-            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-            while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), flags) {}
-            let _ = exit_sender.send(Event::Exited);
-        })
-        .context("cannot start the thread that waits for the command")?;
-    std::thread::Builder::new()
-        .name("run-signals".into())
-        .spawn(move || {
-            while let Ok(signal) = forwarded.wait() {
-                if sender.send(Event::Signal(signal)).is_err() {
-                    return;
-                }
-            }
-        })
-        .context("cannot start the signal-forwarding thread")?;
-
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
-    let mut orphans = Orphans::default();
+    let events = spawn_event_threads(pid, forwarded)?;
     let period = Duration::from_millis(interval_ms);
     let mut lines = LineBatch::new(&mut *out, batched.then_some(period));
-    let guard_pid = group.guard.as_ref().map(Guard::pid);
-    let process_group = group.group;
-    let members = || match &cgroup {
-        Ok(cgroup) => cgroup
-            .nested()
-            .members()
-            .into_iter()
-            .filter_map(|pid| i32::try_from(pid).ok())
-            .collect(),
-        Err(_) => tree::own_descendants(&Vec::from_iter(guard_pid)),
-    };
-    let mut stream = Stream {
-        group: &mut group,
-        events: &events,
-        builder: &mut builder,
-        orphans: &mut orphans,
-        wait_all,
-        members: &members,
-        tracker: cgroup
-            .is_err()
-            .then(|| tree::Tracker::new(process_group, guard_pid)),
-    };
-    let result = stream_until_exit(&mut collector, period, &mut lines, &mut stream);
-    drop(collector);
+    let (result, builder, orphans) = stream_command(
+        collector, &mut lines, period, &mut group, &cgroup, &events, wait_all,
+    );
     // Whatever ended the stream, the lines taken so far are written (after a failed write, the
     // first error is the one reported).
     let flushed = lines.flush().context("cannot write the snapshot stream");
     let started = match result.and_then(|started| flushed.map(|()| started)) {
         Ok(started) => started,
-        Err(error) => {
-            group.end(&events);
-            group.reap()?;
-            end_cgroup(cgroup.ok(), &mut group);
-            return Err(error);
-        }
+        Err(error) => return end_early(&mut group, &events, cgroup.ok(), error),
     };
     // What the command left running is ended (named in the last line: `stream_until_exit`),
     // by the cgroup's removal, or here without one.
@@ -501,6 +369,72 @@ fn run_command(
     end_cgroup(cgroup.ok(), &mut group);
     print_summary(summary, command, wall_time, &reaped, &orphans, builder);
     Ok(exit_code(&reaped))
+}
+
+/// The collector could not start: lets the command run to its end unmeasured, then fails.
+fn abandon(
+    group: &mut CommandGroup,
+    cgroup: Option<RunCgroup>,
+    program: &str,
+    error: &CollectorError,
+) -> Result<i32> {
+    killpg(group.group, Signal::SIGCONT).context("cannot resume the command")?;
+    let status = exit_code(&group.reap()?);
+    end_cgroup(cgroup, group);
+    bail!("cannot measure {program} (exit status {status}): {error}");
+}
+
+/// Streams the command's snapshots until it exits (see `stream_until_exit`); returns when it
+/// was resumed, with the summary taken so far and what its reaped orphans used. The collector
+/// is dropped before the lines are flushed.
+fn stream_command(
+    mut collector: Collector,
+    lines: &mut LineBatch<'_>,
+    period: Duration,
+    group: &mut CommandGroup,
+    cgroup: &Result<RunCgroup, String>,
+    events: &Receiver<Event>,
+    wait_all: Option<Option<Duration>>,
+) -> (Result<Instant>, SummaryBuilder, Orphans) {
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut orphans = Orphans::default();
+    let guard_pid = group.guard.as_ref().map(Guard::pid);
+    let process_group = group.group;
+    let members = || match cgroup {
+        Ok(cgroup) => cgroup
+            .nested()
+            .members()
+            .into_iter()
+            .filter_map(|pid| i32::try_from(pid).ok())
+            .collect(),
+        Err(_) => tree::own_descendants(&Vec::from_iter(guard_pid)),
+    };
+    let mut stream = Stream {
+        group,
+        events,
+        builder: &mut builder,
+        orphans: &mut orphans,
+        wait_all,
+        members: &members,
+        tracker: cgroup
+            .is_err()
+            .then(|| tree::Tracker::new(process_group, guard_pid)),
+    };
+    let result = stream_until_exit(&mut collector, period, lines, &mut stream);
+    (result, builder, orphans)
+}
+
+/// The stream failed: ends the command's group, reaps it, removes its cgroup; returns `error`.
+fn end_early(
+    group: &mut CommandGroup,
+    events: &Receiver<Event>,
+    cgroup: Option<RunCgroup>,
+    error: anyhow::Error,
+) -> Result<i32> {
+    group.end(events);
+    group.reap()?;
+    end_cgroup(cgroup, group);
+    Err(error)
 }
 
 /// Prints the summary on stderr in `format` (nothing when `None`).

@@ -111,78 +111,8 @@ impl GpuFeed {
             drm.read_into(&mut self.drm_devices);
         }
 
-        // NVIDIA devices first (NVML index order), then DRM devices.
-        let nvml_devices = nvml.iter().flat_map(|s| &s.devices).map(|d| DeviceRecord {
-            vendor: AcceleratorVendor::Nvidia,
-            identifier: &d.identifier,
-            index: Some(d.index),
-            memory_used_bytes: d.memory_used_bytes,
-            utilization_percent: d.utilization_percent,
-        });
-        let drm_devices = self.drm_devices.iter().map(|d| DeviceRecord {
-            vendor: accelerator_vendor(d.vendor),
-            identifier: &d.identifier,
-            index: None,
-            memory_used_bytes: d.memory_used_bytes,
-            utilization_percent: d.utilization_percent,
-        });
-        let mut devices = 0;
-        for record in nvml_devices.chain(drm_devices) {
-            let entry = slot(&mut out.devices, &mut devices, GpuDeviceValues::default);
-            entry.vendor = record.vendor;
-            share(&mut entry.identifier, record.identifier);
-            entry.index = record.index;
-            entry.memory_used_bytes = record.memory_used_bytes;
-            entry.utilization_percent = record.utilization_percent;
-        }
-        out.devices.truncate(devices);
-
-        let mut records = 0;
-        if let (Some(sample), ProcessPass::Sampled(set)) = (&nvml, processes) {
-            let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
-            let nvml_processes = sample.processes_matching(in_scope).map(|p| ProcessRecord {
-                device: DeviceRecord {
-                    vendor: AcceleratorVendor::Nvidia,
-                    identifier: &p.device_identifier,
-                    index: Some(p.device_index),
-                    memory_used_bytes: p.memory_used_bytes,
-                    utilization_percent: p.sm_utilization_percent,
-                },
-                pid: p.pid,
-                memory_utilization_percent: p.memory_utilization_percent,
-            });
-            let drm_processes = sample
-                .drm_processes
-                .iter()
-                .filter(|p| {
-                    set.processes
-                        .iter()
-                        .any(|q| q.pid == p.pid && q.start_time_ticks == p.start_time_ticks)
-                })
-                .map(|p| ProcessRecord {
-                    device: DeviceRecord {
-                        vendor: accelerator_vendor(p.vendor),
-                        identifier: &p.identifier,
-                        index: None,
-                        memory_used_bytes: p.memory_used_bytes,
-                        utilization_percent: p.utilization_percent,
-                    },
-                    pid: p.pid,
-                    memory_utilization_percent: None,
-                });
-            for record in nvml_processes.chain(drm_processes) {
-                let entry = slot(&mut out.processes, &mut records, GpuProcessValues::default);
-                let device = record.device;
-                entry.vendor = device.vendor;
-                share(&mut entry.identifier, device.identifier);
-                entry.index = device.index;
-                entry.pid = record.pid;
-                entry.memory_used_bytes = device.memory_used_bytes;
-                entry.utilization_percent = device.utilization_percent;
-                entry.memory_utilization_percent = record.memory_utilization_percent;
-            }
-        }
-        out.processes.truncate(records);
+        fill_devices(nvml.as_deref(), &self.drm_devices, &mut out.devices);
+        fill_processes(nvml.as_deref(), processes, &mut out.processes);
         extension::fill(
             nvml.as_deref(),
             self.xid.as_ref().map(Result::as_ref),
@@ -200,6 +130,95 @@ impl GpuFeed {
         }
         sampler.latest()
     }
+}
+
+/// The device records, NVIDIA devices first (NVML index order), then DRM devices.
+fn fill_devices(
+    nvml: Option<&GpuSample>,
+    drm_devices: &[DrmDeviceSample],
+    out: &mut Vec<GpuDeviceValues>,
+) {
+    let nvml_devices = nvml
+        .into_iter()
+        .flat_map(|s| &s.devices)
+        .map(|d| DeviceRecord {
+            vendor: AcceleratorVendor::Nvidia,
+            identifier: &d.identifier,
+            index: Some(d.index),
+            memory_used_bytes: d.memory_used_bytes,
+            utilization_percent: d.utilization_percent,
+        });
+    let drm_devices = drm_devices.iter().map(|d| DeviceRecord {
+        vendor: accelerator_vendor(d.vendor),
+        identifier: &d.identifier,
+        index: None,
+        memory_used_bytes: d.memory_used_bytes,
+        utilization_percent: d.utilization_percent,
+    });
+    let mut devices = 0;
+    for record in nvml_devices.chain(drm_devices) {
+        let entry = slot(out, &mut devices, GpuDeviceValues::default);
+        entry.vendor = record.vendor;
+        share(&mut entry.identifier, record.identifier);
+        entry.index = record.index;
+        entry.memory_used_bytes = record.memory_used_bytes;
+        entry.utilization_percent = record.utilization_percent;
+    }
+    out.truncate(devices);
+}
+
+/// The process records of the processes sampled in this pass (none without a sample).
+fn fill_processes(
+    nvml: Option<&GpuSample>,
+    processes: &ProcessPass,
+    out: &mut Vec<GpuProcessValues>,
+) {
+    let mut records = 0;
+    if let (Some(sample), ProcessPass::Sampled(set)) = (nvml, processes) {
+        let in_scope = |pid: u32| set.processes.iter().any(|p| p.pid == pid);
+        let nvml_processes = sample.processes_matching(in_scope).map(|p| ProcessRecord {
+            device: DeviceRecord {
+                vendor: AcceleratorVendor::Nvidia,
+                identifier: &p.device_identifier,
+                index: Some(p.device_index),
+                memory_used_bytes: p.memory_used_bytes,
+                utilization_percent: p.sm_utilization_percent,
+            },
+            pid: p.pid,
+            memory_utilization_percent: p.memory_utilization_percent,
+        });
+        let drm_processes = sample
+            .drm_processes
+            .iter()
+            .filter(|p| {
+                set.processes
+                    .iter()
+                    .any(|q| q.pid == p.pid && q.start_time_ticks == p.start_time_ticks)
+            })
+            .map(|p| ProcessRecord {
+                device: DeviceRecord {
+                    vendor: accelerator_vendor(p.vendor),
+                    identifier: &p.identifier,
+                    index: None,
+                    memory_used_bytes: p.memory_used_bytes,
+                    utilization_percent: p.utilization_percent,
+                },
+                pid: p.pid,
+                memory_utilization_percent: None,
+            });
+        for record in nvml_processes.chain(drm_processes) {
+            let entry = slot(out, &mut records, GpuProcessValues::default);
+            let device = record.device;
+            entry.vendor = device.vendor;
+            share(&mut entry.identifier, device.identifier);
+            entry.index = device.index;
+            entry.pid = record.pid;
+            entry.memory_used_bytes = device.memory_used_bytes;
+            entry.utilization_percent = device.utilization_percent;
+            entry.memory_utilization_percent = record.memory_utilization_percent;
+        }
+    }
+    out.truncate(records);
 }
 
 /// A device's (or a process's use of a device's) memory and utilisation, from NVML or DRM.

@@ -16,7 +16,7 @@ use crate::config::ResourceMetricsConfig;
 use crate::model::ProcessPass;
 use crate::snapshot::{KernelEvents, OomVictim};
 use crate::source::ebpf::{
-    EbpfCounters, EbpfOptions, EbpfReadError, EbpfSource, EbpfUnavailable, ScopeId,
+    EbpfCounters, EbpfOptions, EbpfReadError, EbpfSource, EbpfUnavailable, GlobalStats, ScopeId,
 };
 use crate::source::Roots;
 
@@ -264,13 +264,7 @@ impl KernelEventFeed {
             return;
         };
         out.active = true;
-        std::mem::swap(&mut self.previous_pids, &mut self.current_pids);
-        self.current_pids.clear();
-        if let ProcessPass::Sampled(set) = processes {
-            self.current_pids
-                .extend(set.processes.iter().map(|p| p.pid));
-            self.current_pids.sort_unstable();
-        }
+        self.take_pids(processes);
         let tracked = matches!(
             target,
             Target::Process { tree: true, .. } | Target::Cgroup { .. }
@@ -302,49 +296,24 @@ impl KernelEventFeed {
             (_, Some(scope)) => source.scope_counters(scope, &mut self.counters),
             (_, None) => source.tgid_counters(&self.current_pids, &mut self.counters),
         };
-        match read {
-            Ok(()) => {}
-            Err(error) => {
-                out.active = false;
-                out.reason = Some(Arc::from(error.to_string()));
-                return;
-            }
+        if let Err(error) = read {
+            out.active = false;
+            out.reason = Some(Arc::from(error.to_string()));
+            return;
         }
-        let counters = &self.counters;
-        let per_process = !matches!(target, Target::Global);
         // Untracked processes' scheduler events are not counted when the programs count only
         // tracked ones: without a scope (tracking failed, with its reason), the per-process
         // sums would read zeros.
-        let scheduler_counted = per_process
+        let scheduler_counted = !matches!(target, Target::Global)
             && (scope.is_some() || !source.tracks_only_scopes() || self.current_pids.is_empty());
-        let global_stats = source.global().ok();
-        out.processes_created = match target {
-            // The maps are created with the collector: the count starts at its start.
-            Target::Global => global_stats.map(|stats| stats.processes_created),
-            // One process: the processes it created.
-            Target::Process { tree: false, .. } => Some(counters.processes_created),
-            _ => scope.map(|_| counters.processes_created),
-        };
-        out.processes_exited = scope.map(|_| counters.processes_exited);
-        out.oom_kills = match target {
-            Target::Global => global_stats.map(|stats| stats.oom_kills),
-            _ => scope.map(|_| counters.oom_kills),
-        };
-        out.involuntary_switches = scheduler_counted.then_some(counters.involuntary_switches);
-        out.run_queue_delay_count = scheduler_counted.then_some(counters.runq_delay.count);
-        out.run_queue_delay_total_ns = scheduler_counted.then_some(counters.runq_delay.total_ns);
-        match (&mut out.run_queue_delay_log2_ns, scheduler_counted) {
-            (Some(histogram), true) => {
-                histogram.clear();
-                histogram.extend_from_slice(&counters.runq_delay.hist);
-            }
-            (slot, true) => *slot = Some(counters.runq_delay.hist.to_vec()),
-            (slot, false) => *slot = None,
-        }
-        out.reclaim_stall_count = per_process.then_some(counters.reclaim.count);
-        out.reclaim_stall_total_ns = per_process.then_some(counters.reclaim.total_ns);
-        out.ring_buffer_drops = global_stats.map(|g| g.oom_ringbuf_drops);
-
+        fill_counts(
+            out,
+            target,
+            scope,
+            &self.counters,
+            source.global().ok(),
+            scheduler_counted,
+        );
         if source.drain_oom_victims() > 0 || self.victims_seen != source.oom_victims_drained() {
             self.victims_seen = source.oom_victims_drained();
             // The kernel tags a victim with its tracked scope; a victim that was never tracked
@@ -355,29 +324,21 @@ impl KernelEventFeed {
                     || self.previous_pids.binary_search(&victim.pid).is_ok()
                     || self.current_pids.binary_search(&victim.pid).is_ok()
             };
-            for victim in source.recent_oom_victims().filter(|v| in_scope(v)) {
-                if self
-                    .victims
-                    .iter()
-                    .any(|known| known.pid == victim.pid && known.time_ns == victim.time_boot_ns)
-                {
-                    continue;
-                }
-                if self.victims.len() == RECENT_VICTIMS {
-                    self.victims.remove(0);
-                }
-                self.victims.push(OomVictim {
-                    pid: victim.pid,
-                    comm: Arc::from(victim.comm_str()),
-                    rss_kib: (victim.anon_rss_bytes
-                        + victim.file_rss_bytes
-                        + victim.shmem_rss_bytes)
-                        / 1024,
-                    time_ns: victim.time_boot_ns,
-                });
-            }
+            let in_scope = source.recent_oom_victims().filter(|v| in_scope(v));
+            remember_victims(in_scope, &mut self.victims);
         }
         out.recent_oom_victims.clone_from(&self.victims);
+    }
+
+    /// The pids of this pass, sorted; the previous pass's kept in `previous_pids`.
+    fn take_pids(&mut self, processes: &ProcessPass) {
+        std::mem::swap(&mut self.previous_pids, &mut self.current_pids);
+        self.current_pids.clear();
+        if let ProcessPass::Sampled(set) = processes {
+            self.current_pids
+                .extend(set.processes.iter().map(|p| p.pid));
+            self.current_pids.sort_unstable();
+        }
     }
 
     /// Keeps the kernel's scope in step with the listing (see [`ScopeTracking::update`]).
@@ -385,6 +346,70 @@ impl KernelEventFeed {
         if let Some(source) = &mut self.source {
             self.tracking.update(source, &self.current_pids, complete);
         }
+    }
+}
+
+/// The event counts of `target` in `out`: from `counters` (its processes' or its scope's) or,
+/// machine-wide, from the programs' global map (`global_stats`).
+fn fill_counts(
+    out: &mut KernelEvents,
+    target: &Target,
+    scope: Option<ScopeId>,
+    counters: &EbpfCounters,
+    global_stats: Option<GlobalStats>,
+    scheduler_counted: bool,
+) {
+    let per_process = !matches!(target, Target::Global);
+    out.processes_created = match target {
+        // The maps are created with the collector: the count starts at its start.
+        Target::Global => global_stats.map(|stats| stats.processes_created),
+        // One process: the processes it created.
+        Target::Process { tree: false, .. } => Some(counters.processes_created),
+        _ => scope.map(|_| counters.processes_created),
+    };
+    out.processes_exited = scope.map(|_| counters.processes_exited);
+    out.oom_kills = match target {
+        Target::Global => global_stats.map(|stats| stats.oom_kills),
+        _ => scope.map(|_| counters.oom_kills),
+    };
+    out.involuntary_switches = scheduler_counted.then_some(counters.involuntary_switches);
+    out.run_queue_delay_count = scheduler_counted.then_some(counters.runq_delay.count);
+    out.run_queue_delay_total_ns = scheduler_counted.then_some(counters.runq_delay.total_ns);
+    match (&mut out.run_queue_delay_log2_ns, scheduler_counted) {
+        (Some(histogram), true) => {
+            histogram.clear();
+            histogram.extend_from_slice(&counters.runq_delay.hist);
+        }
+        (slot, true) => *slot = Some(counters.runq_delay.hist.to_vec()),
+        (slot, false) => *slot = None,
+    }
+    out.reclaim_stall_count = per_process.then_some(counters.reclaim.count);
+    out.reclaim_stall_total_ns = per_process.then_some(counters.reclaim.total_ns);
+    out.ring_buffer_drops = global_stats.map(|g| g.oom_ringbuf_drops);
+}
+
+/// Adds the OOM victims in scope not yet in `victims`, which keeps the last [`RECENT_VICTIMS`].
+fn remember_victims<'a>(
+    in_scope: impl Iterator<Item = &'a crate::source::ebpf::OomVictim>,
+    victims: &mut Vec<OomVictim>,
+) {
+    for victim in in_scope {
+        if victims
+            .iter()
+            .any(|known| known.pid == victim.pid && known.time_ns == victim.time_boot_ns)
+        {
+            continue;
+        }
+        if victims.len() == RECENT_VICTIMS {
+            victims.remove(0);
+        }
+        victims.push(OomVictim {
+            pid: victim.pid,
+            comm: Arc::from(victim.comm_str()),
+            rss_kib: (victim.anon_rss_bytes + victim.file_rss_bytes + victim.shmem_rss_bytes)
+                / 1024,
+            time_ns: victim.time_boot_ns,
+        });
     }
 }
 

@@ -130,155 +130,38 @@ fn key_bytes(spec: &MapSpec, key: u64) -> Vec<u8> {
 impl Plan {
     /// Opens every file the collect touched and creates look-alike maps.
     pub fn new(trace: &Trace) -> Result<Self> {
-        let mut fds: HashMap<FdRef, i32> = HashMap::new();
-        let mut fresh: Vec<FdRef> = Vec::new();
-        let mut maps: HashMap<i32, (i32, MapSpec, u64)> = HashMap::new();
-        let mut ops = Vec::new();
-        let mut rewinds = 0;
-        let mut max_count = 4096;
-        let mut max_value = 8;
-        let mut own = |file: &FdRef, fds: &mut HashMap<FdRef, i32>| -> Result<i32> {
-            if let Some(&fd) = fds.get(file) {
-                return Ok(fd);
-            }
-            let fd = open(&file.path, libc::O_RDONLY)?;
-            fds.insert(file.clone(), fd);
-            Ok(fd)
+        let mut builder = Builder {
+            trace,
+            fds: HashMap::new(),
+            fresh: Vec::new(),
+            maps: HashMap::new(),
+            ops: Vec::new(),
+            rewinds: 0,
+            max_count: 4096,
+            max_value: 8,
         };
         let mut skipped = 0;
         for call in &trace.collect {
             // A process that exited since the trace (strace itself, in global scope) has no
             // files left to replay: skip its calls and say how many.
-            if let Some(path) = trace::call_path(call) {
-                let pid_dir: String = path.split('/').take(3).collect::<Vec<_>>().join("/");
-                if path.starts_with("/proc/")
-                    && pid_dir.len() > 6
-                    && pid_dir[6..].bytes().all(|b| b.is_ascii_digit())
-                    && !std::path::Path::new(&pid_dir).exists()
-                {
-                    skipped += 1;
-                    continue;
-                }
+            if of_exited_process(call) {
+                skipped += 1;
+                continue;
             }
             let label = format!(
                 "{} {}",
                 trace::kind(call),
                 trace::call_path(call).map_or_else(String::new, |p| trace::file_type(&p))
             );
-            // A descriptor the collector opened during the collect starts at offset 0; ours is
-            // reused across iterations, so rewind it before a position-dependent call.
-            let mut rewind_if_fresh = |file: &FdRef, fd: i32, ops: &mut Vec<(Op, String)>| {
-                if let Some(i) = fresh.iter().position(|f| f == file) {
-                    fresh.swap_remove(i);
-                    ops.push((
-                        Op::Lseek {
-                            fd,
-                            offset: 0,
-                            whence: libc::SEEK_SET,
-                        },
-                        "lseek (rewind for a per-collect open)".to_owned(),
-                    ));
-                    rewinds += 1;
-                }
-            };
-            let op = match call {
-                Call::Pread {
-                    file,
-                    count,
-                    offset,
-                } => {
-                    max_count = max_count.max(*count);
-                    Op::Pread {
-                        fd: own(file, &mut fds)?,
-                        count: *count,
-                        offset: *offset,
-                    }
-                }
-                Call::Read { file, count } => {
-                    max_count = max_count.max(*count);
-                    let fd = own(file, &mut fds)?;
-                    rewind_if_fresh(file, fd, &mut ops);
-                    Op::Read { fd, count: *count }
-                }
-                Call::Getdents { file, count } => {
-                    max_count = max_count.max(*count);
-                    let fd = own(file, &mut fds)?;
-                    rewind_if_fresh(file, fd, &mut ops);
-                    Op::Getdents { fd, count: *count }
-                }
-                Call::Lseek {
-                    file,
-                    offset,
-                    whence,
-                } => {
-                    fresh.retain(|f| f != file);
-                    Op::Lseek {
-                        fd: own(file, &mut fds)?,
-                        offset: *offset,
-                        whence: *whence,
-                    }
-                }
-                Call::Statfs { path } => Op::Statfs {
-                    path: CString::new(path.as_str())?,
-                },
-                Call::Fstatfs { file } => Op::Fstatfs {
-                    fd: own(file, &mut fds)?,
-                },
-                Call::Fstatat { dir, path, flags } => Op::Fstatat {
-                    dir: dir_fd(dir, &mut fds, &mut own)?,
-                    path: CString::new(path.as_str())?,
-                    flags: *flags,
-                },
-                Call::Statx {
-                    dir,
-                    path,
-                    flags,
-                    mask,
-                } => Op::Statx {
-                    dir: dir_fd(dir, &mut fds, &mut own)?,
-                    path: CString::new(path.as_str())?,
-                    flags: *flags,
-                    mask: *mask,
-                },
-                Call::Openat { opened, .. } => {
-                    if let Some(file) = opened {
-                        fresh.push(file.clone());
-                    }
-                    continue;
-                }
-                Call::Close { .. } => continue,
-                Call::BpfLookup { map_fd, hit } => {
-                    let spec = *trace.maps.get(map_fd).with_context(|| {
-                        format!("bpf map fd {map_fd} was not created in the trace")
-                    })?;
-                    let entry = match maps.get_mut(map_fd) {
-                        Some(entry) => entry,
-                        None => {
-                            let fd = create_map(&spec)?;
-                            maps.entry(*map_fd).or_insert((fd, spec, 0))
-                        }
-                    };
-                    let (fd, spec, used) = (entry.0, entry.1, entry.2);
-                    // Per-CPU maps copy one 8-byte-aligned value per possible CPU.
-                    max_value = max_value.max((spec.value_size as usize).div_ceil(8) * 8 * 256);
-                    let key = if *hit || matches!(spec.map_type, 2 | 6) {
-                        entry.2 += 1;
-                        let key = key_bytes(&spec, used % u64::from(spec.max_entries.max(1)));
-                        insert(fd, &key, spec.value_size as usize)?;
-                        key
-                    } else {
-                        key_bytes(&spec, u64::from(u32::MAX - 1))
-                    };
-                    Op::BpfLookup { map: fd, key }
-                }
-            };
-            ops.push((op, label));
+            if let Some(op) = builder.op(call)? {
+                builder.ops.push((op, label));
+            }
         }
         Ok(Self {
-            ops,
-            buf: vec![0; max_count],
-            value: vec![0; max_value],
-            rewinds,
+            ops: builder.ops,
+            buf: vec![0; builder.max_count],
+            value: vec![0; builder.max_value],
+            rewinds: builder.rewinds,
             skipped,
         })
     }
@@ -427,14 +310,169 @@ impl Plan {
     }
 }
 
-fn dir_fd(
-    dir: &DirRef,
-    fds: &mut HashMap<FdRef, i32>,
-    own: &mut impl FnMut(&FdRef, &mut HashMap<FdRef, i32>) -> Result<i32>,
-) -> Result<i32> {
-    match dir {
-        DirRef::Cwd => Ok(libc::AT_FDCWD),
-        DirRef::Fd(file) => own(file, fds),
+/// Whether `call` is on a file of a process (`/proc/<pid>/…`) that has exited since the trace.
+fn of_exited_process(call: &Call) -> bool {
+    let Some(path) = trace::call_path(call) else {
+        return false;
+    };
+    let pid_dir: String = path.split('/').take(3).collect::<Vec<_>>().join("/");
+    path.starts_with("/proc/")
+        && pid_dir.len() > 6
+        && pid_dir[6..].bytes().all(|b| b.is_ascii_digit())
+        && !std::path::Path::new(&pid_dir).exists()
+}
+
+/// What [`Plan::new`] gathers while it turns a trace's calls into operations.
+struct Builder<'a> {
+    trace: &'a Trace,
+    /// Our descriptor for each file of the trace.
+    fds: HashMap<FdRef, i32>,
+    /// Files the collector opened during the collect that no call has positioned yet.
+    fresh: Vec<FdRef>,
+    /// Our look-alike map for each map of the trace: descriptor, spec, entries used.
+    maps: HashMap<i32, (i32, MapSpec, u64)>,
+    ops: Vec<(Op, String)>,
+    rewinds: usize,
+    max_count: usize,
+    max_value: usize,
+}
+
+impl Builder<'_> {
+    /// The operation that replays `call` (`None` for a call that only changes what is open).
+    fn op(&mut self, call: &Call) -> Result<Option<Op>> {
+        Ok(Some(match call {
+            Call::Pread {
+                file,
+                count,
+                offset,
+            } => {
+                self.max_count = self.max_count.max(*count);
+                Op::Pread {
+                    fd: self.own(file)?,
+                    count: *count,
+                    offset: *offset,
+                }
+            }
+            Call::Read { file, count } => {
+                self.max_count = self.max_count.max(*count);
+                let fd = self.own(file)?;
+                self.rewind_if_fresh(file, fd);
+                Op::Read { fd, count: *count }
+            }
+            Call::Getdents { file, count } => {
+                self.max_count = self.max_count.max(*count);
+                let fd = self.own(file)?;
+                self.rewind_if_fresh(file, fd);
+                Op::Getdents { fd, count: *count }
+            }
+            Call::Lseek {
+                file,
+                offset,
+                whence,
+            } => {
+                self.fresh.retain(|f| f != file);
+                Op::Lseek {
+                    fd: self.own(file)?,
+                    offset: *offset,
+                    whence: *whence,
+                }
+            }
+            Call::Statfs { path } => Op::Statfs {
+                path: CString::new(path.as_str())?,
+            },
+            Call::Fstatfs { file } => Op::Fstatfs {
+                fd: self.own(file)?,
+            },
+            Call::Fstatat { dir, path, flags } => Op::Fstatat {
+                dir: self.dir_fd(dir)?,
+                path: CString::new(path.as_str())?,
+                flags: *flags,
+            },
+            Call::Statx {
+                dir,
+                path,
+                flags,
+                mask,
+            } => Op::Statx {
+                dir: self.dir_fd(dir)?,
+                path: CString::new(path.as_str())?,
+                flags: *flags,
+                mask: *mask,
+            },
+            Call::Openat { opened, .. } => {
+                if let Some(file) = opened {
+                    self.fresh.push(file.clone());
+                }
+                return Ok(None);
+            }
+            Call::Close { .. } => return Ok(None),
+            Call::BpfLookup { map_fd, hit } => self.bpf_lookup(*map_fd, *hit)?,
+        }))
+    }
+
+    /// Our descriptor for `file`, opened on first use.
+    fn own(&mut self, file: &FdRef) -> Result<i32> {
+        if let Some(&fd) = self.fds.get(file) {
+            return Ok(fd);
+        }
+        let fd = open(&file.path, libc::O_RDONLY)?;
+        self.fds.insert(file.clone(), fd);
+        Ok(fd)
+    }
+
+    fn dir_fd(&mut self, dir: &DirRef) -> Result<i32> {
+        match dir {
+            DirRef::Cwd => Ok(libc::AT_FDCWD),
+            DirRef::Fd(file) => self.own(file),
+        }
+    }
+
+    /// A descriptor the collector opened during the collect starts at offset 0; ours is
+    /// reused across iterations, so rewind it before a position-dependent call.
+    fn rewind_if_fresh(&mut self, file: &FdRef, fd: i32) {
+        if let Some(i) = self.fresh.iter().position(|f| f == file) {
+            self.fresh.swap_remove(i);
+            self.ops.push((
+                Op::Lseek {
+                    fd,
+                    offset: 0,
+                    whence: libc::SEEK_SET,
+                },
+                "lseek (rewind for a per-collect open)".to_owned(),
+            ));
+            self.rewinds += 1;
+        }
+    }
+
+    /// A lookup in our look-alike of the trace's map `map_fd` (created on first use): of a key
+    /// we inserted for a hit (and always in an array map), of a key never inserted for a miss.
+    fn bpf_lookup(&mut self, map_fd: i32, hit: bool) -> Result<Op> {
+        let spec = *self
+            .trace
+            .maps
+            .get(&map_fd)
+            .with_context(|| format!("bpf map fd {map_fd} was not created in the trace"))?;
+        let entry = match self.maps.get_mut(&map_fd) {
+            Some(entry) => entry,
+            None => {
+                let fd = create_map(&spec)?;
+                self.maps.entry(map_fd).or_insert((fd, spec, 0))
+            }
+        };
+        let (fd, spec, used) = (entry.0, entry.1, entry.2);
+        // Per-CPU maps copy one 8-byte-aligned value per possible CPU.
+        self.max_value = self
+            .max_value
+            .max((spec.value_size as usize).div_ceil(8) * 8 * 256);
+        let key = if hit || matches!(spec.map_type, 2 | 6) {
+            entry.2 += 1;
+            let key = key_bytes(&spec, used % u64::from(spec.max_entries.max(1)));
+            insert(fd, &key, spec.value_size as usize)?;
+            key
+        } else {
+            key_bytes(&spec, u64::from(u32::MAX - 1))
+        };
+        Ok(Op::BpfLookup { map: fd, key })
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::snapshot::{GpuDeviceReport, GpuExtension, GpuLimitEvent, GpuReadings, XidErrorCount};
 use crate::source::gpu::{
     throttle_reason_names, DrmDeviceSample, DrmVendor, GpuDeviceSample, GpuSample,
-    GpuThrottleEvent, XidCounts, XidWatcher,
+    GpuThrottleEvent, LostDevice, XidCounts, XidWatcher,
 };
 
 use super::super::reasons::Reasons;
@@ -76,22 +76,7 @@ pub(super) fn fill(
     let mut devices = 0;
     let mut events = 0;
     if let Some(sample) = nvml {
-        let xid_counts = match xid {
-            Some(Ok(watcher)) => watcher.with_counts(|counts| {
-                if let Some(error) = counts.error.as_deref().filter(|_| sample.error.is_none()) {
-                    reasons.add(
-                        "extensions.gpu.devices.xid_errors",
-                        format_args!("NVML events: {error}"),
-                    );
-                }
-                XidView::of(counts)
-            }),
-            Some(Err(error)) => {
-                reasons.add("extensions.gpu.devices.xid_errors", format_args!("{error}"));
-                XidView::default()
-            }
-            None => XidView::default(),
-        };
+        let xid_counts = xid_view(sample, xid, reasons);
         for device in &sample.devices {
             let report = slot(
                 &mut extension.devices,
@@ -118,23 +103,7 @@ pub(super) fn fill(
                 &mut devices,
                 GpuDeviceReport::default,
             );
-            let fallback;
-            let uuid = match &lost.identifier {
-                Some(identifier) => identifier.as_str(),
-                None => {
-                    fallback = format!("nvidia:{}", lost.index);
-                    &fallback
-                }
-            };
-            clear(report);
-            report.vendor = Cow::Borrowed("nvidia");
-            report.index = Some(lost.index);
-            share(&mut report.uuid, uuid);
-            report.lost = true;
-            reasons.add(
-                "extensions.gpu.devices",
-                format_args!("NVML device {} ({uuid}): {}", lost.index, lost.reason),
-            );
+            lost_report(lost, report, reasons);
         }
     }
     for device in drm {
@@ -143,57 +112,108 @@ pub(super) fn fill(
             &mut devices,
             GpuDeviceReport::default,
         );
-        clear(report);
-        report.vendor = Cow::Borrowed(match device.vendor {
-            DrmVendor::Amd => "amd",
-            DrmVendor::Intel => "intel",
-            DrmVendor::Other => "other",
-        });
-        share(&mut report.uuid, &device.identifier);
-        report.utilization_percent = device.utilization_percent;
-        let readings = &mut report.readings;
-        readings.power_watts = device.hwmon.power_watts;
-        readings.energy_joules = device.hwmon.energy_joules;
-        readings.temperature_celsius = device.hwmon.temperature_celsius;
-        readings.memory_temperature_celsius = device.hwmon.memory_temperature_celsius;
-        let id = &device.identifier;
-        let hwmon = [
-            (
-                "extensions.gpu.devices.power_watts",
-                device.hwmon.power_watts,
-                "power1_average or power1_input",
-            ),
-            (
-                "extensions.gpu.devices.energy_joules",
-                device.hwmon.energy_joules,
-                "energy1_input",
-            ),
-            (
-                "extensions.gpu.devices.temperature_celsius",
-                device.hwmon.temperature_celsius,
-                "temp1_input or an edge temperature",
-            ),
-            (
-                "extensions.gpu.devices.memory_temperature_celsius",
-                device.hwmon.memory_temperature_celsius,
-                "temperature labelled mem",
-            ),
-        ];
-        for (field, value, file) in hwmon {
-            if value.is_none() {
-                reasons.add(field, format_args!("{id}: no readable hwmon {file}"));
-            }
-        }
-        reasons.add(
-            "extensions.gpu.devices",
-            format_args!(
-                "{id}: DRM sysfs and hwmon have no power limit, clocks, clock-event reasons, \
-                 violation times, ECC, remapped rows, PCIe, encoder/decoder, MIG or XID values"
-            ),
-        );
+        drm_report(device, report, reasons);
     }
     extension.devices.truncate(devices);
     extension.limit_events.truncate(events);
+}
+
+/// The XID counts for the NVML devices; an error of the watcher's is a reason for
+/// `xid_errors`.
+fn xid_view(
+    sample: &GpuSample,
+    xid: Option<Result<&XidWatcher, &String>>,
+    reasons: &mut Reasons,
+) -> XidView {
+    match xid {
+        Some(Ok(watcher)) => watcher.with_counts(|counts| {
+            if let Some(error) = counts.error.as_deref().filter(|_| sample.error.is_none()) {
+                reasons.add(
+                    "extensions.gpu.devices.xid_errors",
+                    format_args!("NVML events: {error}"),
+                );
+            }
+            XidView::of(counts)
+        }),
+        Some(Err(error)) => {
+            reasons.add("extensions.gpu.devices.xid_errors", format_args!("{error}"));
+            XidView::default()
+        }
+        None => XidView::default(),
+    }
+}
+
+/// `report` for an NVML device that could not be opened, and why.
+fn lost_report(lost: &LostDevice, report: &mut GpuDeviceReport, reasons: &mut Reasons) {
+    let fallback;
+    let uuid = match &lost.identifier {
+        Some(identifier) => identifier.as_str(),
+        None => {
+            fallback = format!("nvidia:{}", lost.index);
+            &fallback
+        }
+    };
+    clear(report);
+    report.vendor = Cow::Borrowed("nvidia");
+    report.index = Some(lost.index);
+    share(&mut report.uuid, uuid);
+    report.lost = true;
+    reasons.add(
+        "extensions.gpu.devices",
+        format_args!("NVML device {} ({uuid}): {}", lost.index, lost.reason),
+    );
+}
+
+/// `report` for a DRM device (AMD, Intel): its hwmon values, and what DRM cannot give.
+fn drm_report(device: &DrmDeviceSample, report: &mut GpuDeviceReport, reasons: &mut Reasons) {
+    clear(report);
+    report.vendor = Cow::Borrowed(match device.vendor {
+        DrmVendor::Amd => "amd",
+        DrmVendor::Intel => "intel",
+        DrmVendor::Other => "other",
+    });
+    share(&mut report.uuid, &device.identifier);
+    report.utilization_percent = device.utilization_percent;
+    let readings = &mut report.readings;
+    readings.power_watts = device.hwmon.power_watts;
+    readings.energy_joules = device.hwmon.energy_joules;
+    readings.temperature_celsius = device.hwmon.temperature_celsius;
+    readings.memory_temperature_celsius = device.hwmon.memory_temperature_celsius;
+    let id = &device.identifier;
+    let hwmon = [
+        (
+            "extensions.gpu.devices.power_watts",
+            device.hwmon.power_watts,
+            "power1_average or power1_input",
+        ),
+        (
+            "extensions.gpu.devices.energy_joules",
+            device.hwmon.energy_joules,
+            "energy1_input",
+        ),
+        (
+            "extensions.gpu.devices.temperature_celsius",
+            device.hwmon.temperature_celsius,
+            "temp1_input or an edge temperature",
+        ),
+        (
+            "extensions.gpu.devices.memory_temperature_celsius",
+            device.hwmon.memory_temperature_celsius,
+            "temperature labelled mem",
+        ),
+    ];
+    for (field, value, file) in hwmon {
+        if value.is_none() {
+            reasons.add(field, format_args!("{id}: no readable hwmon {file}"));
+        }
+    }
+    reasons.add(
+        "extensions.gpu.devices",
+        format_args!(
+            "{id}: DRM sysfs and hwmon have no power limit, clocks, clock-event reasons, \
+             violation times, ECC, remapped rows, PCIe, encoder/decoder, MIG or XID values"
+        ),
+    );
 }
 
 /// One device's XID codes and counts: index, UUID, (code, count) pairs.

@@ -183,17 +183,9 @@ impl NvmlSource {
             let device = match nvml.device_by_index(index) {
                 Ok(device) => device,
                 Err(error) => {
-                    let identifier = throttle.remove(&index).map(|state| state.identifier);
-                    let selected = identifier.as_deref().is_none_or(|identifier| {
-                        device_selected(&options.devices, identifier, Some(index))
-                    });
-                    if selected {
-                        sample.lost.push(LostDevice {
-                            index,
-                            identifier,
-                            reason: error.to_string(),
-                        });
-                    }
+                    sample
+                        .lost
+                        .extend(lost_device(throttle, &options.devices, index, &error));
                     continue;
                 }
             };
@@ -208,43 +200,26 @@ impl NvmlSource {
             if state.identifier != identifier {
                 *state = ThrottleState::new(identifier.clone());
             }
-            let (values, counts) = if options.device_metrics {
-                let values = nvml_values::read(nvml, &device);
-                let counts = state.count(&values);
-                (values, counts)
-            } else {
-                (NvmlDeviceValues::default(), ThrottleCounts::default())
-            };
-            let (memory_used_bytes, utilization_percent) = if options.device_metrics {
-                (
-                    memory_used_bytes(nvml, &device),
-                    device
-                        .utilization_rates()
-                        .ok()
-                        .map(|rates| f64::from(rates.gpu)),
-                )
-            } else {
-                (None, None)
-            };
+            let device_sample = read_device(
+                nvml,
+                &device,
+                index,
+                identifier,
+                state,
+                options.device_metrics,
+            );
             if options.process_metrics {
                 let utilization = process_utilization(&device, index, last_seen_usec);
                 collect_processes(
                     &device,
                     index,
-                    &identifier,
+                    &device_sample.identifier,
                     utilization,
                     include_pid,
                     &mut sample.processes,
                 );
             }
-            sample.devices.push(GpuDeviceSample {
-                index,
-                identifier,
-                memory_used_bytes,
-                utilization_percent,
-                values,
-                throttle: counts,
-            });
+            sample.devices.push(device_sample);
         }
         Ok(sample)
     }
@@ -273,6 +248,59 @@ impl NvmlSource {
                 reason: "not attempted".to_string(),
             }),
         }
+    }
+}
+
+/// A device NVML could not open, with its last known identity (its state is dropped, so
+/// that its return starts a new series of counts); `None` when it is not selected.
+fn lost_device(
+    throttle: &mut HashMap<u32, ThrottleState>,
+    selectors: &[String],
+    index: u32,
+    error: &NvmlError,
+) -> Option<LostDevice> {
+    let identifier = throttle.remove(&index).map(|state| state.identifier);
+    let selected = identifier
+        .as_deref()
+        .is_none_or(|identifier| device_selected(selectors, identifier, Some(index)));
+    selected.then(|| LostDevice {
+        index,
+        identifier,
+        reason: error.to_string(),
+    })
+}
+
+/// The device's values (all `None` without `device_metrics`), its throttle counts from `state`.
+fn read_device(
+    nvml: &Nvml,
+    device: &Device<'_>,
+    index: u32,
+    identifier: String,
+    state: &mut ThrottleState,
+    device_metrics: bool,
+) -> GpuDeviceSample {
+    if !device_metrics {
+        return GpuDeviceSample {
+            index,
+            identifier,
+            memory_used_bytes: None,
+            utilization_percent: None,
+            values: NvmlDeviceValues::default(),
+            throttle: ThrottleCounts::default(),
+        };
+    }
+    let values = nvml_values::read(nvml, device);
+    let throttle = state.count(&values);
+    GpuDeviceSample {
+        index,
+        identifier,
+        memory_used_bytes: memory_used_bytes(nvml, device),
+        utilization_percent: device
+            .utilization_rates()
+            .ok()
+            .map(|rates| f64::from(rates.gpu)),
+        values,
+        throttle,
     }
 }
 

@@ -59,16 +59,35 @@ pub struct NvmlDeviceValues {
     pub missing: Vec<(&'static str, String)>,
 }
 
+/// Why values are `None`: (value name, NVML's reason).
+type Missing = Vec<(&'static str, String)>;
+
 /// Reads every extended value of `device`.
 pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
     let mut v = NvmlDeviceValues::default();
-    let r = &mut v.readings;
-    let missing = &mut v.missing;
-    let mut keep = |name: &'static str, result: Result<f64, NvmlError>| -> Option<f64> {
-        result
-            .map_err(|error| missing.push((name, error.to_string())))
-            .ok()
-    };
+    read_power_and_codecs(device, &mut v.readings, &mut v.missing);
+    read_clocks(device, &mut v.readings, &mut v.missing);
+    v.throttle_reasons = keep(
+        &mut v.missing,
+        "throttle_reasons",
+        device.current_throttle_reasons().map(|r| r.bits()),
+    );
+    read_violations(device, &mut v);
+    read_ecc_and_pcie(device, &mut v.readings, &mut v.missing);
+    read_remapping_and_mig(nvml, device, &mut v.readings, &mut v.missing);
+    v
+}
+
+/// The value of `result`, or `None` with NVML's reason under `name` in `missing`.
+fn keep<T>(missing: &mut Missing, name: &'static str, result: Result<T, NvmlError>) -> Option<T> {
+    result
+        .map_err(|error| missing.push((name, error.to_string())))
+        .ok()
+}
+
+/// Power, energy, temperatures and the encoder's and decoder's utilisation.
+fn read_power_and_codecs(device: &Device<'_>, r: &mut GpuReadings, missing: &mut Missing) {
+    let mut keep = |name: &'static str, result: Result<f64, NvmlError>| keep(missing, name, result);
     r.power_watts = keep("power_watts", device.power_usage().map(milli));
     r.power_limit_watts = keep(
         "power_limit_watts",
@@ -97,11 +116,10 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
             .decoder_utilization()
             .map(|u| f64::from(u.utilization)),
     );
-    let mut keep = |name: &'static str, result: Result<u64, NvmlError>| -> Option<u64> {
-        result
-            .map_err(|error| missing.push((name, error.to_string())))
-            .ok()
-    };
+}
+
+/// The current and maximum SM, memory and graphics clocks, in Hz.
+fn read_clocks(device: &Device<'_>, r: &mut GpuReadings, missing: &mut Missing) {
     let mhz = |result: Result<u32, NvmlError>| result.map(|mhz| u64::from(mhz) * 1_000_000);
     let clocks = [
         (Clock::SM, &mut r.sm_clock_hz, "sm_clock_hz"),
@@ -113,7 +131,7 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
         ),
     ];
     for (clock, value, name) in clocks {
-        *value = keep(name, mhz(device.clock_info(clock)));
+        *value = keep(missing, name, mhz(device.clock_info(clock)));
     }
     let maxima = [
         (Clock::SM, &mut r.sm_clock_max_hz, "sm_clock_max_hz"),
@@ -129,12 +147,12 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
         ),
     ];
     for (clock, value, name) in maxima {
-        *value = keep(name, mhz(device.max_clock_info(clock)));
+        *value = keep(missing, name, mhz(device.max_clock_info(clock)));
     }
-    v.throttle_reasons = keep(
-        "throttle_reasons",
-        device.current_throttle_reasons().map(|r| r.bits()),
-    );
+}
+
+/// The cumulative times held below requested clocks, by cause.
+fn read_violations(device: &Device<'_>, v: &mut NvmlDeviceValues) {
     let violations = [
         (
             PerformancePolicy::Power,
@@ -159,10 +177,15 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
     ];
     for (policy, value, name) in violations {
         *value = keep(
+            &mut v.missing,
             name,
             device.violation_status(policy).map(|t| t.violation_time),
         );
     }
+}
+
+/// ECC error counts, PCIe throughput and replays.
+fn read_ecc_and_pcie(device: &Device<'_>, r: &mut GpuReadings, missing: &mut Missing) {
     let ecc = [
         (
             MemoryError::Corrected,
@@ -190,7 +213,7 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
         ),
     ];
     for (error, counter, value, name) in ecc {
-        *value = keep(name, device.total_ecc_errors(error, counter));
+        *value = keep(missing, name, device.total_ecc_errors(error, counter));
     }
     let pcie = [
         (
@@ -206,9 +229,22 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
     ];
     for (counter, value, name) in pcie {
         let kb = device.pcie_throughput(counter);
-        *value = keep(name, kb.map(|kb| u64::from(kb) * 1024));
+        *value = keep(missing, name, kb.map(|kb| u64::from(kb) * 1024));
     }
-    r.pcie_replays = keep("pcie_replays", device.pcie_replay_counter().map(u64::from));
+    r.pcie_replays = keep(
+        missing,
+        "pcie_replays",
+        device.pcie_replay_counter().map(u64::from),
+    );
+}
+
+/// Row remapping, and MIG's mode and instances.
+fn read_remapping_and_mig(
+    nvml: &Nvml,
+    device: &Device<'_>,
+    r: &mut GpuReadings,
+    missing: &mut Missing,
+) {
     match remapped_rows(nvml, device) {
         Ok(rows) => {
             r.remapped_rows_correctable = Some(u64::from(rows.correctable));
@@ -227,7 +263,6 @@ pub(crate) fn read(nvml: &Nvml, device: &Device<'_>) -> NvmlDeviceValues {
         }
         Err(error) => missing.push(("mig_enabled", error.to_string())),
     }
-    v
 }
 
 fn milli(value: u32) -> f64 {

@@ -146,30 +146,9 @@ pub(super) fn load_in_child(
     tracked_only: bool,
     command: &LoaderCommand,
 ) -> ChildOutcome {
-    let (ours, theirs) = match UnixStream::pair() {
-        Ok(pair) => pair,
-        Err(error) => return ChildOutcome::InProcess(format!("no socket pair: {error}")),
-    };
-    let mut child_command = command.command();
-    child_command
-        .env(LOADER_ENV, PROTOCOL)
-        .env(PROC_ENV, &roots.proc)
-        .env(SYS_ENV, &roots.sys)
-        .env(TRACKED_ONLY_ENV, if tracked_only { "1" } else { "0" })
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let spawned = child_command.spawn();
-    // Our copy of the child's end must be closed, or its exit would not end the stream.
-    drop(child_command);
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(error) => {
-            return ChildOutcome::InProcess(format!(
-                "cannot start the loader process {}: {error}",
-                command.program.display()
-            ))
-        }
+    let (ours, mut child) = match spawn_loader(roots, tracked_only, command) {
+        Ok(spawned) => spawned,
+        Err(why) => return ChildOutcome::InProcess(why),
     };
     let received = fds::receive_all(&ours, MAX_REPORT_BYTES, Instant::now() + command.timeout);
     // A child still writing (an oversized report) or stuck must not keep us waiting: close our
@@ -206,12 +185,56 @@ pub(super) fn load_in_child(
         Err(_) if data.is_empty() => return lost("ended before handing the programs over".into()),
         Err(error) => return lost(format!("sent an unreadable report: {error}")),
     };
+    outcome_of(report, child.id(), descriptors, roots, lost)
+}
+
+/// Starts the loader child with its end of a socket pair on stdin; returns ours and the child,
+/// or why it could not start (the parent then loads in-process).
+fn spawn_loader(
+    roots: &Roots,
+    tracked_only: bool,
+    command: &LoaderCommand,
+) -> Result<(UnixStream, std::process::Child), String> {
+    let (ours, theirs) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(error) => return Err(format!("no socket pair: {error}")),
+    };
+    let mut child_command = command.command();
+    child_command
+        .env(LOADER_ENV, PROTOCOL)
+        .env(PROC_ENV, &roots.proc)
+        .env(SYS_ENV, &roots.sys)
+        .env(TRACKED_ONLY_ENV, if tracked_only { "1" } else { "0" })
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let spawned = child_command.spawn();
+    // Our copy of the child's end must be closed, or its exit would not end the stream.
+    drop(child_command);
+    match spawned {
+        Ok(child) => Ok((ours, child)),
+        Err(error) => Err(format!(
+            "cannot start the loader process {}: {error}",
+            command.program.display()
+        )),
+    }
+}
+
+/// What the parent does with the child's report: take the programs it handed over, load them
+/// in-process, or give up with the child's reason (`lost` words a failure of the child's).
+fn outcome_of(
+    report: Report,
+    pid: u32,
+    descriptors: Vec<OwnedFd>,
+    roots: &Roots,
+    lost: impl Fn(String) -> ChildOutcome,
+) -> ChildOutcome {
     match report {
         Report::Loaded {
             config,
             programs,
             maps,
-        } => match assemble(child.id(), &config, programs, maps, descriptors) {
+        } => match assemble(pid, &config, programs, maps, descriptors) {
             Ok(handover) => ChildOutcome::Handed(handover),
             Err(what) => lost(what),
         },

@@ -270,18 +270,10 @@ impl ProcessReader {
                 malformed(proc_root, pid, Kind::Stat, "rss in bytes overflows u64")
             })?;
             let gone = |Gone| ProcessError::Gone { pid };
-            let schedstat = if !fields.schedstat {
-                None
-            } else if stat.num_threads <= 1 {
-                optional(files, Kind::Schedstat, buf, parse::parse_schedstat).map_err(gone)?
+            let schedstat = if fields.schedstat {
+                read_schedstat(files, buf, dirents, pid, stat.num_threads)?
             } else {
-                match files.thread_schedstat(stat.num_threads, dirents, buf) {
-                    Ok(total) => total,
-                    Err(error) if is_gone(&error) && files.is_gone(buf) => {
-                        return Err(ProcessError::Gone { pid })
-                    }
-                    Err(_) => None,
-                }
+                None
             };
             let peak_resident_kib = optional_if(
                 fields.peak_resident,
@@ -309,20 +301,8 @@ impl ProcessReader {
                 // and would be confirmed by a listing, three syscalls, for each of them).
                 Some(0)
             } else {
-                match files.count_fds(dirents, fd_size_is_count) {
-                    // What this pid's files hold beyond their published share is in flight.
-                    Ok(count) if own => Some(held::own_fd_count(
-                        count,
-                        files
-                            .held_descriptor_count()
-                            .saturating_sub(published_for_pid),
-                    )),
-                    Ok(count) => Some(count),
-                    Err(error) if is_gone(&error) && files.is_gone(buf) => {
-                        return Err(ProcessError::Gone { pid })
-                    }
-                    Err(_) => None,
-                }
+                let own_published = own.then_some(published_for_pid);
+                count_open_fds(files, buf, dirents, pid, fd_size_is_count, own_published)?
             };
             Ok(ProcessSample {
                 pid,
@@ -465,6 +445,50 @@ impl ProcessReader {
             self.published.set(self.held_fds);
         }
         result
+    }
+}
+
+/// `schedstat`'s totals for `pid`, summed over its threads when it has more than one; `None`
+/// when they cannot be read while the process lives.
+fn read_schedstat(
+    files: &mut PidFiles,
+    buf: &mut Vec<u8>,
+    dirents: &mut DirentBuffer,
+    pid: u32,
+    num_threads: u64,
+) -> Result<Option<SchedStat>, ProcessError> {
+    if num_threads <= 1 {
+        return optional(files, Kind::Schedstat, buf, parse::parse_schedstat)
+            .map_err(|Gone| ProcessError::Gone { pid });
+    }
+    match files.thread_schedstat(num_threads, dirents, buf) {
+        Ok(total) => Ok(total),
+        Err(error) if is_gone(&error) && files.is_gone(buf) => Err(ProcessError::Gone { pid }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// How many descriptors `pid` has open; `None` when they cannot be counted while it lives.
+/// `own_published` is given for this process's own pid: the share of the held descriptors
+/// already published for it (what its files hold beyond that share is in flight).
+fn count_open_fds(
+    files: &mut PidFiles,
+    buf: &mut Vec<u8>,
+    dirents: &mut DirentBuffer,
+    pid: u32,
+    fd_size_is_count: bool,
+    own_published: Option<usize>,
+) -> Result<Option<u64>, ProcessError> {
+    match files.count_fds(dirents, fd_size_is_count) {
+        Ok(count) => Ok(Some(match own_published {
+            Some(published) => held::own_fd_count(
+                count,
+                files.held_descriptor_count().saturating_sub(published),
+            ),
+            None => count,
+        })),
+        Err(error) if is_gone(&error) && files.is_gone(buf) => Err(ProcessError::Gone { pid }),
+        Err(_) => Ok(None),
     }
 }
 
