@@ -211,7 +211,8 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     }
 
     // `otel` names: the hardware conventions' hw.power, hw.energy, hw.temperature, with hw.id
-    // (the UUID) and hw.type "gpu"; the others in relay_metrics.*.
+    // (the UUID) and hw.type "gpu", and hw.gpu.memory.usage, hw.gpu.utilization for a whole
+    // device; the others in relay_metrics.*.
     let otel = serde_json::to_string(&request(
         &snapshot,
         &OtlpResource::new(SystemTime::now(), &[]),
@@ -224,6 +225,8 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
         "\"hw.temperature\"",
         "\"hw.id\"",
         "\"hw.type\"",
+        "\"hw.gpu.memory.usage\"",
+        "\"hw.gpu.utilization\"",
         "\"relay_metrics.gpu_clock\"",
     ] {
         assert!(

@@ -153,6 +153,10 @@ fn mapping(name: &str, subject: Subject) -> Option<Mapping> {
         "relay_metrics_gpu_power_watts" => with("hw.power", Gauge, "W", "hw.type", "gpu"),
         "relay_metrics_gpu_energy_joules_total" => with("hw.energy", Counter, "J", "hw.type", "gpu"),
         "relay_metrics_gpu_temperature_celsius" => with("hw.temperature", Gauge, "Cel", "hw.type", "gpu"),
+        // A whole device's memory and busy fraction: the conventions' hw.gpu.* (a process's or
+        // a container's share of a device has no conventional name: relay_metrics.*).
+        "relay_metrics_gpu_memory_used_bytes" => m("hw.gpu.memory.usage", UpDownCounter, "By"),
+        "relay_metrics_gpu_utilization_ratio" => m("hw.gpu.utilization", Gauge, "1"),
         _ => return None,
     })
 }
@@ -373,6 +377,19 @@ mod tests {
         assert_eq!(cpu("application_process").name, "process.cpu.time");
         assert_eq!(cpu("cgroup").name, "container.cpu.time");
         assert_eq!(cpu("cgroup").attribute, Some(("cpu.mode", "user")));
+        // A whole device's memory and busy fraction: the hardware conventions' names, kinds
+        // and units.
+        let gpu = |name| mapping(name, Subject::of("global")).unwrap();
+        let memory = gpu("relay_metrics_gpu_memory_used_bytes");
+        assert_eq!(
+            (memory.name, memory.kind, memory.unit),
+            ("hw.gpu.memory.usage", Kind::UpDownCounter, "By")
+        );
+        let busy = gpu("relay_metrics_gpu_utilization_ratio");
+        assert_eq!(
+            (busy.name, busy.kind, busy.unit),
+            ("hw.gpu.utilization", Kind::Gauge, "1")
+        );
         let family = Family {
             name: "relay_metrics_gpu_memory_used_bytes",
             kind: Kind::Gauge,
