@@ -23,11 +23,13 @@
 // Not yet used by the collector: a later change plugs it into the one cgroup pass (issue 31).
 #![cfg_attr(not(test), allow(dead_code))]
 
+#[cfg(test)]
+mod bench;
 pub(crate) mod exact;
 mod paths;
 mod sys;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::HashMap;
 use std::io;

@@ -180,6 +180,21 @@ pub(crate) fn exercise(layout: &Layout) {
         memory_kinds.push(Kind::MemoryFailcnt);
     }
     assert_from_iterator(&mut memory, &memory_kinds);
+    if layout.v2 {
+        // v2 has no failcnt and no memsw files: those kinds say so and stay unused.
+        let verdicts = exact::check(&mut memory);
+        for kind in [Kind::MemoryFailcnt, Kind::MemswUsage, Kind::MemswLimit] {
+            let verdict = verdicts
+                .iter()
+                .find(|verdict| verdict.kind == kind)
+                .unwrap();
+            assert_eq!(verdict.source, Source::File, "{verdict:?}");
+            assert_eq!(
+                verdict.reason, "no file holds it on a cgroup v2",
+                "{verdict:?}"
+            );
+        }
+    }
 
     let mut pids = CgroupIter::load(&layout.pids).unwrap();
     let record = record_of(&mut pids, &fixture.pids.dir);
