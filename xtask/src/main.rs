@@ -5,8 +5,8 @@
 //!   `bpfel-unknown-none`, LLVM 22 and `bpf-linker` built against it, and clang 22 with
 //!   libbpf's headers for the C task iterator.
 //! - `build-ebpf`: builds `relay-metrics-ebpf` and copies the object to [`OBJECT`], with the
-//!   toolchain versions in [`STAMP`]; compiles the task iterator ([`ITER_SOURCE`]) into
-//!   [`ITER_OBJECT`], with clang's version in [`ITER_STAMP`].
+//!   toolchain versions in [`STAMP`]; compiles the C iterators ([`ITER_OBJECTS`]: the task and
+//!   the cgroup iterator) into their committed objects, with clang's version beside each.
 //! - `check-ebpf-fresh`: rebuilds both into a scratch directory and fails if a result differs
 //!   from the committed object (byte for byte when the toolchain is the one in the stamp).
 //! - `vm-test [FILTER] [--repeat N] [--lockdown | --many-cpus]`: runs relay-metrics' tests matching FILTER
@@ -40,12 +40,27 @@ const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 const APT_PACKAGES: [&str; 3] = ["rustc-web", "libstd-rust-web-dev-bpf", "llvm-22-dev"];
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// The task iterator's C source (CO-RE), relative to the workspace root.
-const ITER_SOURCE: &str = "relay-metrics-ebpf/iter/task_iter.bpf.c";
-/// Its committed object.
-const ITER_OBJECT: &str = "relay-metrics/src/source/task_iter/task_iter.bpf.o";
-/// The clang that built [`ITER_OBJECT`] (`clang --version`, first line).
-const ITER_STAMP: &str = "relay-metrics/src/source/task_iter/task_iter.bpf.o.toolchain";
+/// A C (CO-RE) iterator program: its source, its committed object and the stamp with the clang
+/// that built it (`clang --version`, first line), relative to the workspace root.
+struct CObject {
+    source: &'static str,
+    object: &'static str,
+    stamp: &'static str,
+}
+
+/// The task iterator (process values) and the cgroup iterator (cgroup values).
+const ITER_OBJECTS: [CObject; 2] = [
+    CObject {
+        source: "relay-metrics-ebpf/iter/task_iter.bpf.c",
+        object: "relay-metrics/src/source/task_iter/task_iter.bpf.o",
+        stamp: "relay-metrics/src/source/task_iter/task_iter.bpf.o.toolchain",
+    },
+    CObject {
+        source: "relay-metrics-ebpf/iter/cgroup_iter.bpf.c",
+        object: "relay-metrics/src/source/cgroup_iter/cgroup_iter.bpf.o",
+        stamp: "relay-metrics/src/source/cgroup_iter/cgroup_iter.bpf.o.toolchain",
+    },
+];
 const CLANG: &str = "/usr/bin/clang-22";
 const ITER_APT_PACKAGES: [&str; 2] = ["clang-22", "libbpf-dev"];
 
@@ -288,10 +303,13 @@ fn clang_stamp() -> Result<String> {
     Ok(format!("{}\n", version.lines().next().unwrap_or_default()))
 }
 
-/// Compiles the task iterator into `out`. The build directory is mapped to a fixed name, so
-/// the object is the same wherever the repository is checked out.
-fn compile_iter(root: &Path, out: &Path) -> Result<()> {
-    let source = root.join(ITER_SOURCE);
+/// Compiles one C iterator into `out`. The build directory is mapped to a fixed name, so the
+/// object is the same wherever the repository is checked out.
+fn compile_iter(root: &Path, iter: &CObject, out: &Path) -> Result<()> {
+    let source = root.join(iter.source);
+    let file = source
+        .file_name()
+        .context("the iterator source has no file name")?;
     let dir = source
         .parent()
         .context("the iterator source has no directory")?;
@@ -301,21 +319,25 @@ fn compile_iter(root: &Path, out: &Path) -> Result<()> {
         .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
         .arg(format!("-fdebug-prefix-map={}={mapped}", dir.display()))
         .arg(format!("-fdebug-compilation-dir={mapped}"))
-        .args(["-c", "task_iter.bpf.c", "-o"])
+        .arg("-c")
+        .arg(file)
+        .arg("-o")
         .arg(out))
 }
 
 fn build_ebpf() -> Result<()> {
     let root = workspace_root()?;
-    let iter_object = root.join(ITER_OBJECT);
     let iter_stamp = clang_stamp()?;
-    compile_iter(&root, &iter_object)?;
-    fs::write(root.join(ITER_STAMP), iter_stamp).context("writing the clang stamp")?;
-    eprintln!(
-        "xtask: wrote {}\n{}",
-        iter_object.display(),
-        elf_summary::summarize(&fs::read(&iter_object)?)?
-    );
+    for iter in &ITER_OBJECTS {
+        let iter_object = root.join(iter.object);
+        compile_iter(&root, iter, &iter_object)?;
+        fs::write(root.join(iter.stamp), &iter_stamp).context("writing the clang stamp")?;
+        eprintln!(
+            "xtask: wrote {}\n{}",
+            iter_object.display(),
+            elf_summary::summarize(&fs::read(&iter_object)?)?
+        );
+    }
     let stamp = toolchain_stamp()?;
     let built = compile(&root, &root.join(EBPF_CRATE).join("target"))?;
     let object = root.join(OBJECT);
@@ -333,7 +355,9 @@ fn check_ebpf_fresh() -> Result<()> {
     let scratch = env::temp_dir().join(format!("relay-metrics-ebpf-check-{}", std::process::id()));
     let result = (|| {
         fs::create_dir_all(&scratch).context("creating the scratch directory")?;
-        check_iter_fresh(&root, &scratch.join("task_iter.bpf.o"))?;
+        for (at, iter) in ITER_OBJECTS.iter().enumerate() {
+            check_iter_fresh(&root, iter, &scratch.join(format!("iter-{at}.bpf.o")))?;
+        }
         let built = compile(&root, &scratch)?;
         let fresh = fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
         let committed_path = root.join(OBJECT);
@@ -372,31 +396,31 @@ fn check_ebpf_fresh() -> Result<()> {
     result
 }
 
-/// The task iterator's object against a rebuild: byte for byte with the clang that built it,
-/// else the same programs, maps and globals.
-fn check_iter_fresh(root: &Path, out: &Path) -> Result<()> {
+/// A C iterator's object against a rebuild: byte for byte with the clang that built it, else
+/// the same programs, maps and globals.
+fn check_iter_fresh(root: &Path, iter: &CObject, out: &Path) -> Result<()> {
+    let (source, object) = (iter.source, iter.object);
     let stamp = clang_stamp()?;
-    compile_iter(root, out)?;
+    compile_iter(root, iter, out)?;
     let fresh = fs::read(out).with_context(|| format!("reading {}", out.display()))?;
-    let committed =
-        fs::read(root.join(ITER_OBJECT)).with_context(|| format!("reading {ITER_OBJECT}"))?;
+    let committed = fs::read(root.join(object)).with_context(|| format!("reading {object}"))?;
     if fresh == committed {
-        eprintln!("xtask: {ITER_OBJECT} is fresh (byte-identical rebuild)");
+        eprintln!("xtask: {object} is fresh (byte-identical rebuild)");
         return Ok(());
     }
-    let committed_stamp = fs::read_to_string(root.join(ITER_STAMP)).unwrap_or_default();
+    let committed_stamp = fs::read_to_string(root.join(iter.stamp)).unwrap_or_default();
     let (fresh_summary, committed_summary) = (
         elf_summary::summarize(&fresh)?,
         elf_summary::summarize(&committed)?,
     );
     if committed_stamp == stamp || fresh_summary != committed_summary {
         bail!(
-            "{ITER_OBJECT} differs from a rebuild of {ITER_SOURCE}: run `cargo xtask build-ebpf` \
+            "{object} differs from a rebuild of {source}: run `cargo xtask build-ebpf` \
              and commit.\ncommitted:\n{committed_summary}\nfresh:\n{fresh_summary}"
         );
     }
     eprintln!(
-        "xtask: {ITER_OBJECT}: same programs, maps and globals; bytes differ because clang \
+        "xtask: {object}: same programs, maps and globals; bytes differ because clang \
          differs (committed: {committed_stamp:?}, here: {stamp:?})"
     );
     Ok(())

@@ -5,6 +5,7 @@
 #[cfg(feature = "agent")]
 pub(crate) mod allocator;
 pub(crate) mod cgroup;
+pub(crate) mod cgroup_iter;
 #[cfg(feature = "agent")]
 pub(crate) mod cri;
 #[cfg(feature = "agent")]

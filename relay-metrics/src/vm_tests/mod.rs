@@ -20,6 +20,7 @@ use crate::units::{Measurement, MeasurementValue};
 use crate::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 use watchdog::Watchdog;
 
+mod cgroup_iter;
 mod live_v2;
 mod lockdown;
 mod many_cpus;

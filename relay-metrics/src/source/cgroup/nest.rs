@@ -373,7 +373,7 @@ fn is_delegated(dir: &Path) -> bool {
 }
 
 /// Kills every process still in the directories (the command's leftovers) and removes them,
-/// deepest first; waits up to [`EMPTY_WAIT`] for the kernel to empty them.
+/// deepest first; waits up to 2 s (`EMPTY_WAIT`) for the kernel to empty them.
 pub fn remove_dirs(dirs: &[PathBuf]) -> Result<(), String> {
     let deadline = Instant::now() + EMPTY_WAIT;
     let mut failures = Vec::new();

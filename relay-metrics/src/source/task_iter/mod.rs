@@ -507,7 +507,7 @@ fn load_and_attach(sum_rss: bool) -> Result<OwnedFd, String> {
 }
 
 /// The error and its sources, so a verifier or permission refusal keeps its cause.
-fn describe(error: &dyn std::error::Error) -> String {
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

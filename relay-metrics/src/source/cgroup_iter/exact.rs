@@ -1,0 +1,280 @@
+//! "Exact or not at all": each kind of value is taken from the iterator only after it was found
+//! equal to its file on live cgroups. Counters are bracketed (file before ≤ iterator ≤ file
+//! after), limits must be equal, and gauges (usage, pids current) must lie between the two file
+//! reads. A kind that fails is tried again (a gauge can move both ways between the reads), and
+//! after [`ATTEMPTS`] failures its files serve; a kind with no file to compare with is not used.
+
+use std::path::Path;
+
+use super::{CgroupIter, CgroupRecord};
+
+/// Tries per kind before it is left to its file.
+const ATTEMPTS: usize = 3;
+
+/// `PID_MAX_LIMIT` on 64-bit kernels: `pids.max` prints `max` for a limit above it.
+const PID_MAX_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// A value the iterator can read, each compared with the file that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    MemoryUsage,
+    MemoryPeak,
+    MemoryLimit,
+    MemoryFailcnt,
+    MemswUsage,
+    MemswPeak,
+    MemswLimit,
+    MemswFailcnt,
+    OomKill,
+    PidsCurrent,
+    PidsLimit,
+    CfsPeriods,
+    CfsThrottledPeriods,
+    CfsThrottledTime,
+}
+
+/// How a kind is compared with its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compare {
+    /// Only grows: file before ≤ iterator ≤ file after.
+    Counter,
+    /// Moves both ways: between the two file reads.
+    Gauge,
+    /// Set by a writer: equal to both file reads.
+    Limit,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 14] = [
+        Kind::MemoryUsage,
+        Kind::MemoryPeak,
+        Kind::MemoryLimit,
+        Kind::MemoryFailcnt,
+        Kind::MemswUsage,
+        Kind::MemswPeak,
+        Kind::MemswLimit,
+        Kind::MemswFailcnt,
+        Kind::OomKill,
+        Kind::PidsCurrent,
+        Kind::PidsLimit,
+        Kind::CfsPeriods,
+        Kind::CfsThrottledPeriods,
+        Kind::CfsThrottledTime,
+    ];
+
+    /// The file holding this kind and the key within it (`None`: the whole file is the value),
+    /// on a v1 or v2 hierarchy; `None` where that version has no such file.
+    fn file(self, v2: bool) -> Option<(&'static str, Option<&'static str>)> {
+        use Kind::*;
+        Some(match (self, v2) {
+            (MemoryUsage, false) => ("memory.usage_in_bytes", None),
+            (MemoryUsage, true) => ("memory.current", None),
+            (MemoryPeak, false) => ("memory.max_usage_in_bytes", None),
+            (MemoryPeak, true) => ("memory.peak", None),
+            (MemoryLimit, false) => ("memory.limit_in_bytes", None),
+            (MemoryLimit, true) => ("memory.max", None),
+            (MemoryFailcnt, false) => ("memory.failcnt", None),
+            (MemswUsage, false) => ("memory.memsw.usage_in_bytes", None),
+            (MemswPeak, false) => ("memory.memsw.max_usage_in_bytes", None),
+            (MemswLimit, false) => ("memory.memsw.limit_in_bytes", None),
+            (MemswFailcnt, false) => ("memory.memsw.failcnt", None),
+            (OomKill, false) => ("memory.oom_control", Some("oom_kill")),
+            (OomKill, true) => ("memory.events", Some("oom_kill")),
+            (PidsCurrent, _) => ("pids.current", None),
+            (PidsLimit, _) => ("pids.max", None),
+            (CfsPeriods, _) => ("cpu.stat", Some("nr_periods")),
+            (CfsThrottledPeriods, _) => ("cpu.stat", Some("nr_throttled")),
+            (CfsThrottledTime, false) => ("cpu.stat", Some("throttled_time")),
+            (CfsThrottledTime, true) => ("cpu.stat", Some("throttled_usec")),
+            _ => return None,
+        })
+    }
+
+    fn compare(self) -> Compare {
+        use Kind::*;
+        match self {
+            MemoryUsage | MemswUsage | PidsCurrent => Compare::Gauge,
+            MemoryLimit | MemswLimit | PidsLimit => Compare::Limit,
+            _ => Compare::Counter,
+        }
+    }
+
+    /// The record's value in the file's unit (bytes, µs on v2's `throttled_usec`), `u64::MAX`
+    /// for a limit the file prints as `max`.
+    pub(crate) fn value(self, record: &CgroupRecord, page_bytes: u64, v2: bool) -> Option<u64> {
+        use Kind::*;
+        let bytes = |pages: u64| pages.checked_mul(page_bytes);
+        // PAGE_COUNTER_MAX (LONG_MAX / PAGE_SIZE) is "max" on v2; v1 prints it as a number.
+        let limit = |pages: u64| {
+            if v2 && pages >= (i64::MAX as u64) / page_bytes.max(1) {
+                Some(u64::MAX)
+            } else {
+                bytes(pages)
+            }
+        };
+        match self {
+            MemoryUsage => bytes(record.memory?.usage),
+            MemoryPeak => bytes(record.memory?.watermark),
+            MemoryLimit => limit(record.memory?.max),
+            MemoryFailcnt => Some(record.memory?.failcnt),
+            MemswUsage => bytes(record.memsw?.usage),
+            MemswPeak => bytes(record.memsw?.watermark),
+            MemswLimit => limit(record.memsw?.max),
+            MemswFailcnt => Some(record.memsw?.failcnt),
+            OomKill => record.oom_kill,
+            PidsCurrent => Some(record.pids?.0),
+            PidsLimit => Some(record.pids?.1).map(|limit| {
+                if limit > PID_MAX_LIMIT {
+                    u64::MAX
+                } else {
+                    limit
+                }
+            }),
+            CfsPeriods => Some(record.cfs?.0),
+            CfsThrottledPeriods => Some(record.cfs?.1),
+            CfsThrottledTime if v2 => Some(record.cfs?.2 / 1000),
+            CfsThrottledTime => Some(record.cfs?.2),
+        }
+    }
+}
+
+/// Where a kind's values come from, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    Iterator,
+    File,
+}
+
+/// The outcome of the check for one kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub kind: Kind,
+    pub source: Source,
+    /// Why: the number of cgroups that agreed, or the first disagreement, or the missing file.
+    pub reason: String,
+}
+
+/// Checks every kind on the cgroups below the iterator's hierarchy root (the root itself is
+/// left out: its files are computed from global counters or absent).
+pub(crate) fn check(iter: &mut CgroupIter) -> Vec<Verdict> {
+    check_skewed(iter, None)
+}
+
+/// [`check`], with `skew` added to the iterator's values of one kind: the test hook that shows a
+/// kind which disagrees falls back to its file.
+pub(crate) fn check_skewed(iter: &mut CgroupIter, skew: Option<(Kind, u64)>) -> Vec<Verdict> {
+    let v2 = iter.root().join("cgroup.controllers").exists();
+    let page_bytes = crate::source::procfs::page_size_bytes().unwrap_or(4096);
+    Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let skew = skew
+                .filter(|(skewed, _)| *skewed == kind)
+                .map_or(0, |(_, by)| by);
+            let mut outcome = Err(String::new());
+            for _ in 0..ATTEMPTS {
+                outcome = attempt(iter, kind, v2, page_bytes, skew);
+                if outcome.is_ok() {
+                    break;
+                }
+            }
+            match outcome {
+                Ok(compared) => Verdict {
+                    kind,
+                    source: Source::Iterator,
+                    reason: format!("equal to its file on {compared} cgroups (bracketed)"),
+                },
+                Err(reason) => Verdict {
+                    kind,
+                    source: Source::File,
+                    reason,
+                },
+            }
+        })
+        .collect()
+}
+
+/// One bracketed comparison of `kind` on every cgroup that has its file: the number compared,
+/// or the first disagreement.
+fn attempt(
+    iter: &mut CgroupIter,
+    kind: Kind,
+    v2: bool,
+    page_bytes: u64,
+    skew: u64,
+) -> Result<usize, String> {
+    let Some((file, key)) = kind.file(v2) else {
+        return Err(format!(
+            "no file holds it on a cgroup v{}",
+            if v2 { 2 } else { 1 }
+        ));
+    };
+    let mut records = Vec::new();
+    iter.read(&mut records)
+        .map_err(|error| format!("reading the iterator: {error}"))?;
+    let root = iter.root().to_owned();
+    let mut paths = Vec::new();
+    for record in records.iter().filter(|record| record.level > 0) {
+        if let Some(path) = iter.path_of(record.id) {
+            paths.push(root.join(path).join(file));
+        }
+    }
+    let before: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, key)).collect();
+    iter.read(&mut records)
+        .map_err(|error| format!("reading the iterator: {error}"))?;
+    let after: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, key)).collect();
+    let by_path: std::collections::HashMap<_, _> = records
+        .iter()
+        .filter(|record| record.level > 0)
+        .filter_map(|record| Some((root.join(iter.path_of(record.id)?).join(file), record)))
+        .collect();
+    let mut compared = 0;
+    for ((path, before), after) in paths.iter().zip(before).zip(after) {
+        let (Some(before), Some(after), Some(record)) = (before, after, by_path.get(path)) else {
+            continue;
+        };
+        let Some(value) = kind.value(record, page_bytes, v2) else {
+            return Err(format!(
+                "{} exists but the iterator has no value",
+                path.display()
+            ));
+        };
+        let value = value.saturating_add(skew);
+        let agrees = match kind.compare() {
+            Compare::Counter => before <= value && value <= after,
+            Compare::Gauge => before.min(after) <= value && value <= before.max(after),
+            Compare::Limit => before == value && value == after,
+        };
+        if !agrees {
+            return Err(format!(
+                "{}: iterator {value}, file {before} before and {after} after",
+                path.display()
+            ));
+        }
+        compared += 1;
+    }
+    if compared == 0 {
+        return Err(format!(
+            "no cgroup below {} has {file} to compare with",
+            root.display()
+        ));
+    }
+    Ok(compared)
+}
+
+/// A file's value: the whole file, or the value after `key` on its line; `max` as `u64::MAX`.
+pub(crate) fn read_value(path: &Path, key: Option<&str>) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let field = match key {
+        None => text.trim(),
+        Some(key) => text.lines().find_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            (name == key).then_some(value.trim())
+        })?,
+    };
+    if field == "max" {
+        Some(u64::MAX)
+    } else {
+        field.parse().ok()
+    }
+}
