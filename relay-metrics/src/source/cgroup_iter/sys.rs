@@ -3,11 +3,11 @@
 //! order), so the link is created here with `bpf(BPF_LINK_CREATE)` directly.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
-const BPF_LINK_CREATE: libc::c_long = 28;
-const BPF_ITER_CREATE: libc::c_long = 33;
-const BPF_TRACE_ITER: u32 = 28;
+pub(super) use crate::source::task_iter::iter_create;
+use crate::source::task_iter::{bpf_fd, BPF_LINK_CREATE, BPF_TRACE_ITER};
+
 /// `enum bpf_cgroup_iter_order`: the cgroup and its descendants, parents first.
 const BPF_CGROUP_ITER_DESCENDANTS_PRE: u32 = 2;
 
@@ -33,34 +33,6 @@ pub(super) fn link_create(program: BorrowedFd<'_>, cgroup: BorrowedFd<'_>) -> io
     attr[6] = u32::try_from(std::mem::size_of_val(&info)).map_err(io::Error::other)?;
     // `info` lives to the end of this function, past the call that reads it through `pointer`.
     bpf_fd(BPF_LINK_CREATE, &mut attr)
-}
-
-/// `bpf(BPF_ITER_CREATE)`: a new readable iterator (one walk) from the link.
-pub(super) fn iter_create(link: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let mut attr = [0u32; 2];
-    attr[0] = u32::try_from(link.as_raw_fd()).map_err(io::Error::other)?;
-    bpf_fd(BPF_ITER_CREATE, &mut attr)
-}
-
-/// A `bpf(2)` command that returns a new descriptor.
-fn bpf_fd<const N: usize>(command: libc::c_long, attr: &mut [u32; N]) -> io::Result<OwnedFd> {
-    // SAFETY: `attr` is a live, initialised buffer of the size passed; for these commands the
-    // kernel only reads it (and, for BPF_LINK_CREATE, the iter_info buffer it points to, which
-    // the caller keeps alive across the call); the result is a new descriptor we own or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            command,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(attr),
-        )
-    };
-    let fd = i32::try_from(fd).map_err(|_| io::Error::other("bpf(2) returned no descriptor"))?;
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A read-only shared mapping of an mmap-able BPF array map (`BPF_F_MMAPABLE`): its values,

@@ -560,9 +560,9 @@ fn verify_own_record(proc_root: &Path, records: &[TaskRecord]) -> Result<(), Una
     }
 }
 
-const BPF_LINK_CREATE: libc::c_long = 28;
+pub(crate) const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_ITER_CREATE: libc::c_long = 33;
-const BPF_TRACE_ITER: u32 = 28;
+pub(crate) const BPF_TRACE_ITER: u32 = 28;
 
 /// `bpf(BPF_LINK_CREATE)` for an iterator program without parameters (all tasks).
 fn link_create(program: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -575,17 +575,23 @@ fn link_create(program: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 }
 
 /// `bpf(BPF_ITER_CREATE)`: a new readable iterator (one pass) from the link.
-fn iter_create(link: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+pub(crate) fn iter_create(link: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let mut attr = [0u32; 2];
     attr[0] = u32::try_from(link.as_raw_fd()).map_err(io::Error::other)?;
     bpf_fd(BPF_ITER_CREATE, &mut attr)
 }
 
-/// A `bpf(2)` command that returns a new descriptor.
-fn bpf_fd<const N: usize>(command: libc::c_long, attr: &mut [u32; N]) -> io::Result<OwnedFd> {
+/// A `bpf(2)` command that returns a new descriptor (the task and cgroup iterators' links and
+/// walks).
+pub(crate) fn bpf_fd<const N: usize>(
+    command: libc::c_long,
+    attr: &mut [u32; N],
+) -> io::Result<OwnedFd> {
     // No safe wrapper for bpf(2) exists in our dependencies (aya keeps these calls private).
     // SAFETY: `attr` is a live, initialised buffer of the size passed; for these commands the
-    // kernel only reads it, and the result is a new descriptor we own or -1.
+    // kernel only reads it (and, for a BPF_LINK_CREATE with iterator parameters, the buffer it
+    // points to, which the caller keeps alive across the call); the result is a new descriptor
+    // we own or -1.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_bpf,
