@@ -3,7 +3,7 @@
 //! (the same Rust code as `relay-metrics run` and `report`), and keeps the snapshots.
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 
 use relay_metrics::config::ScopeSetting;
 use relay_metrics::report::{Report, ReportBuilder};
+use relay_metrics::sampler::StopSignal;
 use relay_metrics::summary::{Baseline, RunEnd};
 use relay_metrics::{Collector, ResourceMetricsConfig, ResourceMetricsSnapshot};
 
@@ -53,42 +54,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[pyclass(frozen, module = "relay_metrics._native")]
 pub(crate) struct NativeRecorder {
     recorded: Arc<Mutex<Recorded>>,
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    stop: StopSignal,
     thread: Mutex<Option<JoinHandle<()>>>,
     owner_pid: u32,
-}
-
-/// Sleeps until `deadline` (forever for `None`); false once asked to stop.
-fn wait(stop: &(Mutex<bool>, Condvar), deadline: Option<Instant>) -> bool {
-    let (flag, wake) = stop;
-    let mut stopped = lock(flag);
-    loop {
-        if *stopped {
-            return false;
-        }
-        let now = Instant::now();
-        match deadline {
-            Some(deadline) if now >= deadline => return true,
-            Some(deadline) => {
-                stopped = wake
-                    .wait_timeout(stopped, deadline - now)
-                    .map(|(guard, _)| guard)
-                    .unwrap_or_else(|error| error.into_inner().0);
-            }
-            None => {
-                stopped = wake
-                    .wait(stopped)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-            }
-        }
-    }
 }
 
 fn record(
     mut collector: Collector,
     period: Duration,
     recorded: &Mutex<Recorded>,
-    stop: &(Mutex<bool>, Condvar),
+    stop: &StopSignal,
 ) {
     let keep = |snapshot: Arc<ResourceMetricsSnapshot>| {
         let mut recorded = lock(recorded);
@@ -97,7 +72,7 @@ fn record(
     };
     {
         let mut snapshots = collector.every(period);
-        while let Some(snapshot) = snapshots.next_unless(|deadline| wait(stop, deadline)) {
+        while let Some(snapshot) = snapshots.next_unless(|deadline| !stop.wait_until(deadline)) {
             keep(snapshot);
         }
     }
@@ -154,8 +129,8 @@ impl NativeRecorder {
             started: Instant::now(),
             wall_time: None,
         }));
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let (thread_recorded, thread_stop) = (Arc::clone(&recorded), Arc::clone(&stop));
+        let stop = StopSignal::default();
+        let (thread_recorded, thread_stop) = (Arc::clone(&recorded), stop.clone());
         let period = Duration::from_millis(interval_millis);
         let thread = std::thread::Builder::new()
             .name("relay-metrics-record".into())
@@ -178,11 +153,7 @@ impl NativeRecorder {
         }
         let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
-            {
-                let (flag, wake) = &*self.stop;
-                *lock(flag) = true;
-                wake.notify_all();
-            }
+            self.stop.request();
             py.detach(|| thread.join())
                 .map_err(|_| PyRuntimeError::new_err("the recording thread panicked"))?;
         }
@@ -278,9 +249,7 @@ impl Drop for NativeRecorder {
         if std::process::id() != self.owner_pid {
             return;
         }
-        let (flag, wake) = &*self.stop;
-        *lock(flag) = true;
-        wake.notify_all();
+        self.stop.request();
         if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }

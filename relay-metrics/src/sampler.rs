@@ -9,6 +9,8 @@ use nix::errno::Errno;
 use nix::sys::time::TimeSpec;
 use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
 
+use crate::snapshot::SamplerInfo;
+
 /// What happened at one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tick {
@@ -90,6 +92,40 @@ impl FixedRate {
         )
     }
 
+    /// The next tick, with the wait for it left to `wait_until(deadline)` so that the caller
+    /// can watch for something else meanwhile (a stop request, the command's exit): it returns
+    /// `true` once the deadline has passed, or `false` to give up the tick (then `None`).
+    /// `deadline` is `None` for a tick beyond the clock's range (a huge period). The tick's
+    /// lateness runs from its deadline to the return of `wait_until`. Every sampling loop
+    /// (`every`, `run`, the agent, Python polling) paces itself through this or [`Self::wait`].
+    pub fn next_unless(
+        &mut self,
+        wait_until: impl FnOnce(Option<Instant>) -> bool,
+    ) -> Option<SamplerInfo> {
+        let planned_at = Instant::now();
+        let (sleep, tick) = self.plan(planned_at);
+        let deadline = planned_at.checked_add(sleep);
+        if !wait_until(deadline) {
+            return None;
+        }
+        let late = deadline.map_or(Duration::ZERO, |deadline| {
+            Instant::now().saturating_duration_since(deadline)
+        });
+        Some(self.sampler_info(tick.index, tick.lateness + late))
+    }
+
+    /// What a snapshot taken at tick `index`, `lateness` after its deadline, says about its
+    /// sampling (`extensions.sampler`).
+    pub fn sampler_info(&self, index: u64, lateness: Duration) -> SamplerInfo {
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        SamplerInfo {
+            interval_usec: micros(self.period),
+            tick_index: index,
+            tick_lateness_usec: micros(lateness),
+            missed_ticks_total: self.missed_total,
+        }
+    }
+
     /// The timer slack `wait` asks for: 1 % of the period, between 1 µs and the kernel's
     /// default 50 µs. With the default, every wake-up is up to 50 µs late, a twentieth of a 1 ms
     /// period; spinning instead would cost a core's worth of CPU at 1 kHz.
@@ -162,8 +198,9 @@ impl StopSignal {
         wake.notify_all();
     }
 
-    /// Sleeps until `deadline` unless a stop is requested first; true when one was.
-    pub fn wait_until(&self, deadline: Instant) -> bool {
+    /// Sleeps until `deadline` (`None`: no deadline) unless a stop is requested first; true
+    /// when one was.
+    pub fn wait_until(&self, deadline: Option<Instant>) -> bool {
         let (flag, wake) = &*self.0;
         let mut stopped = flag.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
@@ -171,13 +208,15 @@ impl StopSignal {
                 return true;
             }
             let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            stopped = wake
-                .wait_timeout(stopped, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            stopped = match deadline {
+                Some(deadline) if now >= deadline => return false,
+                Some(deadline) => {
+                    wake.wait_timeout(stopped, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => wake.wait(stopped).unwrap_or_else(PoisonError::into_inner),
+            };
         }
     }
 }
@@ -278,5 +317,36 @@ mod tests {
         assert_eq!(slack(MS), Duration::from_micros(10));
         assert_eq!(slack(Duration::from_secs(1)), Duration::from_micros(50));
         assert_eq!(slack(Duration::from_micros(20)), Duration::from_micros(1));
+    }
+
+    #[test]
+    fn next_unless_gives_up_a_tick_when_asked_and_measures_lateness_from_the_deadline() {
+        let start = Instant::now();
+        let mut ticker = FixedRate::new(start, 20 * MS);
+        let first = ticker.next_unless(|_| true).unwrap();
+        assert_eq!((first.tick_index, first.interval_usec), (0, 20_000));
+        // The wait returns 5 ms after the deadline of tick 1: that is its lateness.
+        let second = ticker
+            .next_unless(|deadline| {
+                let deadline = deadline.unwrap();
+                assert_eq!(deadline, start + 20 * MS);
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()) + 5 * MS);
+                true
+            })
+            .unwrap();
+        assert_eq!(second.tick_index, 1);
+        assert!(second.tick_lateness_usec >= 5_000, "{second:?}");
+        assert_eq!(ticker.next_unless(|_| false), None);
+    }
+
+    #[test]
+    fn a_stop_request_wakes_a_wait_without_deadline() {
+        let stop = StopSignal::default();
+        let requester = stop.clone();
+        let waiter = std::thread::spawn(move || stop.wait_until(None));
+        std::thread::sleep(10 * MS);
+        requester.request();
+        assert!(waiter.join().unwrap());
+        assert!(!StopSignal::default().wait_until(Some(Instant::now())));
     }
 }

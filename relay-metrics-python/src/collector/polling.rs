@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use relay_metrics::sampler::StopSignal;
-use relay_metrics::snapshot::SamplerInfo;
+use relay_metrics::sampler::{FixedRate, StopSignal};
 
 use super::Series;
 
@@ -21,24 +20,9 @@ pub(super) struct Polling {
 /// The polling thread: fixed-rate ticks (deadlines `start + n × period`); a tick that a slow
 /// collection overran is skipped and counted, never fired late in a burst.
 pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &Py<PyAny>) {
-    let start = Instant::now();
-    let period_ns = period.as_nanos().max(1);
-    let mut tick: u64 = 0;
-    let mut missed: u64 = 0;
+    let mut ticker = FixedRate::new(Instant::now(), period);
     let mut failures = Failures::default();
-    loop {
-        let deadline = start
-            + Duration::from_nanos(u64::try_from(period_ns * u128::from(tick)).unwrap_or(u64::MAX));
-        if stop.wait_until(deadline) {
-            return;
-        }
-        let lateness = Instant::now().saturating_duration_since(deadline);
-        let sampler = SamplerInfo {
-            interval_usec: u64::try_from(period.as_micros()).unwrap_or(u64::MAX),
-            tick_index: tick,
-            tick_lateness_usec: u64::try_from(lateness.as_micros()).unwrap_or(u64::MAX),
-            missed_ticks_total: missed,
-        };
+    while let Some(sampler) = ticker.next_unless(|deadline| !stop.wait_until(deadline)) {
         match series.collect(Some(sampler)) {
             Ok((snapshot, _)) => Python::attach(|py| {
                 if let Err(error) = crate::marks::emit(py, &snapshot, emit) {
@@ -48,10 +32,6 @@ pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &
             // Relay logs a failed poll and goes on with the next one.
             Err(error) => eprintln!("relay_metrics: resource metrics poll failed: {error}"),
         }
-        let elapsed = start.elapsed().as_nanos();
-        let next = u64::try_from(elapsed / period_ns + 1).unwrap_or(u64::MAX);
-        missed += next.saturating_sub(tick + 1);
-        tick = next;
     }
 }
 

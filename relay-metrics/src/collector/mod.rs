@@ -462,32 +462,15 @@ impl FixedRateSnapshots<'_> {
         self.collector
     }
 
-    /// The next snapshot, like [`Iterator::next`], but the wait for its tick is left to
-    /// `sleep_until(deadline)`, so that the caller can watch for something else meanwhile
-    /// (`deadline` is `None` for a tick beyond the clock's range: a huge period). It returns
-    /// `true` once the deadline has passed, or `false` to give up the tick: then no snapshot is
-    /// taken and `None` is returned. The tick's lateness is measured from the deadline to the
-    /// return of `sleep_until`.
+    /// The next snapshot, like [`Iterator::next`], with the wait for its tick left to
+    /// `sleep_until(deadline)` as in [`crate::sampler::FixedRate::next_unless`]: it returns
+    /// `true` once the deadline has passed, or `false` to give up the tick (then no snapshot is
+    /// taken and `None` is returned).
     pub fn next_unless(
         &mut self,
         sleep_until: impl FnOnce(Option<Instant>) -> bool,
     ) -> Option<Arc<ResourceMetricsSnapshot>> {
-        let planned_at = Instant::now();
-        let (sleep, tick) = self.ticker.plan(planned_at);
-        let deadline = planned_at.checked_add(sleep);
-        if !sleep_until(deadline) {
-            return None;
-        }
-        let late = deadline.map_or(std::time::Duration::ZERO, |deadline| {
-            Instant::now().saturating_duration_since(deadline)
-        });
-        let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let sampler = SamplerInfo {
-            interval_usec: micros(self.ticker.period()),
-            tick_index: tick.index,
-            tick_lateness_usec: micros(tick.lateness + late),
-            missed_ticks_total: self.ticker.missed_total(),
-        };
+        let sampler = self.ticker.next_unless(sleep_until)?;
         Some(self.collector.collect_with_sampler(sampler))
     }
 }
@@ -497,13 +480,7 @@ impl Iterator for FixedRateSnapshots<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let tick = self.ticker.wait();
-        let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let sampler = SamplerInfo {
-            interval_usec: micros(self.ticker.period()),
-            tick_index: tick.index,
-            tick_lateness_usec: micros(tick.lateness),
-            missed_ticks_total: self.ticker.missed_total(),
-        };
+        let sampler = self.ticker.sampler_info(tick.index, tick.lateness);
         Some(self.collector.collect_with_sampler(sampler))
     }
 }

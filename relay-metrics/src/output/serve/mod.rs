@@ -151,20 +151,8 @@ pub fn spawn_sampler(
         let slack = u64::try_from(ticker.timer_slack().as_nanos()).unwrap_or(50_000);
         // Best effort, as in `FixedRate::wait`: a refusal only costs precision.
         let _ = nix::sys::prctl::set_timerslack(slack);
-        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        loop {
-            let (sleep, tick) = ticker.plan(Instant::now());
-            let deadline = Instant::now() + sleep;
-            if stop.wait_until(deadline) {
-                break;
-            }
-            let lateness = Instant::now().saturating_duration_since(deadline);
-            let snapshot = collector.collect_with_sampler(crate::snapshot::SamplerInfo {
-                interval_usec: micros(ticker.period()),
-                tick_index: tick.index,
-                tick_lateness_usec: micros(lateness.max(tick.lateness)),
-                missed_ticks_total: ticker.missed_total(),
-            });
+        while let Some(sampler) = ticker.next_unless(|deadline| !stop.wait_until(deadline)) {
+            let snapshot = collector.collect_with_sampler(sampler);
             prometheus::encode_within(&snapshot, names, &budget, &mut text);
             own::append(&mut text);
             if let Some(otlp) = &otlp {
