@@ -264,3 +264,60 @@ fn run_peak_tasks(cgroup: &Below) -> u32 {
         .parse()
         .unwrap()
 }
+
+/// Directories named `name` up to four levels below `/sys/fs/cgroup` (a v1 hierarchy's own
+/// paths included).
+fn cgroups_named(name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut level = vec![PathBuf::from("/sys/fs/cgroup")];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for dir in level {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    if entry.file_name() == name {
+                        found.push(path.clone());
+                    }
+                    next.push(path);
+                }
+            }
+        }
+        level = next;
+    }
+    found
+}
+
+#[test]
+#[ignore = "root: makes a v1 pids cgroup with a limit"]
+fn a_command_the_callers_pids_limit_keeps_from_starting_leaves_no_cgroup_behind() {
+    assert_root("makes a v1 pids cgroup");
+    let limited = Below::new("pids", "nostart");
+    // Room for run alone: the command's shell cannot be forked.
+    limited.write("pids.max", "1");
+    let child = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "echo $$ > {}/cgroup.procs && exec {BIN} run --output /dev/null -- true",
+                limited.dir.display()
+            ),
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run_pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("cannot start true"),
+        "{:?}: {stderr}",
+        output.status
+    );
+    let left = cgroups_named(&format!("relay-metrics-run-{run_pid}"));
+    for dir in &left {
+        let _ = std::fs::remove_dir(dir);
+    }
+    assert!(left.is_empty(), "run left its cgroup behind: {left:?}");
+}
