@@ -186,9 +186,17 @@ fn under_the_callers_cpu_quota_a_command_has_the_rate_it_has_alone() {
         "cpu.total_s {total}, the command's own {own}"
     );
     let average = summary["cpu"]["average_cores"].as_f64().unwrap();
+    eprintln!("WITNESS | host v1 | cpu.cfs_quota_us 20 % | cpu.average_cores | {average} | {QUOTA_CORES} | ≤ quota + {RATE_TOLERANCE}");
     assert!(
         average <= QUOTA_CORES + RATE_TOLERANCE,
         "average_cores {average}"
+    );
+    // The quota is the caller's: run makes no v1 cpu cgroup, so it has no throttling counter.
+    assert!(summary["throttled_s"].is_null(), "{summary}");
+    let unknown = summary["unknown"].as_array().unwrap();
+    assert!(
+        unknown.iter().any(|u| u["field"] == "throttled_s"),
+        "{summary}"
     );
 }
 
