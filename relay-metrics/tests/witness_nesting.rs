@@ -76,7 +76,6 @@ fn own_path(controllers: &str) -> String {
 /// A v1 cgroup below the test's own cgroup in `hierarchy`; removed when dropped.
 struct Below {
     dir: PathBuf,
-    path: String,
 }
 
 impl Below {
@@ -89,7 +88,7 @@ impl Below {
         );
         let dir = Path::new("/sys/fs/cgroup").join(hierarchy).join(&path[1..]);
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        Self { dir, path }
+        Self { dir }
     }
 
     fn write(&self, file: &str, value: &str) {
