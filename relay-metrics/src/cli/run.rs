@@ -334,7 +334,7 @@ fn run_command(
     // so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
-    let started = start::start_stopped(program, arguments, subreaper)?;
+    let (started, cgroup) = start_in(cgroup, program, arguments, subreaper)?;
     let pid = started.pid;
     let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
     let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
@@ -369,6 +369,26 @@ fn run_command(
     end_cgroup(cgroup.ok(), &mut group);
     print_summary(summary, command, wall_time, &reaped, &orphans, builder);
     Ok(exit_code(&reaped))
+}
+
+/// Starts the command stopped (`start::start_stopped`); if it cannot start, removes `run`'s
+/// cgroup first: no guard watches it yet, and it would stay behind (a pids limit of the caller
+/// that left no room for the command's shell did so).
+fn start_in(
+    cgroup: Result<RunCgroup, String>,
+    program: &str,
+    arguments: &[String],
+    subreaper: bool,
+) -> Result<(start::Started, Result<RunCgroup, String>)> {
+    match start::start_stopped(program, arguments, subreaper) {
+        Ok(started) => Ok((started, cgroup)),
+        Err(error) => {
+            if let Ok(cgroup) = cgroup {
+                let _ = cgroup.remove();
+            }
+            Err(error)
+        }
+    }
 }
 
 /// The collector could not start: lets the command run to its end unmeasured, then fails.

@@ -25,6 +25,7 @@ mod live_v2;
 mod lockdown;
 mod many_cpus;
 mod nesting;
+mod nesting_limits;
 mod task_iter;
 mod watchdog;
 

@@ -1,0 +1,220 @@
+"""The witness tier of ``record()``: every number of ``record().summary()`` against an independent
+witness of the same execution (docs/ACCURACY.md, "record()").
+
+``record_witness_program.py`` records a real workload (a CPU-bound child, 20 short processes,
+64 MiB written with ``fsync`` and read back with ``O_DIRECT``, 200 MiB held) and prints the
+summary beside what the workload's own process counted: ``os.times()``, ``/proc/self/io`` and
+``getrusage``, read inside the recording. Scopes: ``record()`` as written (this process and its
+descendants), a ``process_tree`` and an ``application_process`` rooted at a driver process that
+holds only the workload, as root and as ``nobody`` from root; and, as root, a ``cgroup`` made for
+the driver alone (its storage bytes are a known gap on cgroup v1: a strict ``xfail`` there).
+
+Tolerances (issue 29): CPU ±2 % or 20 ms; bytes exact against the writer's own ``/proc/self/io``
+and, against the known 64 MiB, 64 KiB over for ``O_DIRECT`` and ±1 % buffered; max RSS of one
+process ±5 %; cores ≤ the CPUs this process may use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+PROGRAM = Path(__file__).with_name("record_witness_program.py")
+FILE_BYTES = 64 << 20
+HELD_BYTES = 200 << 20
+PROCESSES_CREATED = 21
+SCOPES = ("self", "tree", "process")
+KINDS = ("buffered", "direct")
+
+
+def recorded(scope: str, kind: str, directory: Path, user: list[str] | None = None) -> Any:
+    """Runs the program (as `user`, a setpriv prefix, when given); returns its JSON."""
+    result = subprocess.run(
+        [*(user or []), sys.executable, str(PROGRAM), scope, str(directory), kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"stdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}"
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def row(label: str, field: str, ours: Any, witness: Any, allowed: str) -> None:
+    """One comparison, as the Rust tier prints it (`pytest -s` shows it)."""
+    print(f"WITNESS | record {label} | {field} | {ours} | {witness} | {allowed}")
+
+
+def cpu_allowed(witness_s: float) -> float:
+    return max(0.02 * witness_s, 0.020)
+
+
+def check_storage(summary: Any, witness: Any, label: str, kind: str) -> None:
+    """Storage: exact against the writer's own /proc/self/io (reaped children included), and
+    that within the known 64 MiB."""
+    io = summary["io"]
+    for field in ("written_bytes", "read_bytes"):
+        row(label, f"io.{field}", io[field], witness[field], "exact")
+        assert io[field] == witness[field], f"{label}: io.{field} {io[field]}, own io {witness[field]}"
+    assert FILE_BYTES <= witness["read_bytes"] <= FILE_BYTES + (64 << 10), witness
+    if kind == "direct":
+        assert FILE_BYTES <= witness["written_bytes"] <= FILE_BYTES + (64 << 10), witness
+    else:
+        assert abs(witness["written_bytes"] - FILE_BYTES) <= FILE_BYTES // 100, witness
+
+
+def check(result: Any, scope: str, kind: str, storage: bool = True) -> None:
+    summary, witness = result["summary"], result["witness"]
+    label = f"{scope} {kind} uid={result['uid']}"
+    unknown = {entry["field"]: entry["reason"] for entry in summary["unknown"]}
+
+    def null_with_reason(field: str) -> None:
+        head, _, tail = field.partition(".")
+        value = summary[head][tail] if tail else summary[head]
+        assert value is None, f"{label}: {field} = {value!r}, expected null"
+        assert unknown.get(field), f"{label}: {field} is null without a reason: {unknown}"
+
+    # CPU: the scope's own and reaped children's times (application_process: its own only; a
+    # cgroup: the scheduler's count of its tasks, against getrusage's microseconds).
+    cpu = summary["cpu"]
+    own = scope == "process"
+    if scope == "cgroup":
+        value = witness["rusage_total_s"]
+        row(label, "cpu.total_s", cpu["total_s"], round(value, 4), f"±{cpu_allowed(value):.3f} s")
+        assert abs(cpu["total_s"] - value) <= cpu_allowed(value), (
+            f"{label}: cpu.total_s {cpu['total_s']} s, getrusage {value} s"
+        )
+        assert cpu["user_s"] + cpu["system_s"] == pytest.approx(cpu["total_s"], abs=1e-9), cpu
+        assert cpu["source"] in ("cumulative:cgroup_v1", "cumulative:cgroup_v2"), cpu
+    else:
+        expected = {
+            "user_s": witness["own_user_s"] if own else witness["user_s"],
+            "system_s": witness["own_system_s"] if own else witness["system_s"],
+        }
+        expected["total_s"] = expected["user_s"] + expected["system_s"]
+        for field, value in expected.items():
+            row(label, f"cpu.{field}", cpu[field], round(value, 3), f"±{cpu_allowed(value):.3f} s")
+            assert abs(cpu[field] - value) <= cpu_allowed(value) + 1e-9, (
+                f"{label}: cpu.{field} {cpu[field]} s, the witness {value} s"
+            )
+        assert cpu["source"] == ("cumulative:process" if own else "cumulative:process_tree"), cpu
+    assert cpu["average_cores"] == pytest.approx(cpu["total_s"] / summary["wall_time_s"], rel=1e-9)
+    assert cpu["average_cores"] <= cpu["peak_cores"] <= result["cpus"], (label, cpu, result["cpus"])
+    row(label, "cpu.peak_cores", round(cpu["peak_cores"], 3), f"nproc {result['cpus']}", "≤ nproc")
+
+    # Wall time: within the recording, which lies within the block around it.
+    row(label, "wall_time_s", summary["wall_time_s"], (witness["work_s"], witness["block_s"]), "between")
+    assert witness["work_s"] <= summary["wall_time_s"] <= witness["block_s"], (label, summary, witness)
+
+    if storage:
+        check_storage(summary, witness, label, kind)
+
+    # Memory: the one-process max RSS is the process's own ru_maxrss; the sampled peak sum saw
+    # the 200 MiB held for 0.3 s and is at most what the one process alive then ever held.
+    memory = summary["memory"]
+    if own:
+        ours, theirs = memory["max_single_process_rss_bytes"], witness["max_rss_bytes"]
+        row(label, "memory.max_single_process_rss_bytes", ours, theirs, "±5 %")
+        assert abs(ours - theirs) <= 0.05 * theirs, f"{label}: max RSS {ours}, ru_maxrss {theirs}"
+    else:
+        null_with_reason("memory.max_single_process_rss_bytes")
+    peak = memory["peak_resident_bytes"]
+    row(label, "memory.peak_resident_bytes", peak, witness["max_rss_bytes"], "200 MiB ≤ ours ≤ 1.05 × ru_maxrss")
+    assert HELD_BYTES <= peak <= 1.05 * witness["max_rss_bytes"], (label, memory, witness)
+    if scope == "cgroup":
+        # The cgroup's high-water mark: the 200 MiB held, at most the driver's peak and the
+        # written file's page cache (pages the driver touched before it was moved stay
+        # charged where they were).
+        charged = memory["peak_charged_bytes"]
+        row(label, "memory.peak_charged_bytes", charged, witness["max_rss_bytes"], "200 MiB ≤ ours ≤ ru_maxrss + 80 MiB")
+        assert HELD_BYTES <= charged <= witness["max_rss_bytes"] + FILE_BYTES + (16 << 20), (label, memory)
+    else:
+        null_with_reason("memory.peak_charged_bytes")
+
+    # Processes and kernel events (root only), limits (none were set), GPU (none here).
+    if result["uid"] == 0:
+        row(label, "processes_created", summary["processes_created"], witness["processes_created"], "exact")
+        assert summary["processes_created"] == witness["processes_created"] == PROCESSES_CREATED, label
+    else:
+        null_with_reason("processes_created")
+    if summary["oom_kills"] is not None:
+        assert summary["oom_kills"] == 0 and summary["oom_victims"] == [], label
+    else:
+        null_with_reason("oom_kills")
+    null_with_reason("throttled_s")
+    assert summary["limit_events"] == [], label
+    assert summary["gpu"] is None and summary["exit_status"] is None, label
+
+    # Sampling: every snapshot counted, at the asked period; nothing odd.
+    assert summary["sampling"]["samples"] == result["samples"], label
+    assert summary["sampling"]["interval_usec"] == 10_000, label
+    assert summary["warnings"] == [], (label, summary["warnings"])
+    assert summary["measurement_scope"] == {
+        "self": "process_tree",
+        "tree": "process_tree",
+        "process": "application_process",
+        "cgroup": "cgroup",
+    }[scope]
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a disk (tmpfs has no storage I/O) that `nobody` may write: below the
+    repository's `target/` (pytest's own temporary directory may be on tmpfs)."""
+    target = Path(__file__).resolve().parents[2] / "target"
+    path = (target if target.is_dir() else tmp_path) / f"record-witness-{os.getpid()}"
+    path.mkdir(exist_ok=True)
+    path.chmod(0o1777)
+    found = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() != "tmpfs", f"{path} is on tmpfs: no storage I/O to witness"
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("scope", SCOPES)
+def test_record_summary_matches_its_witness(scope: str, kind: str, directory: Path) -> None:
+    check(recorded(scope, kind, directory), scope, kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("scope", SCOPES)
+def test_record_summary_matches_its_witness_as_nobody(scope: str, kind: str, directory: Path) -> None:
+    assert os.geteuid() == 0, "this test runs as root (scripts/test-all.sh): it drops to nobody"
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    result = recorded(scope, kind, directory, nobody)
+    assert result["uid"] == 65534
+    check(result, scope, kind)
+
+
+def v1_host() -> bool:
+    return not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_record_of_a_cgroup_matches_its_witness(kind: str, directory: Path) -> None:
+    """A cgroup made for the driver alone (root): every number but the storage bytes, which
+    the next test holds."""
+    assert os.geteuid() == 0, "this test runs as root (scripts/test-all.sh): it makes a cgroup"
+    check(recorded("cgroup", kind, directory), "cgroup", kind, storage=False)
+
+
+@pytest.mark.xfail(
+    v1_host(),
+    strict=True,
+    reason="a watched v1 cgroup's storage bytes are blkio's, which count no buffered write and, "
+    "on kernels since 6.10, no I/O at all on a device without a throttle rule: 0 B here "
+    "(docs/ACCURACY.md, record())",
+)
+@pytest.mark.parametrize("kind", KINDS)
+def test_record_of_a_cgroup_counts_the_bytes_its_processes_wrote_and_read(kind: str, directory: Path) -> None:
+    assert os.geteuid() == 0, "this test runs as root (scripts/test-all.sh): it makes a cgroup"
+    result = recorded("cgroup", kind, directory)
+    check_storage(result["summary"], result["witness"], f"cgroup {kind} uid=0", kind)
