@@ -12,11 +12,13 @@
 //! mixed with those of the old one; the reader then reports [`ProcessError::Gone`].
 
 mod discover;
+mod once;
 pub(crate) mod parse;
 mod reader;
 pub(crate) mod sys;
 
 pub(crate) use discover::{PidLister, ProcessTreeWalker};
+pub(crate) use once::{io_of_same_process, own_allowed_cpu_count};
 pub use reader::ProcessReader;
 pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
 
