@@ -1,10 +1,28 @@
 //! procfs files read once or rarely (open, read, close), outside the per-process pass and its
-//! held descriptors: a zombie's storage bytes, the CPUs this process may run on.
+//! held descriptors: what kind of task a pid is, a zombie's storage bytes, the CPUs this process
+//! may run on.
 
-use super::parse::{parse_io, parse_stat, parse_status_cpus_allowed_count};
+use super::parse::{
+    parse_io, parse_stat, parse_status_cpus_allowed_count, parse_status_tgid, PF_KTHREAD,
+};
 use super::IoCounters;
 use crate::source::file::read_once;
 use crate::source::roots::Roots;
+
+/// The process `pid` belongs to (`Tgid` of its `status`): another id for a thread, which opens
+/// as `/proc/<tid>` too. `None` when the file cannot be read or parsed.
+pub(crate) fn thread_group_id(roots: &Roots, pid: u32, buf: &mut Vec<u8>) -> Option<u32> {
+    let path = roots.proc.join(pid.to_string()).join("status");
+    read_once(&path, buf).ok().and_then(parse_status_tgid)
+}
+
+/// Whether `pid` is a kernel thread (`PF_KTHREAD` in the flags of its `stat`). `None` when the
+/// file cannot be read or parsed.
+pub(crate) fn is_kernel_thread(roots: &Roots, pid: u32, buf: &mut Vec<u8>) -> Option<bool> {
+    let path = roots.proc.join(pid.to_string()).join("stat");
+    let stat = read_once(&path, buf).ok().and_then(parse_stat)?;
+    Some(stat.flags & PF_KTHREAD != 0)
+}
 
 /// `/proc/<pid>/io` of `pid` if it is still the process that started at `start_time_ticks`
 /// (clock ticks after boot, stat field 22): a zombie's files stay readable until it is reaped,
@@ -67,6 +85,23 @@ mod tests {
         );
         let zombie = io_of_same_process(&roots, 8759, 38264, &mut buf).unwrap();
         assert_eq!((zombie.read_bytes, zombie.write_bytes), (0, 0));
+    }
+
+    #[test]
+    fn a_thread_and_a_kernel_thread_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = Roots::fixture(dir.path());
+        let mut buf = Vec::new();
+        assert_eq!(thread_group_id(&roots, 7, &mut buf), None);
+        assert_eq!(is_kernel_thread(&roots, 7, &mut buf), None);
+        let pid = roots.proc.join("7");
+        std::fs::create_dir_all(&pid).unwrap();
+        std::fs::write(pid.join("status"), "Name:\tx\nTgid:\t5\nPid:\t7\n").unwrap();
+        std::fs::write(pid.join("stat"), include_bytes!("testdata/kthread_stat")).unwrap();
+        assert_eq!(thread_group_id(&roots, 7, &mut buf), Some(5));
+        assert_eq!(is_kernel_thread(&roots, 7, &mut buf), Some(true));
+        std::fs::write(pid.join("stat"), include_bytes!("testdata/sleep_stat")).unwrap();
+        assert_eq!(is_kernel_thread(&roots, 7, &mut buf), Some(false));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use pressure::parse_pressure;
 pub(crate) use pressure::Pressure;
 pub use stat::{cpu_rate_logical_processors, parse_stat};
 pub(crate) use stat::{CpuTimes, StatCounters};
-pub(crate) use vmstat::parse_vmstat_oom_kill;
+pub(crate) use vmstat::OomKillReader;
 
 use super::file::{FileKind, HeldFile, SourceError};
 use super::roots::Roots;
