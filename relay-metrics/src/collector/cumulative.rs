@@ -16,11 +16,10 @@ use chrono::{DateTime, Utc};
 
 use crate::model::{ProcessPass, Sample};
 use crate::snapshot::{Cumulative, CumulativeMethod, DeviceIo};
-use crate::source::cgroup::{CgroupTarget, CgroupVersion};
-use crate::source::file::FileKind;
+use crate::source::cgroup::{CgroupTotalsReader, CgroupVersion};
 use crate::source::procfs::io_of_same_process;
 use crate::source::system::{DiskstatsReader, LoadavgReader, StatCounters};
-use crate::source::{HeldFile, Roots};
+use crate::source::Roots;
 
 use super::Target;
 
@@ -72,8 +71,8 @@ pub(super) struct Accounting {
     diskstats: Option<DiskstatsReader>,
     /// The tasks alive now, for the exits (global scope only).
     loadavg: Option<LoadavgReader>,
-    peak: Option<HeldFile>,
-    io: Option<(CgroupVersion, HeldFile)>,
+    /// The cgroup's memory high-water mark and storage files (cgroup scopes only).
+    cgroup_files: Option<CgroupTotalsReader>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
     /// The processes in a cgroup counted from its start (`run`'s command, stopped there), by
@@ -105,9 +104,9 @@ impl Accounting {
             },
         };
         let global = matches!(target, Target::Global);
-        let (peak, io) = match target {
-            Target::Cgroup { resolved, .. } => cgroup_files(resolved),
-            _ => (None, None),
+        let cgroup_files = match target {
+            Target::Cgroup { resolved, .. } => Some(CgroupTotalsReader::new(resolved)),
+            _ => None,
         };
         Self {
             method,
@@ -122,8 +121,7 @@ impl Accounting {
             reaps_orphans: false,
             diskstats: global.then(|| DiskstatsReader::new(roots)),
             loadavg: global.then(|| LoadavgReader::new(roots)),
-            peak,
-            io,
+            cgroup_files,
             devices: Vec::new(),
             roots: None,
             proc_roots: roots.clone(),
@@ -211,7 +209,10 @@ impl Accounting {
             self.method,
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2
         ) {
-            cumulative.memory_peak_bytes = self.read_peak();
+            cumulative.memory_peak_bytes = self
+                .cgroup_files
+                .as_mut()
+                .and_then(CgroupTotalsReader::memory_peak_bytes);
             cumulative.devices.clone_from(&self.devices);
         }
     }
@@ -322,21 +323,17 @@ impl Accounting {
             None => *causes |= cause::NO_CPU,
         }
         let mut exact = false;
-        if let Some((version, file)) = &mut self.io {
-            match file.read(&mut self.buf) {
-                Ok(bytes) => {
-                    let (read, write) = cgroup_io_totals(*version, bytes);
-                    totals.storage_read_bytes = Some(read);
-                    totals.storage_write_bytes = Some(write);
-                    devices_from(*version, bytes, &mut self.devices);
-                    // v2 charges writeback to the cgroup that dirtied the pages; v1 `blkio`
-                    // sees only the I/O its tasks submit themselves, and buffered writes are
-                    // written back later by the kernel's flusher threads (a `dd ... conv=fsync`
-                    // of 100 MiB read 0 B there).
-                    exact = *version == CgroupVersion::V2;
-                }
-                Err(_) => self.devices.clear(),
-            }
+        let io = self
+            .cgroup_files
+            .as_mut()
+            .and_then(|files| files.io(&mut self.devices));
+        if let Some(io) = io {
+            totals.storage_read_bytes = Some(io.read_bytes);
+            totals.storage_write_bytes = Some(io.write_bytes);
+            // v2 charges writeback to the cgroup that dirtied the pages; v1 `blkio` sees only
+            // the I/O its tasks submit themselves, and buffered writes are written back later
+            // by the kernel's flusher threads (a `dd ... conv=fsync` of 100 MiB read 0 B there).
+            exact = io.version == CgroupVersion::V2;
         }
         if !exact {
             // The processes' own counters count each byte when it is dirtied (buffered) or
@@ -535,12 +532,6 @@ impl Accounting {
         }
         Some(Arc::from(text))
     }
-
-    fn read_peak(&mut self) -> Option<u64> {
-        let file = self.peak.as_mut()?;
-        let bytes = file.read(&mut self.buf).ok()?;
-        std::str::from_utf8(bytes).ok()?.trim().parse().ok()
-    }
 }
 
 /// A cgroup's CPU counters: total run time (ns), user and system (µs).
@@ -564,169 +555,9 @@ fn ticks_ns(ticks: u64, per_second: u64) -> Option<u64> {
     u64::try_from(ns).ok()
 }
 
-/// The cgroup's high-water mark and storage files.
-fn cgroup_files(target: &CgroupTarget) -> (Option<HeldFile>, Option<(CgroupVersion, HeldFile)>) {
-    let peak = match target.controller_dir("memory") {
-        Some((CgroupVersion::V1, dir)) => Some(HeldFile::new(
-            dir.dir.join("memory.max_usage_in_bytes"),
-            FileKind::Whole,
-        )),
-        Some((CgroupVersion::V2, dir)) => {
-            Some(HeldFile::new(dir.dir.join("memory.peak"), FileKind::Whole))
-        }
-        None => None,
-    };
-    let io = match target.controller_dir("blkio") {
-        Some((CgroupVersion::V1, dir)) => {
-            let recursive = dir.dir.join("blkio.throttle.io_service_bytes_recursive");
-            let path = if recursive.exists() {
-                recursive
-            } else {
-                dir.dir.join("blkio.throttle.io_service_bytes")
-            };
-            Some((CgroupVersion::V1, HeldFile::new(path, FileKind::Whole)))
-        }
-        _ => match target.controller_dir("io") {
-            Some((CgroupVersion::V2, dir)) => Some((
-                CgroupVersion::V2,
-                HeldFile::new(dir.dir.join("io.stat"), FileKind::Whole),
-            )),
-            _ => None,
-        },
-    };
-    (peak, io)
-}
-
-/// Calls `each(device, read_bytes, write_bytes)` for every line of v2 `io.stat`
-/// (`8:0 rbytes=… wbytes=… …`) or v1 `blkio.throttle.io_service_bytes` (`8:0 Read N`,
-/// `8:0 Write N`, …, `Total N`).
-fn for_each_device(version: CgroupVersion, bytes: &[u8], mut each: impl FnMut(&[u8], u64, u64)) {
-    for line in bytes.split(|b| *b == b'\n') {
-        let mut fields = line.split(|b| *b == b' ').filter(|f| !f.is_empty());
-        let Some(device) = fields.next() else {
-            continue;
-        };
-        if !device.contains(&b':') {
-            continue;
-        }
-        match version {
-            CgroupVersion::V2 => {
-                let (mut read, mut write) = (0, 0);
-                for field in fields {
-                    if let Some(value) = field.strip_prefix(b"rbytes=") {
-                        read = parse_u64(value).unwrap_or(0);
-                    } else if let Some(value) = field.strip_prefix(b"wbytes=") {
-                        write = parse_u64(value).unwrap_or(0);
-                    }
-                }
-                each(device, read, write);
-            }
-            CgroupVersion::V1 => {
-                let (Some(kind), Some(value)) = (fields.next(), fields.next().and_then(parse_u64))
-                else {
-                    continue;
-                };
-                match kind {
-                    b"Read" => each(device, value, 0),
-                    b"Write" => each(device, 0, value),
-                    _ => {}
-                }
-            }
-        }
-    }
-}
-
-/// The bytes per device of a cgroup's io file, into `devices` in the file's order (entries of
-/// devices already listed are reused: no allocation while the devices stay the same).
-fn devices_from(version: CgroupVersion, bytes: &[u8], devices: &mut Vec<DeviceIo>) {
-    let mut used = 0;
-    for_each_device(version, bytes, |device, read, write| {
-        if let Some(entry) = devices[..used]
-            .iter_mut()
-            .find(|d| d.device.as_bytes() == device)
-        {
-            entry.read_bytes = entry.read_bytes.saturating_add(read);
-            entry.write_bytes = entry.write_bytes.saturating_add(write);
-            return;
-        }
-        match devices[used..]
-            .iter()
-            .position(|d| d.device.as_bytes() == device)
-        {
-            Some(at) => devices.swap(used, used + at),
-            None => devices.insert(
-                used,
-                DeviceIo {
-                    device: Arc::from(String::from_utf8_lossy(device).as_ref()),
-                    read_bytes: 0,
-                    write_bytes: 0,
-                },
-            ),
-        }
-        let entry = &mut devices[used];
-        entry.read_bytes = read;
-        entry.write_bytes = write;
-        used += 1;
-    });
-    devices.truncate(used);
-}
-
-fn cgroup_io_totals(version: CgroupVersion, bytes: &[u8]) -> (u64, u64) {
-    let (mut read, mut write) = (0u64, 0u64);
-    for_each_device(version, bytes, |_, r, w| {
-        read = read.saturating_add(r);
-        write = write.saturating_add(w);
-    });
-    (read, write)
-}
-
-fn parse_u64(bytes: &[u8]) -> Option<u64> {
-    std::str::from_utf8(bytes).ok()?.trim().parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn v2_and_v1_io_lines_sum_per_device_and_in_total() {
-        let v2 = b"8:0 rbytes=4096 wbytes=512 rios=1 wios=1 dbytes=0 dios=0\n253:1 rbytes=10 wbytes=20\n";
-        assert_eq!(cgroup_io_totals(CgroupVersion::V2, v2), (4106, 532));
-        let v1 = b"8:0 Read 4096\n8:0 Write 512\n8:0 Sync 0\n8:0 Total 4608\nTotal 4608\n";
-        assert_eq!(cgroup_io_totals(CgroupVersion::V1, v1), (4096, 512));
-        let mut devices = Vec::new();
-        for_each_device(CgroupVersion::V1, v1, |d, r, w| {
-            devices.push((d.to_vec(), r, w))
-        });
-        assert_eq!(devices.len(), 2);
-        assert!(devices.iter().all(|(d, _, _)| d == b"8:0"));
-    }
-
-    #[test]
-    fn devices_are_listed_in_file_order_and_their_entries_reused() {
-        let v1 = b"8:0 Read 4096\n8:0 Write 512\n8:16 Read 1\n8:16 Write 2\nTotal 4611\n";
-        let mut devices = Vec::new();
-        devices_from(CgroupVersion::V1, v1, &mut devices);
-        let listed = |devices: &[DeviceIo]| -> Vec<(String, u64, u64)> {
-            devices
-                .iter()
-                .map(|d| (d.device.to_string(), d.read_bytes, d.write_bytes))
-                .collect()
-        };
-        assert_eq!(
-            listed(&devices),
-            [("8:0".into(), 4096, 512), ("8:16".into(), 1, 2)]
-        );
-        let first = Arc::clone(&devices[1].device);
-        // Values replaced, not added; a device gone from the file is gone from the list; the
-        // entry of a device listed before is the same allocation.
-        let v2 = b"8:16 rbytes=10 wbytes=20\n";
-        devices_from(CgroupVersion::V2, v2, &mut devices);
-        assert_eq!(listed(&devices), [("8:16".into(), 10, 20)]);
-        assert!(Arc::ptr_eq(&first, &devices[0].device));
-        devices_from(CgroupVersion::V2, b"", &mut devices);
-        assert!(devices.is_empty());
-    }
 
     #[test]
     fn totals_never_decrease_and_count_from_the_baseline() {
