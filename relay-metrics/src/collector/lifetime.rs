@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::LifetimeCounts;
 use crate::snapshot::KernelEvents;
-use crate::source::file::{FileKind, HeldFile};
-use crate::source::system::parse_vmstat_oom_kill;
+use crate::source::system::OomKillReader;
 use crate::source::Roots;
 
 use super::reasons::Reasons;
@@ -22,8 +21,7 @@ const OOM_KILL_REFRESH: Duration = Duration::from_secs(1);
 /// The file is ~4 KiB of per-CPU sums; while the eBPF programs count kills, it is re-read only
 /// when they saw one, or after [`OOM_KILL_REFRESH`].
 pub(super) struct OomKillCount {
-    file: HeldFile,
-    buf: Vec<u8>,
+    file: OomKillReader,
     value: Option<u64>,
     /// Why `value` is `None`, repeated while it is.
     error: Option<String>,
@@ -34,8 +32,7 @@ pub(super) struct OomKillCount {
 impl OomKillCount {
     pub(super) fn new(roots: &Roots) -> Self {
         Self {
-            file: HeldFile::new(roots.proc.join("vmstat"), FileKind::Records),
-            buf: Vec::with_capacity(8 * 1024),
+            file: OomKillReader::new(roots),
             value: None,
             error: None,
             read_at: None,
@@ -50,8 +47,8 @@ impl OomKillCount {
         };
         if due {
             self.read_at = Some((ebpf_kills, Instant::now()));
-            (self.value, self.error) = match self.file.read(&mut self.buf) {
-                Ok(content) => match parse_vmstat_oom_kill(content) {
+            (self.value, self.error) = match self.file.read() {
+                Ok(counter) => match counter {
                     Some(value) => (Some(value), None),
                     None => (
                         None,
@@ -104,32 +101,5 @@ pub(super) fn lifetime_counts(
             }
         }
         _ => LifetimeCounts::default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `/proc/vmstat` is a record-by-record seq_file (one counter per record), 4,062 bytes on
-    /// this 6.18 host: under a page here, but past one on kernels with more counters, where
-    /// `oom_kill` (byte ~2,500 here) can fall in the second page. It is read to its end; the
-    /// read path is the one tested on multi-page files in `source::file`.
-    #[test]
-    fn the_oom_kill_count_is_the_whole_files() {
-        let oracle = || {
-            parse_vmstat_oom_kill(&std::fs::read("/proc/vmstat").unwrap())
-                .expect("oom_kill in /proc/vmstat")
-        };
-        let mut count = OomKillCount::new(&Roots::host());
-        let mut reasons = Reasons::default();
-        // Other tests may OOM-kill meanwhile: the read lies between two whole-file reads.
-        let before = oracle();
-        let read = count.read(None, &mut reasons).expect("a count");
-        let after = oracle();
-        assert!(
-            before <= read && read <= after,
-            "{before} <= {read} <= {after}"
-        );
     }
 }

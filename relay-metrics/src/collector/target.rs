@@ -3,8 +3,7 @@
 use crate::config::{validate_cgroup_path, ResourceMetricsConfig, ScopeSetting};
 use crate::snapshot::MeasurementScope;
 use crate::source::cgroup::{self, CgroupLayout, CgroupTarget};
-use crate::source::file::read_once;
-use crate::source::procfs::{parse, ProcessFields, ProcessReader};
+use crate::source::procfs::{is_kernel_thread, thread_group_id, ProcessFields, ProcessReader};
 use crate::source::Roots;
 
 use super::CollectorError;
@@ -118,27 +117,18 @@ impl Target {
 /// its own: every value would be empty). A status or stat file that cannot be read or parsed
 /// (a fixture tree without one) is no evidence against the pid.
 fn check_is_user_process(roots: &Roots, pid: u32) -> Result<(), CollectorError> {
-    let dir = roots.proc.join(pid.to_string());
     let mut buf = Vec::new();
-    if let Some(tgid) = read_once(&dir.join("status"), &mut buf)
-        .ok()
-        .and_then(parse::parse_status_tgid)
-    {
+    if let Some(tgid) = thread_group_id(roots, pid, &mut buf) {
         if tgid != pid {
             return Err(CollectorError::Target(format!(
                 "{pid} is a thread of process {tgid}, not a process: measure process {tgid}"
             )));
         }
     }
-    if let Some(stat) = read_once(&dir.join("stat"), &mut buf)
-        .ok()
-        .and_then(parse::parse_stat)
-    {
-        if stat.flags & parse::PF_KTHREAD != 0 {
-            return Err(CollectorError::Target(format!(
-                "process {pid} is a kernel thread: it has no memory, files or processes of its own to measure"
-            )));
-        }
+    if is_kernel_thread(roots, pid, &mut buf) == Some(true) {
+        return Err(CollectorError::Target(format!(
+            "process {pid} is a kernel thread: it has no memory, files or processes of its own to measure"
+        )));
     }
     Ok(())
 }

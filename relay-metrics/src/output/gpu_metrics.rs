@@ -171,13 +171,23 @@ fn flag(value: bool) -> f64 {
     }
 }
 
+/// Emits a family's one unlabelled series, when there is a value.
+fn one(value: Option<f64>, emit: &mut Emit<'_>) {
+    if let Some(value) = value {
+        emit(&[], value);
+    }
+}
+
 /// Hands the GPU families of `gpu` to `sink`, each series labelled with `scope` first.
 pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
-    let one = |value: Option<f64>, emit: &mut Emit<'_>| {
-        if let Some(value) = value {
-            emit(&[], value);
-        }
-    };
+    walk_power_and_clocks(gpu, scope, sink);
+    walk_throttling(gpu, scope, sink);
+    walk_errors(gpu, scope, sink);
+    walk_links_codecs_and_partitions(gpu, scope, sink);
+}
+
+/// Power, its limit, energy, temperatures and clocks.
+fn walk_power_and_clocks<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     emit_family(sink, scope, &POWER, gpu, |d, emit| {
         one(d.readings.power_watts, emit)
     });
@@ -219,6 +229,10 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
             }
         });
     }
+}
+
+/// Which throttle reasons are active, the time spent throttled and the throttled periods.
+fn walk_throttling<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     emit_family(sink, scope, &THROTTLE_ACTIVE, gpu, |d, emit| {
         let Some(active) = &d.throttle_reasons else {
             return;
@@ -249,6 +263,10 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
             emit(&[("reason", Label::Str(&event.event))], event.count as f64);
         }
     });
+}
+
+/// Xid errors, ECC errors and row remapping.
+fn walk_errors<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     emit_family(sink, scope, &XID, gpu, |d, emit| {
         for entry in &d.xid_errors {
             emit(&[("xid", Label::Int(entry.xid))], entry.count as f64);
@@ -295,6 +313,10 @@ pub(crate) fn walk<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
             }
         }
     });
+}
+
+/// PCIe throughput and replays, encoder and decoder use, MIG mode and its instances' memory.
+fn walk_links_codecs_and_partitions<S: Sink>(gpu: &GpuExtension, scope: &str, sink: &mut S) {
     emit_family(sink, scope, &PCIE_THROUGHPUT, gpu, |d, emit| {
         for (direction, value) in [
             ("tx", d.readings.pcie_tx_bytes_per_second),

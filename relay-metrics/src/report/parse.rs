@@ -216,17 +216,6 @@ macro_rules! fill {
 
 impl From<Line> for ResourceMetricsSnapshot {
     fn from(line: Line) -> Self {
-        use std::convert::identity as same;
-        let gpu_devices = |devices: Vec<GpuDevice>| {
-            let device = |d: GpuDevice| {
-                fill!(d => AcceleratorDeviceMetrics {
-                    memory_used, compute_utilization by measurement;
-                })
-            };
-            devices.into_iter().map(device).collect()
-        };
-        let ext = line.extensions;
-        let kernel = ext.kernel_events;
         Self {
             timestamp: line.timestamp,
             measurement_scope: line.measurement_scope,
@@ -268,35 +257,51 @@ impl From<Line> for ResourceMetricsSnapshot {
                     ..NetworkMetrics::default()
                 }
             }),
-            extensions: Extensions {
-                kernel_events: fill!(kernel => KernelEvents {
-                    reason, processes_created, oom_kills, recent_oom_victims by same;
-                }),
-                cumulative: ext.cumulative.map(|t| {
-                    fill!(t => Cumulative {
-                        method, reason, cpu_user_ns, cpu_system_ns, storage_read_bytes,
-                        storage_write_bytes, processes_created, memory_peak_bytes by same;
-                    })
-                }),
-                gpu: ext.gpu.map(|g| GpuExtension {
-                    devices: Vec::new(),
-                    limit_events: g.limit_events,
-                }),
-                cgroups: ext
-                    .cgroups
-                    .into_iter()
-                    .map(|c| CgroupReport {
-                        cpu_effective_limit_logical_processors: c
-                            .cpu_effective_limit_logical_processors,
-                        ..CgroupReport::default()
-                    })
-                    .collect(),
-                precise_cpu: ext.precise_cpu,
-                sampler: ext.sampler,
-                ..Extensions::default()
-            },
+            extensions: extensions(line.extensions),
             ..Self::default()
         }
+    }
+}
+
+/// The devices' accelerator measurements the report reads.
+fn gpu_devices(devices: Vec<GpuDevice>) -> Vec<AcceleratorDeviceMetrics> {
+    let device = |d: GpuDevice| {
+        fill!(d => AcceleratorDeviceMetrics {
+            memory_used, compute_utilization by measurement;
+        })
+    };
+    devices.into_iter().map(device).collect()
+}
+
+/// The extensions the report reads.
+fn extensions(ext: Ext) -> Extensions {
+    use std::convert::identity as same;
+    let kernel = ext.kernel_events;
+    Extensions {
+        kernel_events: fill!(kernel => KernelEvents {
+            reason, processes_created, oom_kills, recent_oom_victims by same;
+        }),
+        cumulative: ext.cumulative.map(|t| {
+            fill!(t => Cumulative {
+                method, reason, cpu_user_ns, cpu_system_ns, storage_read_bytes,
+                storage_write_bytes, processes_created, memory_peak_bytes by same;
+            })
+        }),
+        gpu: ext.gpu.map(|g| GpuExtension {
+            devices: Vec::new(),
+            limit_events: g.limit_events,
+        }),
+        cgroups: ext
+            .cgroups
+            .into_iter()
+            .map(|c| CgroupReport {
+                cpu_effective_limit_logical_processors: c.cpu_effective_limit_logical_processors,
+                ..CgroupReport::default()
+            })
+            .collect(),
+        precise_cpu: ext.precise_cpu,
+        sampler: ext.sampler,
+        ..Extensions::default()
     }
 }
 

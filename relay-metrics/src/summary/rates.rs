@@ -54,27 +54,7 @@ impl RateWindow {
 /// `/proc/self/status`), which the processes it starts inherit: the bound of `run`'s and a
 /// recording's CPU rates.
 pub(crate) fn cpus_of_this_process() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let list = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))?;
-    cpu_list_count(list.trim())
-}
-
-/// The number of CPUs in a list such as `0-3,8,10-11`.
-pub(crate) fn cpu_list_count(list: &str) -> Option<f64> {
-    let mut count = 0u64;
-    for range in list.split(',').filter(|r| !r.is_empty()) {
-        let (first, last) = match range.split_once('-') {
-            Some((first, last)) => (first.parse::<u64>().ok()?, last.parse::<u64>().ok()?),
-            None => {
-                let cpu = range.parse::<u64>().ok()?;
-                (cpu, cpu)
-            }
-        };
-        count += last.checked_sub(first)? + 1;
-    }
-    (count > 0).then_some(count as f64)
+    crate::source::procfs::own_allowed_cpu_count(&crate::source::Roots::host()).map(f64::from)
 }
 
 /// Rates a CPU rate may exceed the bound by before it is named in the warnings (a snapshot's
@@ -158,14 +138,6 @@ mod tests {
         assert_eq!(window.step(1.0, at(30), period), Step::Fell);
         assert_eq!(window.step(2.0, at(25), period), Step::Backwards);
         assert_eq!(window.step(12.0, at(35), period), Step::Rate(1000.0));
-    }
-
-    #[test]
-    fn cpu_lists_are_counted() {
-        assert_eq!(cpu_list_count("0-3,8,10-11"), Some(7.0));
-        assert_eq!(cpu_list_count("0"), Some(1.0));
-        assert_eq!(cpu_list_count("3-1"), None);
-        assert_eq!(cpu_list_count(""), None);
     }
 
     #[test]

@@ -32,35 +32,7 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         violation_reliability_seconds,
         utilization_percent,
         xid_errors,
-        readings:
-            GpuReadings {
-                power_watts,
-                power_limit_watts,
-                energy_joules,
-                temperature_celsius,
-                memory_temperature_celsius,
-                sm_clock_hz,
-                memory_clock_hz,
-                graphics_clock_hz,
-                sm_clock_max_hz,
-                memory_clock_max_hz,
-                graphics_clock_max_hz,
-                ecc_corrected_volatile,
-                ecc_uncorrected_volatile,
-                ecc_corrected_aggregate,
-                ecc_uncorrected_aggregate,
-                remapped_rows_correctable,
-                remapped_rows_uncorrectable,
-                remapping_pending,
-                remapping_failed,
-                pcie_tx_bytes_per_second,
-                pcie_rx_bytes_per_second,
-                pcie_replays,
-                encoder_utilization_percent,
-                decoder_utilization_percent,
-                mig_enabled,
-                mig_instances,
-            },
+        readings,
     } = device;
     w.first("vendor").string(vendor);
     w.key("index").opt_u32(*index);
@@ -70,46 +42,86 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         .option(throttle_reasons, |w, reasons| {
             w.list(reasons, |w, reason| w.string(reason));
         });
-    w.key("violation_power_seconds")
-        .opt_f64(*violation_power_seconds);
-    w.key("violation_thermal_seconds")
-        .opt_f64(*violation_thermal_seconds);
-    w.key("violation_board_limit_seconds")
-        .opt_f64(*violation_board_limit_seconds);
-    w.key("violation_reliability_seconds")
-        .opt_f64(*violation_reliability_seconds);
-    w.key("utilization_percent").opt_f64(*utilization_percent);
+    for (key, value) in [
+        ("violation_power_seconds", violation_power_seconds),
+        ("violation_thermal_seconds", violation_thermal_seconds),
+        (
+            "violation_board_limit_seconds",
+            violation_board_limit_seconds,
+        ),
+        (
+            "violation_reliability_seconds",
+            violation_reliability_seconds,
+        ),
+        ("utilization_percent", utilization_percent),
+    ] {
+        w.key(key).opt_f64(*value);
+    }
     w.key("xid_errors").list(xid_errors, |w, entry| {
         let XidErrorCount { xid, count } = entry;
         w.first("xid").u64(*xid);
         w.key("count").u64(*count);
         w.close();
     });
-    w.key("power_watts").opt_f64(*power_watts);
-    w.key("power_limit_watts").opt_f64(*power_limit_watts);
-    w.key("energy_joules").opt_f64(*energy_joules);
-    w.key("temperature_celsius").opt_f64(*temperature_celsius);
-    w.key("memory_temperature_celsius")
-        .opt_f64(*memory_temperature_celsius);
-    w.key("sm_clock_hz").opt_u64(*sm_clock_hz);
-    w.key("memory_clock_hz").opt_u64(*memory_clock_hz);
-    w.key("graphics_clock_hz").opt_u64(*graphics_clock_hz);
-    w.key("sm_clock_max_hz").opt_u64(*sm_clock_max_hz);
-    w.key("memory_clock_max_hz").opt_u64(*memory_clock_max_hz);
-    w.key("graphics_clock_max_hz")
-        .opt_u64(*graphics_clock_max_hz);
-    w.key("ecc_corrected_volatile")
-        .opt_u64(*ecc_corrected_volatile);
-    w.key("ecc_uncorrected_volatile")
-        .opt_u64(*ecc_uncorrected_volatile);
-    w.key("ecc_corrected_aggregate")
-        .opt_u64(*ecc_corrected_aggregate);
-    w.key("ecc_uncorrected_aggregate")
-        .opt_u64(*ecc_uncorrected_aggregate);
-    w.key("remapped_rows_correctable")
-        .opt_u64(*remapped_rows_correctable);
-    w.key("remapped_rows_uncorrectable")
-        .opt_u64(*remapped_rows_uncorrectable);
+    write_readings(w, readings);
+    w.close();
+}
+
+/// The NVML readings of a device, as keys of the device's object (not an object of their own).
+fn write_readings(w: &mut Writer<'_>, readings: &GpuReadings) {
+    let GpuReadings {
+        power_watts,
+        power_limit_watts,
+        energy_joules,
+        temperature_celsius,
+        memory_temperature_celsius,
+        sm_clock_hz,
+        memory_clock_hz,
+        graphics_clock_hz,
+        sm_clock_max_hz,
+        memory_clock_max_hz,
+        graphics_clock_max_hz,
+        ecc_corrected_volatile,
+        ecc_uncorrected_volatile,
+        ecc_corrected_aggregate,
+        ecc_uncorrected_aggregate,
+        remapped_rows_correctable,
+        remapped_rows_uncorrectable,
+        remapping_pending,
+        remapping_failed,
+        pcie_tx_bytes_per_second,
+        pcie_rx_bytes_per_second,
+        pcie_replays,
+        encoder_utilization_percent,
+        decoder_utilization_percent,
+        mig_enabled,
+        mig_instances,
+    } = readings;
+    for (key, value) in [
+        ("power_watts", power_watts),
+        ("power_limit_watts", power_limit_watts),
+        ("energy_joules", energy_joules),
+        ("temperature_celsius", temperature_celsius),
+        ("memory_temperature_celsius", memory_temperature_celsius),
+    ] {
+        w.key(key).opt_f64(*value);
+    }
+    for (key, value) in [
+        ("sm_clock_hz", sm_clock_hz),
+        ("memory_clock_hz", memory_clock_hz),
+        ("graphics_clock_hz", graphics_clock_hz),
+        ("sm_clock_max_hz", sm_clock_max_hz),
+        ("memory_clock_max_hz", memory_clock_max_hz),
+        ("graphics_clock_max_hz", graphics_clock_max_hz),
+        ("ecc_corrected_volatile", ecc_corrected_volatile),
+        ("ecc_uncorrected_volatile", ecc_uncorrected_volatile),
+        ("ecc_corrected_aggregate", ecc_corrected_aggregate),
+        ("ecc_uncorrected_aggregate", ecc_uncorrected_aggregate),
+        ("remapped_rows_correctable", remapped_rows_correctable),
+        ("remapped_rows_uncorrectable", remapped_rows_uncorrectable),
+    ] {
+        w.key(key).opt_u64(*value);
+    }
     w.key("remapping_pending");
     opt_bool(w, *remapping_pending);
     w.key("remapping_failed");
@@ -125,17 +137,19 @@ fn write_device(w: &mut Writer<'_>, device: &GpuDeviceReport) {
         .opt_f64(*decoder_utilization_percent);
     w.key("mig_enabled");
     opt_bool(w, *mig_enabled);
-    w.key("mig_instances").list(mig_instances, |w, instance| {
-        let MigInstanceReport {
-            index,
-            memory_used_bytes,
-            memory_total_bytes,
-        } = instance;
-        w.first("index").u32(*index);
-        w.key("memory_used_bytes").opt_u64(*memory_used_bytes);
-        w.key("memory_total_bytes").opt_u64(*memory_total_bytes);
-        w.close();
-    });
+    w.key("mig_instances")
+        .list(mig_instances, write_mig_instance);
+}
+
+fn write_mig_instance(w: &mut Writer<'_>, instance: &MigInstanceReport) {
+    let MigInstanceReport {
+        index,
+        memory_used_bytes,
+        memory_total_bytes,
+    } = instance;
+    w.first("index").u32(*index);
+    w.key("memory_used_bytes").opt_u64(*memory_used_bytes);
+    w.key("memory_total_bytes").opt_u64(*memory_total_bytes);
     w.close();
 }
 

@@ -156,83 +156,31 @@ impl OtlpSettings {
         flags: &OtlpFlags,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<Self>, SettingsError> {
-        // A variable set to the empty string counts as unset, as OpenTelemetry SDKs read them.
-        let var = |name: &str| env(name).filter(|value| !value.trim().is_empty());
-        let otlp_var = |suffix: &str| {
-            var(&format!("OTEL_EXPORTER_OTLP_METRICS_{suffix}"))
-                .map(|value| (value, true))
-                .or_else(|| {
-                    var(&format!("OTEL_EXPORTER_OTLP_{suffix}")).map(|value| (value, false))
-                })
-        };
-        let protocol = match (flags.otlp_protocol, otlp_var("PROTOCOL")) {
+        let vars = Variables { env };
+        let protocol = match (flags.otlp_protocol, vars.otlp("PROTOCOL")) {
             (Some(protocol), _) => protocol,
             (None, Some((text, _))) => Protocol::parse(text.trim()).map_err(SettingsError)?,
             (None, None) => Protocol::HttpProtobuf,
         };
         // The flag and the metrics variable name the whole URL; the general variable a base
         // under which `v1/metrics` goes (the specification's rule for OTLP/HTTP).
-        let (url, rule) = match (&flags.otlp_endpoint, otlp_var("ENDPOINT")) {
+        let (url, rule) = match (&flags.otlp_endpoint, vars.otlp("ENDPOINT")) {
             (Some(url), _) => (url.clone(), PathRule::DefaultMetricsPath),
             (None, Some((url, true))) => (url, PathRule::AsIs),
             (None, Some((url, false))) => (url, PathRule::AppendMetricsPath),
             (None, None) => return Ok(None),
         };
         let endpoint = endpoint_uri(url.trim(), protocol, rule)?;
-
-        let mut headers = match otlp_var("HEADERS") {
-            Some((text, _)) => parse_pairs(&text, "OTEL_EXPORTER_OTLP_HEADERS")?,
-            None => Vec::new(),
-        };
-        for (key, value) in &flags.otlp_headers {
-            headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(key));
-            headers.push((key.clone(), value.clone()));
-        }
-        let path = |flag: &Option<PathBuf>, suffix: &str| {
-            flag.clone()
-                .or_else(|| otlp_var(suffix).map(|(text, _)| PathBuf::from(text.trim())))
-        };
-        let ca_file = path(&flags.otlp_ca_file, "CERTIFICATE");
-        let client_cert = match (
-            path(&flags.otlp_client_cert, "CLIENT_CERTIFICATE"),
-            path(&flags.otlp_client_key, "CLIENT_KEY"),
-        ) {
-            (Some(cert), Some(key)) => Some((cert, key)),
-            (None, None) => None,
-            _ => {
-                return Err(SettingsError(
-                    "a client certificate needs its key and a key its certificate \
-                     (--otlp-client-cert with --otlp-client-key)"
-                        .into(),
-                ))
-            }
-        };
-        let compression = match (flags.otlp_compression, otlp_var("COMPRESSION")) {
+        let headers = headers(flags, &vars)?;
+        let ca_file = vars.path(&flags.otlp_ca_file, "CERTIFICATE");
+        let client_cert = client_cert(flags, &vars)?;
+        let compression = match (flags.otlp_compression, vars.otlp("COMPRESSION")) {
             (Some(compression), _) => compression,
             (None, Some((text, _))) => Compression::parse(text.trim()).map_err(SettingsError)?,
             (None, None) => Compression::None,
         };
-        let timeout = match (flags.otlp_timeout_ms, otlp_var("TIMEOUT")) {
-            (Some(ms), _) => Duration::from_millis(ms),
-            (None, Some((text, _))) => match text.trim().parse::<u64>() {
-                Ok(ms) if ms > 0 => Duration::from_millis(ms),
-                _ => {
-                    return Err(SettingsError(format!(
-                        "OTEL_EXPORTER_OTLP_TIMEOUT must be a positive number of \
-                         milliseconds, not {text:?}"
-                    )))
-                }
-            },
-            (None, None) => DEFAULT_TIMEOUT,
-        };
-        let mut resource_attributes = match var("OTEL_RESOURCE_ATTRIBUTES") {
-            Some(text) => parse_pairs(&text, "OTEL_RESOURCE_ATTRIBUTES")?,
-            None => Vec::new(),
-        };
-        if let Some(name) = var("OTEL_SERVICE_NAME") {
-            resource_attributes.retain(|(key, _)| key != "service.name");
-            resource_attributes.push(("service.name".into(), name.trim().to_owned()));
-        }
+        let timeout = timeout(flags, &vars)?;
+        let resource_attributes = resource_attributes(&vars)?;
         Ok(Some(Self {
             endpoint,
             protocol,
@@ -246,6 +194,102 @@ impl OtlpSettings {
             budget: crate::output::budget::SeriesBudget::everything(),
         }))
     }
+}
+
+/// The environment as the OTLP settings read it.
+struct Variables<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+}
+
+impl Variables<'_> {
+    /// `name`'s value; a variable set to the empty string counts as unset, as OpenTelemetry
+    /// SDKs read them.
+    fn var(&self, name: &str) -> Option<String> {
+        (self.env)(name).filter(|value| !value.trim().is_empty())
+    }
+
+    /// `OTEL_EXPORTER_OTLP_METRICS_<suffix>`, else `OTEL_EXPORTER_OTLP_<suffix>`; with whether
+    /// the value is the metrics variable's.
+    fn otlp(&self, suffix: &str) -> Option<(String, bool)> {
+        self.var(&format!("OTEL_EXPORTER_OTLP_METRICS_{suffix}"))
+            .map(|value| (value, true))
+            .or_else(|| {
+                self.var(&format!("OTEL_EXPORTER_OTLP_{suffix}"))
+                    .map(|value| (value, false))
+            })
+    }
+
+    /// A file: the flag's, else the variable's.
+    fn path(&self, flag: &Option<PathBuf>, suffix: &str) -> Option<PathBuf> {
+        flag.clone().or_else(|| {
+            self.otlp(suffix)
+                .map(|(text, _)| PathBuf::from(text.trim()))
+        })
+    }
+}
+
+/// The variable's headers, then the flags' (a flag replaces a variable's header of the same
+/// name, whatever its case).
+fn headers(
+    flags: &OtlpFlags,
+    vars: &Variables<'_>,
+) -> Result<Vec<(String, String)>, SettingsError> {
+    let mut headers = match vars.otlp("HEADERS") {
+        Some((text, _)) => parse_pairs(&text, "OTEL_EXPORTER_OTLP_HEADERS")?,
+        None => Vec::new(),
+    };
+    for (key, value) in &flags.otlp_headers {
+        headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(key));
+        headers.push((key.clone(), value.clone()));
+    }
+    Ok(headers)
+}
+
+/// The client certificate and its key: both or neither.
+fn client_cert(
+    flags: &OtlpFlags,
+    vars: &Variables<'_>,
+) -> Result<Option<(PathBuf, PathBuf)>, SettingsError> {
+    match (
+        vars.path(&flags.otlp_client_cert, "CLIENT_CERTIFICATE"),
+        vars.path(&flags.otlp_client_key, "CLIENT_KEY"),
+    ) {
+        (Some(cert), Some(key)) => Ok(Some((cert, key))),
+        (None, None) => Ok(None),
+        _ => Err(SettingsError(
+            "a client certificate needs its key and a key its certificate \
+             (--otlp-client-cert with --otlp-client-key)"
+                .into(),
+        )),
+    }
+}
+
+/// The per-export timeout: the flag's, the variable's (positive milliseconds) or the default.
+fn timeout(flags: &OtlpFlags, vars: &Variables<'_>) -> Result<Duration, SettingsError> {
+    match (flags.otlp_timeout_ms, vars.otlp("TIMEOUT")) {
+        (Some(ms), _) => Ok(Duration::from_millis(ms)),
+        (None, Some((text, _))) => match text.trim().parse::<u64>() {
+            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+            _ => Err(SettingsError(format!(
+                "OTEL_EXPORTER_OTLP_TIMEOUT must be a positive number of \
+                 milliseconds, not {text:?}"
+            ))),
+        },
+        (None, None) => Ok(DEFAULT_TIMEOUT),
+    }
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES`, with `OTEL_SERVICE_NAME` as `service.name` winning over it.
+fn resource_attributes(vars: &Variables<'_>) -> Result<Vec<(String, String)>, SettingsError> {
+    let mut attributes = match vars.var("OTEL_RESOURCE_ATTRIBUTES") {
+        Some(text) => parse_pairs(&text, "OTEL_RESOURCE_ATTRIBUTES")?,
+        None => Vec::new(),
+    };
+    if let Some(name) = vars.var("OTEL_SERVICE_NAME") {
+        attributes.retain(|(key, _)| key != "service.name");
+        attributes.push(("service.name".into(), name.trim().to_owned()));
+    }
+    Ok(attributes)
 }
 
 /// What an endpoint's path means.

@@ -21,8 +21,8 @@
 //!   coverage.
 
 use crate::snapshot::{
-    AcceleratorVendor, FieldUnit, MeasurementScope, ResourceLimitEventCount,
-    ResourceMetricsSnapshot, SchemaField,
+    AcceleratorVendor, FieldUnit, GpuMetrics, MeasurementScope, NetworkMetrics,
+    ProcessSamplingMetadata, ResourceLimitEventCount, ResourceMetricsSnapshot, SchemaField,
 };
 use crate::units::{CountUnit, Measurement, MeasurementUnit, MeasurementValue};
 
@@ -329,6 +329,19 @@ pub fn for_each_measurement<'s>(
         }
     }
     if let Some(gpu) = &snapshot.gpu {
+        b.accelerators(gpu);
+    }
+    if let Some(network) = &snapshot.network {
+        b.network(network);
+    }
+    if let Some(sampling) = &snapshot.process_sampling {
+        b.process_sampling(sampling);
+    }
+}
+
+impl<'s, F: FnMut(RelayMeasurement<'s>)> Builder<'s, F> {
+    /// Per process, then per device.
+    fn accelerators(&mut self, gpu: &'s GpuMetrics) {
         for record in gpu.process_metrics.iter().flatten() {
             let (attributes, count) = accelerator_attributes(
                 record.vendor,
@@ -336,7 +349,7 @@ pub fn for_each_measurement<'s>(
                 record.device_index,
                 Some(record.process_id),
             );
-            b.fields(record, table::ACCELERATOR_PROCESS, &attributes[..count]);
+            self.fields(record, table::ACCELERATOR_PROCESS, &attributes[..count]);
         }
         for record in gpu.device_metrics.iter().flatten() {
             let (attributes, count) = accelerator_attributes(
@@ -345,35 +358,39 @@ pub fn for_each_measurement<'s>(
                 record.device_index,
                 None,
             );
-            b.fields(record, table::ACCELERATOR_DEVICE, &attributes[..count]);
+            self.fields(record, table::ACCELERATOR_DEVICE, &attributes[..count]);
         }
     }
-    if let Some(network) = &snapshot.network {
+
+    /// The machine's traffic, then each interface's: always global scope.
+    fn network(&mut self, network: &'s NetworkMetrics) {
         let global = MeasurementScope::Global.as_str();
-        b.scoped_fields(&network.system, table::NETWORK_SYSTEM, &[], global);
+        self.scoped_fields(&network.system, table::NETWORK_SYSTEM, &[], global);
         for interface in &network.interfaces {
             let name = [(
                 ATTR_INTERFACE_NAME,
                 RelayAttributeValue::Str(&interface.name),
             )];
-            b.scoped_fields(&interface.traffic, table::NETWORK_INTERFACE, &name, global);
+            self.scoped_fields(&interface.traffic, table::NETWORK_INTERFACE, &name, global);
         }
     }
-    if let Some(sampling) = &snapshot.process_sampling {
+
+    /// The visible and sampled process counts, and the sampled count per field.
+    fn process_sampling(&mut self, sampling: &'s ProcessSamplingMetadata) {
         let processes = |count| Measurement::count(count, CountUnit::Processes);
-        b.count(
+        self.count(
             &table::VISIBLE_COUNT,
             processes(sampling.visible_processes),
             &[],
         );
-        b.count(
+        self.count(
             &table::SAMPLED_COUNT,
             processes(sampling.sampled_processes),
             &[],
         );
         for (field, count) in sampling.field_sampled_processes.iter() {
             let attribute = [(ATTR_FIELD, RelayAttributeValue::Str(field))];
-            b.count(&table::FIELD_SAMPLED_COUNT, processes(count), &attribute);
+            self.count(&table::FIELD_SAMPLED_COUNT, processes(count), &attribute);
         }
     }
 }

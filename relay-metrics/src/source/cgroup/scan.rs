@@ -243,26 +243,15 @@ impl Scanner {
         scan.pids.clear();
         scan.text.clear();
         scan.errors.clear();
-        let root = match self.root.take() {
-            Some(root) => root,
-            None => match std::fs::File::open(&self.mount.mount_point) {
-                Ok(file) => OwnedFd::from(file),
-                Err(error) => {
-                    scan.errors.push(format!(
-                        "cannot open the cgroup mount {}: {error}",
-                        self.mount.mount_point.display()
-                    ));
-                    return;
-                }
-            },
+        let Some(root) = self.take_root(&mut scan.errors) else {
+            return;
         };
         let base = self.mount.root.trim_end_matches('/').to_owned();
         scan.text
             .push_str(if base.is_empty() { "/" } else { &base });
-        let root_path = 0..scan.text.len();
         let root_selected = selection.selects(&scan.text, 0);
         scan.cgroups.push(ScannedCgroup {
-            path: root_path,
+            path: 0..scan.text.len(),
             depth: 0,
             parent: None,
             selected: root_selected,
@@ -270,10 +259,10 @@ impl Scanner {
             id: 0,
         });
         self.walks += 1;
-        let walk = self.walks;
         let Self {
             dirs,
             max_held_dirs,
+            walks,
             dirents,
             names,
             ids,
@@ -282,161 +271,272 @@ impl Scanner {
             stack,
             ..
         } = self;
+        let mut walk = Walk {
+            root: &root,
+            base: &base,
+            number: *walks,
+            selection,
+            list_members,
+            dirs,
+            max_held_dirs: *max_held_dirs,
+            dirents,
+            names,
+            ids,
+            buf,
+            relative,
+            scan,
+            inside: vec![root_selected],
+        };
         stack.clear();
         stack.push(0);
-        let mut inside = vec![root_selected];
         while let Some(index) = stack.pop() {
-            let cgroup = scan.cgroups[index].clone();
-            let path = scan.text[cgroup.path.clone()].to_owned();
-            let is_inside = inside[index];
-            relative.clear();
-            relative.extend_from_slice(relative_part(&path, &base).as_bytes());
-            // This walk's own descriptor when the directory is not (or no longer) held.
-            let mut opened: Option<OwnedFd> = None;
-            // Only directories whose processes are listed are held: that listing is what
-            // tells a held directory of a removed cgroup.
-            let mut held = is_inside && index != 0 && dirs.contains_key(path.as_str());
-            if !held {
-                let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors) else {
-                    continue;
-                };
-                opened = Some(fd);
+            if let Some(children) = walk.visit(index) {
+                // Reversed: the stack pops them in listing order.
+                stack.extend(children.rev());
             }
-            // The directory's status, when taken: its inode number is the cgroup id, its link
-            // count tells a leaf.
-            let mut stat = None;
-            if is_inside && !list_members {
-                let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
-                    continue;
-                };
-                let mut status = nix::sys::stat::fstat(dir);
-                // A held directory with another inode than its name has in the parent's listing
-                // is a removed cgroup's, the name made again since: open the path afresh.
-                let stale = |status: &nix::Result<nix::sys::stat::FileStat>| {
-                    index != 0 && status.as_ref().map_or(true, |st| st.st_ino != cgroup.id)
-                };
-                if held && stale(&status) {
-                    dirs.remove(path.as_str());
-                    held = false;
-                    let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors)
-                    else {
-                        continue;
-                    };
-                    status = nix::sys::stat::fstat(fd.as_fd());
-                    opened = Some(fd);
-                }
-                match status {
-                    Ok(status) => {
-                        scan.cgroups[index].id = status.st_ino;
-                        stat = Some(status);
-                    }
-                    Err(error) => {
-                        let error = std::io::Error::from(error);
-                        if !gone(&error) {
-                            scan.errors
-                                .push(format!("cannot read cgroup {path}: {error}"));
-                        }
-                        continue;
-                    }
-                }
-                keep_for_next_walks(dirs, &path, index, held, &mut opened, *max_held_dirs, walk);
-            } else if is_inside {
-                let start = scan.pids.len();
-                let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
-                    continue;
-                };
-                let mut read = list_procs(dir, buf, &mut scan.pids);
-                if held && read.as_ref().is_err_and(gone) {
-                    // The held directory may be a removed cgroup's: open the path afresh.
-                    dirs.remove(path.as_str());
-                    held = false;
-                    scan.pids.truncate(start);
-                    let Some(fd) = open_listed(&root, index, relative, &path, &mut scan.errors)
-                    else {
-                        continue;
-                    };
-                    read = list_procs(fd.as_fd(), buf, &mut scan.pids);
-                    opened = Some(fd);
-                }
-                match read {
-                    Ok(()) => {}
-                    Err(error) if gone(&error) => scan.pids.truncate(start),
-                    Err(error) => {
-                        scan.pids.truncate(start);
-                        scan.errors.push(format!(
-                            "cannot list the processes of cgroup {path}: {error}"
-                        ));
-                    }
-                }
-                scan.cgroups[index].pids = start..scan.pids.len();
-                keep_for_next_walks(dirs, &path, index, held, &mut opened, *max_held_dirs, walk);
-            }
-            if !is_inside && !selection.may_select_below(&path, cgroup.depth) {
-                continue;
-            }
-            let Some(dir) = dir_fd(dirs, &path, opened.as_ref()) else {
-                continue;
-            };
-            // A leaf cgroup (link count 2) has no subdirectory: its listing is skipped.
-            let nlink = match stat {
-                Some(stat) => Ok(stat.st_nlink),
-                None => nix::sys::stat::fstat(dir).map(|stat| stat.st_nlink),
-            };
-            if nlink.is_ok_and(|nlink| nlink == 2) {
-                continue;
-            }
-            names.clear();
-            ids.clear();
-            let listed = dirents.for_each_with_inode(dir, |name, is_dir, ino| {
-                if is_dir && !is_dot(name) {
-                    names.extend_from_slice(name);
-                    names.push(0);
-                    ids.push(ino);
-                }
-            });
-            match listed {
-                Ok(()) => {}
-                Err(error) if gone(&error) => continue,
-                Err(error) => {
-                    scan.errors
-                        .push(format!("cannot list cgroup {path}: {error}"));
-                    continue;
-                }
-            }
-            let first_child = scan.cgroups.len();
-            let named = names.split(|&b| b == 0).filter(|n| !n.is_empty());
-            for (name, &id) in named.zip(ids.iter()) {
-                let Ok(name) = std::str::from_utf8(name) else {
-                    scan.errors.push(format!(
-                        "a cgroup below {path} has a name that is not UTF-8: skipped"
-                    ));
-                    continue;
-                };
-                let start = scan.text.len();
-                scan.text.push_str(&path);
-                if !path.ends_with('/') {
-                    scan.text.push('/');
-                }
-                scan.text.push_str(name);
-                let depth = cgroup.depth + 1;
-                let selected = selection.selects(&scan.text[start..], depth);
-                scan.cgroups.push(ScannedCgroup {
-                    path: start..scan.text.len(),
-                    depth,
-                    parent: Some(index),
-                    selected,
-                    pids: 0..0,
-                    id: if is_inside || selected { id } else { 0 },
-                });
-                inside.push(is_inside || selected);
-            }
-            // Reversed: the stack pops them in listing order.
-            stack.extend((first_child..scan.cgroups.len()).rev());
         }
         // Directories this walk did not list the processes of (removed, or no longer
         // selected) are closed.
-        dirs.retain(|_, dir| dir.walk == walk);
+        let walk = walk.number;
+        self.dirs.retain(|_, dir| dir.walk == walk);
         self.root = Some(root);
+    }
+
+    /// The mount's descriptor: kept from the last walk, else opened (`None`, said in `errors`,
+    /// when it cannot be).
+    fn take_root(&mut self, errors: &mut Vec<String>) -> Option<OwnedFd> {
+        if let Some(root) = self.root.take() {
+            return Some(root);
+        }
+        match std::fs::File::open(&self.mount.mount_point) {
+            Ok(file) => Some(OwnedFd::from(file)),
+            Err(error) => {
+                errors.push(format!(
+                    "cannot open the cgroup mount {}: {error}",
+                    self.mount.mount_point.display()
+                ));
+                None
+            }
+        }
+    }
+}
+
+/// One walk of the hierarchy: what it reads with, and where it writes.
+struct Walk<'w> {
+    root: &'w OwnedFd,
+    /// The mount's root in the hierarchy, without a trailing `/`.
+    base: &'w str,
+    /// This walk's number: the held directories it visits are marked with it.
+    number: u64,
+    selection: &'w Selection,
+    list_members: bool,
+    dirs: &'w mut HashMap<Box<str>, HeldDir>,
+    max_held_dirs: usize,
+    dirents: &'w mut DirentBuffer,
+    names: &'w mut Vec<u8>,
+    ids: &'w mut Vec<u64>,
+    buf: &'w mut Vec<u8>,
+    /// The visited cgroup's path relative to the mount.
+    relative: &'w mut Vec<u8>,
+    scan: &'w mut Scan,
+    /// Per visited cgroup: inside a selected subtree (itself selected, or below one).
+    inside: Vec<bool>,
+}
+
+/// The directory of the cgroup a walk visits.
+struct VisitedDir {
+    /// This walk's own descriptor when the directory is not (or no longer) held.
+    opened: Option<OwnedFd>,
+    /// Held from an earlier walk.
+    held: bool,
+}
+
+impl Walk<'_> {
+    /// Visits scanned cgroup `index`: its id or its processes when inside a selected subtree,
+    /// then its subdirectories where a pattern can still match. Returns the children it added.
+    fn visit(&mut self, index: usize) -> Option<Range<usize>> {
+        let cgroup = self.scan.cgroups[index].clone();
+        let path = self.scan.text[cgroup.path.clone()].to_owned();
+        let is_inside = self.inside[index];
+        self.relative.clear();
+        self.relative
+            .extend_from_slice(relative_part(&path, self.base).as_bytes());
+        // Only directories whose processes are listed are held: that listing is what
+        // tells a held directory of a removed cgroup.
+        let mut dir = VisitedDir {
+            opened: None,
+            held: is_inside && index != 0 && self.dirs.contains_key(path.as_str()),
+        };
+        if !dir.held {
+            dir.opened = Some(self.open(index, &path)?);
+        }
+        // The directory's status, when taken: its inode number is the cgroup id, its link
+        // count tells a leaf.
+        let mut stat = None;
+        if is_inside && !self.list_members {
+            stat = Some(self.identify(index, cgroup.id, &path, &mut dir)?);
+        } else if is_inside {
+            self.list_processes(index, &path, &mut dir)?;
+        }
+        if !is_inside && !self.selection.may_select_below(&path, cgroup.depth) {
+            return None;
+        }
+        self.list_children(index, &cgroup, &path, &dir, stat)
+    }
+
+    /// Opens the directory of a listed cgroup for this walk (see [`open_listed`]).
+    fn open(&mut self, index: usize, path: &str) -> Option<OwnedFd> {
+        open_listed(self.root, index, self.relative, path, &mut self.scan.errors)
+    }
+
+    /// Takes the status of the cgroup's directory and records its inode number as the
+    /// cgroup's id; `None` when the cgroup is gone or cannot be read (said in the errors).
+    fn identify(
+        &mut self,
+        index: usize,
+        listed_id: u64,
+        path: &str,
+        dir: &mut VisitedDir,
+    ) -> Option<nix::sys::stat::FileStat> {
+        let fd = dir_fd(self.dirs, path, dir.opened.as_ref())?;
+        let mut status = nix::sys::stat::fstat(fd);
+        // A held directory with another inode than its name has in the parent's listing is a
+        // removed cgroup's, the name made again since: open the path afresh.
+        let stale = index != 0 && status.as_ref().map_or(true, |st| st.st_ino != listed_id);
+        if dir.held && stale {
+            self.dirs.remove(path);
+            dir.held = false;
+            let fd = self.open(index, path)?;
+            status = nix::sys::stat::fstat(fd.as_fd());
+            dir.opened = Some(fd);
+        }
+        match status {
+            Ok(status) => {
+                self.scan.cgroups[index].id = status.st_ino;
+                self.keep(index, path, dir);
+                Some(status)
+            }
+            Err(error) => {
+                let error = std::io::Error::from(error);
+                if !gone(&error) {
+                    self.scan
+                        .errors
+                        .push(format!("cannot read cgroup {path}: {error}"));
+                }
+                None
+            }
+        }
+    }
+
+    /// Lists the cgroup's processes from its `cgroup.procs`; `None` when its directory is
+    /// gone.
+    fn list_processes(&mut self, index: usize, path: &str, dir: &mut VisitedDir) -> Option<()> {
+        let start = self.scan.pids.len();
+        let fd = dir_fd(self.dirs, path, dir.opened.as_ref())?;
+        let mut read = list_procs(fd, self.buf, &mut self.scan.pids);
+        if dir.held && read.as_ref().is_err_and(gone) {
+            // The held directory may be a removed cgroup's: open the path afresh.
+            self.dirs.remove(path);
+            dir.held = false;
+            self.scan.pids.truncate(start);
+            let fd = self.open(index, path)?;
+            read = list_procs(fd.as_fd(), self.buf, &mut self.scan.pids);
+            dir.opened = Some(fd);
+        }
+        match read {
+            Ok(()) => {}
+            Err(error) if gone(&error) => self.scan.pids.truncate(start),
+            Err(error) => {
+                self.scan.pids.truncate(start);
+                self.scan.errors.push(format!(
+                    "cannot list the processes of cgroup {path}: {error}"
+                ));
+            }
+        }
+        self.scan.cgroups[index].pids = start..self.scan.pids.len();
+        self.keep(index, path, dir);
+        Some(())
+    }
+
+    /// See [`keep_for_next_walks`].
+    fn keep(&mut self, index: usize, path: &str, dir: &mut VisitedDir) {
+        let (held, max, walk) = (dir.held, self.max_held_dirs, self.number);
+        keep_for_next_walks(self.dirs, path, index, held, &mut dir.opened, max, walk);
+    }
+
+    /// Adds the subdirectories of cgroup `index` to the scan, in listing order; `None` for a
+    /// leaf or a directory that cannot be listed.
+    fn list_children(
+        &mut self,
+        index: usize,
+        cgroup: &ScannedCgroup,
+        path: &str,
+        dir: &VisitedDir,
+        stat: Option<nix::sys::stat::FileStat>,
+    ) -> Option<Range<usize>> {
+        let fd = dir_fd(self.dirs, path, dir.opened.as_ref())?;
+        // A leaf cgroup (link count 2) has no subdirectory: its listing is skipped.
+        let nlink = match stat {
+            Some(stat) => Ok(stat.st_nlink),
+            None => nix::sys::stat::fstat(fd).map(|stat| stat.st_nlink),
+        };
+        if nlink.is_ok_and(|nlink| nlink == 2) {
+            return None;
+        }
+        self.names.clear();
+        self.ids.clear();
+        let (names, ids) = (&mut *self.names, &mut *self.ids);
+        let listed = self.dirents.for_each_with_inode(fd, |name, is_dir, ino| {
+            if is_dir && !is_dot(name) {
+                names.extend_from_slice(name);
+                names.push(0);
+                ids.push(ino);
+            }
+        });
+        match listed {
+            Ok(()) => {}
+            Err(error) if gone(&error) => return None,
+            Err(error) => {
+                self.scan
+                    .errors
+                    .push(format!("cannot list cgroup {path}: {error}"));
+                return None;
+            }
+        }
+        let first_child = self.scan.cgroups.len();
+        self.add_children(index, cgroup.depth + 1, path);
+        Some(first_child..self.scan.cgroups.len())
+    }
+
+    /// Adds the listed subdirectories (`names`, `ids`) of cgroup `parent` at `path`.
+    fn add_children(&mut self, parent: usize, depth: u32, path: &str) {
+        let is_inside = self.inside[parent];
+        let named = self.names.split(|&b| b == 0).filter(|n| !n.is_empty());
+        for (name, &id) in named.zip(self.ids.iter()) {
+            let scan = &mut *self.scan;
+            let Ok(name) = std::str::from_utf8(name) else {
+                scan.errors.push(format!(
+                    "a cgroup below {path} has a name that is not UTF-8: skipped"
+                ));
+                continue;
+            };
+            let start = scan.text.len();
+            scan.text.push_str(path);
+            if !path.ends_with('/') {
+                scan.text.push('/');
+            }
+            scan.text.push_str(name);
+            let selected = self.selection.selects(&scan.text[start..], depth);
+            scan.cgroups.push(ScannedCgroup {
+                path: start..scan.text.len(),
+                depth,
+                parent: Some(parent),
+                selected,
+                pids: 0..0,
+                id: if is_inside || selected { id } else { 0 },
+            });
+            self.inside.push(is_inside || selected);
+        }
     }
 }
 

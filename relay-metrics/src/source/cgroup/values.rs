@@ -121,103 +121,17 @@ impl CgroupValuesReader {
         ticks_per_second: u64,
         cadvisor: bool,
     ) -> Self {
-        let mut files = Vec::with_capacity(20);
-        let mut add = |dir: &std::path::Path, name: &str, kind: Kind| {
-            files.push(File {
-                kind,
-                held: HeldFile::new(dir.join(name), FileKind::Whole),
-                absent: false,
-            });
-        };
-        match target.controller_dir("cpuacct") {
-            Some((CgroupVersion::V1, dir)) => {
-                add(&dir.dir, "cpuacct.usage", Kind::V1CpuacctUsage);
-                add(&dir.dir, "cpuacct.stat", Kind::V1CpuacctStat);
-            }
-            _ => {
-                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("cpu") {
-                    add(&dir.dir, "cpu.stat", Kind::V2CpuStat);
-                }
-            }
-        }
-        match target.controller_dir("cpu") {
-            Some((CgroupVersion::V1, dir)) => {
-                add(&dir.dir, "cpu.stat", Kind::V1CpuStat);
-                add(&dir.dir, "cpu.cfs_quota_us", Kind::V1CfsQuota);
-                add(&dir.dir, "cpu.cfs_period_us", Kind::V1CfsPeriod);
-            }
-            Some((CgroupVersion::V2, dir)) => add(&dir.dir, "cpu.max", Kind::V2CpuMax),
-            None => {}
-        }
+        // The order is the order of the reads: a v1 CFS quota comes before its period.
+        let mut files = Files(Vec::with_capacity(20));
+        files.cpu(target);
         if cadvisor {
-            match target.controller_dir("cpu") {
-                Some((CgroupVersion::V1, dir)) => {
-                    add(&dir.dir, "cpu.shares", Kind::CpuShares(CgroupVersion::V1));
-                }
-                Some((CgroupVersion::V2, dir)) => {
-                    add(&dir.dir, "cpu.weight", Kind::CpuShares(CgroupVersion::V2));
-                }
-                None => {}
-            }
-            if let Some((version, dir)) = target.controller_dir("memory") {
-                add(&dir.dir, "memory.stat", Kind::MemoryStat(version));
-                if version == CgroupVersion::V2 {
-                    add(&dir.dir, "memory.swap.current", Kind::V2SwapCurrent);
-                }
-            }
+            files.cadvisor(target);
         }
-        match target.controller_dir("memory") {
-            Some((CgroupVersion::V1, dir)) => {
-                add(&dir.dir, "memory.usage_in_bytes", Kind::MemoryCurrent);
-                add(&dir.dir, "memory.max_usage_in_bytes", Kind::MemoryPeak);
-                let limit = Kind::MemoryLimit(CgroupVersion::V1);
-                add(&dir.dir, "memory.limit_in_bytes", limit);
-                add(&dir.dir, "memory.failcnt", Kind::V1MemoryFailcnt);
-                add(&dir.dir, "memory.oom_control", Kind::V1OomControl);
-            }
-            Some((CgroupVersion::V2, dir)) => {
-                add(&dir.dir, "memory.current", Kind::MemoryCurrent);
-                add(&dir.dir, "memory.peak", Kind::MemoryPeak);
-                add(&dir.dir, "memory.max", Kind::MemoryLimit(CgroupVersion::V2));
-                add(&dir.dir, "memory.events", Kind::V2MemoryEvents);
-            }
-            None => {}
-        }
-        if let Some((_, dir)) = target.controller_dir("pids") {
-            add(&dir.dir, "pids.current", Kind::PidsCurrent);
-            add(&dir.dir, "pids.max", Kind::PidsMax);
-        }
-        match target.controller_dir("blkio") {
-            Some((CgroupVersion::V1, dir)) => {
-                add(
-                    &dir.dir,
-                    "blkio.throttle.io_service_bytes_recursive",
-                    Kind::V1IoBytes,
-                );
-                add(
-                    &dir.dir,
-                    "blkio.throttle.io_serviced_recursive",
-                    Kind::V1IoOps,
-                );
-            }
-            _ => {
-                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("io") {
-                    add(&dir.dir, "io.stat", Kind::V2IoStat);
-                }
-            }
-        }
-        // PSI files exist in every cgroup of the unified hierarchy, controllers or not.
-        if let Some(dir) = &target.v2 {
-            for (index, resource) in PRESSURE_RESOURCES.iter().enumerate() {
-                add(
-                    &dir.dir,
-                    &format!("{resource}.pressure"),
-                    Kind::Pressure(index),
-                );
-            }
-        }
+        files.memory(target);
+        files.pids_and_io(target);
+        files.pressure(target);
         Self {
-            files,
+            files: files.0,
             hold,
             ticks_per_second: ticks_per_second.max(1),
             quota: Vec::new(),
@@ -246,6 +160,35 @@ impl CgroupValuesReader {
     pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupTargetReport) {
         let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
         self.reads += 1;
+        self.reset(out, settings);
+        let ticks_per_second = self.ticks_per_second;
+        self.quota.clear();
+        self.devices.clear();
+        for file in &mut self.files {
+            if file.absent || (file.kind.is_setting() && !settings) {
+                continue;
+            }
+            let Some(bytes) = read_file(file, self.hold, buf, &mut out.reason) else {
+                continue;
+            };
+            let parsed = Parsed {
+                out: &mut *out,
+                quota: &mut self.quota,
+                devices: &mut self.devices,
+                ticks_per_second,
+            };
+            parsed.store(file.kind, bytes);
+        }
+        if settings {
+            self.settings = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
+            self.cpu_spec = out.cpu_spec;
+        }
+        write_devices(&self.devices, &mut out.devices);
+    }
+
+    /// Resets the file values of `out`, keeping its path, labels, the values of other sources
+    /// and, between the reads of the settings, the settings as last read.
+    fn reset(&self, out: &mut CgroupTargetReport, settings: bool) {
         let devices = std::mem::take(&mut out.devices);
         *out = CgroupTargetReport {
             cgroup: std::mem::take(&mut out.cgroup),
@@ -265,148 +208,273 @@ impl CgroupValuesReader {
         if self.cadvisor {
             out.memory_stat = Some(TargetMemoryStat::default());
         }
-        let Self {
-            files,
-            hold,
-            ticks_per_second,
-            quota,
-            reads: _,
-            settings: kept,
-            cpu_spec: kept_spec,
-            cadvisor: _,
-            devices,
-        } = self;
-        quota.clear();
-        devices.clear();
-        for file in files {
-            if file.absent || (file.kind.is_setting() && !settings) {
-                continue;
-            }
-            let result = file.held.read(buf);
-            if !*hold || file.kind.is_setting() {
-                file.held.close();
-            }
-            let bytes = match result {
-                Ok(bytes) => bytes,
-                Err(error) => {
-                    match errno(&error) {
-                        // Absent file (an older kernel, a controller not enabled): not probed
-                        // again. A removed cgroup (ENODEV through a held descriptor) leaves the
-                        // next walk, which drops this reader.
-                        Some(libc::ENOENT) => file.absent = true,
-                        Some(libc::ENODEV) => {}
-                        _ => {
-                            if out.reason.is_none() {
-                                out.reason = Some(error.to_string());
-                            }
-                        }
-                    }
-                    continue;
-                }
-            };
-            match file.kind {
-                Kind::V2CpuStat => {
-                    let us = |key: &[u8]| keyed_u64(bytes, key).and_then(|v| v.checked_mul(1000));
-                    out.cpu_usage_ns = us(b"usage_usec");
-                    out.cpu_user_ns = us(b"user_usec");
-                    out.cpu_system_ns = us(b"system_usec");
-                    out.cpu_periods = keyed_u64(bytes, b"nr_periods");
-                    out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
-                    out.cpu_throttled_ns = us(b"throttled_usec");
-                }
-                Kind::V1CpuacctUsage => out.cpu_usage_ns = parse_u64_trimmed(bytes),
-                Kind::V1CpuacctStat => {
-                    let ns_per_tick = 1_000_000_000 / *ticks_per_second;
-                    let ns = |key: &[u8]| {
-                        keyed_u64(bytes, key).and_then(|ticks| ticks.checked_mul(ns_per_tick))
-                    };
-                    out.cpu_user_ns = ns(b"user");
-                    out.cpu_system_ns = ns(b"system");
-                }
-                Kind::V1CpuStat => {
-                    out.cpu_periods = keyed_u64(bytes, b"nr_periods");
-                    out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
-                    out.cpu_throttled_ns = keyed_u64(bytes, b"throttled_time");
-                }
-                Kind::V2CpuMax => {
-                    out.cpu_limit_cores = cores(parse_cpu_max(bytes));
-                    if let Some(spec) = &mut out.cpu_spec {
-                        parse_cpu_max_raw(bytes, spec);
-                    }
-                }
-                Kind::V1CfsQuota => quota.extend_from_slice(bytes),
-                Kind::V1CfsPeriod => {
-                    if !quota.is_empty() {
-                        out.cpu_limit_cores = cores(parse_v1_cpu_quota(quota, bytes));
-                    }
-                    if let Some(spec) = &mut out.cpu_spec {
-                        spec.quota_us = parse_v1_quota_raw(quota);
-                        spec.period_us = parse_u64_trimmed(bytes);
-                    }
-                }
-                Kind::CpuShares(version) => {
-                    if let Some(spec) = &mut out.cpu_spec {
-                        spec.shares = parse_shares(bytes, version);
-                    }
-                }
-                Kind::MemoryStat(version) => {
-                    if let Some(stat) = &mut out.memory_stat {
-                        parse_memory_stat(bytes, version, stat);
-                    }
-                }
-                Kind::V2SwapCurrent => {
-                    if let Some(stat) = &mut out.memory_stat {
-                        stat.swap_bytes = parse_u64_trimmed(bytes);
-                    }
-                }
-                Kind::MemoryCurrent => out.memory_current_bytes = parse_u64_trimmed(bytes),
-                Kind::MemoryPeak => out.memory_peak_bytes = parse_u64_trimmed(bytes),
-                Kind::MemoryLimit(version) => {
-                    let parsed = match version {
-                        CgroupVersion::V1 => parse_v1_memory_limit(bytes),
-                        CgroupVersion::V2 => parse_limit(bytes),
-                    };
-                    out.memory_limit_bytes = limit(parsed);
-                }
-                Kind::V2MemoryEvents => {
-                    let events = &mut out.memory_events;
-                    events.high = keyed_u64(bytes, b"high");
-                    events.max = keyed_u64(bytes, b"max");
-                    events.oom = keyed_u64(bytes, b"oom");
-                    events.oom_kill = keyed_u64(bytes, b"oom_kill");
-                }
-                Kind::V1MemoryFailcnt => out.memory_events.max = parse_u64_trimmed(bytes),
-                Kind::V1OomControl => {
-                    let kills = keyed_u64(bytes, b"oom_kill");
-                    out.memory_events.oom = kills;
-                    out.memory_events.oom_kill = kills;
-                }
-                Kind::PidsCurrent => out.pids_current = parse_u64_trimmed(bytes),
-                Kind::PidsMax => out.pids_limit = limit(parse_limit(bytes)),
-                Kind::V2IoStat => parse_io_stat(bytes, devices),
-                Kind::V1IoBytes => parse_blkio(bytes, devices, true),
-                Kind::V1IoOps => parse_blkio(bytes, devices, false),
-                Kind::Pressure(index) => {
-                    let totals = parse_psi(bytes);
-                    let pressure = &mut out.pressure;
-                    let (some, full) = match index {
-                        0 => (&mut pressure.cpu_some_usec, &mut pressure.cpu_full_usec),
-                        1 => (
-                            &mut pressure.memory_some_usec,
-                            &mut pressure.memory_full_usec,
-                        ),
-                        _ => (&mut pressure.io_some_usec, &mut pressure.io_full_usec),
-                    };
-                    (*some, *full) = (totals.some_usec, totals.full_usec);
-                }
-            }
-        }
-        if settings {
-            *kept = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
-            *kept_spec = out.cpu_spec;
-        }
-        write_devices(devices, &mut out.devices);
     }
+}
+
+/// The files of one cgroup, listed controller by controller.
+struct Files(Vec<File>);
+
+impl Files {
+    fn add(&mut self, dir: &std::path::Path, name: &str, kind: Kind) {
+        self.0.push(File {
+            kind,
+            held: HeldFile::new(dir.join(name), FileKind::Whole),
+            absent: false,
+        });
+    }
+
+    /// CPU time (v1 `cpuacct`, else v2 `cpu.stat`), the CFS counters and the quota.
+    fn cpu(&mut self, target: &CgroupTarget) {
+        match target.controller_dir("cpuacct") {
+            Some((CgroupVersion::V1, dir)) => {
+                self.add(&dir.dir, "cpuacct.usage", Kind::V1CpuacctUsage);
+                self.add(&dir.dir, "cpuacct.stat", Kind::V1CpuacctStat);
+            }
+            _ => {
+                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("cpu") {
+                    self.add(&dir.dir, "cpu.stat", Kind::V2CpuStat);
+                }
+            }
+        }
+        match target.controller_dir("cpu") {
+            Some((CgroupVersion::V1, dir)) => {
+                self.add(&dir.dir, "cpu.stat", Kind::V1CpuStat);
+                self.add(&dir.dir, "cpu.cfs_quota_us", Kind::V1CfsQuota);
+                self.add(&dir.dir, "cpu.cfs_period_us", Kind::V1CfsPeriod);
+            }
+            Some((CgroupVersion::V2, dir)) => self.add(&dir.dir, "cpu.max", Kind::V2CpuMax),
+            None => {}
+        }
+    }
+
+    /// What the cAdvisor naming exports and no other needs: the CPU shares or weight,
+    /// `memory.stat` and v2 `memory.swap.current`.
+    fn cadvisor(&mut self, target: &CgroupTarget) {
+        match target.controller_dir("cpu") {
+            Some((CgroupVersion::V1, dir)) => {
+                self.add(&dir.dir, "cpu.shares", Kind::CpuShares(CgroupVersion::V1));
+            }
+            Some((CgroupVersion::V2, dir)) => {
+                self.add(&dir.dir, "cpu.weight", Kind::CpuShares(CgroupVersion::V2));
+            }
+            None => {}
+        }
+        if let Some((version, dir)) = target.controller_dir("memory") {
+            self.add(&dir.dir, "memory.stat", Kind::MemoryStat(version));
+            if version == CgroupVersion::V2 {
+                self.add(&dir.dir, "memory.swap.current", Kind::V2SwapCurrent);
+            }
+        }
+    }
+
+    /// Memory in use, its peak and limit, and the limit's events.
+    fn memory(&mut self, target: &CgroupTarget) {
+        match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, dir)) => {
+                self.add(&dir.dir, "memory.usage_in_bytes", Kind::MemoryCurrent);
+                self.add(&dir.dir, "memory.max_usage_in_bytes", Kind::MemoryPeak);
+                let limit = Kind::MemoryLimit(CgroupVersion::V1);
+                self.add(&dir.dir, "memory.limit_in_bytes", limit);
+                self.add(&dir.dir, "memory.failcnt", Kind::V1MemoryFailcnt);
+                self.add(&dir.dir, "memory.oom_control", Kind::V1OomControl);
+            }
+            Some((CgroupVersion::V2, dir)) => {
+                self.add(&dir.dir, "memory.current", Kind::MemoryCurrent);
+                self.add(&dir.dir, "memory.peak", Kind::MemoryPeak);
+                let limit = Kind::MemoryLimit(CgroupVersion::V2);
+                self.add(&dir.dir, "memory.max", limit);
+                self.add(&dir.dir, "memory.events", Kind::V2MemoryEvents);
+            }
+            None => {}
+        }
+    }
+
+    /// The pids count and limit, and the bytes and operations per block device.
+    fn pids_and_io(&mut self, target: &CgroupTarget) {
+        if let Some((_, dir)) = target.controller_dir("pids") {
+            self.add(&dir.dir, "pids.current", Kind::PidsCurrent);
+            self.add(&dir.dir, "pids.max", Kind::PidsMax);
+        }
+        match target.controller_dir("blkio") {
+            Some((CgroupVersion::V1, dir)) => {
+                let bytes = "blkio.throttle.io_service_bytes_recursive";
+                self.add(&dir.dir, bytes, Kind::V1IoBytes);
+                let ops = "blkio.throttle.io_serviced_recursive";
+                self.add(&dir.dir, ops, Kind::V1IoOps);
+            }
+            _ => {
+                if let Some((CgroupVersion::V2, dir)) = target.controller_dir("io") {
+                    self.add(&dir.dir, "io.stat", Kind::V2IoStat);
+                }
+            }
+        }
+    }
+
+    /// PSI files exist in every cgroup of the unified hierarchy, controllers or not.
+    fn pressure(&mut self, target: &CgroupTarget) {
+        if let Some(dir) = &target.v2 {
+            for (index, resource) in PRESSURE_RESOURCES.iter().enumerate() {
+                let name = format!("{resource}.pressure");
+                self.add(&dir.dir, &name, Kind::Pressure(index));
+            }
+        }
+    }
+}
+
+/// Reads `file` into `buf`, closing its descriptor after the read unless it is held: `None`
+/// when the read failed, with the first unexpected failure said in `reason`.
+fn read_file<'b>(
+    file: &mut File,
+    hold: bool,
+    buf: &'b mut Vec<u8>,
+    reason: &mut Option<String>,
+) -> Option<&'b [u8]> {
+    let result = file.held.read(buf);
+    if !hold || file.kind.is_setting() {
+        file.held.close();
+    }
+    match result {
+        Ok(bytes) => Some(bytes),
+        Err(error) => {
+            match errno(&error) {
+                // Absent file (an older kernel, a controller not enabled): not probed
+                // again. A removed cgroup (ENODEV through a held descriptor) leaves the
+                // next walk, which drops this reader.
+                Some(libc::ENOENT) => file.absent = true,
+                Some(libc::ENODEV) => {}
+                _ => {
+                    if reason.is_none() {
+                        *reason = Some(error.to_string());
+                    }
+                }
+            }
+            None
+        }
+    }
+}
+
+/// Where one read's files are parsed to.
+struct Parsed<'r> {
+    out: &'r mut CgroupTargetReport,
+    /// The v1 CFS quota, kept until its period is read.
+    quota: &'r mut Vec<u8>,
+    devices: &'r mut Vec<DeviceCounters>,
+    ticks_per_second: u64,
+}
+
+impl Parsed<'_> {
+    /// Parses the content of a file of `kind` into its fields.
+    fn store(self, kind: Kind, bytes: &[u8]) {
+        let out = self.out;
+        match kind {
+            Kind::V2CpuStat => v2_cpu_stat(bytes, out),
+            Kind::V1CpuacctUsage => out.cpu_usage_ns = parse_u64_trimmed(bytes),
+            Kind::V1CpuacctStat => {
+                let ns_per_tick = 1_000_000_000 / self.ticks_per_second;
+                let ns = |key: &[u8]| {
+                    keyed_u64(bytes, key).and_then(|ticks| ticks.checked_mul(ns_per_tick))
+                };
+                out.cpu_user_ns = ns(b"user");
+                out.cpu_system_ns = ns(b"system");
+            }
+            Kind::V1CpuStat => {
+                out.cpu_periods = keyed_u64(bytes, b"nr_periods");
+                out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
+                out.cpu_throttled_ns = keyed_u64(bytes, b"throttled_time");
+            }
+            Kind::V2CpuMax => {
+                out.cpu_limit_cores = cores(parse_cpu_max(bytes));
+                if let Some(spec) = &mut out.cpu_spec {
+                    parse_cpu_max_raw(bytes, spec);
+                }
+            }
+            Kind::V1CfsQuota => self.quota.extend_from_slice(bytes),
+            Kind::V1CfsPeriod => v1_cfs_period(self.quota, bytes, out),
+            Kind::CpuShares(version) => {
+                if let Some(spec) = &mut out.cpu_spec {
+                    spec.shares = parse_shares(bytes, version);
+                }
+            }
+            Kind::MemoryStat(version) => {
+                if let Some(stat) = &mut out.memory_stat {
+                    parse_memory_stat(bytes, version, stat);
+                }
+            }
+            Kind::V2SwapCurrent => {
+                if let Some(stat) = &mut out.memory_stat {
+                    stat.swap_bytes = parse_u64_trimmed(bytes);
+                }
+            }
+            Kind::MemoryCurrent => out.memory_current_bytes = parse_u64_trimmed(bytes),
+            Kind::MemoryPeak => out.memory_peak_bytes = parse_u64_trimmed(bytes),
+            Kind::MemoryLimit(version) => {
+                let parsed = match version {
+                    CgroupVersion::V1 => parse_v1_memory_limit(bytes),
+                    CgroupVersion::V2 => parse_limit(bytes),
+                };
+                out.memory_limit_bytes = limit(parsed);
+            }
+            Kind::V2MemoryEvents => v2_memory_events(bytes, out),
+            Kind::V1MemoryFailcnt => out.memory_events.max = parse_u64_trimmed(bytes),
+            Kind::V1OomControl => {
+                let kills = keyed_u64(bytes, b"oom_kill");
+                out.memory_events.oom = kills;
+                out.memory_events.oom_kill = kills;
+            }
+            Kind::PidsCurrent => out.pids_current = parse_u64_trimmed(bytes),
+            Kind::PidsMax => out.pids_limit = limit(parse_limit(bytes)),
+            Kind::V2IoStat => parse_io_stat(bytes, self.devices),
+            Kind::V1IoBytes => parse_blkio(bytes, self.devices, true),
+            Kind::V1IoOps => parse_blkio(bytes, self.devices, false),
+            Kind::Pressure(index) => pressure(index, bytes, out),
+        }
+    }
+}
+
+/// v2 `cpu.stat`: run time, user and system time (µs, kept in ns) and the CFS counters.
+fn v2_cpu_stat(bytes: &[u8], out: &mut CgroupTargetReport) {
+    let us = |key: &[u8]| keyed_u64(bytes, key).and_then(|v| v.checked_mul(1000));
+    out.cpu_usage_ns = us(b"usage_usec");
+    out.cpu_user_ns = us(b"user_usec");
+    out.cpu_system_ns = us(b"system_usec");
+    out.cpu_periods = keyed_u64(bytes, b"nr_periods");
+    out.cpu_throttled_periods = keyed_u64(bytes, b"nr_throttled");
+    out.cpu_throttled_ns = us(b"throttled_usec");
+}
+
+/// v1 `cpu.cfs_period_us`, with the quota read before it: the CPU limit, and the raw settings.
+fn v1_cfs_period(quota: &[u8], bytes: &[u8], out: &mut CgroupTargetReport) {
+    if !quota.is_empty() {
+        out.cpu_limit_cores = cores(parse_v1_cpu_quota(quota, bytes));
+    }
+    if let Some(spec) = &mut out.cpu_spec {
+        spec.quota_us = parse_v1_quota_raw(quota);
+        spec.period_us = parse_u64_trimmed(bytes);
+    }
+}
+
+/// v2 `memory.events`.
+fn v2_memory_events(bytes: &[u8], out: &mut CgroupTargetReport) {
+    let events = &mut out.memory_events;
+    events.high = keyed_u64(bytes, b"high");
+    events.max = keyed_u64(bytes, b"max");
+    events.oom = keyed_u64(bytes, b"oom");
+    events.oom_kill = keyed_u64(bytes, b"oom_kill");
+}
+
+/// `<resource>.pressure` of [`PRESSURE_RESOURCES`]`[index]`: the `some` and `full` totals.
+fn pressure(index: usize, bytes: &[u8], out: &mut CgroupTargetReport) {
+    let totals = parse_psi(bytes);
+    let pressure = &mut out.pressure;
+    let (some, full) = match index {
+        0 => (&mut pressure.cpu_some_usec, &mut pressure.cpu_full_usec),
+        1 => (
+            &mut pressure.memory_some_usec,
+            &mut pressure.memory_full_usec,
+        ),
+        _ => (&mut pressure.io_some_usec, &mut pressure.io_full_usec),
+    };
+    (*some, *full) = (totals.some_usec, totals.full_usec);
 }
 
 /// The devices of a read into the report's list, reusing its entries (and their text).

@@ -12,11 +12,15 @@
 //! mixed with those of the old one; the reader then reports [`ProcessError::Gone`].
 
 mod discover;
+mod once;
 pub(crate) mod parse;
 mod reader;
 pub(crate) mod sys;
 
 pub(crate) use discover::{PidLister, ProcessTreeWalker};
+pub(crate) use once::{
+    io_of_same_process, is_kernel_thread, own_allowed_cpu_count, thread_group_id,
+};
 pub use reader::ProcessReader;
 pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
 

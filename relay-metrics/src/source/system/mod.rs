@@ -1,11 +1,14 @@
-//! System-wide sources: `/proc/meminfo`, `/proc/stat`, `/proc/pressure/{cpu,memory,io}` and the
-//! parser of `/proc/vmstat`'s OOM-kill count.
+//! System-wide sources: `/proc/meminfo`, `/proc/stat`, `/proc/pressure/{cpu,memory,io}`, the
+//! parser of `/proc/vmstat`'s OOM-kill count, `/proc/loadavg`'s task count ([`LoadavgReader`])
+//! and the physical disks' bytes of `/proc/diskstats` ([`DiskstatsReader`]).
 //!
 //! [`SystemReader`] holds each file open and re-reads it with `pread` into one reused buffer, so a
 //! steady-state read allocates nothing (use [`SystemReader::read_into`] with a reused
 //! [`SystemSample`]). The parsers are public and take bytes, so they also serve fixture tests and
 //! the cgroup module (which reuses [`parse_pressure`] for `*.pressure` files).
 
+mod diskstats;
+mod loadavg;
 mod meminfo;
 pub(crate) mod parse;
 mod pressure;
@@ -15,13 +18,15 @@ mod vmstat;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use diskstats::DiskstatsReader;
+pub(crate) use loadavg::LoadavgReader;
 pub use meminfo::parse_meminfo;
 pub(crate) use meminfo::MemInfo;
 pub use pressure::parse_pressure;
 pub(crate) use pressure::Pressure;
 pub use stat::{cpu_rate_logical_processors, parse_stat};
 pub(crate) use stat::{CpuTimes, StatCounters};
-pub(crate) use vmstat::parse_vmstat_oom_kill;
+pub(crate) use vmstat::OomKillReader;
 
 use super::file::{FileKind, HeldFile, SourceError};
 use super::roots::Roots;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ProcessSource, ResourceMetricsConfig};
 use crate::model::Wanted;
+use crate::source::system::LoadavgReader;
 use crate::source::task_iter::{self, TaskIter, TaskRecord};
 use crate::source::Roots;
 
@@ -183,8 +184,7 @@ const TASKS_MAX_AGE: Duration = Duration::from_secs(1);
 /// machine's processes: the iterator's cost grows with the machine, procfs's with the scope.
 pub(crate) struct Crossover {
     /// `/proc/loadavg`, whose fourth field counts the machine's tasks (threads included).
-    loadavg: Option<std::fs::File>,
-    buf: Vec<u8>,
+    loadavg: LoadavgReader,
     /// The last task count read, and when: re-read at most every [`TASKS_MAX_AGE`].
     tasks: Option<(Instant, u64)>,
     /// Made once: a collect of a fixed scope allocates nothing (`tests/allocations.rs`).
@@ -194,8 +194,7 @@ pub(crate) struct Crossover {
 impl Crossover {
     fn new(roots: &Roots) -> Self {
         Self {
-            loadavg: std::fs::File::open(roots.proc.join("loadavg")).ok(),
-            buf: vec![0; 128],
+            loadavg: LoadavgReader::new(roots),
             tasks: None,
             reason: Arc::from(
                 "procfs is cheaper for this scope's processes than a task-iterator pass over \
@@ -207,17 +206,13 @@ impl Crossover {
     /// The machine's task count (`/proc/loadavg`'s `running/total`), at most [`TASKS_MAX_AGE`]
     /// old.
     fn tasks(&mut self) -> Option<u64> {
-        use std::os::unix::fs::FileExt as _;
         let now = Instant::now();
         if let Some((read_at, tasks)) = self.tasks {
             if now.saturating_duration_since(read_at) < TASKS_MAX_AGE {
                 return Some(tasks);
             }
         }
-        let read = self.loadavg.as_ref()?.read_at(&mut self.buf, 0).ok()?;
-        let text = std::str::from_utf8(self.buf.get(..read)?).ok()?;
-        let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
-        let tasks = total.parse().ok()?;
+        let tasks = self.loadavg.tasks()?;
         self.tasks = Some((now, tasks));
         Some(tasks)
     }
