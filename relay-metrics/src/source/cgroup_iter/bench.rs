@@ -127,22 +127,28 @@ fn churn(root: &Path, parent: &Path) -> ((f64, f64), (f64, f64)) {
         (samples[TIMES / 2], samples[TIMES * 99 / 100])
     };
     let alone = cycle();
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    let started = AtomicBool::new(false);
     let walking = std::thread::scope(|scope| {
         let walker = scope.spawn(|| {
             let mut iter = CgroupIter::load(root).unwrap();
             let mut records = Vec::new();
             let mut walks = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 iter.read(&mut records).unwrap();
                 walks += 1;
+                started.store(true, Ordering::Relaxed);
             }
             walks
         });
-        // Let the walker load and start.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // Churn only once the walker walks: loading the program takes a while on a busy machine.
+        while !started.load(Ordering::Relaxed) {
+            assert!(!walker.is_finished(), "the walker ended before its first walk");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let walking = cycle();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
         assert!(walker.join().unwrap() > 0);
         walking
     });
