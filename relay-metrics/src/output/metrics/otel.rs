@@ -344,20 +344,14 @@ impl<S> Renamer<'_, S> {
 pub(crate) fn resource_attributes() -> &'static [(&'static str, String)] {
     static ATTRIBUTES: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
     ATTRIBUTES.get_or_init(|| {
-        let read = |path: &str| {
-            std::fs::read_to_string(path)
-                .map(|text| text.trim().to_owned())
-                .ok()
-                .filter(|text| !text.is_empty())
-        };
         let mut attributes = Vec::with_capacity(5);
-        if let Some(host) = read("/proc/sys/kernel/hostname") {
+        if let Some(host) = crate::source::system::hostname() {
             attributes.push(("host.name", host));
         }
         attributes.push(("os.type", "linux".to_owned()));
         attributes.push(("service.name", "relay-metrics".to_owned()));
         attributes.push(("service.version", env!("CARGO_PKG_VERSION").to_owned()));
-        if let Some(uuid) = read("/proc/sys/kernel/random/uuid") {
+        if let Some(uuid) = crate::source::system::random_uuid() {
             attributes.push(("service.instance.id", uuid));
         }
         attributes

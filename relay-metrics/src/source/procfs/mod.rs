@@ -12,11 +12,13 @@
 //! mixed with those of the old one; the reader then reports [`ProcessError::Gone`].
 
 mod discover;
+mod own;
 pub(crate) mod parse;
 mod reader;
 pub(crate) mod sys;
 
 pub(crate) use discover::{PidLister, ProcessTreeWalker};
+pub(crate) use own::{open_fd_count, OwnProcess};
 pub use reader::ProcessReader;
 pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
 

@@ -6,6 +6,7 @@
 //! [`SystemSample`]). The parsers are public and take bytes, so they also serve fixture tests and
 //! the cgroup module (which reuses [`parse_pressure`] for `*.pressure` files).
 
+mod identity;
 mod meminfo;
 pub(crate) mod parse;
 mod pressure;
@@ -15,6 +16,7 @@ mod vmstat;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use identity::{hostname, random_uuid};
 pub use meminfo::parse_meminfo;
 pub(crate) use meminfo::MemInfo;
 pub use pressure::parse_pressure;
