@@ -1,7 +1,8 @@
 //! cAdvisor's per-container families as the kubelet's `/metrics/cadvisor` exposes them: the
 //! same names, types, units (seconds, bytes, raw CFS microseconds and shares) and labels
 //! (`container`, `id`, `image`, `name`, `namespace`, `pod`; `cpu="total"` on the usage,
-//! `device` on the `container_fs_*` counters), from the same cgroup files cAdvisor reads.
+//! `device` on the `container_fs_*` counters, `interface` on the `container_network_*` ones),
+//! from the same cgroup files cAdvisor reads and the container's `/proc/<pid>/net/dev`.
 //! docs/METRICS.md maps each to its file and says where a meaning differs.
 
 use super::table::{ns, plain};
@@ -121,6 +122,29 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
     (family("container_fs_writes_total", Kind::Counter, Unit::Count, "Cumulative count of writes completed"), |d| d.write_operations),
 ];
 
+/// Per interface of the container's network namespace, in cAdvisor's help text.
+#[rustfmt::skip]
+const NETWORK: &[(Family, super::InterfaceGetter)] = &[
+    (family("container_network_receive_bytes_total", Kind::Counter, Unit::Bytes, "Cumulative count of bytes received"), |i| i.receive_bytes),
+    (family("container_network_receive_packets_total", Kind::Counter, Unit::Count, "Cumulative count of packets received"), |i| i.receive_packets),
+    (family("container_network_receive_packets_dropped_total", Kind::Counter, Unit::Count, "Cumulative count of packets dropped while receiving"), |i| i.receive_dropped),
+    (family("container_network_receive_errors_total", Kind::Counter, Unit::Count, "Cumulative count of errors encountered while receiving"), |i| i.receive_errors),
+    (family("container_network_transmit_bytes_total", Kind::Counter, Unit::Bytes, "Cumulative count of bytes transmitted"), |i| i.transmit_bytes),
+    (family("container_network_transmit_packets_total", Kind::Counter, Unit::Count, "Cumulative count of packets transmitted"), |i| i.transmit_packets),
+    (family("container_network_transmit_packets_dropped_total", Kind::Counter, Unit::Count, "Cumulative count of packets dropped while transmitting"), |i| i.transmit_dropped),
+    (family("container_network_transmit_errors_total", Kind::Counter, Unit::Count, "Cumulative count of errors encountered while transmitting"), |i| i.transmit_errors),
+];
+
+/// Whether cAdvisor lists an interface of a container's namespace: it leaves out the names
+/// starting (case aside) with `lo`, `veth`, `docker` or `nerdctl` (`isIgnoredDevice` of its
+/// libcontainer handler).
+pub(super) fn lists_interface(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !["lo", "veth", "docker", "nerdctl"]
+        .iter()
+        .any(|prefix| lower.starts_with(prefix))
+}
+
 /// Hands cAdvisor's families of `targets` to `sink`.
 pub(super) fn walk<S: crate::output::metrics::Sink>(
     targets: &Targets,
@@ -150,6 +174,7 @@ pub(super) fn walk<S: crate::output::metrics::Sink>(
             }
         });
     }
+    super::emit_network(sink, NETWORK, targets, style, lists_interface);
     emit_family(sink, &LAST_SEEN, targets, style, |_, emit| {
         emit(&[], last_seen)
     });

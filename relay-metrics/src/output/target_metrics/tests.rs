@@ -183,3 +183,135 @@ fn cadvisor_naming_has_cadvisors_labels_units_and_working_set() {
     );
     assert!(!text.contains("container_id="), "{text}");
 }
+
+/// A measured cgroup with a namespace of its own (`eth0`, `lo`, a `veth` peer): every counter
+/// in each naming under its name, `interface` labelled, cAdvisor's interface filter, the
+/// conventions' `container.network.io`, and the interface globs of the budget.
+#[test]
+fn network_per_cgroup_in_every_naming_and_within_the_interface_globs() {
+    let mut snapshot = snapshot();
+    let interface = |name: &str, base: u64| TargetInterface {
+        name: name.into(),
+        receive_bytes: Some(base + 1),
+        transmit_bytes: Some(base + 2),
+        receive_packets: Some(base + 3),
+        transmit_packets: Some(base + 4),
+        receive_errors: Some(base + 5),
+        transmit_errors: Some(base + 6),
+        receive_dropped: Some(base + 7),
+        transmit_dropped: Some(base + 8),
+    };
+    if let Some(targets) = snapshot.extensions.targets.as_mut() {
+        targets.cgroups[0].network = Some(crate::snapshot::TargetNetwork {
+            namespace_inode: 4_026_532_000,
+            interfaces: vec![
+                interface("eth0", 100),
+                interface("lo", 200),
+                interface("veth1", 300),
+            ],
+        });
+    }
+    let mut relay = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::RelayMetrics, &mut relay);
+    let labels = "cgroup=\"/machine.slice/a\",container_id=\"abc\"";
+    for (name, value) in [
+        ("received_bytes_total", 1),
+        ("transmitted_bytes_total", 2),
+        ("received_packets_total", 3),
+        ("transmitted_packets_total", 4),
+        ("receive_errors_total", 5),
+        ("transmit_errors_total", 6),
+        ("receive_dropped_packets_total", 7),
+        ("transmit_dropped_packets_total", 8),
+    ] {
+        for (interface, base) in [("eth0", 100), ("lo", 200), ("veth1", 300)] {
+            let line = format!(
+                "relay_metrics_cgroup_network_{name}{{{labels},interface=\"{interface}\"}} {}\n",
+                base + value
+            );
+            assert!(relay.contains(&line), "{line}{relay}");
+        }
+    }
+    let mut cadvisor = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Cadvisor, &mut cadvisor);
+    for (name, value) in [
+        ("receive_bytes_total", 101),
+        ("transmit_bytes_total", 102),
+        ("receive_packets_total", 103),
+        ("transmit_packets_total", 104),
+        ("receive_errors_total", 105),
+        ("transmit_errors_total", 106),
+        ("receive_packets_dropped_total", 107),
+        ("transmit_packets_dropped_total", 108),
+    ] {
+        let line = format!(
+            "container_network_{name}{{id=\"/machine.slice/a\",interface=\"eth0\"}} {value}\n"
+        );
+        assert!(cadvisor.contains(&line), "{line}{cadvisor}");
+    }
+    assert!(cadvisor.contains(
+        "# HELP container_network_receive_packets_dropped_total Cumulative count of packets dropped while receiving\n"
+    ));
+    // cAdvisor leaves out `lo` and `veth*`; none of ours repeats them in its naming.
+    assert!(!cadvisor.contains("interface=\"lo\""), "{cadvisor}");
+    assert!(!cadvisor.contains("interface=\"veth1\""), "{cadvisor}");
+    assert!(
+        !cadvisor.contains("relay_metrics_cgroup_network_"),
+        "{cadvisor}"
+    );
+    let mut otel = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Otel, &mut otel);
+    assert!(
+        otel.contains("# TYPE container_network_io_bytes_total counter\n"),
+        "{otel}"
+    );
+    for (direction, value) in [("receive", 101), ("transmit", 102)] {
+        let line = format!(
+            "network_interface_name=\"eth0\",network_io_direction=\"{direction}\"}} {value}\n"
+        );
+        assert!(otel.contains(&line), "{line}{otel}");
+    }
+    // The interface globs: `veth*` and `lo` out.
+    let budget = crate::output::budget::SeriesBudget::new(
+        Vec::new(),
+        Vec::new(),
+        true,
+        Vec::new(),
+        vec!["veth*".into(), "lo".into()],
+    )
+    .unwrap();
+    let mut within = String::new();
+    crate::output::prometheus::encode_within(
+        &snapshot,
+        MetricNames::RelayMetrics,
+        &budget,
+        &mut within,
+    );
+    assert!(within.contains("interface=\"eth0\"} 101\n"), "{within}");
+    assert!(!within.contains("interface=\"lo\""), "{within}");
+    assert!(!within.contains("interface=\"veth1\""), "{within}");
+    // A family glob turns the family off.
+    let budget = crate::output::budget::SeriesBudget::new(
+        Vec::new(),
+        vec!["relay_metrics_cgroup_network_*".into()],
+        true,
+        Vec::new(),
+        Vec::new(),
+    )
+    .unwrap();
+    within.clear();
+    crate::output::prometheus::encode_within(
+        &snapshot,
+        MetricNames::RelayMetrics,
+        &budget,
+        &mut within,
+    );
+    assert!(
+        !within.contains("relay_metrics_cgroup_network_"),
+        "{within}"
+    );
+    assert!(
+        within.contains("relay_metrics_cgroup_cpu_usage_seconds_total"),
+        "{within}"
+    );
+}
