@@ -7,12 +7,12 @@
 //! one of its processes, however many processes and targets share it.
 //!
 //! Which namespace a target reports, as cAdvisor does for the containers it knows: the one all
-//! the processes of its subtree share, unless that is the host's (pid 1's): cAdvisor reads no
-//! network for a raw cgroup (a systemd unit), since its processes see the host's interfaces,
-//! which the node's `/proc/net/dev` values already carry. The root cgroup `/` reports the
-//! host's namespace, as cAdvisor's root container does. A subtree whose processes sit in
-//! several namespaces (a slice holding several containers) reports none: a sum over
-//! namespaces would fall whenever one of them goes away.
+//! the processes of its subtree share, unless that is the agent's own, the node's (a node agent
+//! runs in the host's namespace: `hostNetwork`), whose interfaces the node's `/proc/net/dev`
+//! values already carry: cAdvisor reads no network for a raw cgroup (a systemd unit). The root
+//! cgroup `/` reports the node's namespace, as cAdvisor's root container does (through pid 1).
+//! A subtree whose processes sit in several namespaces (a slice holding several containers)
+//! reports none: a sum over namespaces would fall whenever one of them goes away.
 
 use std::collections::HashMap;
 
@@ -89,7 +89,7 @@ pub(super) fn shared_namespaces<'p>(
 #[derive(Debug)]
 pub(super) struct NetworkReader {
     roots: Roots,
-    /// The host's namespace (pid 1's), once known.
+    /// The node's namespace (the agent's own), once known.
     host: Option<u64>,
     /// Scratch: per scanned cgroup, whether a measured one is it or above it.
     pub(super) needed: Vec<bool>,
@@ -129,7 +129,7 @@ impl NetworkReader {
         self.read.clear();
         self.error = None;
         if self.host.is_none() {
-            self.host = net::namespace_of(&self.roots, 1).ok().flatten();
+            self.host = net::namespace_of(&self.roots, "self").ok().flatten();
         }
         let (roots, error) = (&self.roots, &mut self.error);
         shared_namespaces(
@@ -150,9 +150,9 @@ impl NetworkReader {
     /// snapshot; `None` where it reports none (see the module's text).
     pub(super) fn network(&mut self, index: usize, path: &str) -> Option<TargetNetwork> {
         let (namespace, pid) = match (path, self.shared.get(index)) {
-            ("/", _) => (self.host?, 1),
+            ("/", _) => (self.host?, None),
             (_, Some(&Shared::One { namespace, pid })) if Some(namespace) != self.host => {
-                (namespace, pid)
+                (namespace, Some(pid))
             }
             _ => return None,
         };
@@ -160,7 +160,11 @@ impl NetworkReader {
         let interfaces = self.read.entry(namespace).or_insert_with(|| {
             *reads += 1;
             let mut out = Vec::new();
-            net::read_namespace(roots, pid, buf, &mut out).ok()?;
+            let read = match pid {
+                Some(pid) => net::read_namespace(roots, pid, buf, &mut out),
+                None => net::read_namespace(roots, "self", buf, &mut out),
+            };
+            read.ok()?;
             Some(out)
         });
         Some(TargetNetwork {
@@ -317,3 +321,6 @@ mod tests {
         assert_eq!(reader.reads, 1);
     }
 }
+
+#[cfg(test)]
+mod root_tests;

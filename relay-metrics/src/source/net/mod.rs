@@ -149,13 +149,16 @@ impl NetReader {
     }
 }
 
-/// The network namespace of process `pid`: the inode number of `/proc/<pid>/ns/net` (one
-/// `stat`; two processes share a namespace exactly when the numbers are equal). `Ok(None)` when
-/// the process is gone; an error when it cannot be told (another user's process without
-/// `CAP_SYS_PTRACE`).
-pub(crate) fn namespace_of(roots: &Roots, pid: u32) -> Result<Option<u64>, SourceError> {
+/// The network namespace of `process` (a pid, or `self`: the agent): the inode number of
+/// `/proc/<process>/ns/net` (one `stat`; two processes share a namespace exactly when the
+/// numbers are equal). `Ok(None)` when the process is gone; an error when it cannot be told
+/// (another user's process without `CAP_SYS_PTRACE`).
+pub(crate) fn namespace_of(
+    roots: &Roots,
+    process: impl std::fmt::Display,
+) -> Result<Option<u64>, SourceError> {
     use std::os::unix::fs::MetadataExt as _;
-    let path = roots.proc.join(format!("{pid}/ns/net"));
+    let path = roots.proc.join(format!("{process}/ns/net"));
     match std::fs::metadata(&path) {
         Ok(metadata) => Ok(Some(metadata.ino())),
         Err(error) if super::file::is_gone(&error) => Ok(None),
@@ -163,19 +166,23 @@ pub(crate) fn namespace_of(roots: &Roots, pid: u32) -> Result<Option<u64>, Sourc
     }
 }
 
-/// Reads the counters of the network namespace of process `pid` from its `/proc/<pid>/net/dev`
-/// into `out`, sorted by name (see [`parse_net_dev`]); `out` is left empty on error.
+/// Reads the counters of the network namespace of `process` (a pid, or `self`) from its
+/// `/proc/<process>/net/dev` into `out`, sorted by name (see [`parse_net_dev`]); `out` is left
+/// empty on error.
 ///
 /// The file is opened, read whole (a record-by-record seq_file: read until a read of 0) and
 /// closed each time: a descriptor held open would keep the namespace alive after its last
 /// process exits (the seq_file holds a reference to it), and its interfaces with it.
 pub(crate) fn read_namespace(
     roots: &Roots,
-    pid: u32,
+    process: impl std::fmt::Display,
     buf: &mut Vec<u8>,
     out: &mut Vec<InterfaceCounters>,
 ) -> Result<(), SourceError> {
-    let mut file = HeldFile::new(roots.proc.join(format!("{pid}/net/dev")), FileKind::Records);
+    let mut file = HeldFile::new(
+        roots.proc.join(format!("{process}/net/dev")),
+        FileKind::Records,
+    );
     let content = match file.read(buf) {
         Ok(content) => content,
         Err(error) => {
