@@ -80,6 +80,11 @@ pub struct CgroupTargetReport {
     /// Its own CPU settings as the files give them, read only where the cAdvisor naming asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_spec: Option<TargetCpuSpec>,
+    /// When the cgroup was made, seconds since the epoch, as cAdvisor tells a container's
+    /// creation time (the earliest modification time of its directories and their
+    /// `cgroup.clone_children` / `cgroup.events`, never before boot); absent when unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_seconds: Option<f64>,
     /// The counters of the network namespace its processes share, read from one member
     /// process's `/proc/<pid>/net/dev`; absent when they share none of their own (see
     /// docs/METRICS.md: processes in the host's namespace or in several), when it cannot be

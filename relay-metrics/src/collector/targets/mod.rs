@@ -52,6 +52,8 @@ struct Entry {
     kernel: crate::snapshot::TargetKernelEvents,
     /// The walk that last selected it.
     seen: u64,
+    /// When the cgroup was made (seconds since the epoch), read once when first selected.
+    created_seconds: Option<f64>,
     /// When it was first selected: it is held out of the snapshots while a runtime API should
     /// name it and has not, for at most [`NAME_WAIT`].
     born: std::time::Instant,
@@ -102,6 +104,8 @@ pub(crate) struct TargetSet {
     names: Names,
     /// Per-process kernel event counters between snapshots.
     events: events::EventTracker,
+    /// When the machine booted (seconds since the epoch).
+    boot_seconds: Option<u64>,
     /// The measured cgroups' network namespaces (`None`: the network category is off).
     network: Option<network::NetworkReader>,
 }
@@ -155,6 +159,7 @@ impl TargetSet {
             members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
+            boot_seconds: crate::source::system::boot_time_seconds(),
             network: config
                 .network
                 .enabled
@@ -449,6 +454,7 @@ impl TargetSet {
             held_budget: self.held_budget,
             ticks_per_second: reading.ticks_per_second,
             cadvisor: self.cadvisor,
+            boot_seconds: self.boot_seconds,
         };
         let Some(entry) = entry(&mut self.entries, path, &made) else {
             return false;
@@ -466,6 +472,7 @@ impl TargetSet {
         }
         entry.reader.read(&mut self.buf, report);
         report.labels.clone_from(&entry.labels);
+        report.created_seconds = entry.created_seconds;
         report.processes = reading.process_set.map(|_| {
             let sums = self.sums[index];
             ProcessSums {
@@ -503,6 +510,8 @@ struct Made<'l> {
     held_budget: usize,
     ticks_per_second: u64,
     cadvisor: bool,
+    /// When the machine booted (seconds since the epoch): no cgroup is older.
+    boot_seconds: Option<u64>,
 }
 
 /// The state of the cgroup at `path`, made (its files resolved) on first selection; `None`
@@ -533,6 +542,7 @@ fn entry<'e>(
                 kubernetes_container: None,
             },
             seen: 0,
+            created_seconds: target.creation_time(made.boot_seconds),
             born: std::time::Instant::now(),
         };
         entries.insert(Arc::from(path), entry);

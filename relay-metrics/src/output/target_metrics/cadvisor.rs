@@ -29,6 +29,7 @@ pub(super) const COVERED: &[&str] = &[
     "relay_metrics_cgroup_processes",
     "relay_metrics_cgroup_threads",
     "relay_metrics_cgroup_open_file_descriptors",
+    "relay_metrics_cgroup_start_time_seconds",
 ];
 
 const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Family {
@@ -100,6 +101,8 @@ const SIMPLE: &[(Family, Getter)] = &[
     (family("container_spec_cpu_shares", Kind::Gauge, Unit::Count, "CPU share of the container."),
         |r| plain(r.cpu_spec.and_then(|s| s.shares))),
     // cAdvisor's 0 for no limit, where the memory controller answers.
+    (family("container_start_time_seconds", Kind::Gauge, Unit::Seconds, "Start time of the container since unix epoch in seconds."),
+        |r| r.created_seconds),
     (family("container_spec_memory_limit_bytes", Kind::Gauge, Unit::Bytes, "Memory limit for the container."),
         |r| r.memory_current_bytes.map(|_| r.memory_limit_bytes.unwrap_or(0) as f64)),
 ];

@@ -33,9 +33,7 @@ impl OwnProcess {
             .and_then(|bytes| parse_stat(&bytes));
         let statm = std::fs::read_to_string("/proc/self/statm").ok();
         let limits = std::fs::read_to_string("/proc/self/limits").ok();
-        let btime = std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|text| boot_time(&text));
+        let btime = crate::source::system::boot_time_seconds();
         Self {
             cpu_seconds: stat
                 .zip(ticks)
@@ -70,13 +68,6 @@ pub(crate) fn open_fd_count() -> Option<u64> {
         })
 }
 
-/// The `btime` line of `/proc/stat`: the boot time, seconds since the epoch.
-fn boot_time(stat: &str) -> Option<u64> {
-    stat.lines()
-        .find_map(|line| line.strip_prefix("btime "))
-        .and_then(|value| value.trim().parse().ok())
-}
-
 /// The soft limit of the `Max open files` line of `/proc/<pid>/limits` (`None`: unlimited or
 /// missing).
 fn soft_open_files(limits: &str) -> Option<u64> {
@@ -91,10 +82,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_btime_and_the_soft_open_file_limit() {
-        let stat = "cpu  1 2 3 4\nintr 1 2\nbtime 1764900000\nprocesses 42\n";
-        assert_eq!(boot_time(stat), Some(1_764_900_000));
-        assert_eq!(boot_time("cpu 1 2\n"), None);
+    fn parses_the_soft_open_file_limit() {
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
                       Max processes             63471                63471                processes \n\
                       Max open files            20000                524288               files     \n";

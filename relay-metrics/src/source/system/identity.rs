@@ -11,6 +11,18 @@ pub(crate) fn random_uuid() -> Option<String> {
     read_trimmed("/proc/sys/kernel/random/uuid")
 }
 
+/// When the machine booted, seconds since the epoch: the `btime` line of `/proc/stat`.
+pub(crate) fn boot_time_seconds() -> Option<u64> {
+    boot_time(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The `btime` line of `/proc/stat` content.
+fn boot_time(stat: &str) -> Option<u64> {
+    stat.lines()
+        .find_map(|line| line.strip_prefix("btime "))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .map(|text| text.trim().to_owned())
@@ -20,6 +32,13 @@ fn read_trimmed(path: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_btime() {
+        let stat = "cpu  1 2 3 4\nintr 1 2\nbtime 1764900000\nprocesses 42\n";
+        assert_eq!(super::boot_time(stat), Some(1_764_900_000));
+        assert_eq!(super::boot_time("cpu 1 2\n"), None);
+    }
+
     /// Against `uname -n` (the same UTS name through uname(2)) and the UUID's form.
     #[test]
     fn the_host_name_is_unames_and_each_uuid_is_new() {

@@ -16,7 +16,7 @@ mod vmstat;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use identity::{hostname, random_uuid};
+pub(crate) use identity::{boot_time_seconds, hostname, random_uuid};
 pub use meminfo::parse_meminfo;
 pub(crate) use meminfo::MemInfo;
 pub use pressure::parse_pressure;
