@@ -148,6 +148,16 @@ pub(super) fn lists_interface(name: &str) -> bool {
         .any(|prefix| lower.starts_with(prefix))
 }
 
+/// Whether `name` is the name of one of cAdvisor's per-container families.
+pub(crate) fn is_cadvisor_name(name: &str) -> bool {
+    name.starts_with("container_")
+        && (name == CPU_USAGE.name
+            || name == LAST_SEEN.name
+            || SIMPLE.iter().any(|(f, _)| f.name == name)
+            || DEVICES.iter().any(|(f, _)| f.name == name)
+            || NETWORK.iter().any(|(f, _)| f.name == name))
+}
+
 /// Hands cAdvisor's families of `targets` to `sink`.
 pub(super) fn walk<S: crate::output::metrics::Sink>(
     targets: &Targets,

@@ -9,6 +9,8 @@
 mod cadvisor;
 mod table;
 
+pub(crate) use cadvisor::is_cadvisor_name;
+
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, TargetInterface, Targets};
 

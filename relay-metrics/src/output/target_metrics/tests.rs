@@ -315,3 +315,133 @@ fn network_per_cgroup_in_every_naming_and_within_the_interface_globs() {
         "{within}"
     );
 }
+
+/// The family names of a Prometheus exposition (its `# TYPE` lines).
+fn family_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every family rendered in the `otel` naming and in the `cadvisor` naming, from this machine's
+/// snapshot in each scope with a measured cgroup whose every value is set: no name of the
+/// `otel` naming is one cAdvisor or node_exporter exports (the families the `cadvisor` naming
+/// gives under their names), and none of it ends in a suffix Prometheus reserves.
+#[test]
+fn otel_names_never_take_cadvisors_or_node_exporters() {
+    use crate::snapshot::{
+        MeasurementScope, TargetCpuSpec, TargetDeviceIo, TargetInterface, TargetMemoryStat,
+        TargetNetwork,
+    };
+    let config = crate::config::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "disk": {"filesystem_paths": ["/"]},
+            "extensions": {"kernel_events": false, "metric_names": "cadvisor"}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::collector::Collector::new(config).unwrap();
+    collector.collect();
+    let mut machine = (*collector.collect()).clone();
+    let mut targets = snapshot().extensions.targets.unwrap();
+    let report = &mut targets.cgroups[0];
+    report.cpu_user_ns = Some(1);
+    report.cpu_system_ns = Some(1);
+    report.cpu_periods = Some(1);
+    report.cpu_throttled_periods = Some(1);
+    report.cpu_throttled_ns = Some(1);
+    report.cpu_limit_cores = Some(1.0);
+    report.memory_current_bytes = Some(1);
+    report.memory_peak_bytes = Some(1);
+    report.memory_limit_bytes = Some(1);
+    report.memory_events.oom_kill = Some(1);
+    report.memory_events.max = Some(1);
+    report.pids_current = Some(1);
+    report.pids_limit = Some(1);
+    report.pressure.cpu_some_usec = Some(1);
+    report.processes = Some(crate::snapshot::ProcessSums {
+        count: 1,
+        threads: 1,
+        resident_bytes: 1,
+        open_file_descriptors: Some(1),
+    });
+    report.memory_stat = Some(TargetMemoryStat {
+        rss_bytes: Some(1),
+        cache_bytes: Some(1),
+        swap_bytes: Some(1),
+        mapped_file_bytes: Some(1),
+        inactive_file_bytes: Some(1),
+    });
+    report.cpu_spec = Some(TargetCpuSpec {
+        quota_us: Some(1),
+        period_us: Some(1),
+        shares: Some(1),
+    });
+    report.devices = vec![TargetDeviceIo {
+        device: "8:0".into(),
+        ..TargetDeviceIo::default()
+    }];
+    report.created_seconds = Some(1.0);
+    report.network = Some(TargetNetwork {
+        namespace_inode: 1,
+        interfaces: vec![TargetInterface {
+            name: "eth0".into(),
+            receive_bytes: Some(1),
+            transmit_bytes: Some(1),
+            receive_packets: Some(1),
+            transmit_packets: Some(1),
+            receive_errors: Some(1),
+            transmit_errors: Some(1),
+            receive_dropped: Some(1),
+            transmit_dropped: Some(1),
+        }],
+    });
+    machine.extensions.targets = Some(targets);
+    let mut text = String::new();
+    crate::output::prometheus::encode(&machine, MetricNames::Cadvisor, &mut text);
+    let theirs: Vec<String> = family_names(&text)
+        .into_iter()
+        .filter(|name| name.starts_with("container_") || name.starts_with("node_"))
+        .collect();
+    // Their names are there to collide with: the per-container ones and the machine's.
+    for name in [
+        "container_memory_usage_bytes",
+        "container_network_receive_bytes_total",
+        "container_start_time_seconds",
+        "node_cpu_seconds_total",
+    ] {
+        assert!(theirs.iter().any(|n| n == name), "{name}: {theirs:?}");
+    }
+    let mut ours = std::collections::BTreeSet::new();
+    for scope in [
+        MeasurementScope::Global,
+        MeasurementScope::ProcessTree,
+        MeasurementScope::Cgroup,
+    ] {
+        machine.measurement_scope = scope;
+        crate::output::prometheus::encode(&machine, MetricNames::Otel, &mut text);
+        ours.extend(family_names(&text));
+    }
+    for name in ["container_memory_usage_bytes", "system_process_count"] {
+        let renamed = format!("relay_metrics_{name}");
+        assert!(
+            !ours.contains(name) && (ours.contains(&renamed) || name.starts_with("system")),
+            "{name}: {ours:?}"
+        );
+    }
+    assert!(ours.contains("system_processes"), "{ours:?}");
+    assert!(
+        ours.contains("container_network_io_bytes_total"),
+        "{ours:?}"
+    );
+    let shared: Vec<&String> = theirs.iter().filter(|n| ours.contains(*n)).collect();
+    assert!(
+        shared.is_empty(),
+        "shared with cAdvisor's names: {shared:?}"
+    );
+    let reserved: Vec<&String> = ours
+        .iter()
+        .filter(|n| n.ends_with("_count") || n.ends_with("_sum") || n.ends_with("_bucket"))
+        .collect();
+    assert!(reserved.is_empty(), "{reserved:?}");
+}
