@@ -270,8 +270,9 @@ pub(crate) struct InterfaceValues {
     pub counts: InterfaceCounts,
 }
 
-/// The six counters of a network interface, as `/proc/net/dev` and sysfs `statistics/` give
-/// them. Each is `None` when unknown (a missing or malformed column).
+/// The counters of a network interface, as `/proc/net/dev` and sysfs `statistics/` give
+/// them: Relay's six, and the drops cAdvisor exports. Each is `None` when unknown (a missing or
+/// malformed column).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InterfaceCounts {
     /// Bytes received.
@@ -286,10 +287,14 @@ pub struct InterfaceCounts {
     pub rx_errors: Option<u64>,
     /// Transmit errors (`tx_errors`).
     pub tx_errors: Option<u64>,
+    /// Received packets dropped (`rx_dropped`).
+    pub rx_dropped: Option<u64>,
+    /// Packets dropped on transmit (`tx_dropped`).
+    pub tx_dropped: Option<u64>,
 }
 
 impl InterfaceCounts {
-    /// The counters in field order: bytes, packets and errors, each received then transmitted.
+    /// Relay's six counters: bytes, packets and errors, each received then transmitted.
     pub fn to_array(self) -> [Option<u64>; 6] {
         [
             self.rx_bytes,

@@ -53,7 +53,7 @@ impl CategoriesOff {
         (self.gpu && has(&["gpu"]))
             || (self.cpu && has(&["cpu", "run_queue", "preemption"]))
             || (self.memory && has(&["memory", "oom", "reclaim"]))
-            || (self.disk && has(&["_io_", ".io", "disk", "container_fs_"]))
+            || (self.disk && has(&["_io_", "disk", "container_fs_"]))
             || (self.process && has(&["process", "thread", "file_descriptor", "pids"]))
     }
 }

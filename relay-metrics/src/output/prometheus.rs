@@ -35,20 +35,60 @@ impl Text<'_> {
     }
 
     /// A family's metric name: in `otel` naming, as OpenTelemetry's Prometheus exporters write
-    /// it: the unit's suffix (`_seconds`, `_bytes`; none for `{annotations}`), then `_total` for
-    /// a monotonic sum.
+    /// it (the unit's suffix: `_seconds`, `_bytes`, none for `{annotations}`; then `_total` for
+    /// a monotonic sum), with two exceptions (docs/METRICS.md):
+    ///
+    /// - a `.count` gauge or up-down counter of `{thing}` (`system.process.count`) takes the
+    ///   plural of its thing instead (`system_processes`): Prometheus reserves `_count` for a
+    ///   histogram's or summary's count series (promtool lints it);
+    /// - a name cAdvisor exports (`container_memory_usage_bytes`, for `container.memory.usage`)
+    ///   takes the `relay_metrics_` namespace, as OpenTelemetry's Prometheus exporters' namespace
+    ///   option would give it, so that our series never mix with the kubelet's in one family.
     fn family_name(&mut self, family: &Family) {
-        self.name(family.name);
-        if family.names == MetricNames::Otel {
-            if let Some(suffix) = family.unit.suffix() {
+        if family.names != MetricNames::Otel {
+            self.name(family.name);
+            return;
+        }
+        let start = self.out.len();
+        match counted(family) {
+            Some((stem, thing)) => {
+                self.name(stem);
                 self.out.push('_');
-                self.out.push_str(suffix);
+                self.out.push_str(thing);
+                self.out
+                    .push_str(if thing.ends_with('s') { "es" } else { "s" });
             }
-            if family.kind == Kind::Counter {
-                self.out.push_str("_total");
-            }
+            None => self.name(family.name),
+        }
+        if let Some(suffix) = family.unit.suffix() {
+            self.out.push('_');
+            self.out.push_str(suffix);
+        }
+        if family.kind == Kind::Counter {
+            self.out.push_str("_total");
+        }
+        if super::target_metrics::is_cadvisor_name(&self.out[start..]) {
+            self.out.insert_str(start, "relay_metrics_");
         }
     }
+}
+
+/// A `.count` family (not a histogram) of `{thing}` whose name ends with `thing.count`: the
+/// name before `.thing` and the thing.
+fn counted(family: &Family) -> Option<(&'static str, &'static str)> {
+    if family.kind == Kind::Histogram {
+        return None;
+    }
+    let Unit::Ucum(unit) = family.unit else {
+        return None;
+    };
+    let thing = unit.strip_prefix('{')?.strip_suffix('}')?;
+    let stem = family
+        .name
+        .strip_suffix(".count")?
+        .strip_suffix(thing)?
+        .strip_suffix('.')?;
+    Some((stem, thing))
 }
 
 impl Sink for Text<'_> {

@@ -80,8 +80,51 @@ pub struct CgroupTargetReport {
     /// Its own CPU settings as the files give them, read only where the cAdvisor naming asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_spec: Option<TargetCpuSpec>,
+    /// When the cgroup was made, seconds since the epoch, as cAdvisor tells a container's
+    /// creation time (the earliest modification time of its directories and their
+    /// `cgroup.clone_children` / `cgroup.events`, never before boot); absent when unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_seconds: Option<f64>,
+    /// The counters of the network namespace its processes share, read from one member
+    /// process's `/proc/<pid>/net/dev`; absent when they share none of their own (see
+    /// docs/METRICS.md: processes in the host's namespace or in several), when it cannot be
+    /// read, or with the network category off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<TargetNetwork>,
     /// Why values are missing (a file that cannot be read).
     pub reason: Option<String>,
+}
+
+/// The network namespace of a measured cgroup's processes and its interfaces' counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetNetwork {
+    /// The namespace: the inode number of `/proc/<pid>/ns/net`.
+    pub namespace_inode: u64,
+    /// Its interfaces, sorted by name, `lo` included.
+    pub interfaces: Vec<TargetInterface>,
+}
+
+/// One interface's counters, as `/proc/<pid>/net/dev` gives them (`null`: a missing column).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TargetInterface {
+    /// Its name in the namespace (`eth0`, `lo`).
+    pub name: String,
+    /// Bytes received.
+    pub receive_bytes: Option<u64>,
+    /// Bytes transmitted.
+    pub transmit_bytes: Option<u64>,
+    /// Packets received.
+    pub receive_packets: Option<u64>,
+    /// Packets transmitted.
+    pub transmit_packets: Option<u64>,
+    /// Receive errors.
+    pub receive_errors: Option<u64>,
+    /// Transmit errors.
+    pub transmit_errors: Option<u64>,
+    /// Received packets dropped.
+    pub receive_dropped: Option<u64>,
+    /// Packets dropped on transmit.
+    pub transmit_dropped: Option<u64>,
 }
 
 /// A cgroup's `memory.stat` figures, bytes, as cAdvisor reads them: v1's hierarchical `total_*`

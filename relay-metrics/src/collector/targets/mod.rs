@@ -17,12 +17,13 @@ mod events;
 mod gpu;
 mod labels;
 mod names;
+mod network;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::ResourceMetricsConfig;
-use crate::model::{GpuProcessValues, ProcessPass};
+use crate::model::{GpuProcessValues, ProcessPass, ProcessSet};
 use crate::snapshot::{CgroupTargetReport, ProcessSums, TargetLabels, Targets};
 use crate::source::cgroup::{
     self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
@@ -51,6 +52,8 @@ struct Entry {
     kernel: crate::snapshot::TargetKernelEvents,
     /// The walk that last selected it.
     seen: u64,
+    /// When the cgroup was made (seconds since the epoch), read once when first selected.
+    created_seconds: Option<f64>,
     /// When it was first selected: it is held out of the snapshots while a runtime API should
     /// name it and has not, for at most [`NAME_WAIT`].
     born: std::time::Instant,
@@ -101,6 +104,10 @@ pub(crate) struct TargetSet {
     names: Names,
     /// Per-process kernel event counters between snapshots.
     events: events::EventTracker,
+    /// When the machine booted (seconds since the epoch).
+    boot_seconds: Option<u64>,
+    /// The measured cgroups' network namespaces (`None`: the network category is off).
+    network: Option<network::NetworkReader>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -152,6 +159,11 @@ impl TargetSet {
             members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
+            boot_seconds: crate::source::system::boot_time_seconds(),
+            network: config
+                .network
+                .enabled
+                .then(|| network::NetworkReader::new(roots)),
         })
     }
 
@@ -169,19 +181,77 @@ impl TargetSet {
         out: &mut Targets,
     ) {
         self.walks += 1;
+        if !self.describe(out) {
+            return;
+        }
+        let process_set = match processes {
+            Some(ProcessPass::Sampled(set)) => Some(set),
+            _ => None,
+        };
+        self.walk(process_set, records);
+        out.reasons.extend(self.scan.errors.iter().cloned());
+        self.names.refresh(&mut out.reasons);
+        let victims = match kernel {
+            Some(source) => {
+                // Before the update, which forgets the processes that are gone (the victims).
+                let victims = self.events.new_victims(source);
+                self.events.update(source, &self.scan);
+                victims
+            }
+            None => {
+                out.reasons.push(
+                    "no kernel events per cgroup: the eBPF programs are not loaded (see extensions.kernel_events)"
+                        .into(),
+                );
+                Vec::new()
+            }
+        };
+        self.sum_processes(process_set);
+        self.select(out);
+        self.place_networks(&mut out.reasons);
+        let reading = Reading {
+            process_set,
+            kernel: kernel.is_some(),
+            victims: &victims,
+            ticks_per_second,
+        };
+        let mut filled = 0;
+        for at in 0..self.selected.len() {
+            filled += usize::from(self.report(self.selected[at], &reading, filled, out));
+        }
+        out.cgroups.truncate(filled);
+        let scan = &self.scan;
+        gpu::attribute(
+            gpu.filter(|_| process_set.is_some()),
+            |pid| {
+                let at = *self.by_pid.get(&pid)?;
+                Some(self.cgroup_of[at]).filter(|&index| index != usize::MAX)
+            },
+            |index| scan.cgroups[index].parent,
+            |index| scan.path(&scan.cgroups[index]),
+            &mut out.cgroups,
+        );
+        // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
+        let walks = self.walks;
+        self.entries.retain(|_, entry| entry.seen == walks);
+    }
+
+    /// Fills what `out` says of the walk itself (patterns, depth, hierarchy); false, with
+    /// `out` emptied and the reason given, when no cgroup file system is mounted.
+    fn describe(&self, out: &mut Targets) -> bool {
         if out.patterns.len() != self.selection.patterns.len() {
             out.patterns = self.selection.patterns_text();
         }
         out.depth = self.selection.depth;
         out.reasons.clear();
-        let (Some(scanner), Some(layout)) = (self.scanner.as_mut(), self.layout.as_ref()) else {
+        let (Some(scanner), Some(_)) = (self.scanner.as_ref(), self.layout.as_ref()) else {
             out.hierarchy.clear();
             out.matched = 0;
             out.dropped = 0;
             out.cgroups.clear();
             out.reasons
                 .push("no cgroup file system is mounted: no cgroup can be measured".into());
-            return;
+            return false;
         };
         if out.hierarchy.is_empty() {
             out.hierarchy = format!(
@@ -193,9 +263,14 @@ impl TargetSet {
                 scanner.mount_point().display()
             );
         }
-        let process_set = match processes {
-            Some(ProcessPass::Sampled(set)) => Some(set),
-            _ => None,
+        true
+    }
+
+    /// Walks the hierarchy into [`Self::scan`], with each cgroup's processes: from the task
+    /// iterator's records where they name every process's cgroup, else from `cgroup.procs`.
+    fn walk(&mut self, process_set: Option<&ProcessSet>, records: Option<&[TaskRecord]>) {
+        let (Some(scanner), Some(layout)) = (self.scanner.as_mut(), self.layout.as_ref()) else {
+            return;
         };
         let by_id = match (process_set, records, scanner.membership_id()) {
             (Some(set), Some(records), Some(key)) => member_ids(
@@ -208,43 +283,83 @@ impl TargetSet {
             _ => false,
         };
         scanner.scan(&self.selection, &mut self.scan, !by_id);
-        if let (true, Some(set)) = (by_id, process_set) {
-            self.index_of_id.clear();
-            self.index_of_id.extend(
-                self.scan
-                    .cgroups
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, cgroup)| cgroup.id != 0)
-                    .map(|(index, cgroup)| (cgroup.id, index)),
-            );
-            self.members.clear();
-            for (process, id) in set.processes.iter().zip(&self.member_ids) {
-                if let Some(&index) = self.index_of_id.get(id) {
-                    self.members.push((index, process.pid));
+        let (true, Some(set)) = (by_id, process_set) else {
+            return;
+        };
+        self.index_of_id.clear();
+        self.index_of_id.extend(
+            self.scan
+                .cgroups
+                .iter()
+                .enumerate()
+                .filter(|(_, cgroup)| cgroup.id != 0)
+                .map(|(index, cgroup)| (cgroup.id, index)),
+        );
+        self.members.clear();
+        for (process, id) in set.processes.iter().zip(&self.member_ids) {
+            if let Some(&index) = self.index_of_id.get(id) {
+                self.members.push((index, process.pid));
+            }
+        }
+        self.scan.set_members(&mut self.members);
+    }
+
+    /// Sums the pass's per-process values over each scanned cgroup's subtree into
+    /// [`Self::sums`], and records which cgroup lists each process ([`Self::cgroup_of`]).
+    fn sum_processes(&mut self, process_set: Option<&ProcessSet>) {
+        let scan = &self.scan;
+        self.sums.clear();
+        self.sums.resize(scan.cgroups.len(), Sums::default());
+        let Some(set) = process_set else {
+            return;
+        };
+        self.by_pid.clear();
+        self.by_pid.extend(
+            set.processes
+                .iter()
+                .enumerate()
+                .map(|(index, p)| (p.pid, index)),
+        );
+        self.cgroup_of.clear();
+        self.cgroup_of.resize(set.processes.len(), usize::MAX);
+        for (index, cgroup) in scan.cgroups.iter().enumerate() {
+            let sums = &mut self.sums[index];
+            sums.fds_complete = true;
+            for pid in &scan.pids[cgroup.pids.clone()] {
+                // A process listed in the cgroup but started after the pass is left out
+                // until the next snapshot.
+                let Some(&at) = self.by_pid.get(pid) else {
+                    continue;
+                };
+                self.cgroup_of[at] = index;
+                let process = &set.processes[at];
+                sums.count += 1;
+                sums.threads += process.threads;
+                sums.resident_bytes += process.rss_bytes;
+                match process.open_fds {
+                    Some(fds) => sums.fds += fds,
+                    None => sums.fds_complete = false,
                 }
             }
-            self.scan.set_members(&mut self.members);
         }
-        let scan = &self.scan;
-        out.reasons.extend(scan.errors.iter().cloned());
-        self.names.refresh(&mut out.reasons);
-        let victims = match kernel {
-            Some(source) => {
-                // Before the update, which forgets the processes that are gone (the victims).
-                let victims = self.events.new_victims(source);
-                self.events.update(source, scan);
-                victims
+        // Children come after their parents: one backward pass sums every subtree.
+        for index in (1..scan.cgroups.len()).rev() {
+            if let Some(parent) = scan.cgroups[index].parent {
+                let child = self.sums[index];
+                let sums = &mut self.sums[parent];
+                sums.count += child.count;
+                sums.threads += child.threads;
+                sums.resident_bytes += child.resident_bytes;
+                sums.fds += child.fds;
+                sums.fds_complete &= child.fds_complete;
             }
-            None => {
-                out.reasons.push(
-                    "no kernel events per cgroup: the eBPF programs are not loaded (see extensions.kernel_events)"
-                        .into(),
-                );
-                Vec::new()
-            }
-        };
+        }
+    }
 
+    /// Picks the cgroups measured this time into [`Self::selected`] (path order, at most
+    /// `max_targets`), says how many matched and were dropped, and why patterns match nothing.
+    fn select(&mut self, out: &mut Targets) {
+        let scan = &self.scan;
         self.selected.clear();
         self.selected.extend(
             scan.cgroups
@@ -253,51 +368,6 @@ impl TargetSet {
                 .filter(|(_, c)| c.selected)
                 .map(|(index, _)| index),
         );
-        self.sums.clear();
-        self.sums.resize(scan.cgroups.len(), Sums::default());
-        if let Some(set) = process_set {
-            self.by_pid.clear();
-            self.by_pid.extend(
-                set.processes
-                    .iter()
-                    .enumerate()
-                    .map(|(index, p)| (p.pid, index)),
-            );
-            self.cgroup_of.clear();
-            self.cgroup_of.resize(set.processes.len(), usize::MAX);
-            for (index, cgroup) in scan.cgroups.iter().enumerate() {
-                let sums = &mut self.sums[index];
-                sums.fds_complete = true;
-                for pid in &scan.pids[cgroup.pids.clone()] {
-                    // A process listed in the cgroup but started after the pass is left out
-                    // until the next snapshot.
-                    let Some(&at) = self.by_pid.get(pid) else {
-                        continue;
-                    };
-                    self.cgroup_of[at] = index;
-                    let process = &set.processes[at];
-                    sums.count += 1;
-                    sums.threads += process.threads;
-                    sums.resident_bytes += process.rss_bytes;
-                    match process.open_fds {
-                        Some(fds) => sums.fds += fds,
-                        None => sums.fds_complete = false,
-                    }
-                }
-            }
-            // Children come after their parents: one backward pass sums every subtree.
-            for index in (1..scan.cgroups.len()).rev() {
-                if let Some(parent) = scan.cgroups[index].parent {
-                    let child = self.sums[index];
-                    let sums = &mut self.sums[parent];
-                    sums.count += child.count;
-                    sums.threads += child.threads;
-                    sums.resident_bytes += child.resident_bytes;
-                    sums.fds += child.fds;
-                    sums.fds_complete &= child.fds_complete;
-                }
-            }
-        }
         // Without patterns, only cgroups holding a process (themselves or below) count.
         if self.selection.patterns.is_empty() {
             let populated = populated(scan);
@@ -326,13 +396,13 @@ impl TargetSet {
                 "{dropped} of {} selected cgroups are not measured: max_targets is {}",
                 out.matched, self.max_targets
             ));
+            return;
         }
         for pattern in &self.selection.patterns {
             if !self
                 .selected
                 .iter()
                 .any(|&index| pattern.matches(scan.path(&scan.cgroups[index])))
-                && dropped == 0
             {
                 out.reasons.push(format!(
                     "pattern {:?} matches no cgroup of {}",
@@ -341,109 +411,160 @@ impl TargetSet {
                 ));
             }
         }
-
-        let mut held: usize = self.entries.values().map(|e| e.reader.held()).sum();
-        let mut filled = 0;
-        for &index in &self.selected {
-            let path = scan.path(&scan.cgroups[index]);
-            let entry = match self.entries.get_mut(path) {
-                Some(entry) => entry,
-                None => {
-                    let Ok(target) = cgroup::resolve(layout, path) else {
-                        // Removed between the walk and now.
-                        continue;
-                    };
-                    let hold = held + FILES_PER_TARGET <= self.held_budget;
-                    held += if hold { FILES_PER_TARGET } else { 0 };
-                    let labels = path_labels(path);
-                    let entry = Entry {
-                        reader: CgroupValuesReader::new(
-                            &target,
-                            hold,
-                            ticks_per_second,
-                            self.cadvisor,
-                        ),
-                        kernel: crate::snapshot::TargetKernelEvents::default(),
-                        labels: TargetLabels {
-                            unit: labels.unit,
-                            container_id: labels.container_id,
-                            container_runtime: labels.container_runtime.map(str::to_owned),
-                            container_name: None,
-                            container_image: None,
-                            pod_uid: labels.pod_uid,
-                            pod_name: None,
-                            pod_namespace: None,
-                            qos_class: labels.qos_class.map(str::to_owned),
-                            kubernetes_container: None,
-                        },
-                        seen: 0,
-                        born: std::time::Instant::now(),
-                    };
-                    self.entries.entry(Arc::from(path)).or_insert(entry)
-                }
-            };
-            entry.seen = self.walks;
-            self.names.label(&mut entry.labels);
-            // Read and accumulated as usual (no counter is lost), but not reported until named.
-            let held = entry.born.elapsed() < NAME_WAIT && self.names.awaited(&entry.labels);
-            if filled == out.cgroups.len() {
-                out.cgroups.push(CgroupTargetReport::default());
-            }
-            let report = &mut out.cgroups[filled];
-            filled += 1;
-            if &*report.cgroup != path {
-                report.cgroup = Arc::from(path);
-            }
-            entry.reader.read(&mut self.buf, report);
-            report.labels.clone_from(&entry.labels);
-            report.processes = process_set.map(|_| {
-                let sums = self.sums[index];
-                ProcessSums {
-                    count: sums.count,
-                    threads: sums.threads,
-                    resident_bytes: sums.resident_bytes,
-                    open_file_descriptors: sums.fds_complete.then_some(sums.fds),
-                }
-            });
-            if kernel.is_some() {
-                events::accumulate(&mut entry.kernel, &self.events.deltas[index]);
-                let path = &*report.cgroup;
-                for (cgroup, victim) in &victims {
-                    let below = path == "/"
-                        || cgroup == path
-                        || cgroup
-                            .strip_prefix(path)
-                            .is_some_and(|rest| rest.starts_with('/'));
-                    if below {
-                        events::push_victim(&mut entry.kernel, victim.clone());
-                    }
-                }
-                match &mut report.kernel_events {
-                    Some(events) => events.clone_from(&entry.kernel),
-                    None => report.kernel_events = Some(entry.kernel.clone()),
-                }
-            } else {
-                report.kernel_events = None;
-            }
-            if held {
-                filled -= 1;
-            }
-        }
-        out.cgroups.truncate(filled);
-        gpu::attribute(
-            gpu.filter(|_| process_set.is_some()),
-            |pid| {
-                let at = *self.by_pid.get(&pid)?;
-                Some(self.cgroup_of[at]).filter(|&index| index != usize::MAX)
-            },
-            |index| scan.cgroups[index].parent,
-            |index| scan.path(&scan.cgroups[index]),
-            &mut out.cgroups,
-        );
-        // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
-        let walks = self.walks;
-        self.entries.retain(|_, entry| entry.seen == walks);
     }
+
+    /// Places the processes of the selected cgroups' subtrees in their network namespaces
+    /// (nothing with the network category off).
+    fn place_networks(&mut self, reasons: &mut Vec<String>) {
+        let Some(network) = self.network.as_mut() else {
+            return;
+        };
+        let scan = &self.scan;
+        network.needed.clear();
+        network.needed.resize(scan.cgroups.len(), false);
+        for &index in &self.selected {
+            // The root's network is the host's, read without placing every process.
+            network.needed[index] = scan.cgroups[index].parent.is_some();
+        }
+        network.place(
+            scan.cgroups.len(),
+            |index| scan.cgroups[index].parent,
+            |index| &scan.pids[scan.cgroups[index].pids.clone()],
+        );
+        if let Some(error) = &network.error {
+            reasons.push(format!(
+                "network per cgroup: the network namespace of some processes cannot be told, their cgroups report none ({error})"
+            ));
+        }
+    }
+
+    /// Reads the selected cgroup at scan index `index` into `out.cgroups[filled]` (added if
+    /// needed); false when it is not reported this time (removed since the walk, or held out
+    /// while its name is awaited).
+    fn report(
+        &mut self,
+        index: usize,
+        reading: &Reading<'_>,
+        filled: usize,
+        out: &mut Targets,
+    ) -> bool {
+        let path = self.scan.path(&self.scan.cgroups[index]);
+        let made = Made {
+            layout: self.layout.as_ref(),
+            held_budget: self.held_budget,
+            ticks_per_second: reading.ticks_per_second,
+            cadvisor: self.cadvisor,
+            boot_seconds: self.boot_seconds,
+        };
+        let Some(entry) = entry(&mut self.entries, path, &made) else {
+            return false;
+        };
+        entry.seen = self.walks;
+        self.names.label(&mut entry.labels);
+        // Read and accumulated as usual (no counter is lost), but not reported until named.
+        let held = entry.born.elapsed() < NAME_WAIT && self.names.awaited(&entry.labels);
+        if filled == out.cgroups.len() {
+            out.cgroups.push(CgroupTargetReport::default());
+        }
+        let report = &mut out.cgroups[filled];
+        if &*report.cgroup != path {
+            report.cgroup = Arc::from(path);
+        }
+        entry.reader.read(&mut self.buf, report);
+        report.labels.clone_from(&entry.labels);
+        report.created_seconds = entry.created_seconds;
+        report.processes = reading.process_set.map(|_| {
+            let sums = self.sums[index];
+            ProcessSums {
+                count: sums.count,
+                threads: sums.threads,
+                resident_bytes: sums.resident_bytes,
+                open_file_descriptors: sums.fds_complete.then_some(sums.fds),
+            }
+        });
+        if reading.kernel {
+            events::accumulate(&mut entry.kernel, &self.events.deltas[index]);
+            for (cgroup, victim) in reading.victims {
+                if is_below(cgroup, path) {
+                    events::push_victim(&mut entry.kernel, victim.clone());
+                }
+            }
+            match &mut report.kernel_events {
+                Some(events) => events.clone_from(&entry.kernel),
+                None => report.kernel_events = Some(entry.kernel.clone()),
+            }
+        } else {
+            report.kernel_events = None;
+        }
+        report.network = self
+            .network
+            .as_mut()
+            .and_then(|network| network.network(index, path));
+        !held
+    }
+}
+
+/// What a new entry is made with.
+struct Made<'l> {
+    layout: Option<&'l CgroupLayout>,
+    held_budget: usize,
+    ticks_per_second: u64,
+    cadvisor: bool,
+    /// When the machine booted (seconds since the epoch): no cgroup is older.
+    boot_seconds: Option<u64>,
+}
+
+/// The state of the cgroup at `path`, made (its files resolved) on first selection; `None`
+/// when it was removed since the walk.
+fn entry<'e>(
+    entries: &'e mut HashMap<Arc<str>, Entry>,
+    path: &str,
+    made: &Made<'_>,
+) -> Option<&'e mut Entry> {
+    if !entries.contains_key(path) {
+        let target = cgroup::resolve(made.layout?, path).ok()?;
+        let held: usize = entries.values().map(|e| e.reader.held()).sum();
+        let hold = held + FILES_PER_TARGET <= made.held_budget;
+        let labels = path_labels(path);
+        let entry = Entry {
+            reader: CgroupValuesReader::new(&target, hold, made.ticks_per_second, made.cadvisor),
+            kernel: crate::snapshot::TargetKernelEvents::default(),
+            labels: TargetLabels {
+                unit: labels.unit,
+                container_id: labels.container_id,
+                container_runtime: labels.container_runtime.map(str::to_owned),
+                container_name: None,
+                container_image: None,
+                pod_uid: labels.pod_uid,
+                pod_name: None,
+                pod_namespace: None,
+                qos_class: labels.qos_class.map(str::to_owned),
+                kubernetes_container: None,
+            },
+            seen: 0,
+            created_seconds: target.creation_time(made.boot_seconds),
+            born: std::time::Instant::now(),
+        };
+        entries.insert(Arc::from(path), entry);
+    }
+    entries.get_mut(path)
+}
+
+/// What every selected cgroup's report is made with.
+struct Reading<'r> {
+    process_set: Option<&'r ProcessSet>,
+    kernel: bool,
+    victims: &'r [(String, crate::snapshot::TargetOomVictim)],
+    ticks_per_second: u64,
+}
+
+/// Whether cgroup `cgroup` is `path` or below it.
+fn is_below(cgroup: &str, path: &str) -> bool {
+    path == "/"
+        || cgroup == path
+        || cgroup
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 impl Selection {

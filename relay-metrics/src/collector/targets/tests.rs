@@ -307,3 +307,70 @@ fn membership_comes_from_the_records_cgroup_ids_and_proc_for_the_few_without_one
     set.fill(Some(&many), Some(&[]), None, 100, None, &mut out);
     assert_eq!(count(&out), [("/s/a".into(), 0, 0), ("/s/b".into(), 1, 1)]);
 }
+
+/// The creation time of a v1 cgroup this test makes, against the clock read right before and
+/// after the `mkdir` (the witness); kept after a child is made below it (which moves the
+/// directory's own time).
+#[test]
+#[ignore = "root: makes v1 cgroups"]
+fn a_cgroups_start_time_is_when_it_was_made() {
+    assert!(nix::unistd::geteuid().is_root(), "run as root");
+    let name = format!("relay-start-{}", std::process::id());
+    let dir = Path::new("/sys/fs/cgroup/memory").join(&name);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let before = now();
+    std::fs::create_dir(&dir).unwrap();
+    let after = now();
+    struct Remove<'p>(&'p Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(self.0.join("child"));
+            let _ = std::fs::remove_dir(self.0);
+        }
+    }
+    let _remove = Remove(&dir);
+    let roots = Roots::host();
+    let layout = CgroupLayout::discover(&roots).unwrap();
+    let mut set = TargetSet::new(
+        &config(&[&format!("/{name}")], None, 10),
+        &roots,
+        Some(&layout),
+    )
+    .unwrap();
+    let mut out = Targets::default();
+    set.fill(None, None, None, 100, None, &mut out);
+    let created = out.cgroups[0].created_seconds.unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::create_dir(dir.join("child")).unwrap();
+    set.fill(None, None, None, 100, None, &mut out);
+    assert_eq!(out.cgroups[0].created_seconds, Some(created));
+    // File times come from the kernel's coarse clock: up to a tick (≤ 10 ms) behind.
+    assert!(
+        before - 0.011 <= created && created <= after,
+        "{before} <= {created} <= {after}"
+    );
+    let mut text = String::new();
+    crate::output::prometheus::encode(
+        &crate::snapshot::ResourceMetricsSnapshot {
+            extensions: crate::snapshot::Extensions {
+                targets: Some(Box::new(out)),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        crate::config::MetricNames::Cadvisor,
+        &mut text,
+    );
+    assert!(
+        text.contains(&format!(
+            "container_start_time_seconds{{id=\"/{name}\"}} {created}\n"
+        )),
+        "{text}"
+    );
+}

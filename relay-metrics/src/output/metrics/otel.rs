@@ -149,6 +149,8 @@ fn mapping(name: &str, subject: Subject) -> Option<Mapping> {
         "relay_metrics_cgroup_memory_usage_bytes" => m("container.memory.usage", UpDownCounter, "By"),
         "relay_metrics_cgroup_io_read_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "read"),
         "relay_metrics_cgroup_io_written_bytes_total" => with("container.disk.io", Counter, "By", "disk.io.direction", "write"),
+        "relay_metrics_cgroup_network_received_bytes_total" => with("container.network.io", Counter, "By", "network.io.direction", "receive"),
+        "relay_metrics_cgroup_network_transmitted_bytes_total" => with("container.network.io", Counter, "By", "network.io.direction", "transmit"),
         // GPUs: the hardware conventions' hw.* (hw.id is the UUID, hw.type "gpu").
         "relay_metrics_gpu_power_watts" => with("hw.power", Gauge, "W", "hw.type", "gpu"),
         "relay_metrics_gpu_energy_joules_total" => with("hw.energy", Counter, "J", "hw.type", "gpu"),
@@ -176,6 +178,7 @@ fn merged_help(name: &str) -> Option<&'static str> {
             "Read and write system calls of the processes alive in scope (a sum over the live processes: it drops when one exits)."
         }
         "system.network.io" => "Bytes on the interface, by network.io.direction.",
+        "container.network.io" => "Bytes on the interface of the container's network namespace, by network.io.direction.",
         "relay_metrics.network.io.rate" => "Rate on the interface since the previous snapshot, by network.io.direction.",
         "system.network.packet.count" => "Packets on the interface, by network.io.direction.",
         "system.network.errors" => "Errors on the interface, by network.io.direction.",
@@ -344,20 +347,14 @@ impl<S> Renamer<'_, S> {
 pub(crate) fn resource_attributes() -> &'static [(&'static str, String)] {
     static ATTRIBUTES: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
     ATTRIBUTES.get_or_init(|| {
-        let read = |path: &str| {
-            std::fs::read_to_string(path)
-                .map(|text| text.trim().to_owned())
-                .ok()
-                .filter(|text| !text.is_empty())
-        };
         let mut attributes = Vec::with_capacity(5);
-        if let Some(host) = read("/proc/sys/kernel/hostname") {
+        if let Some(host) = crate::source::system::hostname() {
             attributes.push(("host.name", host));
         }
         attributes.push(("os.type", "linux".to_owned()));
         attributes.push(("service.name", "relay-metrics".to_owned()));
         attributes.push(("service.version", env!("CARGO_PKG_VERSION").to_owned()));
-        if let Some(uuid) = read("/proc/sys/kernel/random/uuid") {
+        if let Some(uuid) = crate::source::system::random_uuid() {
             attributes.push(("service.instance.id", uuid));
         }
         attributes

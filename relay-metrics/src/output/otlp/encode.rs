@@ -27,9 +27,8 @@ impl OtlpResource {
     /// with `extra` attributes (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`) replacing
     /// same-named ones, and cumulative sums starting at `start`.
     pub fn new(start: SystemTime, extra: &[(String, String)]) -> Self {
-        // The UTS namespace's name, as gethostname(2) returns it.
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let host = host.trim();
+        let host = crate::source::system::hostname().unwrap_or_default();
+        let host = host.as_str();
         let mut pairs: Vec<(&str, &str)> = vec![
             ("service.name", "relay-metrics"),
             ("service.version", env!("CARGO_PKG_VERSION")),

@@ -78,7 +78,7 @@ impl Limits {
     pub fn for_open_file_limit() -> Self {
         let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
-        let open = std::fs::read_dir("/proc/self/fd").map_or(64, |dir| dir.count() as u64);
+        let open = crate::source::procfs::open_fd_count().unwrap_or(64);
         let free = usize::try_from(limit.saturating_sub(open) / 2).unwrap_or(usize::MAX);
         Self {
             max_connections: free.clamp(MIN_CONNECTIONS, MAX_CONNECTIONS),

@@ -1,7 +1,8 @@
 //! cAdvisor's per-container families as the kubelet's `/metrics/cadvisor` exposes them: the
 //! same names, types, units (seconds, bytes, raw CFS microseconds and shares) and labels
 //! (`container`, `id`, `image`, `name`, `namespace`, `pod`; `cpu="total"` on the usage,
-//! `device` on the `container_fs_*` counters), from the same cgroup files cAdvisor reads.
+//! `device` on the `container_fs_*` counters, `interface` on the `container_network_*` ones),
+//! from the same cgroup files cAdvisor reads and the container's `/proc/<pid>/net/dev`.
 //! docs/METRICS.md maps each to its file and says where a meaning differs.
 
 use super::table::{ns, plain};
@@ -28,6 +29,7 @@ pub(super) const COVERED: &[&str] = &[
     "relay_metrics_cgroup_processes",
     "relay_metrics_cgroup_threads",
     "relay_metrics_cgroup_open_file_descriptors",
+    "relay_metrics_cgroup_start_time_seconds",
 ];
 
 const fn family(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Family {
@@ -99,6 +101,8 @@ const SIMPLE: &[(Family, Getter)] = &[
     (family("container_spec_cpu_shares", Kind::Gauge, Unit::Count, "CPU share of the container."),
         |r| plain(r.cpu_spec.and_then(|s| s.shares))),
     // cAdvisor's 0 for no limit, where the memory controller answers.
+    (family("container_start_time_seconds", Kind::Gauge, Unit::Seconds, "Start time of the container since unix epoch in seconds."),
+        |r| r.created_seconds),
     (family("container_spec_memory_limit_bytes", Kind::Gauge, Unit::Bytes, "Memory limit for the container."),
         |r| r.memory_current_bytes.map(|_| r.memory_limit_bytes.unwrap_or(0) as f64)),
 ];
@@ -120,6 +124,39 @@ const DEVICES: &[(Family, DeviceGetter)] = &[
     (family("container_fs_reads_total", Kind::Counter, Unit::Count, "Cumulative count of reads completed"), |d| d.read_operations),
     (family("container_fs_writes_total", Kind::Counter, Unit::Count, "Cumulative count of writes completed"), |d| d.write_operations),
 ];
+
+/// Per interface of the container's network namespace, in cAdvisor's help text.
+#[rustfmt::skip]
+const NETWORK: &[(Family, super::InterfaceGetter)] = &[
+    (family("container_network_receive_bytes_total", Kind::Counter, Unit::Bytes, "Cumulative count of bytes received"), |i| i.receive_bytes),
+    (family("container_network_receive_packets_total", Kind::Counter, Unit::Count, "Cumulative count of packets received"), |i| i.receive_packets),
+    (family("container_network_receive_packets_dropped_total", Kind::Counter, Unit::Count, "Cumulative count of packets dropped while receiving"), |i| i.receive_dropped),
+    (family("container_network_receive_errors_total", Kind::Counter, Unit::Count, "Cumulative count of errors encountered while receiving"), |i| i.receive_errors),
+    (family("container_network_transmit_bytes_total", Kind::Counter, Unit::Bytes, "Cumulative count of bytes transmitted"), |i| i.transmit_bytes),
+    (family("container_network_transmit_packets_total", Kind::Counter, Unit::Count, "Cumulative count of packets transmitted"), |i| i.transmit_packets),
+    (family("container_network_transmit_packets_dropped_total", Kind::Counter, Unit::Count, "Cumulative count of packets dropped while transmitting"), |i| i.transmit_dropped),
+    (family("container_network_transmit_errors_total", Kind::Counter, Unit::Count, "Cumulative count of errors encountered while transmitting"), |i| i.transmit_errors),
+];
+
+/// Whether cAdvisor lists an interface of a container's namespace: it leaves out the names
+/// starting (case aside) with `lo`, `veth`, `docker` or `nerdctl` (`isIgnoredDevice` of its
+/// libcontainer handler).
+pub(super) fn lists_interface(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !["lo", "veth", "docker", "nerdctl"]
+        .iter()
+        .any(|prefix| lower.starts_with(prefix))
+}
+
+/// Whether `name` is the name of one of cAdvisor's per-container families.
+pub(crate) fn is_cadvisor_name(name: &str) -> bool {
+    name.starts_with("container_")
+        && (name == CPU_USAGE.name
+            || name == LAST_SEEN.name
+            || SIMPLE.iter().any(|(f, _)| f.name == name)
+            || DEVICES.iter().any(|(f, _)| f.name == name)
+            || NETWORK.iter().any(|(f, _)| f.name == name))
+}
 
 /// Hands cAdvisor's families of `targets` to `sink`.
 pub(super) fn walk<S: crate::output::metrics::Sink>(
@@ -150,6 +187,7 @@ pub(super) fn walk<S: crate::output::metrics::Sink>(
             }
         });
     }
+    super::emit_network(sink, NETWORK, targets, style, lists_interface);
     emit_family(sink, &LAST_SEEN, targets, style, |_, emit| {
         emit(&[], last_seen)
     });

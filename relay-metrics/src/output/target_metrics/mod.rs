@@ -2,15 +2,17 @@
 //! (`extensions.targets`), labelled `cgroup` and, where known, `unit`, `container_id`,
 //! `container_runtime`, `container_name`, `container_image`, `pod_uid`, `pod_name`,
 //! `pod_namespace`, `qos_class` (the `relay_metrics_cgroup_gpu_*` families also `device` and
-//! `uuid`); plus `relay_metrics_targets` and `relay_metrics_targets_dropped`. Counters are the
+//! `uuid`, the `relay_metrics_cgroup_network_*` families `interface`); plus `relay_metrics_targets` and `relay_metrics_targets_dropped`. Counters are the
 //! cgroup's own kernel counters (they never decrease while the cgroup exists; a cgroup removed
 //! and made again under the same path starts from zero, which Prometheus reads as a reset).
 
 mod cadvisor;
 mod table;
 
+pub(crate) use cadvisor::is_cadvisor_name;
+
 use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
-use crate::snapshot::{CgroupTargetReport, TargetGpuUse, Targets};
+use crate::snapshot::{CgroupTargetReport, TargetGpuUse, TargetInterface, Targets};
 
 /// Most labels a series has: the cgroup's ten and two of its family.
 const MAX_LABELS: usize = 12;
@@ -124,6 +126,50 @@ const GPUS: &[(Family, GpuGetter)] = &[
         |g| g.memory_utilization_percent.map(|p| p / 100.0),
     ),
 ];
+
+type InterfaceGetter = fn(&TargetInterface) -> Option<u64>;
+
+/// Per interface of the network namespace a cgroup's processes share.
+#[rustfmt::skip]
+const NETWORK: &[(Family, InterfaceGetter)] = &[
+    (Family::relay_metrics("relay_metrics_cgroup_network_received_bytes_total", Kind::Counter, Unit::Bytes,
+        "Bytes received on the interface of the cgroup's network namespace."), |i| i.receive_bytes),
+    (Family::relay_metrics("relay_metrics_cgroup_network_transmitted_bytes_total", Kind::Counter, Unit::Bytes,
+        "Bytes transmitted on the interface of the cgroup's network namespace."), |i| i.transmit_bytes),
+    (Family::relay_metrics("relay_metrics_cgroup_network_received_packets_total", Kind::Counter, Unit::Count,
+        "Packets received on the interface of the cgroup's network namespace."), |i| i.receive_packets),
+    (Family::relay_metrics("relay_metrics_cgroup_network_transmitted_packets_total", Kind::Counter, Unit::Count,
+        "Packets transmitted on the interface of the cgroup's network namespace."), |i| i.transmit_packets),
+    (Family::relay_metrics("relay_metrics_cgroup_network_receive_errors_total", Kind::Counter, Unit::Count,
+        "Receive errors on the interface of the cgroup's network namespace."), |i| i.receive_errors),
+    (Family::relay_metrics("relay_metrics_cgroup_network_transmit_errors_total", Kind::Counter, Unit::Count,
+        "Transmit errors on the interface of the cgroup's network namespace."), |i| i.transmit_errors),
+    (Family::relay_metrics("relay_metrics_cgroup_network_receive_dropped_packets_total", Kind::Counter, Unit::Count,
+        "Received packets dropped on the interface of the cgroup's network namespace."), |i| i.receive_dropped),
+    (Family::relay_metrics("relay_metrics_cgroup_network_transmit_dropped_packets_total", Kind::Counter, Unit::Count,
+        "Packets dropped on transmit on the interface of the cgroup's network namespace."), |i| i.transmit_dropped),
+];
+
+/// Emits each family of `table` per interface of each cgroup's network namespace, the
+/// interfaces `keep` keeps.
+fn emit_network<S: Sink>(
+    sink: &mut S,
+    table: &[(Family, InterfaceGetter)],
+    targets: &Targets,
+    style: Style,
+    keep: fn(&str) -> bool,
+) {
+    for (family, get) in table {
+        emit_family(sink, family, targets, style, |report, emit| {
+            let interfaces = report.network.iter().flat_map(|n| &n.interfaces);
+            for interface in interfaces.filter(|i| keep(&i.name)) {
+                if let Some(value) = get(interface) {
+                    emit(&[("interface", Label::Str(&interface.name))], value as f64);
+                }
+            }
+        });
+    }
+}
 
 const TARGETS: Family = Family::relay_metrics(
     "relay_metrics_targets",
@@ -285,7 +331,11 @@ fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
         }
     });
     emit_run_queue(targets, style, sink);
-    // cAdvisor's `container_fs_*` families carry the per-device counters in its naming.
+    // cAdvisor's `container_fs_*` and `container_network_*` families carry the per-device and
+    // per-interface counters in its naming.
+    if style == Style::RelayMetrics {
+        emit_network(sink, NETWORK, targets, style, |_| true);
+    }
     for (family, get) in DEVICES.iter().filter(|_| style == Style::RelayMetrics) {
         emit_family(sink, family, targets, style, |report, emit| {
             for device in &report.devices {

@@ -125,6 +125,15 @@ pub(super) const SIMPLE: &[(Family, Getter)] = &[
     ),
     (
         Family::relay_metrics(
+            "relay_metrics_cgroup_start_time_seconds",
+            Kind::Gauge,
+            Unit::Seconds,
+            "When the cgroup was made, seconds since the epoch (cAdvisor's container creation time).",
+        ),
+        |r| r.created_seconds,
+    ),
+    (
+        Family::relay_metrics(
             "relay_metrics_cgroup_processes",
             Kind::Gauge,
             Unit::Count,

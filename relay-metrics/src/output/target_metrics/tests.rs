@@ -183,3 +183,265 @@ fn cadvisor_naming_has_cadvisors_labels_units_and_working_set() {
     );
     assert!(!text.contains("container_id="), "{text}");
 }
+
+/// A measured cgroup with a namespace of its own (`eth0`, `lo`, a `veth` peer): every counter
+/// in each naming under its name, `interface` labelled, cAdvisor's interface filter, the
+/// conventions' `container.network.io`, and the interface globs of the budget.
+#[test]
+fn network_per_cgroup_in_every_naming_and_within_the_interface_globs() {
+    let mut snapshot = snapshot();
+    let interface = |name: &str, base: u64| TargetInterface {
+        name: name.into(),
+        receive_bytes: Some(base + 1),
+        transmit_bytes: Some(base + 2),
+        receive_packets: Some(base + 3),
+        transmit_packets: Some(base + 4),
+        receive_errors: Some(base + 5),
+        transmit_errors: Some(base + 6),
+        receive_dropped: Some(base + 7),
+        transmit_dropped: Some(base + 8),
+    };
+    if let Some(targets) = snapshot.extensions.targets.as_mut() {
+        targets.cgroups[0].network = Some(crate::snapshot::TargetNetwork {
+            namespace_inode: 4_026_532_000,
+            interfaces: vec![
+                interface("eth0", 100),
+                interface("lo", 200),
+                interface("veth1", 300),
+            ],
+        });
+    }
+    let mut relay = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::RelayMetrics, &mut relay);
+    let labels = "cgroup=\"/machine.slice/a\",container_id=\"abc\"";
+    for (name, value) in [
+        ("received_bytes_total", 1),
+        ("transmitted_bytes_total", 2),
+        ("received_packets_total", 3),
+        ("transmitted_packets_total", 4),
+        ("receive_errors_total", 5),
+        ("transmit_errors_total", 6),
+        ("receive_dropped_packets_total", 7),
+        ("transmit_dropped_packets_total", 8),
+    ] {
+        for (interface, base) in [("eth0", 100), ("lo", 200), ("veth1", 300)] {
+            let line = format!(
+                "relay_metrics_cgroup_network_{name}{{{labels},interface=\"{interface}\"}} {}\n",
+                base + value
+            );
+            assert!(relay.contains(&line), "{line}{relay}");
+        }
+    }
+    let mut cadvisor = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Cadvisor, &mut cadvisor);
+    for (name, value) in [
+        ("receive_bytes_total", 101),
+        ("transmit_bytes_total", 102),
+        ("receive_packets_total", 103),
+        ("transmit_packets_total", 104),
+        ("receive_errors_total", 105),
+        ("transmit_errors_total", 106),
+        ("receive_packets_dropped_total", 107),
+        ("transmit_packets_dropped_total", 108),
+    ] {
+        let line = format!(
+            "container_network_{name}{{id=\"/machine.slice/a\",interface=\"eth0\"}} {value}\n"
+        );
+        assert!(cadvisor.contains(&line), "{line}{cadvisor}");
+    }
+    assert!(cadvisor.contains(
+        "# HELP container_network_receive_packets_dropped_total Cumulative count of packets dropped while receiving\n"
+    ));
+    // cAdvisor leaves out `lo` and `veth*`; none of ours repeats them in its naming.
+    assert!(!cadvisor.contains("interface=\"lo\""), "{cadvisor}");
+    assert!(!cadvisor.contains("interface=\"veth1\""), "{cadvisor}");
+    assert!(
+        !cadvisor.contains("relay_metrics_cgroup_network_"),
+        "{cadvisor}"
+    );
+    let mut otel = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::Otel, &mut otel);
+    assert!(
+        otel.contains("# TYPE container_network_io_bytes_total counter\n"),
+        "{otel}"
+    );
+    for (direction, value) in [("receive", 101), ("transmit", 102)] {
+        let line = format!(
+            "network_interface_name=\"eth0\",network_io_direction=\"{direction}\"}} {value}\n"
+        );
+        assert!(otel.contains(&line), "{line}{otel}");
+    }
+    // The interface globs: `veth*` and `lo` out.
+    let budget = crate::output::budget::SeriesBudget::new(
+        Vec::new(),
+        Vec::new(),
+        true,
+        Vec::new(),
+        vec!["veth*".into(), "lo".into()],
+    )
+    .unwrap();
+    let mut within = String::new();
+    crate::output::prometheus::encode_within(
+        &snapshot,
+        MetricNames::RelayMetrics,
+        &budget,
+        &mut within,
+    );
+    assert!(within.contains("interface=\"eth0\"} 101\n"), "{within}");
+    assert!(!within.contains("interface=\"lo\""), "{within}");
+    assert!(!within.contains("interface=\"veth1\""), "{within}");
+    // A family glob turns the family off.
+    let budget = crate::output::budget::SeriesBudget::new(
+        Vec::new(),
+        vec!["relay_metrics_cgroup_network_*".into()],
+        true,
+        Vec::new(),
+        Vec::new(),
+    )
+    .unwrap();
+    within.clear();
+    crate::output::prometheus::encode_within(
+        &snapshot,
+        MetricNames::RelayMetrics,
+        &budget,
+        &mut within,
+    );
+    assert!(
+        !within.contains("relay_metrics_cgroup_network_"),
+        "{within}"
+    );
+    assert!(
+        within.contains("relay_metrics_cgroup_cpu_usage_seconds_total"),
+        "{within}"
+    );
+}
+
+/// The family names of a Prometheus exposition (its `# TYPE` lines).
+fn family_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split(' ').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every family rendered in the `otel` naming and in the `cadvisor` naming, from this machine's
+/// snapshot in each scope with a measured cgroup whose every value is set: no name of the
+/// `otel` naming is one cAdvisor or node_exporter exports (the families the `cadvisor` naming
+/// gives under their names), and none of it ends in a suffix Prometheus reserves.
+#[test]
+fn otel_names_never_take_cadvisors_or_node_exporters() {
+    use crate::snapshot::{
+        MeasurementScope, TargetCpuSpec, TargetDeviceIo, TargetInterface, TargetMemoryStat,
+        TargetNetwork,
+    };
+    let config = crate::config::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "disk": {"filesystem_paths": ["/"]},
+            "extensions": {"kernel_events": false, "metric_names": "cadvisor"}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::collector::Collector::new(config).unwrap();
+    collector.collect();
+    let mut machine = (*collector.collect()).clone();
+    let mut targets = snapshot().extensions.targets.unwrap();
+    let report = &mut targets.cgroups[0];
+    report.cpu_user_ns = Some(1);
+    report.cpu_system_ns = Some(1);
+    report.cpu_periods = Some(1);
+    report.cpu_throttled_periods = Some(1);
+    report.cpu_throttled_ns = Some(1);
+    report.cpu_limit_cores = Some(1.0);
+    report.memory_current_bytes = Some(1);
+    report.memory_peak_bytes = Some(1);
+    report.memory_limit_bytes = Some(1);
+    report.memory_events.oom_kill = Some(1);
+    report.memory_events.max = Some(1);
+    report.pids_current = Some(1);
+    report.pids_limit = Some(1);
+    report.pressure.cpu_some_usec = Some(1);
+    report.processes = Some(crate::snapshot::ProcessSums {
+        count: 1,
+        threads: 1,
+        resident_bytes: 1,
+        open_file_descriptors: Some(1),
+    });
+    report.memory_stat = Some(TargetMemoryStat {
+        rss_bytes: Some(1),
+        cache_bytes: Some(1),
+        swap_bytes: Some(1),
+        mapped_file_bytes: Some(1),
+        inactive_file_bytes: Some(1),
+    });
+    report.cpu_spec = Some(TargetCpuSpec {
+        quota_us: Some(1),
+        period_us: Some(1),
+        shares: Some(1),
+    });
+    report.devices = vec![TargetDeviceIo {
+        device: "8:0".into(),
+        ..TargetDeviceIo::default()
+    }];
+    report.created_seconds = Some(1.0);
+    report.network = Some(TargetNetwork {
+        namespace_inode: 1,
+        interfaces: vec![TargetInterface {
+            name: "eth0".into(),
+            receive_bytes: Some(1),
+            transmit_bytes: Some(1),
+            receive_packets: Some(1),
+            transmit_packets: Some(1),
+            receive_errors: Some(1),
+            transmit_errors: Some(1),
+            receive_dropped: Some(1),
+            transmit_dropped: Some(1),
+        }],
+    });
+    machine.extensions.targets = Some(targets);
+    let mut text = String::new();
+    crate::output::prometheus::encode(&machine, MetricNames::Cadvisor, &mut text);
+    let theirs: Vec<String> = family_names(&text)
+        .into_iter()
+        .filter(|name| name.starts_with("container_") || name.starts_with("node_"))
+        .collect();
+    // Their names are there to collide with: the per-container ones and the machine's.
+    for name in [
+        "container_memory_usage_bytes",
+        "container_network_receive_bytes_total",
+        "container_start_time_seconds",
+        "node_cpu_seconds_total",
+    ] {
+        assert!(theirs.iter().any(|n| n == name), "{name}: {theirs:?}");
+    }
+    let mut ours = std::collections::BTreeSet::new();
+    for scope in [
+        MeasurementScope::Global,
+        MeasurementScope::ProcessTree,
+        MeasurementScope::Cgroup,
+    ] {
+        machine.measurement_scope = scope;
+        crate::output::prometheus::encode(&machine, MetricNames::Otel, &mut text);
+        ours.extend(family_names(&text));
+    }
+    for name in ["container_memory_usage_bytes", "system_process_count"] {
+        let renamed = format!("relay_metrics_{name}");
+        assert!(
+            !ours.contains(name) && (ours.contains(&renamed) || name.starts_with("system")),
+            "{name}: {ours:?}"
+        );
+    }
+    assert!(ours.contains("system_processes"), "{ours:?}");
+    assert!(
+        ours.contains("container_network_io_bytes_total"),
+        "{ours:?}"
+    );
+    let shared: Vec<&String> = theirs.iter().filter(|n| ours.contains(*n)).collect();
+    assert!(
+        shared.is_empty(),
+        "shared with cAdvisor's names: {shared:?}"
+    );
+    let reserved: Vec<&String> = ours
+        .iter()
+        .filter(|n| n.ends_with("_count") || n.ends_with("_sum") || n.ends_with("_bucket"))
+        .collect();
+    assert!(reserved.is_empty(), "{reserved:?}");
+}

@@ -89,6 +89,37 @@ impl CgroupTarget {
         }
     }
 
+    /// When the cgroup was made, seconds since the epoch, as cAdvisor tells a container's
+    /// creation time: the earliest modification time of its directory in each hierarchy and of
+    /// the file there that is rarely written after the directory is made (v1
+    /// `cgroup.clone_children`, v2 `cgroup.events`), never before `boot` (seconds since the
+    /// epoch). `None` when no time can be read.
+    ///
+    /// Exact while no child cgroup has been made below it: the kernel moves a directory's time
+    /// to each child's creation, and gives a file first looked at its first look's time. So
+    /// the caller reads it once, when it first sees the cgroup (the walk after it was made).
+    pub(crate) fn creation_time(&self, boot: Option<u64>) -> Option<f64> {
+        let modified = |path: &Path| {
+            let time = std::fs::metadata(path).ok()?.modified().ok()?;
+            Some(
+                time.duration_since(std::time::UNIX_EPOCH)
+                    .ok()?
+                    .as_secs_f64(),
+            )
+        };
+        let v1 = self
+            .v1
+            .iter()
+            .map(|d| (&d.dir.dir, "cgroup.clone_children"));
+        let v2 = self.v2.iter().map(|d| (&d.dir, "cgroup.events"));
+        let earliest = v1
+            .chain(v2)
+            .flat_map(|(dir, file)| [modified(dir), modified(&dir.join(file))])
+            .flatten()
+            .reduce(f64::min)?;
+        Some(boot.map_or(earliest, |boot| earliest.max(boot as f64)))
+    }
+
     /// The directory whose `cgroup.procs` tree defines membership: on hybrid/v1 the v1
     /// hierarchy of memory, then cpu, then pids; then the unified hierarchy; then any v1 one.
     pub(crate) fn membership_dir(&self) -> Option<(CgroupVersion, &CgroupDir)> {

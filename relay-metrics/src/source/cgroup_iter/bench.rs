@@ -144,7 +144,10 @@ fn churn(root: &Path, parent: &Path) -> ((f64, f64), (f64, f64)) {
         });
         // Churn only once the walker walks: loading the program takes a while on a busy machine.
         while !started.load(Ordering::Relaxed) {
-            assert!(!walker.is_finished(), "the walker ended before its first walk");
+            assert!(
+                !walker.is_finished(),
+                "the walker ended before its first walk"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let walking = cycle();

@@ -81,8 +81,8 @@ pub fn parse_net_dev(content: &[u8], out: &mut Vec<InterfaceCounters>) -> Option
         }
         // Receive: bytes packets errs drop fifo frame compressed multicast;
         // transmit: bytes packets errs drop fifo colls carrier compressed.
-        // Columns after transmit errors (10) are not used, so they are not even scanned.
-        let mut columns = [None; 11];
+        // Columns after transmit drops (11) are not used, so they are not even scanned.
+        let mut columns = [None; 12];
         for (column, field) in columns.iter_mut().zip(fields(&line[colon + 1..])) {
             *column = parse_u64(field);
         }
@@ -93,6 +93,8 @@ pub fn parse_net_dev(content: &[u8], out: &mut Vec<InterfaceCounters>) -> Option
             tx_bytes: columns[8],
             tx_packets: columns[9],
             tx_errors: columns[10],
+            rx_dropped: columns[3],
+            tx_dropped: columns[11],
         };
     }
     out.truncate(count);
@@ -145,6 +147,51 @@ impl NetReader {
             SourceError::malformed(self.file.path(), "missing the /proc/net/dev header")
         })
     }
+}
+
+/// The network namespace of `process` (a pid, or `self`: the agent): the inode number of
+/// `/proc/<process>/ns/net` (one `stat`; two processes share a namespace exactly when the
+/// numbers are equal). `Ok(None)` when the process is gone; an error when it cannot be told
+/// (another user's process without `CAP_SYS_PTRACE`).
+pub(crate) fn namespace_of(
+    roots: &Roots,
+    process: impl std::fmt::Display,
+) -> Result<Option<u64>, SourceError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path = roots.proc.join(format!("{process}/ns/net"));
+    match std::fs::metadata(&path) {
+        Ok(metadata) => Ok(Some(metadata.ino())),
+        Err(error) if super::file::is_gone(&error) => Ok(None),
+        Err(error) => Err(SourceError::io(path, error)),
+    }
+}
+
+/// Reads the counters of the network namespace of `process` (a pid, or `self`) from its
+/// `/proc/<process>/net/dev` into `out`, sorted by name (see [`parse_net_dev`]); `out` is left
+/// empty on error.
+///
+/// The file is opened, read whole (a record-by-record seq_file: read until a read of 0) and
+/// closed each time: a descriptor held open would keep the namespace alive after its last
+/// process exits (the seq_file holds a reference to it), and its interfaces with it.
+pub(crate) fn read_namespace(
+    roots: &Roots,
+    process: impl std::fmt::Display,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<InterfaceCounters>,
+) -> Result<(), SourceError> {
+    let mut file = HeldFile::new(
+        roots.proc.join(format!("{process}/net/dev")),
+        FileKind::Records,
+    );
+    let content = match file.read(buf) {
+        Ok(content) => content,
+        Err(error) => {
+            out.clear();
+            return Err(error);
+        }
+    };
+    parse_net_dev(content, out)
+        .ok_or_else(|| SourceError::malformed(file.path(), "missing the /proc/net/dev header"))
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ fn parses_captured_net_dev_sorted_by_name() {
                 tx_packets: Some(4618),
                 rx_errors: Some(0),
                 tx_errors: Some(0),
+                rx_dropped: Some(0),
+                tx_dropped: Some(0),
             },
         }
     );
@@ -355,4 +357,26 @@ fn a_captured_300_interface_net_dev_parses_whole() {
         expected.iter().any(|(_, v)| v[0] > Some(0)),
         "traffic on some"
     );
+}
+
+/// A container's namespace as its `/proc/<pid>/net/dev` gives it: every column Relay's six and
+/// cAdvisor's drops come from, each a different number.
+#[test]
+fn parses_a_containers_net_dev_with_drops() {
+    let out = parse(include_bytes!("testdata/net_dev_container"));
+    let eth0 = out.iter().find(|c| c.name == "eth0").unwrap();
+    assert_eq!(
+        eth0.counts,
+        InterfaceCounts {
+            rx_bytes: Some(1_342_201),
+            rx_packets: Some(2011),
+            rx_errors: Some(3),
+            rx_dropped: Some(4),
+            tx_bytes: Some(98_765),
+            tx_packets: Some(997),
+            tx_errors: Some(5),
+            tx_dropped: Some(6),
+        }
+    );
+    assert_eq!(out.len(), 2);
 }

@@ -13,6 +13,7 @@
 
 mod discover;
 mod once;
+mod own;
 pub(crate) mod parse;
 mod reader;
 pub(crate) mod sys;
@@ -21,6 +22,7 @@ pub(crate) use discover::{PidLister, ProcessTreeWalker};
 pub(crate) use once::{
     io_of_same_process, is_kernel_thread, own_allowed_cpu_count, thread_group_id,
 };
+pub(crate) use own::{open_fd_count, OwnProcess};
 pub use reader::ProcessReader;
 pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
 

@@ -8,6 +8,7 @@
 //! the cgroup module (which reuses [`parse_pressure`] for `*.pressure` files).
 
 mod diskstats;
+mod identity;
 mod loadavg;
 mod meminfo;
 pub(crate) mod parse;
@@ -19,6 +20,7 @@ mod vmstat;
 mod tests;
 
 pub(crate) use diskstats::DiskstatsReader;
+pub(crate) use identity::{boot_time_seconds, hostname, random_uuid};
 pub(crate) use loadavg::LoadavgReader;
 pub use meminfo::parse_meminfo;
 pub(crate) use meminfo::MemInfo;

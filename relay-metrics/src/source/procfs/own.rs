@@ -1,0 +1,140 @@
+//! The agent's own process figures, as the Prometheus client libraries export them
+//! (`process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_open_fds`,
+//! `process_max_fds`, `process_start_time_seconds`), from `/proc/self`. A figure that cannot be
+//! read is `None`, never guessed.
+
+use super::parse::parse_stat;
+
+/// The agent's own figures.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct OwnProcess {
+    /// User and system CPU time, seconds (`/proc/self/stat` `utime + stime`).
+    pub cpu_seconds: Option<f64>,
+    /// Resident memory, bytes (`/proc/self/statm`, resident pages × page size).
+    pub resident_bytes: Option<u64>,
+    /// Open file descriptors ([`open_fd_count`]).
+    pub open_fds: Option<u64>,
+    /// The soft open-file limit (`Max open files` of `/proc/self/limits`; `None` when
+    /// unlimited).
+    pub max_fds: Option<u64>,
+    /// When the agent started, seconds since the epoch: `/proc/stat` `btime` plus
+    /// `/proc/self/stat` `starttime` (clock ticks after boot), as the Prometheus Go client
+    /// computes it.
+    pub start_time_seconds: Option<f64>,
+}
+
+impl OwnProcess {
+    /// Reads the figures now.
+    pub(crate) fn read() -> Self {
+        let ticks = super::clock_ticks_per_second();
+        let page = super::page_size_bytes();
+        let stat = std::fs::read("/proc/self/stat")
+            .ok()
+            .and_then(|bytes| parse_stat(&bytes));
+        let statm = std::fs::read_to_string("/proc/self/statm").ok();
+        let limits = std::fs::read_to_string("/proc/self/limits").ok();
+        let btime = crate::source::system::boot_time_seconds();
+        Self {
+            cpu_seconds: stat
+                .zip(ticks)
+                .map(|(s, hz)| (s.utime_ticks + s.stime_ticks) as f64 / hz as f64),
+            resident_bytes: statm
+                .as_deref()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .zip(page)
+                .map(|(pages, size)| pages * size),
+            open_fds: open_fd_count(),
+            max_fds: limits.as_deref().and_then(soft_open_files),
+            start_time_seconds: stat
+                .zip(ticks)
+                .zip(btime)
+                .map(|((s, hz), boot)| boot as f64 + s.start_time_ticks as f64 / hz as f64),
+        }
+    }
+}
+
+/// The agent's open file descriptors. Linux 6.2 and later give the count as the size of
+/// `/proc/self/fd` (one `stat`, however many descriptors the agent holds); earlier kernels say 0:
+/// list it, less the descriptor the listing itself holds.
+pub(crate) fn open_fd_count() -> Option<u64> {
+    std::fs::metadata("/proc/self/fd")
+        .ok()
+        .map(|meta| meta.len())
+        .filter(|count| *count > 0)
+        .or_else(|| {
+            std::fs::read_dir("/proc/self/fd")
+                .ok()
+                .map(|dir| (dir.count() as u64).saturating_sub(1))
+        })
+}
+
+/// The soft limit of the `Max open files` line of `/proc/<pid>/limits` (`None`: unlimited or
+/// missing).
+fn soft_open_files(limits: &str) -> Option<u64> {
+    limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_soft_open_file_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             63471                63471                processes \n\
+                      Max open files            20000                524288               files     \n";
+        assert_eq!(soft_open_files(limits), Some(20_000));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files     \n";
+        assert_eq!(soft_open_files(unlimited), None);
+    }
+
+    /// Against witnesses that read nothing of ours: `getrlimit(2)` for the limit and `ps`'s
+    /// elapsed time for the start.
+    #[test]
+    fn the_agent_reads_its_own_figures_against_witnesses() {
+        let own = OwnProcess::read();
+        let (soft, _) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(own.max_fds, Some(soft));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let pid = std::process::id().to_string();
+        let ps = std::process::Command::new("ps")
+            .args(["-o", "etimes=", "-p", &pid])
+            .output()
+            .unwrap();
+        let elapsed: f64 = String::from_utf8(ps.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let start = own.start_time_seconds.unwrap();
+        // `ps` rounds the elapsed time down to a second; the clocks' ticks are 1/100 s.
+        assert!(
+            (now - elapsed - start).abs() <= 1.5,
+            "start {start}, now {now}, ps elapsed {elapsed}"
+        );
+        assert!(own.cpu_seconds.unwrap() >= 0.0);
+        assert!(own.resident_bytes.unwrap() > 1 << 20, "{own:?}");
+        assert!(own.open_fds.unwrap() >= 3, "{own:?}");
+    }
+
+    #[test]
+    fn the_open_descriptors_are_those_a_listing_shows() {
+        // The same count as a listing (less the listing's own descriptor), when no other test
+        // thread opens or closes one in between.
+        let listed = || std::fs::read_dir("/proc/self/fd").unwrap().count() as u64 - 1;
+        let agree = (0..20).any(|_| {
+            let before = listed();
+            let own = open_fd_count().unwrap();
+            own == before && listed() == before
+        });
+        assert!(agree, "{:?} against {}", open_fd_count(), listed());
+    }
+}
