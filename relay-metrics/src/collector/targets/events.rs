@@ -56,10 +56,33 @@ impl EventTracker {
     /// process was last seen in, if that cgroup was scanned again.
     pub(super) fn update(&mut self, source: &EbpfSource, scan: &Scan) {
         self.walk += 1;
-        let first = self.walk == 1;
-        // Reset in place: the histograms keep their allocation from snapshot to snapshot.
+        self.reset_deltas(scan.cgroups.len());
+        let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
+        for (index, cgroup) in scan.cgroups.iter().enumerate() {
+            let path = scan.path(cgroup);
+            index_of.insert(path, index);
+            if !cgroup.pids.is_empty() {
+                let shared = self.shared_path(path);
+                self.count_members(source, &scan.pids[cgroup.pids.clone()], &shared, index);
+            }
+        }
+        self.count_exits(&index_of);
+        drop(index_of);
+        self.paths.retain(|_, shared| Arc::strong_count(shared) > 1);
+        for index in (1..scan.cgroups.len()).rev() {
+            if let Some(parent) = scan.cgroups[index].parent {
+                // Parents come before their children.
+                let (before, from) = self.deltas.split_at_mut(index);
+                accumulate(&mut before[parent], &from[0]);
+            }
+        }
+    }
+
+    /// One zeroed delta per scanned cgroup, reset in place: the histograms keep their
+    /// allocation from snapshot to snapshot.
+    fn reset_deltas(&mut self, cgroups: usize) {
         self.deltas
-            .resize_with(scan.cgroups.len(), TargetKernelEvents::default);
+            .resize_with(cgroups, TargetKernelEvents::default);
         for delta in &mut self.deltas {
             let mut histogram = std::mem::take(&mut delta.run_queue_histogram);
             histogram.clear();
@@ -69,53 +92,65 @@ impl EventTracker {
                 ..TargetKernelEvents::default()
             };
         }
-        let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
-        for (index, cgroup) in scan.cgroups.iter().enumerate() {
-            let path = scan.path(cgroup);
-            index_of.insert(path, index);
-            if cgroup.pids.is_empty() {
-                continue;
-            }
-            let shared = match self.paths.get(path) {
-                Some(shared) => Arc::clone(shared),
-                None => {
-                    let shared: Arc<str> = Arc::from(path);
-                    self.paths.insert(Box::from(path), Arc::clone(&shared));
-                    shared
-                }
-            };
-            for &pid in &scan.pids[cgroup.pids.clone()] {
-                // A process the programs have not seen run since they attached (one asleep
-                // since before the agent started) has counted nothing yet, but it is this
-                // cgroup's: its exit and an OOM kill are attributed here.
-                let Ok(stats) = source.tgid(pid) else {
-                    continue;
-                };
-                let stats = stats.unwrap_or(relay_metrics_common::TgidStats::ZERO);
-                let events = stats.events;
-                let now = Seen {
-                    runq_count: events.runq_count,
-                    runq_total_ns: events.runq_total_ns,
-                    runq_hist: events.runq_hist,
-                    preemptions: events.involuntary_switches,
-                    reclaim_count: events.reclaim_count,
-                    reclaim_ns: events.reclaim_total_ns,
-                    created: stats.processes_created,
-                    cgroup: Arc::clone(&shared),
-                    walk: self.walk,
-                };
-                let delta = &mut self.deltas[index];
-                match self.seen.get(&pid) {
-                    // Counted from the agent's start: what a process had before is not added.
-                    None if first => {}
-                    // A process new since the previous snapshot: all of it.
-                    None => add(delta, &now, None),
-                    Some(before) => add(delta, &now, Some(before)),
-                }
-                self.seen.insert(pid, now);
+    }
+
+    /// The cgroup path as the `Seen` records share it.
+    fn shared_path(&mut self, path: &str) -> Arc<str> {
+        match self.paths.get(path) {
+            Some(shared) => Arc::clone(shared),
+            None => {
+                let shared: Arc<str> = Arc::from(path);
+                self.paths.insert(Box::from(path), Arc::clone(&shared));
+                shared
             }
         }
-        // Processes not seen this time: exited (or moved out of every scanned cgroup).
+    }
+
+    /// Adds the increase of each of `pids` (members of the cgroup at `index`, `cgroup`) since
+    /// the previous update to that cgroup's delta.
+    fn count_members(
+        &mut self,
+        source: &EbpfSource,
+        pids: &[u32],
+        cgroup: &Arc<str>,
+        index: usize,
+    ) {
+        let first = self.walk == 1;
+        for &pid in pids {
+            // A process the programs have not seen run since they attached (one asleep
+            // since before the agent started) has counted nothing yet, but it is this
+            // cgroup's: its exit and an OOM kill are attributed here.
+            let Ok(stats) = source.tgid(pid) else {
+                continue;
+            };
+            let stats = stats.unwrap_or(relay_metrics_common::TgidStats::ZERO);
+            let events = stats.events;
+            let now = Seen {
+                runq_count: events.runq_count,
+                runq_total_ns: events.runq_total_ns,
+                runq_hist: events.runq_hist,
+                preemptions: events.involuntary_switches,
+                reclaim_count: events.reclaim_count,
+                reclaim_ns: events.reclaim_total_ns,
+                created: stats.processes_created,
+                cgroup: Arc::clone(cgroup),
+                walk: self.walk,
+            };
+            let delta = &mut self.deltas[index];
+            match self.seen.get(&pid) {
+                // Counted from the agent's start: what a process had before is not added.
+                None if first => {}
+                // A process new since the previous snapshot: all of it.
+                None => add(delta, &now, None),
+                Some(before) => add(delta, &now, Some(before)),
+            }
+            self.seen.insert(pid, now);
+        }
+    }
+
+    /// Processes not seen in this update: exited (or moved out of every scanned cgroup); each
+    /// counts as an exit of the cgroup it was last seen in, if that cgroup was scanned again.
+    fn count_exits(&mut self, index_of: &HashMap<&str, usize>) {
         let walk = self.walk;
         let deltas = &mut self.deltas;
         self.seen.retain(|_, seen| {
@@ -127,15 +162,6 @@ impl EventTracker {
             }
             false
         });
-        drop(index_of);
-        self.paths.retain(|_, shared| Arc::strong_count(shared) > 1);
-        for index in (1..scan.cgroups.len()).rev() {
-            if let Some(parent) = scan.cgroups[index].parent {
-                // Parents come before their children.
-                let (before, from) = self.deltas.split_at_mut(index);
-                accumulate(&mut before[parent], &from[0]);
-            }
-        }
     }
 
     /// The scanned cgroup that held `pid` at the last update.

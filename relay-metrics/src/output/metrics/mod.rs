@@ -325,27 +325,10 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S,
         });
     }
     if let Some(gpu) = &snapshot.gpu {
-        let devices = gpu.device_metrics.as_deref().unwrap_or_default();
-        w.section(table::GPU_DEVICE, devices, |device| {
-            [("device", Label::Str(&device.device_identifier))]
-        });
-        let processes = gpu.process_metrics.as_deref().unwrap_or_default();
-        w.section(table::GPU_PROCESS, processes, |process| {
-            [
-                ("device", Label::Str(&process.device_identifier)),
-                ("pid", Label::Int(u64::from(process.process_id))),
-            ]
-        });
+        w.gpu(gpu);
     }
     if let Some(network) = &snapshot.network {
-        for def in table::NETWORK {
-            w.family(def, &network.interfaces, |interface| {
-                (
-                    &interface.traffic,
-                    [("interface", Label::Str(&interface.name))],
-                )
-            });
-        }
+        w.network(network);
     }
     if let Some(sampling) = &snapshot.process_sampling {
         w.single(table::SAMPLING, sampling);
@@ -361,6 +344,35 @@ fn walk_relay_metrics<S: Sink>(snapshot: &ResourceMetricsSnapshot, sink: &mut S,
     }
     if let Some(gpu) = &snapshot.extensions.gpu {
         super::gpu_metrics::walk(gpu, snapshot.measurement_scope.as_str(), w.sink);
+    }
+}
+
+impl<S: Sink> Writer<'_, S> {
+    /// Relay's per-device and per-process GPU families.
+    fn gpu(&mut self, gpu: &crate::snapshot::GpuMetrics) {
+        let devices = gpu.device_metrics.as_deref().unwrap_or_default();
+        self.section(table::GPU_DEVICE, devices, |device| {
+            [("device", Label::Str(&device.device_identifier))]
+        });
+        let processes = gpu.process_metrics.as_deref().unwrap_or_default();
+        self.section(table::GPU_PROCESS, processes, |process| {
+            [
+                ("device", Label::Str(&process.device_identifier)),
+                ("pid", Label::Int(u64::from(process.process_id))),
+            ]
+        });
+    }
+
+    /// The per-interface network families.
+    fn network(&mut self, network: &crate::snapshot::NetworkMetrics) {
+        for def in table::NETWORK {
+            self.family(def, &network.interfaces, |interface| {
+                (
+                    &interface.traffic,
+                    [("interface", Label::Str(&interface.name))],
+                )
+            });
+        }
     }
 }
 
