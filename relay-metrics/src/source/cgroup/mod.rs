@@ -13,6 +13,7 @@
 //! A controller is read from v1 when the layout binds it to a v1 hierarchy and from v2 otherwise;
 //! a controller is bound to exactly one hierarchy, so there is never a choice between two numbers.
 
+mod blkio;
 mod layout;
 mod membership;
 mod nest;

@@ -44,6 +44,10 @@ impl CgroupTotalsReader {
             None => None,
         };
         let io = match target.controller_dir("blkio") {
+            // Counts nothing on this kernel ([`super::blkio`]): no totals rather than 0.
+            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point) => {
+                None
+            }
             Some((CgroupVersion::V1, dir)) => {
                 let recursive = dir.dir.join("blkio.throttle.io_service_bytes_recursive");
                 let path = if recursive.exists() {

@@ -89,6 +89,9 @@ pub(crate) struct CgroupValuesReader {
     cadvisor: bool,
     /// Scratch: the devices of one read.
     devices: Vec<DeviceCounters>,
+    /// v1 `blkio` that counts nothing on this kernel ([`super::blkio`]): its files are not
+    /// read, and each read says why the devices are missing.
+    blkio_uncounted: bool,
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
@@ -128,7 +131,11 @@ impl CgroupValuesReader {
             files.cadvisor(target);
         }
         files.memory(target);
-        files.pids_and_io(target);
+        let blkio_uncounted = matches!(
+            target.controller_dir("blkio"),
+            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point)
+        );
+        files.pids_and_io(target, blkio_uncounted);
         files.pressure(target);
         Self {
             files: files.0,
@@ -140,6 +147,7 @@ impl CgroupValuesReader {
             cpu_spec: None,
             cadvisor,
             devices: Vec::new(),
+            blkio_uncounted,
         }
     }
 
@@ -184,6 +192,9 @@ impl CgroupValuesReader {
             self.cpu_spec = out.cpu_spec;
         }
         write_devices(&self.devices, &mut out.devices);
+        if self.blkio_uncounted && out.reason.is_none() {
+            out.reason = Some(super::blkio::UNCOUNTED.to_owned());
+        }
     }
 
     /// Resets the file values of `out`, keeping its path, labels, the values of other sources
@@ -289,13 +300,15 @@ impl Files {
         }
     }
 
-    /// The pids count and limit, and the bytes and operations per block device.
-    fn pids_and_io(&mut self, target: &CgroupTarget) {
+    /// The pids count and limit, and the bytes and operations per block device (none from a
+    /// v1 `blkio` that counts nothing: `blkio_uncounted`).
+    fn pids_and_io(&mut self, target: &CgroupTarget, blkio_uncounted: bool) {
         if let Some((_, dir)) = target.controller_dir("pids") {
             self.add(&dir.dir, "pids.current", Kind::PidsCurrent);
             self.add(&dir.dir, "pids.max", Kind::PidsMax);
         }
         match target.controller_dir("blkio") {
+            Some((CgroupVersion::V1, _)) if blkio_uncounted => {}
             Some((CgroupVersion::V1, dir)) => {
                 let bytes = "blkio.throttle.io_service_bytes_recursive";
                 self.add(&dir.dir, bytes, Kind::V1IoBytes);
