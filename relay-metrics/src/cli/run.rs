@@ -330,8 +330,8 @@ fn run_command(
         .as_ref()
         .map(|cgroup| cgroup.dirs())
         .unwrap_or_default();
-    // The command starts stopped (a shell that stops itself, then execs it with the same pid),
-    // so the collector attaches before the command creates any process: the kernel event
+    // The command starts stopped (its process, forked by `run`'s starter, stops itself before
+    // it execs the command), so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
     let started = start::start_stopped(program, arguments, subreaper)?;

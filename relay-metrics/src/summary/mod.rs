@@ -926,7 +926,7 @@ impl SummaryBuilder {
     /// Why a CPU total is impossible: more than the CPUs could give in the wall time, the
     /// counters not being one series (a source restarted and jumped); no total is better than
     /// that one. Half a second of slack: a command of a millisecond is counted from before its
-    /// start (the wrapper shell that stops itself), which can read as a few cores.
+    /// start (the starter's process that stops itself), which can read as a few cores.
     fn impossible_cpu(&self, total_s: Option<f64>, wall_time_s: Option<f64>) -> Option<String> {
         let (total, wall, (bound, _)) = (total_s?, wall_time_s?, self.cpu_bound()?);
         (total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S).then(|| {
