@@ -48,6 +48,8 @@ mod cause {
     pub(super) const IO_FROM_PROCESSES: u32 = 1 << 8;
     /// Storage bytes come from v1 `blkio`, which misses buffered writes.
     pub(super) const BLKIO_V1: u32 = 1 << 9;
+    /// The cgroup has no memory high-water mark (a v2 cgroup without the memory controller).
+    pub(super) const NO_MEMORY_PEAK: u32 = 1 << 10;
 }
 
 /// The cumulative accounting of one collector.
@@ -75,6 +77,8 @@ pub(super) struct Accounting {
     disks: Vec<(Box<[u8]>, bool)>,
     sys_class_block: std::path::PathBuf,
     peak: Option<HeldFile>,
+    /// The high-water mark read in this pass.
+    memory_peak: Option<u64>,
     io: Option<(CgroupVersion, HeldFile)>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
@@ -128,6 +132,7 @@ impl Accounting {
             disks: Vec::new(),
             sys_class_block: roots.map("/sys/class/block".as_ref()),
             peak,
+            memory_peak: None,
             io,
             devices: Vec::new(),
             roots: None,
@@ -216,7 +221,7 @@ impl Accounting {
             self.method,
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2
         ) {
-            cumulative.memory_peak_bytes = self.read_peak();
+            cumulative.memory_peak_bytes = self.memory_peak;
             cumulative.devices.clone_from(&self.devices);
         }
     }
@@ -362,6 +367,12 @@ impl Accounting {
                 None if totals.storage_write_bytes.is_some() => *causes |= cause::BLKIO_V1,
                 None => *causes |= cause::NO_IO,
             }
+        }
+        // A v2 cgroup without the memory controller (nested below an occupied cgroup) has no
+        // `memory.peak`: the processes' resident memory is what the samples have.
+        self.memory_peak = self.read_peak();
+        if self.memory_peak.is_none() {
+            *causes |= cause::NO_MEMORY_PEAK;
         }
         self.events(sample, &mut totals, causes);
         totals
@@ -520,7 +531,14 @@ impl Accounting {
             add(what);
         }
         if causes & cause::IO_FROM_PROCESSES != 0 {
-            add("storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (cgroup v1 blkio does not see buffered writes, which the kernel's flusher threads write back)");
+            add(if self.method == CumulativeMethod::CgroupV2 {
+                "storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (the cgroup has no io controller: no io.stat)"
+            } else {
+                "storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (cgroup v1 blkio does not see buffered writes, which the kernel's flusher threads write back)"
+            });
+        }
+        if causes & cause::NO_MEMORY_PEAK != 0 {
+            add("memory peak: the cgroup has no memory controller (no memory.peak, no memory.events): resident memory comes from its processes (the highest sampled sum), OOM kills from the kernel events");
         }
         if causes & cause::BLKIO_V1 != 0 {
             add("storage bytes: cgroup v1 blkio counts only the I/O the cgroup's tasks submit themselves, not buffered writes, which the kernel's flusher threads write back");
