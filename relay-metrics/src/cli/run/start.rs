@@ -68,9 +68,15 @@ pub(super) fn start_stopped(
 fn spawn_starter(program: &str, arguments: &[String]) -> Result<std::process::Child> {
     let memfd = memfd_create(c"relay-metrics-start", MFdFlags::MFD_CLOEXEC)
         .context("cannot create a memfd for run's starter")?;
-    let mut file = std::fs::File::from(memfd);
-    file.write_all(STARTER)
+    let mut written = std::fs::File::from(memfd);
+    written
+        .write_all(STARTER)
         .context("cannot write run's starter to a memfd")?;
+    // Executed through a read-only descriptor, the writable one closed first: a kernel that
+    // refuses to execute a file open for writing (ETXTBSY) sees no writer.
+    let file = std::fs::File::open(format!("/proc/self/fd/{}", written.as_raw_fd()))
+        .context("cannot reopen run's starter read-only")?;
+    drop(written);
     // The child executes this path before its descriptors close on exec (ELF: no need to keep
     // it open); `run`'s copy closes when `file` is dropped.
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
