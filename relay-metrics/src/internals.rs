@@ -4,7 +4,7 @@
 //! a supported API: it moves whenever the code it points to moves.
 
 pub use crate::source::file::{pread_all, pread_whole, FileKind};
-pub use crate::source::reap::{wait4, Reaped};
+pub use crate::source::reap::{own_children, wait4, Reaped};
 pub use crate::source::{HeldFile, Roots};
 
 use crate::{Collector, CollectorError, ResourceMetricsConfig};

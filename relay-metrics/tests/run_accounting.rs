@@ -391,17 +391,19 @@ fn max_rss_kib(options: &[&str], command: &[&str]) -> (f64, f64) {
 
 #[test]
 fn max_rss_of_one_process_is_the_commands_own_not_runs() {
-    // Until run started the command from a small shell, the command's ru_maxrss began at run's
-    // own peak (execve keeps it): /bin/true reported 6.5-7.3 MB against GNU time's 1.0 MB.
-    // Now it is the peak of the shell and `env` that start it, within ~700 KiB of GNU time's.
+    // Until run started the command from a small, freshly executed starter, the command's
+    // ru_maxrss began at run's own peak (execve keeps it: /bin/true said 6.5-7.3 MB against GNU
+    // time's 1.0 MB), then at the peak of the shell and `env` that started it (1.6-1.7 MB).
+    // /bin/true's own peak differs by up to 15 % from one execution to the next (960-1,108 KiB
+    // here): one run each is compared loosely here, medians within 5 % in tests/witness.rs.
     for options in [&[][..], &["--no-cgroup"][..]] {
         let (ours, theirs) = max_rss_kib(options, &["/bin/true"]);
         assert!(
-            ours >= theirs * 0.95 && ours <= theirs + 800.0,
+            ours >= theirs * 0.85 && ours <= theirs * 1.2,
             "{options:?}: /bin/true: run {ours} KiB, GNU time {theirs} KiB"
         );
     }
-    // A command bigger than the shell: its own peak, as GNU time has it.
+    // A bigger command: its own peak, as GNU time has it.
     let big = ["python3", "-c", "x = b'x' * (64 << 20)"];
     let (ours, theirs) = max_rss_kib(&[], &big);
     assert!(

@@ -318,3 +318,41 @@ fn the_command_starts_with_no_signal_blocked() {
         "the signals run forwards leaked into the command"
     );
 }
+
+#[test]
+fn the_command_has_runs_stdin_and_the_signal_dispositions_run_was_given() {
+    // The command is forked by run's starter, not by run: it must still read run's stdin, and
+    // SIGINT and SIGQUIT are neither ignored (as in a shell's background job) nor un-ignored
+    // where run's caller ignored them (here SIGQUIT).
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("stream.ndjson");
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "trap '' QUIT; exec \"$0\" run --no-cgroup --output \"$1\" -- sh -c 'grep SigIgn /proc/self/status; cat'",
+            BIN,
+            stream.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"from run's stdin\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("from run's stdin"), "{stdout}");
+    let ignored = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap();
+    let bit = |signal: Signal| 1u64 << (signal as i32 - 1);
+    assert_eq!(ignored & bit(Signal::SIGINT), 0, "SIGINT ignored: {stdout}");
+    assert_ne!(
+        ignored & bit(Signal::SIGQUIT),
+        0,
+        "SIGQUIT not kept: {stdout}"
+    );
+}

@@ -5,7 +5,9 @@
 //!
 //! Witnesses: GNU `time -v` run inside `run` (CPU of the same processes), known bytes and a
 //! writer that prints its own `/proc/self/io` before it exits (storage bytes), `nproc` (a bound
-//! on cores), the number of processes a script starts. docs/ACCURACY.md holds the figures.
+//! on cores), the number of processes a script starts, GNU `time -v` of the same command alone
+//! and a child that prints its own `ru_maxrss` (max RSS of one process). docs/ACCURACY.md holds
+//! the figures.
 //! Each comparison is printed as `WITNESS | mode | workload | field | ours | witness | allowed`.
 
 #![expect(
@@ -52,6 +54,14 @@ if __name__ == "__main__":
         pool.map(work, [3 * 10**6] * 8)
 "#;
 
+/// An allocator of 64 MiB (written, so resident) that prints its own `ru_maxrss` (bytes) just
+/// before it exits.
+const ALLOCATOR: &str = r#"
+import resource
+block = b"x" * (64 << 20)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)
+"#;
+
 /// `make -j2` of 16 generated C files (each a few hundred functions: tens of ms to compile).
 fn write_make_project(dir: &Path) {
     let mut makefile = String::from("all:");
@@ -80,6 +90,23 @@ enum Mode {
 }
 
 impl Mode {
+    /// `program` run as this mode's user.
+    fn command(self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        if self == Self::Nobody {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--no-new-privs",
+            ])
+            .arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Cgroup => "root, cgroup",
@@ -102,6 +129,7 @@ impl Work {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::write(dir.path().join("writer.py"), WRITER).unwrap();
         std::fs::write(dir.path().join("pool.py"), POOL).unwrap();
+        std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
         std::fs::copy(common::binary(), dir.path().join("relay-metrics")).unwrap();
         std::fs::set_permissions(
             dir.path().join("relay-metrics"),
@@ -137,20 +165,8 @@ impl Work {
         }
         args.push("--".into());
         args.extend(command.iter().map(|s| (*s).to_owned()));
-        let mut process = if mode == Mode::Nobody {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--no-new-privs",
-            ])
-            .arg(&binary);
-            c
-        } else {
-            Command::new(&binary)
-        };
-        let output = process
+        let output = mode
+            .command(&binary)
             .args(&args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
@@ -417,11 +433,91 @@ fn cpu(work: &Work, mode: Mode) {
     }
 }
 
+/// The median of `values` (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// GNU time's "Maximum resident set size" of `command` run alone as `mode`'s user (bytes).
+fn time_max_rss_bytes(work: &Work, mode: Mode, command: &[&str]) -> f64 {
+    let output = mode
+        .command("/usr/bin/time")
+        .args(["-f", "%M"])
+        .args(command)
+        .current_dir(work.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stderr);
+    let kib: f64 = text.trim().lines().last().unwrap().parse().unwrap();
+    kib * 1024.0
+}
+
+/// How many times `run` runs each command for a max RSS comparison, and GNU time alone. The
+/// peak of a small dynamically linked program differs from one execution to the next by more
+/// than the tolerance (`/bin/true` alone under GNU time: 960–1,108 KiB over 30 runs here, in
+/// clusters: where the libraries land decides how many pages each fault maps around it), so the
+/// median of ours is compared with the range of GNU time's over many runs (cheap), widened by
+/// 5 %.
+const RSS_RUNS: usize = 5;
+const RSS_WITNESS_RUNS: usize = 15;
+
+/// Max RSS of one process: `/bin/true` and a 64 MiB Python allocator under `run`, against GNU
+/// time of the same command alone (±5 %) and, for the allocator, its own `ru_maxrss` (±5 %,
+/// in the same execution) and the 64 MiB it wrote.
+fn max_rss(work: &Work, mode: Mode) {
+    let workloads: [(&str, &[&str]); 2] = [
+        ("true", &["/bin/true"]),
+        ("allocator", &["python3", "allocator.py"]),
+    ];
+    for (name, command) in workloads {
+        let runs: Vec<Measured> = (0..RSS_RUNS)
+            .map(|_| work.run(mode, name, command))
+            .collect();
+        let field = |m: &Measured| m.summary_f64("memory", "max_single_process_rss_bytes");
+        let alone: Vec<f64> = (0..RSS_WITNESS_RUNS)
+            .map(|_| time_max_rss_bytes(work, mode, command))
+            .collect();
+        let low = alone.iter().copied().fold(f64::INFINITY, f64::min) * 0.95;
+        let high = alone.iter().copied().fold(0.0, f64::max) * 1.05;
+        // Printed as the middle of that range ± half of it, under the first run's names.
+        runs[0].check(
+            "memory.max_single_process_rss_bytes (median of 5) vs GNU time alone (15 runs) ±5 %",
+            median(runs.iter().map(field).collect()),
+            (low + high) / 2.0,
+            (high - low) / 2.0,
+        );
+        if name != "allocator" {
+            continue;
+        }
+        for measured in &runs {
+            let own: f64 = measured.stdout.trim().parse().unwrap();
+            let ours = field(measured);
+            measured.check(
+                "memory.max_single_process_rss_bytes vs the child's own ru_maxrss",
+                ours,
+                own,
+                0.05 * own,
+            );
+            measured.check(
+                "memory.max_single_process_rss_bytes ≥ 64 MiB",
+                ours.max(64.0 * MIB),
+                ours,
+                0.0,
+            );
+        }
+    }
+}
+
 #[test]
 #[ignore = "root: run makes its own cgroup; tools: GNU time, make, cc, python3"]
 fn witnesses_agree_in_runs_own_cgroup() {
     common::assert_root("run makes its own cgroup");
     let work = Work::new();
+    max_rss(&work, Mode::Cgroup);
     storage(&work, Mode::Cgroup);
     cpu(&work, Mode::Cgroup);
 }
@@ -430,6 +526,7 @@ fn witnesses_agree_in_runs_own_cgroup() {
 #[ignore = "tools: GNU time, make, cc, python3"]
 fn witnesses_agree_without_a_cgroup() {
     let work = Work::new();
+    max_rss(&work, Mode::NoCgroup);
     storage(&work, Mode::NoCgroup);
     cpu(&work, Mode::NoCgroup);
 }
@@ -439,6 +536,7 @@ fn witnesses_agree_without_a_cgroup() {
 fn witnesses_agree_as_an_ordinary_user() {
     common::assert_root("it switches to an ordinary user");
     let work = Work::new();
+    max_rss(&work, Mode::Nobody);
     storage(&work, Mode::Nobody);
     cpu(&work, Mode::Nobody);
 }

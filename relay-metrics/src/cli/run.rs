@@ -29,7 +29,7 @@ use nix::unistd::Pid;
 use relay_metrics::config::{ResourceMetricsConfig, ScopeSetting};
 use relay_metrics::{Collector, CollectorError, KernelEventsPreload};
 
-use relay_metrics::internals::{wait4, Reaped};
+use relay_metrics::internals::{own_children, wait4, Reaped};
 use relay_metrics::summary::{Baseline, ExitStatus, ReapedUsage, RunEnd, SummaryBuilder};
 use relay_metrics::ReapedProcess;
 
@@ -330,8 +330,8 @@ fn run_command(
         .as_ref()
         .map(|cgroup| cgroup.dirs())
         .unwrap_or_default();
-    // The command starts stopped (a shell that stops itself, then execs it with the same pid),
-    // so the collector attaches before the command creates any process: the kernel event
+    // The command starts stopped (its process, forked by `run`'s starter, stops itself before
+    // it execs the command), so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
     let (started, cgroup) = start_in(cgroup, program, arguments, subreaper)?;
@@ -566,24 +566,13 @@ impl Orphans {
     /// Reaps every exited orphan of the command's process group once the command exited (a
     /// zombie itself, it would hide the others from a peek): `run`'s children are listed.
     fn reap_exited_at_end(&mut self, command: Pid, group: Pid, collector: &mut Collector) {
-        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-            return;
-        };
-        for task in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+        for pid in own_children() {
+            let pid = Pid::from_raw(pid);
+            if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(group) {
                 continue;
-            };
-            for pid in children
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
-                let pid = Pid::from_raw(pid);
-                if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(group) {
-                    continue;
-                }
-                if let Ok(Some(reaped)) = wait4(pid.as_raw(), true) {
-                    self.add(&reaped, collector);
-                }
+            }
+            if let Ok(Some(reaped)) = wait4(pid.as_raw(), true) {
+                self.add(&reaped, collector);
             }
         }
     }

@@ -48,6 +48,10 @@ mod cause {
     pub(super) const IO_FROM_PROCESSES: u32 = 1 << 8;
     /// Storage bytes come from v1 `blkio`, which misses buffered writes.
     pub(super) const BLKIO_V1: u32 = 1 << 9;
+    /// The cgroup has no memory high-water mark (a v2 cgroup without the memory controller).
+    pub(super) const NO_MEMORY_PEAK: u32 = 1 << 10;
+    /// The cgroup's v1 `blkio` counts nothing on this kernel.
+    pub(super) const BLKIO_UNCOUNTED: u32 = 1 << 11;
 }
 
 /// The cumulative accounting of one collector.
@@ -73,6 +77,8 @@ pub(super) struct Accounting {
     loadavg: Option<LoadavgReader>,
     /// The cgroup's memory high-water mark and storage files (cgroup scopes only).
     cgroup_files: Option<CgroupTotalsReader>,
+    /// The high-water mark read in this pass.
+    memory_peak: Option<u64>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
     /// The processes in a cgroup counted from its start (`run`'s command, stopped there), by
@@ -122,6 +128,7 @@ impl Accounting {
             diskstats: global.then(|| DiskstatsReader::new(roots)),
             loadavg: global.then(|| LoadavgReader::new(roots)),
             cgroup_files,
+            memory_peak: None,
             devices: Vec::new(),
             roots: None,
             proc_roots: roots.clone(),
@@ -209,10 +216,7 @@ impl Accounting {
             self.method,
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2
         ) {
-            cumulative.memory_peak_bytes = self
-                .cgroup_files
-                .as_mut()
-                .and_then(CgroupTotalsReader::memory_peak_bytes);
+            cumulative.memory_peak_bytes = self.memory_peak;
             cumulative.devices.clone_from(&self.devices);
         }
     }
@@ -346,8 +350,24 @@ impl Accounting {
                 }
                 // v1's counts stand, with what they miss said.
                 None if totals.storage_write_bytes.is_some() => *causes |= cause::BLKIO_V1,
+                None if self
+                    .cgroup_files
+                    .as_ref()
+                    .is_some_and(CgroupTotalsReader::blkio_uncounted) =>
+                {
+                    *causes |= cause::BLKIO_UNCOUNTED;
+                }
                 None => *causes |= cause::NO_IO,
             }
+        }
+        // A v2 cgroup without the memory controller (nested below an occupied cgroup) has no
+        // `memory.peak`: the processes' resident memory is what the samples have.
+        self.memory_peak = self
+            .cgroup_files
+            .as_mut()
+            .and_then(CgroupTotalsReader::memory_peak_bytes);
+        if self.memory_peak.is_none() {
+            *causes |= cause::NO_MEMORY_PEAK;
         }
         self.events(sample, &mut totals, causes);
         totals
@@ -506,7 +526,17 @@ impl Accounting {
             add(what);
         }
         if causes & cause::IO_FROM_PROCESSES != 0 {
-            add("storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (cgroup v1 blkio does not see buffered writes, which the kernel's flusher threads write back)");
+            add(if self.method == CumulativeMethod::CgroupV2 {
+                "storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (the cgroup has no io controller: no io.stat)"
+            } else {
+                "storage bytes: from the processes' /proc/<pid>/io, their reaped descendants included (cgroup v1 blkio does not see buffered writes, which the kernel's flusher threads write back)"
+            });
+        }
+        if causes & cause::NO_MEMORY_PEAK != 0 {
+            add("memory peak: the cgroup has no memory controller (no memory.peak, no memory.events): resident memory comes from its processes (the highest sampled sum), OOM kills from the kernel events");
+        }
+        if causes & cause::BLKIO_UNCOUNTED != 0 {
+            add(crate::source::cgroup::BLKIO_UNCOUNTED);
         }
         if causes & cause::BLKIO_V1 != 0 {
             add("storage bytes: cgroup v1 blkio counts only the I/O the cgroup's tasks submit themselves, not buffered writes, which the kernel's flusher threads write back");

@@ -1,5 +1,5 @@
 //! `wait4`: reaping a child together with its resource usage (what GNU `time` reports), which
-//! neither nix nor rustix wraps.
+//! neither nix nor rustix wraps; and the list of this process's children, to reap.
 
 use std::io;
 use std::time::Duration;
@@ -65,9 +65,40 @@ pub fn wait4(pid: i32, nohang: bool) -> io::Result<Option<Reaped>> {
     }
 }
 
+/// This process's children (pids), from every thread's `/proc/self/task/<tid>/children`;
+/// empty where they cannot be read.
+pub fn own_children() -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_children_lists_a_child_until_it_is_reaped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        assert!(own_children().contains(&pid), "{:?}", own_children());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!own_children().contains(&pid));
+    }
 
     #[test]
     #[expect(

@@ -926,7 +926,7 @@ impl SummaryBuilder {
     /// Why a CPU total is impossible: more than the CPUs could give in the wall time, the
     /// counters not being one series (a source restarted and jumped); no total is better than
     /// that one. Half a second of slack: a command of a millisecond is counted from before its
-    /// start (the wrapper shell that stops itself), which can read as a few cores.
+    /// start (the starter's process that stops itself), which can read as a few cores.
     fn impossible_cpu(&self, total_s: Option<f64>, wall_time_s: Option<f64>) -> Option<String> {
         let (total, wall, (bound, _)) = (total_s?, wall_time_s?, self.cpu_bound()?);
         (total > bound * CPU_BOUND_SLACK * wall + IMPOSSIBLE_CPU_SLACK_S).then(|| {
@@ -1050,18 +1050,49 @@ impl SummaryBuilder {
             );
         }
 
-        let single_process = scope == Some(MeasurementScope::ApplicationProcess);
         let (cpu, cpu_warning) = self.cpu_summary(end.reaped, wall_time_s, &mut missing);
 
-        // Memory.
+        let memory = self.memory_summary(end.reaped, &mut missing);
+        let io = self.io_summary(&mut missing);
+        let (processes_created, throttled_s, oom_kills) = self.counts(&mut missing);
+        RunSummary {
+            command: end.command,
+            measurement_scope: scope,
+            started: self.first,
+            ended: self.last,
+            wall_time_s,
+            cpu,
+            memory,
+            io,
+            processes_created,
+            throttled_s,
+            limit_events: self.limit_events(),
+            oom_kills,
+            oom_victims: self.victims.clone(),
+            gpu: self.gpu_summary(),
+            sampling: SamplingSummary {
+                samples: self.samples,
+                missed_ticks: self.missed_ticks,
+                interval_usec: self.interval_usec,
+            },
+            exit_status: end.exit_status,
+            cumulative_reason: self.cum_reason.as_deref().map(str::to_owned),
+            unknown,
+            warnings: self.warnings().into_iter().chain(cpu_warning).collect(),
+        }
+    }
+
+    /// Memory over the run: the cgroup's charged peak, the processes' resident peak and the
+    /// largest single process (from the reaped tree's rusage, or the one process sampled).
+    fn memory_summary(
+        &self,
+        reaped: Option<ReapedUsage>,
+        missing: &mut impl FnMut(&'static str, String),
+    ) -> MemorySummary {
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
         let peak_charged_bytes = self.cum_memory_peak.value.map(|b| b as u64);
         if peak_charged_bytes.is_none() {
-            missing(
-                "memory.peak_charged_bytes",
-                "no cgroup high-water mark in the snapshots (the run has no memory cgroup of \
-                 its own)"
-                    .into(),
-            );
+            missing("memory.peak_charged_bytes", self.no_charged_peak().into());
         }
         let (peak_resident_bytes, peak_source, peak_at) = match self.resident.value {
             Some(bytes) => (
@@ -1077,7 +1108,7 @@ impl SummaryBuilder {
                 (None, None, None)
             }
         };
-        let max_single_process_rss_bytes = match (end.reaped, single_process) {
+        let max_single_process_rss_bytes = match (reaped, single_process) {
             (Some(reaped), _) => Some(reaped.max_rss_bytes),
             (None, true) => self.process_peak_rss.value.map(|b| b as u64),
             (None, false) => None,
@@ -1089,6 +1120,19 @@ impl SummaryBuilder {
             );
         }
 
+        MemorySummary {
+            peak_charged_bytes,
+            peak_charged_at: self.cum_memory_peak.at,
+            peak_resident_bytes,
+            peak_source,
+            peak_at,
+            max_single_process_rss_bytes,
+        }
+    }
+
+    /// Storage I/O over the run.
+    fn io_summary(&self, missing: &mut impl FnMut(&'static str, String)) -> IoSummary {
+        let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
         // Storage I/O: exact for one process only without cumulative accounting.
         let cumulative_io = self
             .cum_read
@@ -1123,6 +1167,18 @@ impl SummaryBuilder {
             missing("io.written_bytes", io_reason.into());
         }
 
+        IoSummary {
+            read_bytes,
+            written_bytes,
+            source: io_source,
+        }
+    }
+
+    /// Processes created, CPU throttled (s) and OOM kills over the run.
+    fn counts(
+        &self,
+        missing: &mut impl FnMut(&'static str, String),
+    ) -> (Option<u64>, Option<f64>, Option<u64>) {
         let processes_created = self
             .cum_created
             .total(self.baseline)
@@ -1146,6 +1202,22 @@ impl SummaryBuilder {
                     .into(),
             );
         }
+        let oom_kills = self.oom_kills.total(self.baseline).map(|n| n as u64);
+        if oom_kills.is_none() {
+            missing(
+                "oom_kills",
+                self.processes_reason.as_deref().map_or_else(
+                    || "the kernel event source gave no OOM-kill count".to_owned(),
+                    |reason| format!("kernel events are off: {reason}"),
+                ),
+            );
+        }
+
+        (processes_created, throttled_s, oom_kills)
+    }
+
+    /// Every limit counter that moved during the run.
+    fn limit_events(&self) -> Vec<LimitEventTotal> {
         let mut limit_events = Vec::new();
         for (r, resource) in RESOURCES.iter().enumerate() {
             for (e, event) in EVENTS.iter().enumerate() {
@@ -1160,18 +1232,12 @@ impl SummaryBuilder {
                 }
             }
         }
-        let oom_kills = self.oom_kills.total(self.baseline).map(|n| n as u64);
-        if oom_kills.is_none() {
-            missing(
-                "oom_kills",
-                self.processes_reason.as_deref().map_or_else(
-                    || "the kernel event source gave no OOM-kill count".to_owned(),
-                    |reason| format!("kernel events are off: {reason}"),
-                ),
-            );
-        }
+        limit_events
+    }
 
-        let gpu = (self.gpu_devices > 0 || !self.gpu_events.is_empty()).then(|| GpuSummary {
+    /// GPU use over the run; `None` when no GPU was seen.
+    fn gpu_summary(&self) -> Option<GpuSummary> {
+        (self.gpu_devices > 0 || !self.gpu_events.is_empty()).then(|| GpuSummary {
             devices: self.gpu_devices,
             peak_utilization_percent: self.gpu_utilization.value,
             peak_memory_bytes: self.gpu_memory.value.map(|b| b as u64),
@@ -1189,48 +1255,27 @@ impl SummaryBuilder {
                     },
                 })
                 .collect(),
-        });
-
-        RunSummary {
-            command: end.command,
-            measurement_scope: scope,
-            started: self.first,
-            ended: self.last,
-            wall_time_s,
-            cpu,
-            memory: MemorySummary {
-                peak_charged_bytes,
-                peak_charged_at: self.cum_memory_peak.at,
-                peak_resident_bytes,
-                peak_source,
-                peak_at,
-                max_single_process_rss_bytes,
-            },
-            io: IoSummary {
-                read_bytes,
-                written_bytes,
-                source: io_source,
-            },
-            processes_created,
-            throttled_s,
-            limit_events,
-            oom_kills,
-            oom_victims: self.victims.clone(),
-            gpu,
-            sampling: SamplingSummary {
-                samples: self.samples,
-                missed_ticks: self.missed_ticks,
-                interval_usec: self.interval_usec,
-            },
-            exit_status: end.exit_status,
-            cumulative_reason: self.cum_reason.as_deref().map(str::to_owned),
-            unknown,
-            warnings: self.warnings().into_iter().chain(cpu_warning).collect(),
-        }
+        })
     }
 }
 
 impl SummaryBuilder {
+    /// Why the summary has no peak charged memory.
+    fn no_charged_peak(&self) -> &'static str {
+        let cgroup_totals = matches!(
+            self.cum_method,
+            Some(CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2)
+        );
+        if cgroup_totals {
+            // A v2 cgroup nested below an occupied one has no controller of its own.
+            "the run's cgroup has no memory controller (no memory.peak; \
+             extensions.cumulative.reason says why): peak_resident_bytes, from its processes, \
+             is the peak"
+        } else {
+            "no cgroup high-water mark in the snapshots (the run has no memory cgroup of its own)"
+        }
+    }
+
     fn warnings(&self) -> Vec<String> {
         let mut oddities = self.oddities.clone();
         for name in self.fallen() {

@@ -511,3 +511,44 @@ fn the_peak_is_never_below_the_average() {
     let summary = builder.finish(RunEnd::default());
     assert_eq!(summary.cpu.peak_cores, Some(0.5));
 }
+
+#[test]
+fn a_cgroup_without_the_memory_controller_says_the_peak_is_the_processes() {
+    // A v2 cgroup nested below an occupied cgroup has no memory.peak: the peak is the
+    // processes' resident memory, and the unknown charged peak says why.
+    use crate::snapshot::{Cumulative, CumulativeMethod};
+    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    for ms in [0, 1000] {
+        let mut s = snapshot(MeasurementScope::Cgroup, ms, 0, 0, 64 << 10, 0);
+        s.extensions.cumulative = Some(Cumulative {
+            method: CumulativeMethod::CgroupV2,
+            storage_write_bytes: Some(8 << 20),
+            storage_read_bytes: Some(0),
+            memory_peak_bytes: None,
+            ..Default::default()
+        });
+        builder.observe(&s);
+    }
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.memory.peak_charged_bytes, None);
+    assert_eq!(summary.memory.peak_resident_bytes, Some(64 << 20));
+    assert_eq!(summary.io.written_bytes, Some(8 << 20));
+    let reason = summary
+        .unknown
+        .iter()
+        .find(|u| u.field == "memory.peak_charged_bytes")
+        .map(|u| u.reason.to_string())
+        .unwrap();
+    assert!(reason.contains("no memory controller"), "{reason}");
+    // Without cgroup totals, the run had no memory cgroup at all.
+    let mut tree = SummaryBuilder::new(Baseline::Zero);
+    tree.observe(&snapshot(MeasurementScope::ProcessTree, 0, 0, 0, 1024, 0));
+    let summary = tree.finish(RunEnd::default());
+    let reason = &summary
+        .unknown
+        .iter()
+        .find(|u| u.field == "memory.peak_charged_bytes")
+        .unwrap()
+        .reason;
+    assert!(reason.contains("no memory cgroup of its own"), "{reason}");
+}

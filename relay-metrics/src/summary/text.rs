@@ -49,6 +49,16 @@ impl RunSummary {
 
     fn table(&self) -> Vec<Row> {
         let mut rows = Vec::new();
+        self.cpu_rows(&mut rows);
+        self.memory_rows(&mut rows);
+        self.io_and_limit_rows(&mut rows);
+        self.gpu_rows(&mut rows);
+        self.sampling_rows(&mut rows);
+        rows
+    }
+
+    /// Wall time and CPU.
+    fn cpu_rows(&self, rows: &mut Vec<Row>) {
         let mut row = |label, value: Option<String>, comment: String| {
             rows.push(Row {
                 label,
@@ -92,6 +102,17 @@ impl RunSummary {
             self.cpu.peak_cores.map(|c| format!("{c:.2}")),
             "highest rate over a sampling period or more".into(),
         );
+    }
+
+    /// Memory: charged, resident, one process.
+    fn memory_rows(&self, rows: &mut Vec<Row>) {
+        let mut row = |label, value: Option<String>, comment: String| {
+            rows.push(Row {
+                label,
+                value,
+                comment,
+            });
+        };
         let offset = |at: Option<chrono::DateTime<chrono::Utc>>| match (at, self.started) {
             (Some(at), Some(started)) => {
                 let offset = (at - started).num_milliseconds().max(0) as f64 / 1000.0;
@@ -130,6 +151,17 @@ impl RunSummary {
                 .map(|b| format_bytes(b as f64)),
             "as GNU time -v".into(),
         );
+    }
+
+    /// Storage, processes, throttling, limit events and OOM kills.
+    fn io_and_limit_rows(&self, rows: &mut Vec<Row>) {
+        let mut row = |label, value: Option<String>, comment: String| {
+            rows.push(Row {
+                label,
+                value,
+                comment,
+            });
+        };
         let io_source = self
             .io
             .source
@@ -185,6 +217,10 @@ impl RunSummary {
                 format!("victims: {victims}")
             },
         });
+    }
+
+    /// GPU, where one was seen.
+    fn gpu_rows(&self, rows: &mut Vec<Row>) {
         if let Some(gpu) = &self.gpu {
             rows.push(Row {
                 label: "GPU peak utilisation",
@@ -213,6 +249,10 @@ impl RunSummary {
                 });
             }
         }
+    }
+
+    /// The sampling and how the command ended.
+    fn sampling_rows(&self, rows: &mut Vec<Row>) {
         let interval = self
             .sampling
             .interval_usec
@@ -240,7 +280,6 @@ impl RunSummary {
                 comment: String::new(),
             });
         }
-        rows
     }
 
     /// The summary as an aligned text table (what `run` prints on stderr).

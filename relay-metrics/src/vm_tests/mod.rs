@@ -50,6 +50,10 @@ pub(crate) fn run_child_if_requested() {
             std::hint::black_box(&memory);
             std::process::exit(0);
         }
+        Ok("hold") => {
+            wait_for_go();
+            hold_memory_after_writing();
+        }
         Ok("idle") => {
             wait_for_go();
             std::process::exit(0);
@@ -77,6 +81,39 @@ pub(crate) fn run_child_if_requested() {
         Err(_) => {}
     }
 }
+
+/// Allocates [`HELD_BYTES`] (every page touched), writes [`WRITTEN_BYTES`] to a file (synced),
+/// prints `held <write_bytes> <wchar>` from its own `/proc/self/io`, and exits on the next line
+/// of its stdin, holding the memory until then.
+fn hold_memory_after_writing() -> ! {
+    let mut memory = vec![0u8; HELD_BYTES];
+    for page in memory.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    let path = std::env::temp_dir().join(format!("relay-metrics-vm-hold-{}", std::process::id()));
+    let mut file = std::fs::File::create(&path).expect("creating the written file");
+    for _ in 0..WRITTEN_BYTES >> 20 {
+        file.write_all(&[7u8; 1 << 20]).expect("writing");
+    }
+    file.sync_all().expect("syncing");
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    let io = std::fs::read_to_string("/proc/self/io").expect("reading /proc/self/io");
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(|value| value.trim().to_owned())
+            .expect("a /proc/self/io field")
+    };
+    println!("held {} {}", field("write_bytes:"), field("wchar:"));
+    std::hint::black_box(&memory);
+    wait_for_go();
+    std::process::exit(0);
+}
+
+/// What the `hold` child allocates and writes.
+const HELD_BYTES: usize = 64 << 20;
+const WRITTEN_BYTES: usize = 8 << 20;
 
 fn wait_for_go() {
     let mut line = String::new();

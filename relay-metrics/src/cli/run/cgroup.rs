@@ -22,10 +22,8 @@ impl RunCgroup {
     pub(super) fn create() -> Result<Self, String> {
         let layout =
             CgroupLayout::discover(&Roots::host()).map_err(|e| format!("no cgroup layout: {e}"))?;
-        let own = std::fs::read("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let name = format!("relay-metrics-run-{}", std::process::id());
-        NestedCgroup::create(&layout, &own, &name).map(|nested| Self { nested })
+        NestedCgroup::create_below_own(&layout, &name).map(|nested| Self { nested })
     }
 
     /// The cgroup's path, as the cgroup scope takes it.

@@ -34,6 +34,7 @@ use std::path::PathBuf;
 
 use crate::source::file::SourceError;
 
+pub(crate) use blkio::UNCOUNTED as BLKIO_UNCOUNTED;
 #[cfg(test)]
 pub(crate) use layout::discover;
 #[cfg(test)]

@@ -53,6 +53,14 @@ pub struct NestedCgroup {
 }
 
 impl NestedCgroup {
+    /// Makes the cgroup `name` below this process's own cgroups (`/proc/self/cgroup`), or says
+    /// why it cannot be made.
+    pub fn create_below_own(layout: &CgroupLayout, name: &str) -> Result<Self, String> {
+        let own = std::fs::read("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        Self::create(layout, &own, name)
+    }
+
     /// Makes the cgroup `name` below the cgroups listed in `caller` (the content of the
     /// caller's `/proc/<pid>/cgroup`), or says why it cannot be made (having removed what it
     /// made).

@@ -15,6 +15,8 @@ use crate::source::parse::{parse_u64, parse_u64_trimmed};
 pub(crate) struct CgroupTotalsReader {
     peak: Option<HeldFile>,
     io: Option<(CgroupVersion, HeldFile)>,
+    /// A v1 `blkio` that counts nothing on this kernel ([`super::blkio`]): no `io`.
+    blkio_uncounted: bool,
     buf: Vec<u8>,
 }
 
@@ -43,11 +45,13 @@ impl CgroupTotalsReader {
             }
             None => None,
         };
+        let blkio_uncounted = matches!(
+            target.controller_dir("blkio"),
+            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point)
+        );
         let io = match target.controller_dir("blkio") {
-            // Counts nothing on this kernel ([`super::blkio`]): no totals rather than 0.
-            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point) => {
-                None
-            }
+            // Counts nothing on this kernel: no totals rather than 0.
+            Some((CgroupVersion::V1, _)) if blkio_uncounted => None,
             Some((CgroupVersion::V1, dir)) => {
                 let recursive = dir.dir.join("blkio.throttle.io_service_bytes_recursive");
                 let path = if recursive.exists() {
@@ -68,8 +72,15 @@ impl CgroupTotalsReader {
         Self {
             peak,
             io,
+            blkio_uncounted,
             buf: Vec::with_capacity(4096),
         }
+    }
+
+    /// Whether the cgroup's v1 `blkio` counts nothing on this kernel (then [`Self::io`] is
+    /// always `None`; [`super::BLKIO_UNCOUNTED`] says why).
+    pub(crate) fn blkio_uncounted(&self) -> bool {
+        self.blkio_uncounted
     }
 
     /// The memory high-water mark, bytes; `None` without the file or when it cannot be read.
