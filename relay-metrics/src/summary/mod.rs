@@ -1154,17 +1154,25 @@ impl SummaryBuilder {
             } else {
                 (None, None, None)
             };
-        let io_reason = if single_process {
+        let io_reason: String = if single_process {
             "no disk counters in the snapshots (disk category off, or /proc/<pid>/io unreadable)"
+                .into()
+        } else if self.cum_method.is_some() {
+            // The totals were kept but had no storage bytes: their own reason says why.
+            format!(
+                "the cumulative totals have no storage bytes ({})",
+                self.cum_reason.as_deref().unwrap_or("no reason given")
+            )
         } else {
             "the snapshots' disk counters are sums over the live processes (exited ones are not \
              in them) and extensions.cumulative was not available"
+                .into()
         };
         if read_bytes.is_none() {
-            missing("io.read_bytes", io_reason.into());
+            missing("io.read_bytes", io_reason.clone());
         }
         if written_bytes.is_none() {
-            missing("io.written_bytes", io_reason.into());
+            missing("io.written_bytes", io_reason);
         }
 
         IoSummary {
