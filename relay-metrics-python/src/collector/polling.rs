@@ -17,8 +17,9 @@ pub(super) struct Polling {
     pub(super) thread: JoinHandle<()>,
 }
 
-/// The polling thread: fixed-rate ticks (deadlines `start + n × period`); a tick that a slow
-/// collection overran is skipped and counted, never fired late in a burst.
+/// The polling thread: fixed-rate ticks (deadlines `start + n × period`, `FixedRate`): after a
+/// slow collection, the ticks it overran are skipped and counted, and the latest one that is
+/// due fires at once (late, with its lateness), never a burst of them.
 pub(super) fn poll(series: &Series, period: Duration, stop: &StopSignal, emit: &Py<PyAny>) {
     let mut ticker = FixedRate::new(Instant::now(), period);
     let mut failures = Failures::default();

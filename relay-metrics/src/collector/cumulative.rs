@@ -50,6 +50,9 @@ mod cause {
     pub(super) const BLKIO_V1: u32 = 1 << 9;
     /// The cgroup has no memory high-water mark (a v2 cgroup without the memory controller).
     pub(super) const NO_MEMORY_PEAK: u32 = 1 << 10;
+    /// The cgroup has the memory controller but its high-water mark could not be read (a v2
+    /// kernel before 5.19 has no `memory.peak`).
+    pub(super) const MEMORY_PEAK_UNREADABLE: u32 = 1 << 12;
     /// The cgroup's v1 `blkio` counts nothing on this kernel.
     pub(super) const BLKIO_UNCOUNTED: u32 = 1 << 11;
 }
@@ -79,6 +82,9 @@ pub(super) struct Accounting {
     cgroup_files: Option<CgroupTotalsReader>,
     /// The high-water mark read in this pass.
     memory_peak: Option<u64>,
+    /// The cgroup scope's cgroup has the memory controller (a missing high-water mark then
+    /// has another reason than its absence).
+    memory_controller: bool,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
     /// The processes in a cgroup counted from its start (`run`'s command, stopped there), by
@@ -114,6 +120,10 @@ impl Accounting {
             Target::Cgroup { resolved, .. } => Some(CgroupTotalsReader::new(resolved)),
             _ => None,
         };
+        let memory_controller = matches!(
+            target,
+            Target::Cgroup { resolved, .. } if resolved.controller_dir("memory").is_some()
+        );
         Self {
             method,
             from_start: false,
@@ -129,6 +139,7 @@ impl Accounting {
             loadavg: global.then(|| LoadavgReader::new(roots)),
             cgroup_files,
             memory_peak: None,
+            memory_controller,
             devices: Vec::new(),
             roots: None,
             proc_roots: roots.clone(),
@@ -367,7 +378,11 @@ impl Accounting {
             .as_mut()
             .and_then(CgroupTotalsReader::memory_peak_bytes);
         if self.memory_peak.is_none() {
-            *causes |= cause::NO_MEMORY_PEAK;
+            *causes |= if self.memory_controller {
+                cause::MEMORY_PEAK_UNREADABLE
+            } else {
+                cause::NO_MEMORY_PEAK
+            };
         }
         self.events(sample, &mut totals, causes);
         totals
@@ -534,6 +549,9 @@ impl Accounting {
         }
         if causes & cause::NO_MEMORY_PEAK != 0 {
             add("memory peak: the cgroup has no memory controller (no memory.peak, no memory.events): resident memory comes from its processes (the highest sampled sum), OOM kills from the kernel events");
+        }
+        if causes & cause::MEMORY_PEAK_UNREADABLE != 0 {
+            add("memory peak: the cgroup's high-water mark could not be read (memory.peak needs Linux 5.19 on cgroup v2): resident memory comes from its processes (the highest sampled sum)");
         }
         if causes & cause::BLKIO_UNCOUNTED != 0 {
             add(crate::source::cgroup::BLKIO_UNCOUNTED);
