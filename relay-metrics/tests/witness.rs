@@ -512,10 +512,22 @@ fn max_rss(work: &Work, mode: Mode) {
     }
 }
 
+/// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
+/// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
+/// sees and GNU time's does not.
+static ONE_MODE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_mode_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_MODE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 #[ignore = "root: run makes its own cgroup; tools: GNU time, make, cc, python3"]
 fn witnesses_agree_in_runs_own_cgroup() {
     common::assert_root("run makes its own cgroup");
+    let _alone = one_mode_at_a_time();
     let work = Work::new();
     max_rss(&work, Mode::Cgroup);
     storage(&work, Mode::Cgroup);
@@ -525,6 +537,7 @@ fn witnesses_agree_in_runs_own_cgroup() {
 #[test]
 #[ignore = "tools: GNU time, make, cc, python3"]
 fn witnesses_agree_without_a_cgroup() {
+    let _alone = one_mode_at_a_time();
     let work = Work::new();
     max_rss(&work, Mode::NoCgroup);
     storage(&work, Mode::NoCgroup);
@@ -535,6 +548,7 @@ fn witnesses_agree_without_a_cgroup() {
 #[ignore = "root: switches to the nobody user with setpriv; tools: GNU time, make, cc, python3"]
 fn witnesses_agree_as_an_ordinary_user() {
     common::assert_root("it switches to an ordinary user");
+    let _alone = one_mode_at_a_time();
     let work = Work::new();
     max_rss(&work, Mode::Nobody);
     storage(&work, Mode::Nobody);
