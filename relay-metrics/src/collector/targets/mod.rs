@@ -626,7 +626,6 @@ fn id_from_procfs(
     key: MembershipId,
     pid: u32,
 ) -> Result<Option<u64>, ()> {
-    use std::os::unix::fs::MetadataExt as _;
     let target = match cgroup::resolve_for_pid(layout, roots, pid) {
         Ok(target) => target,
         Err(error) if error.is_gone() => return Ok(None),
@@ -639,11 +638,7 @@ fn id_from_procfs(
             .and_then(|controller| target.v1_dir(controller)),
     }
     .ok_or(())?;
-    match std::fs::metadata(&dir.dir) {
-        Ok(metadata) => Ok(Some(metadata.ino())),
-        Err(error) if crate::source::file::is_gone(&error) => Ok(None),
-        Err(_) => Err(()),
-    }
+    cgroup::cgroup_id(&dir.dir).map_err(|_| ())
 }
 
 /// Per scanned cgroup: whether it or a descendant lists a process.

@@ -232,6 +232,17 @@ pub(super) fn read_procs(procs: &File, buf: &mut Vec<u8>, pids: &mut Vec<u32>) -
     Ok(())
 }
 
+/// The kernfs id of the cgroup directory `dir` (its inode number: what the task iterator's
+/// records and `cgroup.id` name it by); `Ok(None)` when it was removed.
+pub(crate) fn cgroup_id(dir: &Path) -> Result<Option<u64>, SourceError> {
+    use std::os::unix::fs::MetadataExt as _;
+    match std::fs::metadata(dir) {
+        Ok(metadata) => Ok(Some(metadata.ino())),
+        Err(error) if is_gone(&error) => Ok(None),
+        Err(error) => Err(SourceError::io(dir, error)),
+    }
+}
+
 /// [`SubtreeWalker::pids`] with a one-off walker.
 #[cfg(test)]
 pub(crate) fn subtree_pids(target: &CgroupTarget, pids: &mut Vec<u32>) -> Result<(), CgroupError> {

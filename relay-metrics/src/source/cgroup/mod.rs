@@ -40,6 +40,7 @@ pub(crate) use layout::discover;
 #[cfg(test)]
 pub(crate) use layout::Mount;
 pub use layout::{parse_proc_cgroup, CgroupLayout};
+pub(crate) use membership::cgroup_id;
 pub(crate) use membership::SubtreeWalker;
 #[cfg(test)]
 pub(crate) use membership::{owns_exclusively, subtree_pids};
