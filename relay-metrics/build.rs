@@ -46,6 +46,9 @@ fn main() {
 fn compile_starter() {
     let source = Path::new("src/cli/run/starter.c");
     println!("cargo:rerun-if-changed={}", source.display());
+    // With `cargo_metadata(false)`, the `cc` crate does not ask for these itself.
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=CFLAGS");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     let compiler = match cc::Build::new().cargo_metadata(false).try_get_compiler() {
         Ok(compiler) => compiler,

@@ -306,6 +306,8 @@ fn run_command(
     if let Some(exit) = unrunnable(program) {
         return Err(exit.into());
     }
+    // Before the preload's thread forks its loader (see `start::Starter`).
+    let starter = start::Starter::prepare();
     // The eBPF programs take tens of ms to load (the loader child parses the kernel's BTF, the
     // verifier checks each program): loaded meanwhile, they are ready when the command is
     // stopped in its cgroup. The scope is set below (a cgroup or a process tree, both loaded
@@ -334,7 +336,7 @@ fn run_command(
     // it execs the command), so the collector attaches before the command creates any process: the kernel event
     // counters then see every process it creates. Its own process group lets `run` signal it
     // and everything it starts at once.
-    let (started, cgroup) = start_in(cgroup, program, arguments, subreaper)?;
+    let (started, cgroup) = start_in(cgroup, starter, program, arguments, subreaper)?;
     let pid = started.pid;
     let pid_u32 = u32::try_from(pid.as_raw()).context("pid out of range")?;
     let mut group = CommandGroup::new(pid, started.group, &cgroup_dirs);
@@ -376,11 +378,12 @@ fn run_command(
 /// that left no room for the command's shell did so).
 fn start_in(
     cgroup: Result<RunCgroup, String>,
+    starter: Result<start::Starter>,
     program: &str,
     arguments: &[String],
     subreaper: bool,
 ) -> Result<(start::Started, Result<RunCgroup, String>)> {
-    match start::start_stopped(program, arguments, subreaper) {
+    match start::start_stopped(starter, program, arguments, subreaper) {
         Ok(started) => Ok((started, cgroup)),
         Err(error) => {
             if let Ok(cgroup) = cgroup {

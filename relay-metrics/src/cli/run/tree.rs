@@ -5,11 +5,12 @@
 //! cannot find them by ancestry once `run` is gone: they are re-parented to init).
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use relay_metrics::internals::own_children;
+use relay_metrics::internals::procfs::{parse_children, parse_stat};
 
 /// How often the guard is told about processes that left the command's group.
 pub(super) const TRACK_EVERY: Duration = Duration::from_millis(100);
@@ -22,7 +23,7 @@ pub(super) fn descendants_of(roots: &[i32]) -> Vec<i32> {
     let mut seen: HashSet<i32> = roots.iter().copied().collect();
     let mut next: Vec<i32> = roots.to_vec();
     while let Some(pid) = next.pop() {
-        for child in children_of(&format!("/proc/{pid}")) {
+        for child in children_of(pid) {
             if seen.insert(child) {
                 found.push(child);
                 next.push(child);
@@ -37,7 +38,7 @@ pub(super) fn descendants_of(roots: &[i32]) -> Vec<i32> {
 /// group: the command and all it starts are in other groups (its own, or new ones).
 pub(super) fn own_descendants(exclude: &[i32]) -> Vec<i32> {
     let ours = nix::unistd::getpgrp();
-    let direct: Vec<i32> = children_of("/proc/self")
+    let direct: Vec<i32> = own_children()
         .into_iter()
         .filter(|pid| !exclude.contains(pid))
         .filter(|&pid| nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g != ours))
@@ -47,29 +48,33 @@ pub(super) fn own_descendants(exclude: &[i32]) -> Vec<i32> {
     all
 }
 
-/// The children of every thread of the process at `dir`.
-fn children_of(dir: &str) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(Path::new(dir).join("task")) else {
+/// The children of every thread of `pid`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|children| {
-            children
-                .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-                .collect::<Vec<_>>()
-        })
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(listed) = std::fs::read(task.path().join("children")) {
+            // A malformed token ends that thread's list; the pids before it stay.
+            let _ = parse_children(&listed, &mut children);
+        }
+    }
+    children
+        .into_iter()
+        .filter_map(|pid| i32::try_from(pid).ok())
         .collect()
 }
 
-/// The start time of `pid` (clock ticks since boot, `stat` field 22), which with the pid names
-/// one process for good.
+/// The bytes of `/proc/<pid>/stat`, for `parse_stat`.
+fn stat_of(pid: i32) -> Option<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/stat")).ok()
+}
+
+/// The start time of `pid` (clock ticks since boot), which with the pid names one process for
+/// good.
 pub(super) fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    parse_stat(&stat_of(pid)?).map(|stat| stat.start_time_ticks)
 }
 
 /// SIGKILL to each process (and SIGCONT, so that a stopped one dies at once).
@@ -101,11 +106,9 @@ pub(super) fn end_own_descendants(guard: Option<i32>) {
 
 /// True for a process that exited and waits to be reaped (or is gone).
 pub(super) fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rfind(')')
-            .and_then(|at| stat[at + 1..].split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X")
-    })
+    stat_of(pid)
+        .and_then(|bytes| parse_stat(&bytes))
+        .is_none_or(|stat| matches!(stat.state, b'Z' | b'X'))
 }
 
 /// A process the command left running: its pid and command line.
