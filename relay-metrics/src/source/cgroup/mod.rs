@@ -14,6 +14,7 @@
 //! a controller is bound to exactly one hierarchy, so there is never a choice between two numbers.
 
 mod blkio;
+mod io;
 mod layout;
 mod membership;
 mod nest;

@@ -4,20 +4,27 @@
 
 use std::sync::Arc;
 
+use super::blkio::{v1_blkio_counting, BlkioCounting};
+use super::io::{parse_blkio, parse_io_stat, total_bytes, v1_file, DeviceCounters, V1_BYTES};
 use super::target::CgroupTarget;
 use super::CgroupVersion;
 use crate::snapshot::DeviceIo;
 use crate::source::file::{FileKind, HeldFile};
-use crate::source::parse::{parse_u64, parse_u64_trimmed};
+use crate::source::parse::parse_u64_trimmed;
 
 /// The cgroup's high-water mark and storage files, held open between reads.
 #[derive(Debug)]
 pub(crate) struct CgroupTotalsReader {
     peak: Option<HeldFile>,
     io: Option<(CgroupVersion, HeldFile)>,
-    /// A v1 `blkio` that counts nothing on this kernel ([`super::blkio`]): no `io`.
+    /// A v1 `blkio` that counts nothing, or not on every disk, on this kernel
+    /// ([`super::blkio`]): no `io`, since a sum without some disks would be too small.
     blkio_uncounted: bool,
     buf: Vec<u8>,
+    /// Scratch: the devices of one read.
+    counters: Vec<DeviceCounters>,
+    /// Scratch: one device's name.
+    name: String,
 }
 
 /// The storage bytes of one read of a cgroup's io file.
@@ -47,20 +54,17 @@ impl CgroupTotalsReader {
         };
         let blkio_uncounted = matches!(
             target.controller_dir("blkio"),
-            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point)
+            Some((CgroupVersion::V1, dir))
+                if v1_blkio_counting(&dir.mount_point) != BlkioCounting::All
         );
         let io = match target.controller_dir("blkio") {
-            // Counts nothing on this kernel: no totals rather than 0.
+            // Counts nothing on this kernel, or not on every disk: no totals rather than a
+            // number too small.
             Some((CgroupVersion::V1, _)) if blkio_uncounted => None,
-            Some((CgroupVersion::V1, dir)) => {
-                let recursive = dir.dir.join("blkio.throttle.io_service_bytes_recursive");
-                let path = if recursive.exists() {
-                    recursive
-                } else {
-                    dir.dir.join("blkio.throttle.io_service_bytes")
-                };
-                Some((CgroupVersion::V1, HeldFile::new(path, FileKind::Whole)))
-            }
+            Some((CgroupVersion::V1, dir)) => Some((
+                CgroupVersion::V1,
+                HeldFile::new(v1_file(&dir.dir, V1_BYTES), FileKind::Whole),
+            )),
             _ => match target.controller_dir("io") {
                 Some((CgroupVersion::V2, dir)) => Some((
                     CgroupVersion::V2,
@@ -74,6 +78,8 @@ impl CgroupTotalsReader {
             io,
             blkio_uncounted,
             buf: Vec::with_capacity(4096),
+            counters: Vec::new(),
+            name: String::new(),
         }
     }
 
@@ -99,8 +105,9 @@ impl CgroupTotalsReader {
             devices.clear();
             return None;
         };
-        let (read_bytes, write_bytes) = cgroup_io_totals(*version, bytes);
-        devices_from(*version, bytes, devices);
+        parse(*version, bytes, &mut self.counters);
+        let (read_bytes, write_bytes) = total_bytes(&self.counters);
+        devices_from(&self.counters, devices, &mut self.name);
         Some(IoTotals {
             version: *version,
             read_bytes,
@@ -109,112 +116,78 @@ impl CgroupTotalsReader {
     }
 }
 
-/// Calls `each(device, read_bytes, write_bytes)` for every line of v2 `io.stat`
-/// (`8:0 rbytes=… wbytes=… …`) or v1 `blkio.throttle.io_service_bytes` (`8:0 Read N`,
-/// `8:0 Write N`, …, `Total N`).
-fn for_each_device(version: CgroupVersion, bytes: &[u8], mut each: impl FnMut(&[u8], u64, u64)) {
-    for line in bytes.split(|b| *b == b'\n') {
-        let mut fields = line.split(|b| *b == b' ').filter(|f| !f.is_empty());
-        let Some(device) = fields.next() else {
-            continue;
-        };
-        if !device.contains(&b':') {
-            continue;
-        }
-        match version {
-            CgroupVersion::V2 => {
-                let (mut read, mut write) = (0, 0);
-                for field in fields {
-                    if let Some(value) = field.strip_prefix(b"rbytes=") {
-                        read = parse_u64(value).unwrap_or(0);
-                    } else if let Some(value) = field.strip_prefix(b"wbytes=") {
-                        write = parse_u64(value).unwrap_or(0);
-                    }
-                }
-                each(device, read, write);
-            }
-            CgroupVersion::V1 => {
-                let (Some(kind), Some(value)) = (fields.next(), fields.next().and_then(parse_u64))
-                else {
-                    continue;
-                };
-                match kind {
-                    b"Read" => each(device, value, 0),
-                    b"Write" => each(device, 0, value),
-                    _ => {}
-                }
-            }
-        }
+/// The counters per device of a cgroup's io file (`counters` emptied first).
+fn parse(version: CgroupVersion, bytes: &[u8], counters: &mut Vec<DeviceCounters>) {
+    counters.clear();
+    match version {
+        CgroupVersion::V1 => parse_blkio(bytes, counters, true),
+        CgroupVersion::V2 => parse_io_stat(bytes, counters),
     }
 }
 
-/// The bytes per device of a cgroup's io file, into `devices` in the file's order (entries of
-/// devices already listed are reused: no allocation while the devices stay the same).
-fn devices_from(version: CgroupVersion, bytes: &[u8], devices: &mut Vec<DeviceIo>) {
-    let mut used = 0;
-    for_each_device(version, bytes, |device, read, write| {
-        if let Some(entry) = devices[..used]
-            .iter_mut()
-            .find(|d| d.device.as_bytes() == device)
-        {
-            entry.read_bytes = entry.read_bytes.saturating_add(read);
-            entry.write_bytes = entry.write_bytes.saturating_add(write);
-            return;
-        }
+/// The bytes per device of one read, named `major:minor`, into `devices` in the file's order
+/// (entries of devices already listed are reused: no allocation while the devices stay the
+/// same). `name` is scratch.
+fn devices_from(counters: &[DeviceCounters], devices: &mut Vec<DeviceIo>, name: &mut String) {
+    for (used, counter) in counters.iter().enumerate() {
+        name.clear();
+        use std::fmt::Write;
+        let _ = write!(name, "{}:{}", counter.major, counter.minor);
         match devices[used..]
             .iter()
-            .position(|d| d.device.as_bytes() == device)
+            .position(|d| d.device.as_ref() == name.as_str())
         {
             Some(at) => devices.swap(used, used + at),
             None => devices.insert(
                 used,
                 DeviceIo {
-                    device: Arc::from(String::from_utf8_lossy(device).as_ref()),
+                    device: Arc::from(name.as_str()),
                     read_bytes: 0,
                     write_bytes: 0,
                 },
             ),
         }
         let entry = &mut devices[used];
-        entry.read_bytes = read;
-        entry.write_bytes = write;
-        used += 1;
-    });
-    devices.truncate(used);
-}
-
-fn cgroup_io_totals(version: CgroupVersion, bytes: &[u8]) -> (u64, u64) {
-    let (mut read, mut write) = (0u64, 0u64);
-    for_each_device(version, bytes, |_, r, w| {
-        read = read.saturating_add(r);
-        write = write.saturating_add(w);
-    });
-    (read, write)
+        entry.read_bytes = counter.read_bytes;
+        entry.write_bytes = counter.write_bytes;
+    }
+    devices.truncate(counters.len());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn totals(version: CgroupVersion, bytes: &[u8]) -> (u64, u64) {
+        let mut counters = Vec::new();
+        parse(version, bytes, &mut counters);
+        total_bytes(&counters)
+    }
+
     #[test]
     fn v2_and_v1_io_lines_sum_per_device_and_in_total() {
         let v2 = b"8:0 rbytes=4096 wbytes=512 rios=1 wios=1 dbytes=0 dios=0\n253:1 rbytes=10 wbytes=20\n";
-        assert_eq!(cgroup_io_totals(CgroupVersion::V2, v2), (4106, 532));
+        assert_eq!(totals(CgroupVersion::V2, v2), (4106, 532));
         let v1 = b"8:0 Read 4096\n8:0 Write 512\n8:0 Sync 0\n8:0 Total 4608\nTotal 4608\n";
-        assert_eq!(cgroup_io_totals(CgroupVersion::V1, v1), (4096, 512));
-        let mut devices = Vec::new();
-        for_each_device(CgroupVersion::V1, v1, |d, r, w| {
-            devices.push((d.to_vec(), r, w))
-        });
-        assert_eq!(devices.len(), 2);
-        assert!(devices.iter().all(|(d, _, _)| d == b"8:0"));
+        assert_eq!(totals(CgroupVersion::V1, v1), (4096, 512));
+        let mut counters = Vec::new();
+        parse(CgroupVersion::V1, v1, &mut counters);
+        assert_eq!(counters.len(), 1, "one entry for the device's lines");
+        // A second read replaces the first.
+        parse(CgroupVersion::V2, v2, &mut counters);
+        assert_eq!(counters.len(), 2);
     }
 
     #[test]
     fn devices_are_listed_in_file_order_and_their_entries_reused() {
+        let (mut counters, mut name) = (Vec::new(), String::new());
+        let mut read = |version, bytes: &[u8], devices: &mut Vec<DeviceIo>| {
+            parse(version, bytes, &mut counters);
+            devices_from(&counters, devices, &mut name);
+        };
         let v1 = b"8:0 Read 4096\n8:0 Write 512\n8:16 Read 1\n8:16 Write 2\nTotal 4611\n";
         let mut devices = Vec::new();
-        devices_from(CgroupVersion::V1, v1, &mut devices);
+        read(CgroupVersion::V1, v1, &mut devices);
         let listed = |devices: &[DeviceIo]| -> Vec<(String, u64, u64)> {
             devices
                 .iter()
@@ -229,10 +202,10 @@ mod tests {
         // Values replaced, not added; a device gone from the file is gone from the list; the
         // entry of a device listed before is the same allocation.
         let v2 = b"8:16 rbytes=10 wbytes=20\n";
-        devices_from(CgroupVersion::V2, v2, &mut devices);
+        read(CgroupVersion::V2, v2, &mut devices);
         assert_eq!(listed(&devices), [("8:16".into(), 10, 20)]);
         assert!(Arc::ptr_eq(&first, &devices[0].device));
-        devices_from(CgroupVersion::V2, b"", &mut devices);
+        read(CgroupVersion::V2, b"", &mut devices);
         assert!(devices.is_empty());
     }
 }

@@ -5,6 +5,8 @@
 //! Limits are the cgroup's own settings (its `memory.max` / `memory.limit_in_bytes`, `cpu.max` /
 //! CFS quota, `pids.max`), as container runtimes set them, not the minimum over its ancestors.
 
+use super::blkio::{v1_blkio_counting, BlkioCounting};
+use super::io::{parse_blkio, parse_io_stat, v1_file, DeviceCounters, V1_BYTES, V1_OPS};
 use super::parse::{
     keyed_u64, parse_cpu_max, parse_limit, parse_psi, parse_u64_trimmed, parse_v1_cpu_quota,
     parse_v1_memory_limit, CpuQuota, LimitValue,
@@ -17,23 +19,6 @@ use crate::source::file::{FileKind, HeldFile, SourceError};
 
 /// Pressure resources, in [`Kind::Pressure`] order.
 const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
-
-/// One block device's I/O counters while a read parses them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct DeviceCounters {
-    /// Major device number.
-    pub major: u32,
-    /// Minor device number.
-    pub minor: u32,
-    /// Bytes read.
-    pub read_bytes: u64,
-    /// Bytes written.
-    pub write_bytes: u64,
-    /// Read operations.
-    pub read_ops: u64,
-    /// Write operations.
-    pub write_ops: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -89,9 +74,11 @@ pub(crate) struct CgroupValuesReader {
     cadvisor: bool,
     /// Scratch: the devices of one read.
     devices: Vec<DeviceCounters>,
-    /// v1 `blkio` that counts nothing on this kernel ([`super::blkio`]): its files are not
-    /// read, and each read says why the devices are missing.
-    blkio_uncounted: bool,
+    /// The disks v1 `blkio` counts on this kernel ([`super::blkio`]): none, and its files are
+    /// not read; or not all, and the others are left out of the devices. Each read then says
+    /// why in `blkio_reason`.
+    blkio: BlkioCounting,
+    blkio_reason: Option<String>,
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
@@ -131,11 +118,11 @@ impl CgroupValuesReader {
             files.cadvisor(target);
         }
         files.memory(target);
-        let blkio_uncounted = matches!(
-            target.controller_dir("blkio"),
-            Some((CgroupVersion::V1, dir)) if !super::blkio::v1_blkio_counts(&dir.mount_point)
-        );
-        files.pids_and_io(target, blkio_uncounted);
+        let blkio = match target.controller_dir("blkio") {
+            Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point),
+            _ => BlkioCounting::All,
+        };
+        files.pids_and_io(target, blkio != BlkioCounting::Nothing);
         files.pressure(target);
         Self {
             files: files.0,
@@ -147,7 +134,8 @@ impl CgroupValuesReader {
             cpu_spec: None,
             cadvisor,
             devices: Vec::new(),
-            blkio_uncounted,
+            blkio_reason: blkio.reason(),
+            blkio,
         }
     }
 
@@ -191,9 +179,11 @@ impl CgroupValuesReader {
             self.settings = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
             self.cpu_spec = out.cpu_spec;
         }
+        let blkio = &self.blkio;
+        self.devices.retain(|d| blkio.counts(d.major, d.minor));
         write_devices(&self.devices, &mut out.devices);
-        if self.blkio_uncounted && out.reason.is_none() {
-            out.reason = Some(super::blkio::UNCOUNTED.to_owned());
+        if out.reason.is_none() {
+            out.reason.clone_from(&self.blkio_reason);
         }
     }
 
@@ -227,9 +217,13 @@ struct Files(Vec<File>);
 
 impl Files {
     fn add(&mut self, dir: &std::path::Path, name: &str, kind: Kind) {
+        self.add_path(dir.join(name), kind);
+    }
+
+    fn add_path(&mut self, path: std::path::PathBuf, kind: Kind) {
         self.0.push(File {
             kind,
-            held: HeldFile::new(dir.join(name), FileKind::Whole),
+            held: HeldFile::new(path, FileKind::Whole),
             absent: false,
         });
     }
@@ -300,20 +294,18 @@ impl Files {
         }
     }
 
-    /// The pids count and limit, and the bytes and operations per block device (none from a
-    /// v1 `blkio` that counts nothing: `blkio_uncounted`).
-    fn pids_and_io(&mut self, target: &CgroupTarget, blkio_uncounted: bool) {
+    /// The pids count and limit, and the bytes and operations per block device (v1 `blkio`'s
+    /// only where it counts on some disk: `blkio_counts`).
+    fn pids_and_io(&mut self, target: &CgroupTarget, blkio_counts: bool) {
         if let Some((_, dir)) = target.controller_dir("pids") {
             self.add(&dir.dir, "pids.current", Kind::PidsCurrent);
             self.add(&dir.dir, "pids.max", Kind::PidsMax);
         }
         match target.controller_dir("blkio") {
-            Some((CgroupVersion::V1, _)) if blkio_uncounted => {}
+            Some((CgroupVersion::V1, _)) if !blkio_counts => {}
             Some((CgroupVersion::V1, dir)) => {
-                let bytes = "blkio.throttle.io_service_bytes_recursive";
-                self.add(&dir.dir, bytes, Kind::V1IoBytes);
-                let ops = "blkio.throttle.io_serviced_recursive";
-                self.add(&dir.dir, ops, Kind::V1IoOps);
+                self.add_path(v1_file(&dir.dir, V1_BYTES), Kind::V1IoBytes);
+                self.add_path(v1_file(&dir.dir, V1_OPS), Kind::V1IoOps);
             }
             _ => {
                 if let Some((CgroupVersion::V2, dir)) = target.controller_dir("io") {
@@ -526,123 +518,5 @@ fn limit(value: Option<LimitValue>) -> Option<u64> {
     match value {
         Some(LimitValue::Value(value)) => Some(value),
         _ => None,
-    }
-}
-
-/// `major:minor` of a device field.
-fn device_numbers(field: &[u8]) -> Option<(u32, u32)> {
-    let text = std::str::from_utf8(field).ok()?;
-    let (major, minor) = text.split_once(':')?;
-    Some((major.parse().ok()?, minor.parse().ok()?))
-}
-
-fn device(devices: &mut Vec<DeviceCounters>, (major, minor): (u32, u32)) -> &mut DeviceCounters {
-    let at = match devices
-        .iter()
-        .position(|d| d.major == major && d.minor == minor)
-    {
-        Some(at) => at,
-        None => {
-            devices.push(DeviceCounters {
-                major,
-                minor,
-                ..DeviceCounters::default()
-            });
-            devices.len() - 1
-        }
-    };
-    &mut devices[at]
-}
-
-/// v2 `io.stat`: `8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0`.
-pub(crate) fn parse_io_stat(bytes: &[u8], devices: &mut Vec<DeviceCounters>) {
-    for line in bytes.split(|&b| b == b'\n') {
-        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
-        let Some(numbers) = fields.next().and_then(device_numbers) else {
-            continue;
-        };
-        let entry = device(devices, numbers);
-        for field in fields {
-            let Some(at) = field.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            let Some(value) = parse_u64_trimmed(&field[at + 1..]) else {
-                continue;
-            };
-            match &field[..at] {
-                b"rbytes" => entry.read_bytes = value,
-                b"wbytes" => entry.write_bytes = value,
-                b"rios" => entry.read_ops = value,
-                b"wios" => entry.write_ops = value,
-                _ => {}
-            }
-        }
-    }
-}
-
-/// v1 `blkio.throttle.io_service_bytes_recursive` (`bytes`) or `io_serviced_recursive`:
-/// `8:0 Read 123`, `8:0 Write 4`, …, `Total 127`.
-pub(crate) fn parse_blkio(content: &[u8], devices: &mut Vec<DeviceCounters>, bytes: bool) {
-    for line in content.split(|&b| b == b'\n') {
-        let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
-        let (Some(numbers), Some(kind), Some(value)) = (
-            fields.next().and_then(device_numbers),
-            fields.next(),
-            fields.next().and_then(parse_u64_trimmed),
-        ) else {
-            continue;
-        };
-        let entry = device(devices, numbers);
-        match (kind, bytes) {
-            (b"Read", true) => entry.read_bytes = value,
-            (b"Write", true) => entry.write_bytes = value,
-            (b"Read", false) => entry.read_ops = value,
-            (b"Write", false) => entry.write_ops = value,
-            _ => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn io_files_of_both_versions_parse_per_device() {
-        let mut devices = Vec::new();
-        parse_io_stat(
-            b"8:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=5 wbytes=0 rios=1 wios=0\n",
-            &mut devices,
-        );
-        assert_eq!(devices.len(), 2);
-        assert_eq!(
-            devices[0],
-            DeviceCounters {
-                major: 8,
-                minor: 0,
-                read_bytes: 10,
-                write_bytes: 20,
-                read_ops: 1,
-                write_ops: 2
-            }
-        );
-        let mut v1 = Vec::new();
-        parse_blkio(
-            b"8:0 Read 100\n8:0 Write 50\n8:0 Sync 1\nTotal 150\n",
-            &mut v1,
-            true,
-        );
-        parse_blkio(b"8:0 Read 3\n8:0 Write 4\nTotal 7\n", &mut v1, false);
-        assert_eq!(
-            v1,
-            vec![DeviceCounters {
-                major: 8,
-                minor: 0,
-                read_bytes: 100,
-                write_bytes: 50,
-                read_ops: 3,
-                write_ops: 4
-            }]
-        );
     }
 }
