@@ -73,10 +73,11 @@ impl Text<'_> {
     }
 }
 
-/// A `.count` family (not a histogram) of `{thing}` whose name ends with `thing.count`: the
-/// name before `.thing` and the thing.
+/// A `.count` gauge or up-down counter of `{thing}` whose name ends with `thing.count`: the
+/// name before `.thing` and the thing. A counter keeps OpenTelemetry's translation
+/// (`system_network_packet_count_total`): its `_total` already keeps it off `_count`.
 fn counted(family: &Family) -> Option<(&'static str, &'static str)> {
-    if family.kind == Kind::Histogram {
+    if !matches!(family.kind, Kind::Gauge | Kind::UpDownCounter) {
         return None;
     }
     let Unit::Ucum(unit) = family.unit else {
@@ -287,6 +288,38 @@ mod tests {
              m_bytes{scope=\"global\",path=\"/a \\\"b\\\"\\\\c\\n\"} 1\n\
              m_bytes{scope=\"global\"} 2.5\n\
              m_bytes 3\n"
+        );
+    }
+
+    /// The otel Prometheus name of a family of `kind` named `name` in `{packet}`s.
+    fn otel_name(name: &'static str, kind: Kind) -> String {
+        let mut out = String::new();
+        let mut text = Text {
+            out: &mut out,
+            bounds: Vec::new(),
+        };
+        text.family_name(&Family {
+            name,
+            kind,
+            help: "help",
+            unit: Unit::Ucum("{packet}"),
+            names: MetricNames::Otel,
+        });
+        out
+    }
+
+    #[test]
+    fn only_a_gauge_or_up_down_counter_count_takes_the_plural() {
+        let name = "system.network.packet.count";
+        assert_eq!(otel_name(name, Kind::Gauge), "system_network_packets");
+        assert_eq!(
+            otel_name(name, Kind::UpDownCounter),
+            "system_network_packets"
+        );
+        // OpenTelemetry's own translation of a monotonic sum.
+        assert_eq!(
+            otel_name(name, Kind::Counter),
+            "system_network_packet_count_total"
         );
     }
 }

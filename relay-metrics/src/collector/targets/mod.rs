@@ -431,6 +431,7 @@ impl TargetSet {
             |index| scan.cgroups[index].parent,
             |index| &scan.pids[scan.cgroups[index].pids.clone()],
         );
+        reasons.extend(network.root_reason().map(str::to_owned));
         if let Some(error) = &network.error {
             reasons.push(format!(
                 "network per cgroup: the network namespace of some processes cannot be told, their cgroups report none ({error})"

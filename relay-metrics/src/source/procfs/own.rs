@@ -3,7 +3,7 @@
 //! `process_max_fds`, `process_start_time_seconds`), from `/proc/self`. A figure that cannot be
 //! read is `None`, never guessed.
 
-use super::parse::parse_stat;
+use super::parse::{parse_stat, parse_statm_resident_pages};
 
 /// The agent's own figures.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -31,7 +31,7 @@ impl OwnProcess {
         let stat = std::fs::read("/proc/self/stat")
             .ok()
             .and_then(|bytes| parse_stat(&bytes));
-        let statm = std::fs::read_to_string("/proc/self/statm").ok();
+        let statm = std::fs::read("/proc/self/statm").ok();
         let limits = std::fs::read_to_string("/proc/self/limits").ok();
         let btime = crate::source::system::boot_time_seconds();
         Self {
@@ -40,7 +40,7 @@ impl OwnProcess {
                 .map(|(s, hz)| (s.utime_ticks + s.stime_ticks) as f64 / hz as f64),
             resident_bytes: statm
                 .as_deref()
-                .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .and_then(parse_statm_resident_pages)
                 .zip(page)
                 .map(|(pages, size)| pages * size),
             open_fds: open_fd_count(),
@@ -100,25 +100,45 @@ mod tests {
         let (soft, _) =
             nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
         assert_eq!(own.max_fds, Some(soft));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        let pid = std::process::id().to_string();
-        let ps = std::process::Command::new("ps")
-            .args(["-o", "etimes=", "-p", &pid])
-            .output()
-            .unwrap();
-        let elapsed: f64 = String::from_utf8(ps.stdout)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        // `now`, `ps`'s elapsed seconds for this process and how long `ps` took.
+        let witness = || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            let pid = std::process::id().to_string();
+            let asked = std::time::Instant::now();
+            let ps = std::process::Command::new("ps")
+                .args(["-o", "etimes=", "-p", &pid])
+                .output()
+                .unwrap();
+            let ps_took = asked.elapsed().as_secs_f64();
+            let elapsed: f64 = String::from_utf8(ps.stdout)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            (now, elapsed, ps_took)
+        };
+        // A process a few milliseconds old (this test run alone) can have a negative age by
+        // `ps`'s clocks, which it prints wrapped (4123168608 seen): asked again a second later.
+        let mut asked = witness();
+        for _ in 0..3 {
+            if asked.1 < asked.0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            asked = witness();
+        }
+        let (now, elapsed, ps_took) = asked;
         let start = own.start_time_seconds.unwrap();
-        // `ps` rounds the elapsed time down to a second; the clocks' ticks are 1/100 s.
+        // `btime` is whole seconds (the start up to 1 s early) and `ps` floors the elapsed
+        // time it takes up to `ps_took` after `now` (up to 1 s short): the difference lies in
+        // [-ps_took, 2), widened by the clocks' ticks (1/100 s).
+        let difference = now - elapsed - start;
         assert!(
-            (now - elapsed - start).abs() <= 1.5,
-            "start {start}, now {now}, ps elapsed {elapsed}"
+            -(ps_took + 0.05) <= difference && difference < 2.05,
+            "start {start}, now {now}, ps elapsed {elapsed} (took {ps_took} s)"
         );
         assert!(own.cpu_seconds.unwrap() >= 0.0);
         assert!(own.resident_bytes.unwrap() > 1 << 20, "{own:?}");
