@@ -551,7 +551,7 @@ impl Accounting {
             add("memory peak: the cgroup has no memory controller (no memory.peak, no memory.events): resident memory comes from its processes (the highest sampled sum), OOM kills from the kernel events");
         }
         if causes & cause::MEMORY_PEAK_UNREADABLE != 0 {
-            add("memory peak: the cgroup's high-water mark could not be read (memory.peak needs Linux 5.19 on cgroup v2): resident memory comes from its processes (the highest sampled sum)");
+            add("memory peak: the cgroup's high-water mark (memory.peak, which cgroup v2 has since Linux 5.19, or v1 memory.max_usage_in_bytes) could not be read: resident memory comes from its processes (the highest sampled sum)");
         }
         if causes & cause::BLKIO_UNCOUNTED != 0 {
             add(crate::source::cgroup::BLKIO_UNCOUNTED);
