@@ -33,6 +33,7 @@ pub mod procfs {
         parse_statm_resident_pages, parse_status_vm_hwm_kib,
     };
     pub use crate::source::procfs::sys::DirentBuffer;
+    pub use crate::source::procfs::{children_of, command_line, start_and_exited};
     pub use crate::source::procfs::{ProcessFields, ProcessReader};
 }
 

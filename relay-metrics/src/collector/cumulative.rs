@@ -120,10 +120,9 @@ impl Accounting {
             Target::Cgroup { resolved, .. } => Some(CgroupTotalsReader::new(resolved)),
             _ => None,
         };
-        let memory_controller = matches!(
-            target,
-            Target::Cgroup { resolved, .. } if resolved.controller_dir("memory").is_some()
-        );
+        let memory_controller = cgroup_files
+            .as_ref()
+            .is_some_and(CgroupTotalsReader::has_memory_controller);
         Self {
             method,
             from_start: false,

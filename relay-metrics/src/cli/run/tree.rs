@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use relay_metrics::internals::own_children;
-use relay_metrics::internals::procfs::{parse_children, parse_stat};
+use relay_metrics::internals::procfs::{
+    children_of as children_of_pid, command_line, start_and_exited,
+};
+use relay_metrics::internals::{own_children, Roots};
 
 /// How often the guard is told about processes that left the command's group.
 pub(super) const TRACK_EVERY: Duration = Duration::from_millis(100);
@@ -50,31 +52,24 @@ pub(super) fn own_descendants(exclude: &[i32]) -> Vec<i32> {
 
 /// The children of every thread of `pid`.
 fn children_of(pid: i32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Ok(pid) = u32::try_from(pid) else {
         return Vec::new();
     };
-    let mut children = Vec::new();
-    for task in tasks.flatten() {
-        if let Ok(listed) = std::fs::read(task.path().join("children")) {
-            // A malformed token ends that thread's list; the pids before it stay.
-            let _ = parse_children(&listed, &mut children);
-        }
-    }
-    children
+    children_of_pid(&Roots::host(), pid, &mut Vec::new())
         .into_iter()
         .filter_map(|pid| i32::try_from(pid).ok())
         .collect()
 }
 
-/// The bytes of `/proc/<pid>/stat`, for `parse_stat`.
-fn stat_of(pid: i32) -> Option<Vec<u8>> {
-    std::fs::read(format!("/proc/{pid}/stat")).ok()
+/// `pid`'s start time and whether it has exited; `None` when it is gone.
+fn state_of(pid: i32) -> Option<(u64, bool)> {
+    start_and_exited(&Roots::host(), u32::try_from(pid).ok()?, &mut Vec::new())
 }
 
 /// The start time of `pid` (clock ticks since boot), which with the pid names one process for
 /// good.
 pub(super) fn start_time(pid: i32) -> Option<u64> {
-    parse_stat(&stat_of(pid)?).map(|stat| stat.start_time_ticks)
+    state_of(pid).map(|(start, _)| start)
 }
 
 /// SIGKILL to each process (and SIGCONT, so that a stopped one dies at once).
@@ -106,9 +101,7 @@ pub(super) fn end_own_descendants(guard: Option<i32>) {
 
 /// True for a process that exited and waits to be reaped (or is gone).
 pub(super) fn is_zombie(pid: i32) -> bool {
-    stat_of(pid)
-        .and_then(|bytes| parse_stat(&bytes))
-        .is_none_or(|stat| matches!(stat.state, b'Z' | b'X'))
+    state_of(pid).is_none_or(|(_, exited)| exited)
 }
 
 /// A process the command left running: its pid and command line.
@@ -124,7 +117,7 @@ pub(super) fn leftovers(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
         .filter(|&pid| !is_zombie(pid))
         .map(|pid| Leftover {
             pid,
-            command: command_line(pid),
+            command: command_line_of(pid),
         })
         .collect();
     left.sort_by_key(|l| l.pid);
@@ -132,19 +125,10 @@ pub(super) fn leftovers(pids: impl IntoIterator<Item = i32>) -> Vec<Leftover> {
 }
 
 /// `pid`'s command line (its name in brackets when it has none), cut at 60 characters.
-fn command_line(pid: i32) -> String {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let line = String::from_utf8_lossy(&cmdline)
-        .split('\0')
-        .filter(|arg| !arg.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let line = if line.is_empty() {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        format!("[{}]", comm.trim())
-    } else {
-        line
-    };
+fn command_line_of(pid: i32) -> String {
+    let line = u32::try_from(pid)
+        .map(|pid| command_line(&Roots::host(), pid, &mut Vec::new()))
+        .unwrap_or_default();
     match line.char_indices().nth(60) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,

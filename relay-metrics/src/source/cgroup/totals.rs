@@ -15,6 +15,8 @@ use crate::source::parse::parse_u64_trimmed;
 /// The cgroup's high-water mark and storage files, held open between reads.
 #[derive(Debug)]
 pub(crate) struct CgroupTotalsReader {
+    /// The cgroup has the memory controller (its `memory.*` files).
+    memory_controller: bool,
     peak: Option<HeldFile>,
     io: Option<(CgroupVersion, HeldFile)>,
     /// A v1 `blkio` that counts nothing, or not on every disk, on this kernel
@@ -52,6 +54,13 @@ impl CgroupTotalsReader {
             }
             None => None,
         };
+        // A v2 directory carries every controller's files only where the controller is
+        // enabled (below an occupied cgroup none can be).
+        let memory_controller = match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, _)) => true,
+            Some((CgroupVersion::V2, dir)) => dir.dir.join("memory.current").exists(),
+            None => false,
+        };
         let blkio_uncounted = matches!(
             target.controller_dir("blkio"),
             Some((CgroupVersion::V1, dir))
@@ -75,12 +84,19 @@ impl CgroupTotalsReader {
         };
         Self {
             peak,
+            memory_controller,
             io,
             blkio_uncounted,
             buf: Vec::with_capacity(4096),
             counters: Vec::new(),
             name: String::new(),
         }
+    }
+
+    /// Whether the cgroup has the memory controller (then a missing high-water mark has
+    /// another reason than its absence).
+    pub(crate) fn has_memory_controller(&self) -> bool {
+        self.memory_controller
     }
 
     /// Whether the cgroup's v1 `blkio` counts nothing on this kernel (then [`Self::io`] is

@@ -19,6 +19,7 @@ mod reader;
 pub(crate) mod sys;
 
 pub(crate) use discover::{PidLister, ProcessTreeWalker};
+pub use once::{children_of, command_line, start_and_exited};
 pub(crate) use once::{
     io_of_same_process, is_kernel_thread, own_allowed_cpu_count, thread_group_id,
 };

@@ -3,7 +3,8 @@
 //! may run on.
 
 use super::parse::{
-    parse_io, parse_stat, parse_status_cpus_allowed_count, parse_status_tgid, PF_KTHREAD,
+    parse_children, parse_io, parse_stat, parse_status_cpus_allowed_count, parse_status_tgid,
+    PF_KTHREAD,
 };
 use super::IoCounters;
 use crate::source::file::read_once;
@@ -49,6 +50,51 @@ pub(crate) fn own_allowed_cpu_count(roots: &Roots) -> Option<u32> {
     let mut buf = Vec::new();
     let status = read_once(&roots.proc.join("self/status"), &mut buf).ok()?;
     parse_status_cpus_allowed_count(status)
+}
+
+/// The children of every thread of `pid` (`/proc/<pid>/task/<tid>/children`); empty when `pid`
+/// is gone. A malformed token ends that thread's list; the pids before it stay.
+pub fn children_of(roots: &Roots, pid: u32, buf: &mut Vec<u8>) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(roots.proc.join(pid.to_string()).join("task")) else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(listed) = read_once(&task.path().join("children"), buf) {
+            let _ = parse_children(listed, &mut children);
+        }
+    }
+    children
+}
+
+/// `pid`'s start time (clock ticks after boot, stat field 22) and whether it has exited
+/// (state `Z` or `X`); `None` when it is gone or its `stat` cannot be parsed.
+pub fn start_and_exited(roots: &Roots, pid: u32, buf: &mut Vec<u8>) -> Option<(u64, bool)> {
+    let path = roots.proc.join(pid.to_string()).join("stat");
+    let stat = read_once(&path, buf).ok().and_then(parse_stat)?;
+    Some((stat.start_time_ticks, matches!(stat.state, b'Z' | b'X')))
+}
+
+/// `pid`'s command line (its arguments joined by spaces), or its name in brackets when it has
+/// none (a kernel thread, a zombie); empty when it is gone.
+pub fn command_line(roots: &Roots, pid: u32, buf: &mut Vec<u8>) -> String {
+    let dir = roots.proc.join(pid.to_string());
+    let line = read_once(&dir.join("cmdline"), buf)
+        .map(|bytes| {
+            String::from_utf8_lossy(bytes)
+                .split('\0')
+                .filter(|arg| !arg.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    if !line.is_empty() {
+        return line;
+    }
+    let comm = read_once(&dir.join("comm"), buf)
+        .map(|bytes| String::from_utf8_lossy(bytes).trim().to_owned())
+        .unwrap_or_default();
+    format!("[{comm}]")
 }
 
 #[cfg(test)]
@@ -108,5 +154,41 @@ mod tests {
     fn this_process_may_use_at_least_one_cpu() {
         let cpus = own_allowed_cpu_count(&Roots::host()).unwrap();
         assert!((1..=4096).contains(&cpus), "{cpus}");
+    }
+
+    #[test]
+    fn a_child_its_command_line_and_its_exit_are_read_from_procfs() {
+        let roots = Roots::host();
+        let mut buf = Vec::new();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exec sleep 30", "label"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let own = std::process::id();
+        assert!(children_of(&roots, own, &mut buf).contains(&pid));
+        // Until its execs the child is a copy of this test, then a shell: wait for `sleep`'s
+        // command line.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while command_line(&roots, pid, &mut buf) != "sleep 30" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never exec'd: {:?}",
+                command_line(&roots, pid, &mut buf)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let (start, exited) = start_and_exited(&roots, pid, &mut buf).unwrap();
+        assert!(start > 0 && !exited);
+        child.kill().unwrap();
+        // Killed but not reaped: a zombie, same start time, no command line but its name.
+        while start_and_exited(&roots, pid, &mut buf) != Some((start, true)) {
+            assert!(std::time::Instant::now() < deadline, "not a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(command_line(&roots, pid, &mut buf), "[sleep]");
+        child.wait().unwrap();
+        assert_eq!(start_and_exited(&roots, pid, &mut buf), None);
+        assert!(!children_of(&roots, own, &mut buf).contains(&pid));
     }
 }
