@@ -11,60 +11,14 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
-use common::{assert_root, json_lines};
+use common::{assert_root, json_lines, own_path, Below};
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
 /// Touches 1 GiB (every byte written).
 const ALLOC_1_GIB: &str = "x = b'x' * (1 << 30)";
-
-/// The caller's own cgroup path in the v1 hierarchy whose `/proc/self/cgroup` field is
-/// `controllers`.
-fn own_path(controllers: &str) -> String {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    own.lines()
-        .find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, field, path) = (parts.next()?, parts.next()?, parts.next()?);
-            (field == controllers).then(|| path.to_string())
-        })
-        .unwrap_or_else(|| panic!("no {controllers} line in /proc/self/cgroup"))
-}
-
-/// A v1 cgroup of the test's own, below the test's own cgroup in `hierarchy`; removed when
-/// dropped.
-struct Below {
-    dir: PathBuf,
-    path: String,
-}
-
-impl Below {
-    fn new(hierarchy: &str, name: &str) -> Self {
-        let parent = own_path(hierarchy);
-        let path = format!(
-            "{}/relay-metrics-test-{name}-{}",
-            parent.trim_end_matches('/'),
-            std::process::id()
-        );
-        let dir = Path::new("/sys/fs/cgroup").join(hierarchy).join(&path[1..]);
-        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        Self { dir, path }
-    }
-}
-
-impl Drop for Below {
-    fn drop(&mut self) {
-        for _ in 0..250 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 /// Runs `command` (a shell line) from a shell that first moves itself into `cgroups`.
 fn in_cgroups(cgroups: &[&Below], command: &str) -> Output {

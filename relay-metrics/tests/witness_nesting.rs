@@ -15,11 +15,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
 
-use common::assert_root;
+use common::{assert_root, Below};
 
 const BIN: &str = env!("CARGO_BIN_EXE_relay-metrics");
 
@@ -66,54 +65,6 @@ const QUOTA_CORES: f64 = 0.2;
 /// How far a rate may be from the quota and from the other: 15 % of the quota (one period's
 /// 20 ms at either end of the 2 s window is 0.02).
 const RATE_TOLERANCE: f64 = 0.03;
-
-/// The caller's own cgroup path in the v1 hierarchy whose `/proc/self/cgroup` field is
-/// `controllers`.
-fn own_path(controllers: &str) -> String {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    own.lines()
-        .find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, field, path) = (parts.next()?, parts.next()?, parts.next()?);
-            (field == controllers).then(|| path.to_string())
-        })
-        .unwrap_or_else(|| panic!("no {controllers} line in /proc/self/cgroup"))
-}
-
-/// A v1 cgroup below the test's own cgroup in `hierarchy`; removed when dropped.
-struct Below {
-    dir: PathBuf,
-}
-
-impl Below {
-    fn new(hierarchy: &str, name: &str) -> Self {
-        let parent = own_path(hierarchy);
-        let path = format!(
-            "{}/relay-metrics-witness-{name}-{}",
-            parent.trim_end_matches('/'),
-            std::process::id()
-        );
-        let dir = Path::new("/sys/fs/cgroup").join(hierarchy).join(&path[1..]);
-        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        Self { dir }
-    }
-
-    fn write(&self, file: &str, value: &str) {
-        std::fs::write(self.dir.join(file), value)
-            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.dir.display()));
-    }
-}
-
-impl Drop for Below {
-    fn drop(&mut self) {
-        for _ in 0..250 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 /// Runs `program` (Python, with the cgroup's `pids.current` as its argument) from a shell
 /// that first moves itself into `cgroup`: alone, or under `run` (its summary as JSON on

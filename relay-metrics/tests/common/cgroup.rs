@@ -1,4 +1,5 @@
-//! A cgroup of the test's own, removed at the end.
+//! A cgroup of the test's own, removed at the end: at the root ([`TestCgroup`]) or below the
+//! test's own cgroup in one v1 hierarchy ([`Below`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,6 +52,61 @@ impl Drop for TestCgroup {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+    }
+}
+
+/// The test's own cgroup path in the v1 hierarchy whose `/proc/self/cgroup` field is
+/// `controllers`.
+pub fn own_path(controllers: &str) -> String {
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap_or_else(|e| panic!("/proc/self/cgroup: {e}"));
+    own.lines()
+        .find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, field, path) = (parts.next()?, parts.next()?, parts.next()?);
+            (field == controllers).then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controllers} line in /proc/self/cgroup"))
+}
+
+/// A v1 cgroup of the test's own, below the test's own cgroup in `hierarchy`; removed when
+/// dropped (waiting up to 5 s for its last member's exit).
+pub struct Below {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its path in the hierarchy.
+    pub path: String,
+}
+
+impl Below {
+    /// Creates `<own path>/relay-metrics-test-{name}-{pid}` in `hierarchy`.
+    pub fn new(hierarchy: &str, name: &str) -> Self {
+        let parent = own_path(hierarchy);
+        let path = format!(
+            "{}/relay-metrics-test-{name}-{}",
+            parent.trim_end_matches('/'),
+            std::process::id()
+        );
+        let dir = Path::new("/sys/fs/cgroup").join(hierarchy).join(&path[1..]);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        Self { dir, path }
+    }
+
+    /// Writes `value` to the cgroup's `file` (a limit).
+    pub fn write(&self, file: &str, value: &str) {
+        std::fs::write(self.dir.join(file), value)
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.dir.display()));
+    }
+}
+
+impl Drop for Below {
+    fn drop(&mut self) {
+        for _ in 0..250 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 
 pub use agent::*;
-pub use cgroup::TestCgroup;
+pub use cgroup::{own_path, Below, TestCgroup};
 pub use otlp::{receive_requests, OtlpReceiver};
 pub use prometheus::Prometheus;
 
