@@ -44,22 +44,18 @@ impl CgroupTotalsReader {
     /// The files of `target`'s memory and blkio (v1) or io (v2) controllers; opened on the first
     /// read.
     pub(crate) fn new(target: &CgroupTarget) -> Self {
-        let peak = match target.controller_dir("memory") {
-            Some((CgroupVersion::V1, dir)) => Some(HeldFile::new(
-                dir.dir.join("memory.max_usage_in_bytes"),
-                FileKind::Whole,
-            )),
-            Some((CgroupVersion::V2, dir)) => {
-                Some(HeldFile::new(dir.dir.join("memory.peak"), FileKind::Whole))
+        // A v2 directory carries a controller's files only where the controller is enabled
+        // (below an occupied cgroup none can be): no high-water mark to read there.
+        let (peak, memory_controller) = match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, dir)) => {
+                let peak = dir.dir.join("memory.max_usage_in_bytes");
+                (Some(HeldFile::new(peak, FileKind::Whole)), true)
             }
-            None => None,
-        };
-        // A v2 directory carries every controller's files only where the controller is
-        // enabled (below an occupied cgroup none can be).
-        let memory_controller = match target.controller_dir("memory") {
-            Some((CgroupVersion::V1, _)) => true,
-            Some((CgroupVersion::V2, dir)) => dir.dir.join("memory.current").exists(),
-            None => false,
+            Some((CgroupVersion::V2, dir)) if dir.dir.join("memory.current").exists() => {
+                let peak = dir.dir.join("memory.peak");
+                (Some(HeldFile::new(peak, FileKind::Whole)), true)
+            }
+            _ => (None, false),
         };
         let blkio_uncounted = matches!(
             target.controller_dir("blkio"),
