@@ -16,6 +16,7 @@ use super::{built_library, lock, TestDir, Variant, ENV_LOCK, MIB, SCRIPT_VARIABL
 
 // The root package's tests share the cgroup helper of the relay-metrics tests.
 #[path = "../../relay-metrics/tests/common/cgroup.rs"]
+#[allow(dead_code, reason = "these tests only make cgroups at the root")]
 pub(super) mod cgroup;
 
 use cgroup::TestCgroup;
