@@ -484,18 +484,21 @@ pub(super) fn cpu_mode_seconds(
     ticks_per_second: u64,
     out: &mut Vec<crate::snapshot::CpuModeSeconds>,
 ) {
-    let tick = 1.0 / ticks_per_second.max(1) as f64;
+    // A division, not a multiplication by 1/HZ: it is correctly rounded, so 309974 ticks print
+    // as 3099.74 s as node_exporter's do, not 3099.7400000000002.
+    let hz = ticks_per_second.max(1) as f64;
+    let seconds = |ticks: u64| ticks as f64 / hz;
     out.clear();
     out.extend(per_cpu.iter().map(|t| crate::snapshot::CpuModeSeconds {
         cpu: t.cpu,
-        user: t.user as f64 * tick,
-        nice: t.nice as f64 * tick,
-        system: t.system as f64 * tick,
-        idle: t.idle as f64 * tick,
-        iowait: t.iowait as f64 * tick,
-        irq: t.irq as f64 * tick,
-        softirq: t.softirq as f64 * tick,
-        steal: t.steal as f64 * tick,
+        user: seconds(t.user),
+        nice: seconds(t.nice),
+        system: seconds(t.system),
+        idle: seconds(t.idle),
+        iowait: seconds(t.iowait),
+        irq: seconds(t.irq),
+        softirq: seconds(t.softirq),
+        steal: seconds(t.steal),
     }));
 }
 

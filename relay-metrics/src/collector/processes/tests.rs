@@ -217,3 +217,20 @@ fn a_vanished_cgroup_member_makes_the_next_pass_list_again() {
     fixture.move_into_the_cgroup(4244);
     assert_eq!(fixture.pids(cgroup_epoch(1)), [4242, 4244]);
 }
+
+#[test]
+fn cpu_mode_seconds_print_as_the_ticks_divided_by_the_clock_rate() {
+    // 309974 ticks × 0.01 is 3099.7400000000002 in f64; the exposition must show 3099.74, the
+    // value a reader computes from /proc/stat (a scrape once failed an exact bracket this way).
+    let ticks = crate::source::system::CpuTimes {
+        cpu: 0,
+        idle: 309_974,
+        user: 7,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    super::cpu_mode_seconds(&[ticks], 100, &mut out);
+    assert_eq!(out[0].idle.to_string(), "3099.74");
+    assert_eq!(out[0].idle, 309_974.0 / 100.0);
+    assert_eq!(out[0].user.to_string(), "0.07");
+}
