@@ -11,11 +11,15 @@
 mod schema;
 mod coverage;
 mod extensions;
+mod target_values;
 mod targets;
 
 pub use coverage::{FieldCoverage, COVERAGE_KEYS};
 pub use extensions::*;
 pub use schema::{FieldUnit, SchemaField, Section, SectionInfo};
+pub use target_values::{
+    MemoryEventCounts, TargetFamily, TargetSeries, TargetUnit, TARGET_FAMILIES,
+};
 pub use targets::*;
 
 use std::sync::Arc;
