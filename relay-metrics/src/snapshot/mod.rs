@@ -22,6 +22,10 @@ pub use target_values::{
 };
 pub use targets::*;
 
+/// A measured cgroup with a different number in every value (the output tests use it too).
+#[cfg(test)]
+pub(crate) use target_values::tests::distinct_report;
+
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};

@@ -207,4 +207,4 @@ pub const TARGET_FAMILIES: &[TargetFamily] = &[
 
 #[cfg(test)]
 #[path = "target_values_tests.rs"]
-mod tests;
+pub(crate) mod tests;

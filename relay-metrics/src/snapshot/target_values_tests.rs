@@ -19,8 +19,8 @@ const EXPORTED_ELSEWHERE: &[(&str, &str)] = &[
 
 /// A measured cgroup whose every numeric value (outside lists and the cAdvisor-only parts) is
 /// a different number, made through its JSON so that a field added to the struct is filled
-/// without editing this test.
-fn distinct_report() -> (CgroupTargetReport, Value) {
+/// without editing this test; with that JSON.
+pub(crate) fn distinct_report() -> (CgroupTargetReport, Value) {
     let template = CgroupTargetReport {
         processes: Some(ProcessSums::default()),
         kernel_events: Some(TargetKernelEvents::default()),
