@@ -101,6 +101,9 @@ macro_rules! memory_events {
 }
 
 memory_events! {
+    /// Reclaimed under high memory pressure though below its `memory.low` boundary (the low
+    /// protection is over-committed). v2 only: v1 has no `memory.low`, so `null` there.
+    low,
     /// Usage went over `memory.high`.
     high,
     /// Usage hit the limit (v1 `memory.failcnt`).
