@@ -59,8 +59,8 @@ pub struct TargetSeries {
     pub read: fn(&CgroupTargetReport) -> Option<f64>,
 }
 
-/// A family of one unlabelled series reading `$path` of the report (`$value` maps the field's
-/// `Option` to an `Option<f64>`).
+/// A family of one unlabelled series: the value at `$path` of the report's JSON, read by
+/// `$read`.
 macro_rules! single {
     ($name:literal, $counter:literal, $unit:ident, $help:literal, $path:literal, $read:expr) => {
         TargetFamily {
