@@ -482,3 +482,14 @@ fn otel_names_never_take_cadvisors_or_node_exporters() {
         .collect();
     assert!(reserved.is_empty(), "{reserved:?}");
 }
+
+#[test]
+fn every_family_cadvisor_covers_is_a_family_of_the_values_table() {
+    for name in cadvisor::COVERED {
+        assert!(
+            table::families().any(|(family, _, _)| family.name == *name),
+            "cadvisor::COVERED names {name}, which TARGET_FAMILIES (snapshot/target_values.rs) \
+             does not have: it would be exported in cAdvisor's naming beside its cAdvisor family"
+        );
+    }
+}
