@@ -11,12 +11,20 @@
 mod schema;
 mod coverage;
 mod extensions;
+mod target_values;
 mod targets;
 
 pub use coverage::{FieldCoverage, COVERAGE_KEYS};
 pub use extensions::*;
 pub use schema::{FieldUnit, SchemaField, Section, SectionInfo};
+pub use target_values::{
+    MemoryEventCounts, TargetFamily, TargetSeries, TargetUnit, TARGET_FAMILIES,
+};
 pub use targets::*;
+
+/// A measured cgroup with a different number in every value (the output tests use it too).
+#[cfg(test)]
+pub(crate) use target_values::tests::distinct_report;
 
 use std::sync::Arc;
 

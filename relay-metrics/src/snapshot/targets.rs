@@ -53,9 +53,8 @@ pub struct CgroupTargetReport {
     pub memory_peak_bytes: Option<u64>,
     /// Its own memory limit (`null`: none).
     pub memory_limit_bytes: Option<u64>,
-    /// Memory events (`high`, `max`, `oom`, `oom_kill`; v1: `max` is `failcnt`, `oom` the
-    /// kills, no `high`).
-    pub memory_events: MemoryEventCounts,
+    /// Memory events, one counter per event ([`super::MemoryEventCounts`]).
+    pub memory_events: super::MemoryEventCounts,
     /// Processes (and threads on v2) the pids controller counts.
     pub pids_current: Option<u64>,
     /// Its own `pids.max` (`null`: none).
@@ -181,19 +180,6 @@ pub struct TargetLabels {
     /// `io.kubernetes.container.name` label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_container: Option<String>,
-}
-
-/// Memory event counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct MemoryEventCounts {
-    /// Usage went over `memory.high`.
-    pub high: Option<u64>,
-    /// Usage hit the limit.
-    pub max: Option<u64>,
-    /// Out-of-memory situations.
-    pub oom: Option<u64>,
-    /// Processes killed by the OOM killer.
-    pub oom_kill: Option<u64>,
 }
 
 /// One block device's I/O counters.

@@ -65,7 +65,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
             ("memory.current", "4096\n"),
             ("memory.peak", "8192\n"),
             ("memory.max", "max\n"),
-            ("memory.events", "low 0\nhigh 1\nmax 2\noom 3\noom_kill 4\n"),
+            ("memory.events", "low 5\nhigh 1\nmax 2\noom 3\noom_kill 4\n"),
             ("pids.current", "2\n"),
             ("pids.max", "100\n"),
             ("io.stat", "8:0 rbytes=1 wbytes=2 rios=3 wios=4\n"),
@@ -119,6 +119,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
     assert_eq!(a.memory_limit_bytes, None);
     assert_eq!(a.memory_events.oom_kill, Some(4));
     assert_eq!(a.memory_events.high, Some(1));
+    assert_eq!(a.memory_events.low, Some(5));
     assert_eq!(a.pids_current, Some(2));
     assert_eq!(a.pids_limit, Some(100));
     assert_eq!(a.pressure.cpu_some_usec, Some(11));
@@ -373,4 +374,42 @@ fn a_cgroups_start_time_is_when_it_was_made() {
         )),
         "{text}"
     );
+}
+
+/// On v1 the memory events are `memory.failcnt` (`max`) and `memory.oom_control`'s kills
+/// (`oom`, `oom_kill`); the v2-only events (`low`, `high`) stay `null`.
+#[test]
+fn v1_memory_events_are_failcnt_and_oom_kills_and_the_v2_only_ones_are_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = dir.path().join("sys/fs/cgroup/memory");
+    cgroup(&memory, "/", &[1], &[]);
+    cgroup(
+        &memory,
+        "/a",
+        &[10],
+        &[
+            ("memory.usage_in_bytes", "4096\n"),
+            ("memory.failcnt", "2\n"),
+            (
+                "memory.oom_control",
+                "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+            ),
+        ],
+    );
+    let roots = Roots::fixture(dir.path());
+    let mountinfo =
+        b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n";
+    let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
+    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout)).unwrap();
+    let mut out = Targets::default();
+    set.fill(None, None, None, 100, None, &mut out);
+    assert_eq!(paths(&out), ["/a"]);
+    let a = &out.cgroups[0];
+    assert_eq!(a.memory_current_bytes, Some(4096), "{:?}", a.reason);
+    let events = a.memory_events;
+    assert_eq!(
+        (events.max, events.oom, events.oom_kill),
+        (Some(2), Some(3), Some(3))
+    );
+    assert_eq!((events.low, events.high), (None, None));
 }

@@ -17,7 +17,7 @@ use crate::snapshot::{CgroupTargetReport, TargetGpuUse, TargetInterface, Targets
 /// Most labels a series has: the cgroup's ten and two of its family.
 const MAX_LABELS: usize = 12;
 
-use table::{plain, SIMPLE};
+use table::plain;
 
 const RUN_QUEUE: Family = Family::relay_metrics(
     "relay_metrics_cgroup_run_queue_delay_seconds",
@@ -29,20 +29,6 @@ const RUN_QUEUE: Family = Family::relay_metrics(
 /// The log2 buckets exported: waits up to 2^k ns, k = 10 (about 1 µs) to 30 (about 1 s), every
 /// second power.
 const RUN_QUEUE_BOUNDS: [u32; 11] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
-
-const MEMORY_EVENTS: Family = Family::relay_metrics(
-    "relay_metrics_cgroup_memory_events_total",
-    Kind::Counter,
-    Unit::Count,
-    "Memory events of the cgroup: high, max (limit hit; v1 failcnt), oom, oom_kill.",
-);
-
-const PRESSURE: Family = Family::relay_metrics(
-    "relay_metrics_cgroup_pressure_stall_seconds_total",
-    Kind::Counter,
-    Unit::Seconds,
-    "PSI stall time of the cgroup, by resource and kind.",
-);
 
 type DeviceGetter = fn(&crate::snapshot::TargetDeviceIo) -> u64;
 
@@ -282,54 +268,28 @@ fn walk_styled<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
     sink.point(&TARGETS, &[], Number::F64(targets.cgroups.len() as f64));
     sink.begin(&DROPPED);
     sink.point(&DROPPED, &[], Number::F64(targets.dropped as f64));
-    for (family, get) in SIMPLE {
+    for (family, entry, divisor) in table::families() {
         if style == Style::Cadvisor && cadvisor::COVERED.contains(&family.name) {
             continue;
         }
-        emit_family(sink, family, targets, style, |report, emit| {
-            if let Some(value) = get(report) {
-                emit(&[], value);
+        emit_family(sink, &family, targets, style, |report, emit| {
+            for series in entry.series {
+                if let Some(value) = (series.read)(report) {
+                    let mut labels = [("", Label::Int(0)); 2];
+                    for (slot, &(key, text)) in labels.iter_mut().zip(series.labels) {
+                        *slot = (key, Label::Str(text));
+                    }
+                    emit(&labels[..series.labels.len().min(2)], value / divisor);
+                }
             }
         });
     }
     emit_extras(targets, style, sink);
 }
 
-/// The families with labels of their own: memory events, pressure, the run-queue histogram,
-/// per device, per GPU.
+/// The families with labels of their own: the run-queue histogram, per device, per GPU, per
+/// interface.
 fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
-    emit_family(sink, &MEMORY_EVENTS, targets, style, |report, emit| {
-        let events = &report.memory_events;
-        for (event, value) in [
-            ("high", events.high),
-            ("max", events.max),
-            ("oom", events.oom),
-            ("oom_kill", events.oom_kill),
-        ] {
-            if let Some(value) = value {
-                emit(&[("event", Label::Str(event))], value as f64);
-            }
-        }
-    });
-    emit_family(sink, &PRESSURE, targets, style, |report, emit| {
-        let p = &report.pressure;
-        for (resource, kind, value) in [
-            ("cpu", "some", p.cpu_some_usec),
-            ("cpu", "full", p.cpu_full_usec),
-            ("memory", "some", p.memory_some_usec),
-            ("memory", "full", p.memory_full_usec),
-            ("io", "some", p.io_some_usec),
-            ("io", "full", p.io_full_usec),
-        ] {
-            if let Some(usec) = value {
-                let labels = [
-                    ("resource", Label::Str(resource)),
-                    ("kind", Label::Str(kind)),
-                ];
-                emit(&labels, usec as f64 / 1e6);
-            }
-        }
-    });
     emit_run_queue(targets, style, sink);
     // cAdvisor's `container_fs_*` and `container_network_*` families carry the per-device and
     // per-interface counters in its naming.

@@ -79,6 +79,43 @@ fn prometheus_text_has_labelled_series_and_a_cumulative_histogram() {
     );
 }
 
+/// Every series of the values table (`snapshot/target_values.rs`) reaches the Prometheus text
+/// with its labels and its value in its family's base unit.
+#[test]
+fn every_series_of_the_values_table_is_exported_with_its_labels() {
+    let (report, _) = crate::snapshot::distinct_report();
+    let mut snapshot = snapshot();
+    snapshot.extensions.targets = Some(Box::new(Targets {
+        cgroups: vec![CgroupTargetReport {
+            cgroup: "/t".into(),
+            ..report.clone()
+        }],
+        ..Targets::default()
+    }));
+    let mut text = String::new();
+    crate::output::prometheus::encode(&snapshot, MetricNames::RelayMetrics, &mut text);
+    let mut series_count = 0;
+    for (family, entry, divisor) in table::families() {
+        for series in entry.series {
+            let mut labels = vec!["cgroup=\"/t\"".to_owned()];
+            labels.extend(series.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")));
+            let start = format!("{}{{{}}} ", family.name, labels.join(","));
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&start))
+                .unwrap_or_else(|| panic!("{start} missing in\n{text}"));
+            let exported: f64 = line[start.len()..].parse().unwrap();
+            let want = (series.read)(&report).unwrap() / divisor;
+            assert!(
+                (exported - want).abs() <= want.abs() * 1e-12,
+                "{line}: want {want}"
+            );
+            series_count += 1;
+        }
+    }
+    assert!(series_count > 30, "{series_count}");
+}
+
 #[cfg(feature = "agent")]
 #[test]
 fn otlp_has_a_cumulative_histogram_with_per_bucket_counts() {
@@ -444,4 +481,15 @@ fn otel_names_never_take_cadvisors_or_node_exporters() {
         .filter(|n| n.ends_with("_count") || n.ends_with("_sum") || n.ends_with("_bucket"))
         .collect();
     assert!(reserved.is_empty(), "{reserved:?}");
+}
+
+#[test]
+fn every_family_cadvisor_covers_is_a_family_of_the_values_table() {
+    for name in cadvisor::COVERED {
+        assert!(
+            table::families().any(|(family, _, _)| family.name == *name),
+            "cadvisor::COVERED names {name}, which TARGET_FAMILIES (snapshot/target_values.rs) \
+             does not have: it would be exported in cAdvisor's naming beside its cAdvisor family"
+        );
+    }
 }

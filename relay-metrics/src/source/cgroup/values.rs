@@ -461,6 +461,7 @@ fn v1_cfs_period(quota: &[u8], bytes: &[u8], out: &mut CgroupTargetReport) {
 /// v2 `memory.events`.
 fn v2_memory_events(bytes: &[u8], out: &mut CgroupTargetReport) {
     let events = &mut out.memory_events;
+    events.low = keyed_u64(bytes, b"low");
     events.high = keyed_u64(bytes, b"high");
     events.max = keyed_u64(bytes, b"max");
     events.oom = keyed_u64(bytes, b"oom");
