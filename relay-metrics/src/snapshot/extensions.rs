@@ -347,7 +347,8 @@ pub struct PreciseCpu {
     pub cgroup_usage_rate_logical_processors: Option<f64>,
 }
 
-/// One cgroup in one hierarchy, with its raw counters.
+/// One cgroup in one hierarchy, with its raw counters. Each number is a row of the scope's
+/// values table (`snapshot/scope_values.rs`), which says its unit and source.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CgroupReport {
     /// `target` (the measured cgroup) or `containing` (contains the root process).
@@ -374,14 +375,9 @@ pub struct CgroupReport {
     pub memory_limit_bytes: Option<u64>,
     /// Memory charged (bytes).
     pub memory_current_bytes: Option<u64>,
-    /// v2 `memory.events` `high`.
-    pub memory_high_events: Option<u64>,
-    /// v2 `memory.events` `max`, v1 `memory.failcnt`.
-    pub memory_max_events: Option<u64>,
-    /// v2 `memory.events` `oom`.
-    pub memory_oom_events: Option<u64>,
-    /// v2 `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`.
-    pub memory_oom_kill_events: Option<u64>,
+    /// The memory events, each under its flat key `memory_<event>_events` (`memory_low_events`).
+    #[serde(flatten, with = "super::scope_values::flat_memory_events")]
+    pub memory_events: super::MemoryEventCounts,
     /// Processes (pids.current).
     pub pids_current: Option<u64>,
     /// Process limit (pids.max); `null` when unlimited.

@@ -11,12 +11,14 @@
 mod schema;
 mod coverage;
 mod extensions;
+mod scope_values;
 mod target_values;
 mod targets;
 
 pub use coverage::{FieldCoverage, COVERAGE_KEYS};
 pub use extensions::*;
 pub use schema::{FieldUnit, SchemaField, Section, SectionInfo};
+pub use scope_values::{scope_values, ScopeValue};
 pub use target_values::{
     MemoryEventCounts, TargetFamily, TargetSeries, TargetUnit, TARGET_FAMILIES,
 };

@@ -9,10 +9,13 @@
 //! label value named on its line).
 //!
 //! Adding a memory event is one line in [`memory_events!`]'s list below: the struct field,
-//! its JSON key, its `event` series and its place in docs/METRICS.md's check follow from it.
+//! its JSON key, its `event` series and its place in docs/METRICS.md's check follow from it,
+//! for the measured cgroups and for the scope's (`extensions.cgroups`, whose reader asks
+//! v2 `memory.events` for every name of the list and whose table is `snapshot/scope_values.rs`).
 
 use serde::{Deserialize, Serialize};
 
+use super::scope_values::ScopeValue;
 use super::CgroupTargetReport;
 
 /// The unit of a table value as the struct holds it; the families convert to their base unit
@@ -89,6 +92,9 @@ macro_rules! memory_events {
             $($(#[doc = $doc])+ pub $name: Option<u64>,)+
         }
 
+        /// How many memory events the list has.
+        pub(crate) const MEMORY_EVENTS: usize = [$(stringify!($name)),+].len();
+
         impl MemoryEventCounts {
             /// The series of `relay_metrics_cgroup_memory_events_total`, one per event.
             const SERIES: &'static [TargetSeries] = &[$(TargetSeries {
@@ -96,6 +102,28 @@ macro_rules! memory_events {
                 labels: &[("event", stringify!($name))],
                 read: |r| plain(r.memory_events.$name),
             },)+];
+
+            /// The events' keys in the scope cgroup's JSON (`memory_low_events`), in list order.
+            pub(crate) const SCOPE_KEYS: [&'static str; MEMORY_EVENTS] =
+                [$(concat!("memory_", stringify!($name), "_events")),+];
+
+            /// The scope cgroup's events in its values table (`snapshot/scope_values.rs`).
+            pub(crate) const SCOPE_VALUES: &'static [ScopeValue] = &[$(ScopeValue {
+                json_path: concat!("memory_", stringify!($name), "_events"),
+                unit: TargetUnit::Count,
+                source: concat!("v2 `memory.events` `", stringify!($name), "`:", $($doc),+),
+                read: |r| plain(r.memory_events.$name),
+            },)+];
+
+            /// Each event asked by its name, which is its v2 `memory.events` key.
+            pub(crate) fn from_names(mut value_of: impl FnMut(&'static str) -> Option<u64>) -> Self {
+                Self { $($name: value_of(stringify!($name)),)+ }
+            }
+
+            /// The values, in list order.
+            pub(crate) fn values(&self) -> [Option<u64>; MEMORY_EVENTS] {
+                [$(self.$name),+]
+            }
         }
     };
 }
@@ -108,13 +136,13 @@ memory_events! {
     high,
     /// Usage hit the limit (v1 `memory.failcnt`).
     max,
-    /// Out-of-memory situations (v1: the OOM kills).
+    /// Out-of-memory situations (v1: the OOM kills, `memory.oom_control` `oom_kill`).
     oom,
-    /// Processes killed by the OOM killer.
+    /// Processes killed by the OOM killer (v1 `memory.oom_control` `oom_kill`).
     oom_kill,
 }
 
-fn plain(value: Option<u64>) -> Option<f64> {
+pub(super) fn plain(value: Option<u64>) -> Option<f64> {
     value.map(|v| v as f64)
 }
 

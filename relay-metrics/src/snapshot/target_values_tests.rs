@@ -28,19 +28,27 @@ pub(crate) fn distinct_report() -> (CgroupTargetReport, Value) {
         gpus: Some(Vec::new()),
         ..CgroupTargetReport::default()
     };
-    let mut json = serde_json::to_value(&template).unwrap();
+    // Not values: the cgroup's identity, its labels and its reason.
+    distinct(&template, |path| {
+        path == "cgroup" || path == "reason" || path.starts_with("labels.")
+    })
+}
+
+/// `template` with every `null` or number of its JSON (outside lists and the paths `is_text`
+/// names) a different number, read back through serde; with that JSON. A table's test fills
+/// its struct this way so that a field added to the struct is filled without editing the test.
+pub(crate) fn distinct<T: Serialize + serde::de::DeserializeOwned>(
+    template: &T,
+    is_text: fn(&str) -> bool,
+) -> (T, Value) {
+    let mut json = serde_json::to_value(template).unwrap();
     let mut next = 0u64;
-    fill(&mut json, "", &mut next);
-    let report: CgroupTargetReport = serde_json::from_value(json.clone()).unwrap();
-    (report, json)
+    fill(&mut json, "", is_text, &mut next);
+    let value: T = serde_json::from_value(json.clone()).unwrap();
+    (value, json)
 }
 
-/// Paths that are not values: the cgroup's identity, its labels and its reason.
-fn is_text(path: &str) -> bool {
-    path == "cgroup" || path == "reason" || path.starts_with("labels.")
-}
-
-fn fill(value: &mut Value, path: &str, next: &mut u64) {
+fn fill(value: &mut Value, path: &str, is_text: fn(&str) -> bool, next: &mut u64) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
@@ -49,7 +57,7 @@ fn fill(value: &mut Value, path: &str, next: &mut u64) {
                 } else {
                     format!("{path}.{key}")
                 };
-                fill(child, &child_path, next);
+                fill(child, &child_path, is_text, next);
             }
         }
         Value::Null | Value::Number(_) if !is_text(path) => {
@@ -61,7 +69,7 @@ fn fill(value: &mut Value, path: &str, next: &mut u64) {
 }
 
 /// Every numeric value's path in `json`, lists left out.
-fn numeric_paths(value: &Value, path: &str, out: &mut Vec<(String, f64)>) {
+pub(crate) fn numeric_paths(value: &Value, path: &str, out: &mut Vec<(String, f64)>) {
     match value {
         Value::Object(map) => {
             for (key, child) in map {

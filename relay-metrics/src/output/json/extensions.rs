@@ -155,10 +155,7 @@ fn cgroup_report(w: &mut Writer<'_>, cgroup: &CgroupReport) {
         cpu_effective_limit_logical_processors,
         memory_limit_bytes,
         memory_current_bytes,
-        memory_high_events,
-        memory_max_events,
-        memory_oom_events,
-        memory_oom_kill_events,
+        memory_events,
         pids_current,
         pids_max,
         pids_max_events,
@@ -184,11 +181,12 @@ fn cgroup_report(w: &mut Writer<'_>, cgroup: &CgroupReport) {
         .opt_f64(*cpu_effective_limit_logical_processors);
     w.key("memory_limit_bytes").opt_u64(*memory_limit_bytes);
     w.key("memory_current_bytes").opt_u64(*memory_current_bytes);
-    w.key("memory_high_events").opt_u64(*memory_high_events);
-    w.key("memory_max_events").opt_u64(*memory_max_events);
-    w.key("memory_oom_events").opt_u64(*memory_oom_events);
-    w.key("memory_oom_kill_events")
-        .opt_u64(*memory_oom_kill_events);
+    for (key, value) in MemoryEventCounts::SCOPE_KEYS
+        .iter()
+        .zip(memory_events.values())
+    {
+        w.key(key).opt_u64(value);
+    }
     w.key("pids_current").opt_u64(*pids_current);
     w.key("pids_max").opt_u64(*pids_max);
     w.key("pids_max_events").opt_u64(*pids_max_events);

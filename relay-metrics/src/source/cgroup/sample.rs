@@ -4,6 +4,7 @@
 
 use super::parse::PsiTotals;
 use super::CgroupVersion;
+use crate::snapshot::MemoryEventCounts;
 
 /// Which value groups to read; each group costs its own file reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,14 +83,14 @@ pub(crate) struct CpuSample {
 ///
 /// cgroup v1 has no `memory.events`; its counters map onto Relay's events as follows:
 /// - `memory.failcnt` counts how often usage hit `limit_in_bytes` (each failed charge attempt,
-///   reclaim then usually succeeds), which is what v2's `max` event counts → `max_events`
+///   reclaim then usually succeeds), which is what v2's `max` event counts → `events.max`
 ///   (Relay `maximum`).
 /// - `memory.oom_control oom_kill` counts OOM kills in the group. v1 has no count of OOM
-///   situations, so the kill count is the closest exact counter and feeds both `oom_events`
-///   (Relay `out_of_memory`) and `oom_kill_events`; an OOM under `oom_kill_disable 1` kills
+///   situations, so the kill count is the closest exact counter and feeds both `events.oom`
+///   (Relay `out_of_memory`) and `events.oom_kill`; an OOM under `oom_kill_disable 1` kills
 ///   nothing and shows only as `under_oom`.
 /// - `memory.oom_control under_oom` is v1's "currently stuck in OOM" flag → `under_oom`.
-/// - v1 has no `high` threshold → `high_events` is `None`.
+/// - v1 has no `high` threshold and no `low` protection → `high` and `low` are `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct MemorySample {
     /// Source of these values.
@@ -99,14 +100,9 @@ pub(crate) struct MemorySample {
     pub limit_bytes: Option<u64>,
     /// Usage: v2 `memory.current`; v1 `memory.usage_in_bytes`.
     pub current_bytes: Option<u64>,
-    /// v2 `memory.events high` (hierarchical). v1: none.
-    pub high_events: Option<u64>,
-    /// v2 `memory.events max`; v1 `memory.failcnt`.
-    pub max_events: Option<u64>,
-    /// v2 `memory.events oom`; v1 `memory.oom_control oom_kill`.
-    pub oom_events: Option<u64>,
-    /// v2 `memory.events oom_kill`; v1 `memory.oom_control oom_kill`.
-    pub oom_kill_events: Option<u64>,
+    /// v2 `memory.events` (hierarchical), every key of the events list
+    /// (`snapshot/target_values.rs`); v1 as above.
+    pub events: MemoryEventCounts,
     /// v1 `memory.oom_control under_oom`. v2: none.
     pub under_oom: Option<bool>,
 }

@@ -8,6 +8,7 @@ use super::super::target::CgroupTarget;
 use super::super::{CgroupError, CgroupVersion};
 use super::slot::{chain_min, data, read_u64, Outcome, Slot};
 use super::Io;
+use crate::snapshot::MemoryEventCounts;
 
 #[derive(Debug)]
 pub(super) struct MemoryPlan {
@@ -67,17 +68,15 @@ impl MemoryPlan {
         if let Outcome::Data(bytes) = data(self.events.as_mut(), io.buf, &mut io.got_data)? {
             match version {
                 CgroupVersion::V2 => {
-                    sample.high_events = keyed_u64(bytes, b"high");
-                    sample.max_events = keyed_u64(bytes, b"max");
-                    sample.oom_events = keyed_u64(bytes, b"oom");
-                    sample.oom_kill_events = keyed_u64(bytes, b"oom_kill");
+                    sample.events =
+                        MemoryEventCounts::from_names(|name| keyed_u64(bytes, name.as_bytes()));
                 }
-                CgroupVersion::V1 => sample.max_events = parse_u64_trimmed(bytes),
+                CgroupVersion::V1 => sample.events.max = parse_u64_trimmed(bytes),
             }
         }
         if let Outcome::Data(bytes) = data(self.oom_control.as_mut(), io.buf, &mut io.got_data)? {
-            sample.oom_kill_events = keyed_u64(bytes, b"oom_kill");
-            sample.oom_events = sample.oom_kill_events;
+            sample.events.oom_kill = keyed_u64(bytes, b"oom_kill");
+            sample.events.oom = sample.events.oom_kill;
             sample.under_oom = keyed_u64(bytes, b"under_oom").map(|flag| flag != 0);
         }
         sample.version = io.got_data.then_some(version);

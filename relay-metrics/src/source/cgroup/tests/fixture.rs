@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::super::*;
+use crate::snapshot::MemoryEventCounts;
 use crate::source::Roots;
 
 fn fixture(name: &str) -> Roots {
@@ -79,10 +80,13 @@ fn v2_golden_workload() {
             version: V2,
             limit_bytes: Some(67_108_864),
             current_bytes: Some(8_654_848),
-            high_events: Some(0),
-            max_events: Some(3),
-            oom_events: Some(0),
-            oom_kill_events: Some(0),
+            events: MemoryEventCounts {
+                low: Some(0),
+                high: Some(0),
+                max: Some(3),
+                oom: Some(0),
+                oom_kill: Some(0),
+            },
             under_oom: None,
         }
     );
@@ -116,9 +120,10 @@ fn v2_relay_reference_fixture_numbers() {
     assert_eq!(sample.memory.limit_bytes, Some(4096));
     assert_eq!(sample.memory.current_bytes, Some(2048));
     assert_eq!(sample.pressure.cpu.some_usec, Some(3_000_999));
-    assert_eq!(sample.memory.oom_events, Some(4));
-    assert_eq!(sample.memory.high_events, Some(1));
-    assert_eq!(sample.memory.max_events, Some(2));
+    assert_eq!(sample.memory.events.oom, Some(4));
+    assert_eq!(sample.memory.events.low, Some(6));
+    assert_eq!(sample.memory.events.high, Some(1));
+    assert_eq!(sample.memory.events.max, Some(2));
     assert_eq!(sample.pids.max_events, Some(5));
     // The tighter leaf wins over the parent's 0.5 LP / 1 GiB / 512 pids.
     assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.25));
@@ -169,7 +174,7 @@ fn v2_child_without_controllers_reads_core_files_and_ancestor_limits() {
     assert_eq!(sample.cpu.effective_cpu_limit_lp, Some(0.2));
     assert_eq!(sample.memory.limit_bytes, Some(67_108_864));
     assert_eq!(sample.memory.current_bytes, None);
-    assert_eq!(sample.memory.max_events, None);
+    assert_eq!(sample.memory.events.max, None);
     assert_eq!(sample.pressure.cpu.some_usec, Some(15));
 }
 
@@ -255,10 +260,13 @@ fn v1_golden_workload() {
             version: V1,
             limit_bytes: Some(67_108_864),
             current_bytes: Some(8_654_848),
-            high_events: None,
-            max_events: Some(3),
-            oom_events: Some(1),
-            oom_kill_events: Some(1),
+            events: MemoryEventCounts {
+                low: None,
+                high: None,
+                max: Some(3),
+                oom: Some(1),
+                oom_kill: Some(1),
+            },
             under_oom: Some(false),
         }
     );
@@ -289,7 +297,7 @@ fn v1_ancestor_limits() {
     assert_eq!(tight.cpu.throttled_usec, Some(2_000_999), "2000999000 ns");
     assert_eq!(tight.memory.limit_bytes, Some(4096));
     assert_eq!(tight.memory.under_oom, Some(true));
-    assert_eq!(tight.memory.max_events, Some(17));
+    assert_eq!(tight.memory.events.max, Some(17));
     // Not in the cpuset or pids hierarchies.
     assert_eq!(tight.pids, PidsSample::default());
     let root = read("cgroup-v1", "/");

@@ -193,7 +193,7 @@ fn live_v1_needs_root_throttling_limits_and_membership() {
     assert_eq!(sample.cpu.throttled_usec, Some(after.throttled_usec));
     assert_eq!(sample.cpu.usage_ns, after.usage_ns);
     assert_eq!(sample.memory.limit_bytes, Some(after.limit_bytes));
-    assert_eq!(sample.memory.max_events, Some(after.failcnt));
+    assert_eq!(sample.memory.events.max, Some(after.failcnt));
     // Per-CPU charge caches can be drained by other workloads between reads.
     let current = sample.memory.current_bytes.unwrap();
     let (low, high) = (
