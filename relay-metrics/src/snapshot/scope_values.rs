@@ -58,9 +58,9 @@ macro_rules! pressure {
     };
 }
 
-/// Every number of a scope cgroup's report but the memory events.
+/// The numbers of a scope cgroup's report before its memory events, in the JSON's order.
 #[rustfmt::skip]
-const ROWS: &[ScopeValue] = &[
+const BEFORE_EVENTS: &[ScopeValue] = &[
     row!(cpu_usage_ns, Nanoseconds, "v2 `cpu.stat` `usage_usec` × 1000; v1 `cpuacct.usage`"),
     row!(cpu_periods, Count, "`cpu.stat` `nr_periods`: CFS periods elapsed"),
     row!(cpu_throttled_periods, Count, "`cpu.stat` `nr_throttled`: CFS periods throttled"),
@@ -77,6 +77,11 @@ const ROWS: &[ScopeValue] = &[
     row!(memory_limit_bytes, Bytes,
         "the lowest v2 `memory.max` (v1 `memory.limit_in_bytes`) of the cgroup and its ancestors"),
     row!(memory_current_bytes, Bytes, "v2 `memory.current`; v1 `memory.usage_in_bytes`"),
+];
+
+/// The numbers after the memory events, in the JSON's order.
+#[rustfmt::skip]
+const AFTER_EVENTS: &[ScopeValue] = &[
     row!(pids_current, Count, "`pids.current`"),
     row!(pids_max, Count,
         "the lowest numeric `pids.max` of the cgroup and its ancestors; `null` when unlimited"),
@@ -89,9 +94,13 @@ const ROWS: &[ScopeValue] = &[
     pressure!(io_full_usec, "io.pressure", "full"),
 ];
 
-/// Every number of a scope cgroup's report: the rows above and the memory events.
+/// Every number of a scope cgroup's report, in the JSON's order: the rows above and the memory
+/// events between them.
 pub fn scope_values() -> impl Iterator<Item = &'static ScopeValue> {
-    ROWS.iter().chain(MemoryEventCounts::SCOPE_VALUES)
+    BEFORE_EVENTS
+        .iter()
+        .chain(MemoryEventCounts::SCOPE_VALUES)
+        .chain(AFTER_EVENTS)
 }
 
 /// [`CgroupReport::memory_events`] as the flat keys `memory_<event>_events` of the report's
