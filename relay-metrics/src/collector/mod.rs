@@ -352,6 +352,11 @@ impl Collector {
                 );
             }
             let (process_source, process_source_reason) = self.processes.process_source();
+            let rule = self
+                .targets
+                .as_ref()
+                .map(targets::TargetSet::rule_counts)
+                .unwrap_or_default();
             extensions.collector = CollectorInfo {
                 name: Cow::Borrowed("relay-metrics"),
                 version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
@@ -360,6 +365,8 @@ impl Collector {
                     .unwrap_or(u64::MAX),
                 process_source: Cow::Borrowed(process_source),
                 process_source_reason: process_source_reason.cloned(),
+                unchanged_rule_misses: rule.misses,
+                unchanged_reused_reads: rule.reused_reads,
             };
             extensions.target.clone_from(&self.target_info);
             extensions.sampler = sampler;
