@@ -163,11 +163,15 @@ impl Pass {
 }
 
 fn target_set(tree: &Tree) -> TargetSet {
+    target_set_of(tree, 100)
+}
+
+fn target_set_of(tree: &Tree, max_targets: usize) -> TargetSet {
     let roots = Roots::host();
     let layout = CgroupLayout::discover(&roots).unwrap();
     let mut config = ResourceMetricsConfig::default();
     config.extensions.cgroups = vec![format!("{}/**", tree.path(""))];
-    config.extensions.max_targets = 100;
+    config.extensions.max_targets = max_targets;
     TargetSet::new(&config, &roots, Some(&layout)).unwrap()
 }
 
@@ -323,4 +327,78 @@ fn a_rule_that_calls_a_busy_cgroup_unchanged_is_caught_by_the_backstop() {
         set.rule_counts().misses > 0,
         "the backstop did not see the busy cgroup's CPU time move"
     );
+}
+
+/// The measurement behind docs/PERFORMANCE.md's "Measured cgroups: unchanged cgroups unread"
+/// (root; `cargo test --release -p relay-metrics --lib rule_tests::bench -- --ignored
+/// --nocapture`): the targets pass at 400 idle cgroups (2 sleeping processes each) and one busy
+/// one, with the rule and reading every file, in lockstep over the same task-iterator passes,
+/// medians of many rounds. The backstop is scaled to the rounds' period (one full read in ten,
+/// as at 1 s).
+#[test]
+#[ignore = "root: makes 400 v1 and v2 cgroups and loads the BPF task iterator"]
+fn bench_targets_pass_with_and_without_the_rule() {
+    const CGROUPS: usize = 400;
+    const ROUNDS: usize = 61;
+    let period = Duration::from_millis(150);
+    let mut tree = Tree::new(&format!("relay-rule-bench-{}", std::process::id()));
+    for at in 0..CGROUPS {
+        let below = format!("/idle{at}");
+        tree.make(&below);
+        tree.spawn(&below, &SLEEP);
+        tree.spawn(&below, &SLEEP);
+    }
+    tree.make("/busy");
+    tree.spawn("/busy", &BUSY);
+    let mut with_rule = target_set_of(&tree, 1000);
+    with_rule.backstop_every = period * 10;
+    let mut every_file = target_set_of(&tree, 1000);
+    every_file.rule = None;
+    let (mut ruled, mut full) = (Targets::default(), Targets::default());
+    let mut pass = Pass::new();
+    let (mut rule_us, mut full_us, mut iter_us) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        std::thread::sleep(period);
+        let started = std::time::Instant::now();
+        pass.read();
+        let read = started.elapsed();
+        let pass_set = ProcessPass::Sampled(pass.set.clone());
+        let time = |set: &mut TargetSet, out: &mut Targets| {
+            let started = std::time::Instant::now();
+            set.fill(Some(&pass_set), Some(&pass.records), None, 100, None, out);
+            started.elapsed().as_secs_f64() * 1e6
+        };
+        // Alternate which goes first, so neither always finds the caches warm.
+        let (a, b) = if round % 2 == 0 {
+            let a = time(&mut with_rule, &mut ruled);
+            (a, time(&mut every_file, &mut full))
+        } else {
+            let b = time(&mut every_file, &mut full);
+            (time(&mut with_rule, &mut ruled), b)
+        };
+        // The first rounds read everything (no evidence yet): steady state only.
+        if round >= 3 {
+            rule_us.push(a);
+            full_us.push(b);
+            iter_us.push(read.as_secs_f64() * 1e6);
+        }
+    }
+    assert_eq!(ruled.cgroups.len(), CGROUPS + 2);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let counts = with_rule.rule_counts();
+    println!(
+        "{} cgroups, {} rounds: targets pass median {:.0} µs with the rule, {:.0} µs reading every file; task iterator pass {:.0} µs (both); reused reads {} of {}, misses {}",
+        CGROUPS + 2,
+        rule_us.len(),
+        median(rule_us),
+        median(full_us),
+        median(iter_us),
+        counts.reused_reads,
+        ROUNDS * (CGROUPS + 2),
+        counts.misses
+    );
+    assert_eq!(counts.misses, 0);
 }

@@ -27,9 +27,11 @@
 //! count, switch sum and cgroups are the same and it had no busy thread at either pass
 //! ([`TaskRecord::busy_threads`]); a cgroup is unchanged when every process whose cgroup, in a
 //! hierarchy whose files are skipped, is the cgroup or below it, is, and none came or went. A
-//! process seen by neither pass, one whose threads sit in other cgroups than its leader, one
-//! with more threads than the iterator walks, or one that cannot be placed makes every cgroup
-//! read. The root cgroup (kernel threads, interrupts) is always read.
+//! process the walk lists without a record, one whose threads sit in other cgroups than its
+//! leader, one with more threads than the iterator walks, or one that cannot be placed makes
+//! every cgroup read (on a pure v2 host, only its own cgroup), and so does an agent outside the
+//! initial PID namespace (kthreadd not in the records: the iterator would not show every
+//! task). The root cgroup (kernel threads, interrupts) is always read.
 //!
 //! The values a reuse gives are exact for the instant of the second pass (which precedes the
 //! reads). A backstop reads every cgroup in full at least every [`BACKSTOP`]; a full read that
@@ -51,7 +53,7 @@ use crate::source::Roots;
 /// A cgroup is read in full at least this often, whatever the rule says.
 pub(super) const BACKSTOP: Duration = Duration::from_secs(10);
 
-/// kthreadd's pid in the initial PID namespace.
+/// kthreadd's pid in the initial PID namespace (the kernel keeps it in every root cgroup).
 const KTHREADD: u32 = 2;
 
 /// A hierarchy whose files the rule lets go unread.
@@ -144,17 +146,19 @@ impl UnchangedRule {
     pub(super) fn update(&mut self, scan: &Scan, records: Option<&[TaskRecord]>) {
         self.unchanged.clear();
         self.unchanged.resize(scan.cgroups.len(), false);
-        let Some(records) = records else {
+        // kthreadd is visible only from the initial PID namespace: elsewhere the iterator
+        // would not show every task, and no evidence is complete.
+        let kthreadd = records.and_then(|records| {
+            records
+                .iter()
+                .find(|r| r.tgid == KTHREADD && r.is_kernel_thread())
+        });
+        let (Some(records), Some(kthreadd)) = (records, kthreadd) else {
             self.previous.clear();
             self.previous_ids.clear();
             return;
         };
-        if let Some(kthreadd) = records
-            .iter()
-            .find(|r| r.tgid == KTHREADD && r.is_kernel_thread())
-        {
-            self.root_ids = self.seen(kthreadd).ids;
-        }
+        self.root_ids = self.seen(kthreadd).ids;
         let mut changed = vec![false; scan.cgroups.len()];
         let placed = self.mark_changed(scan, records, &mut changed);
         if placed && self.every_member_has_a_record(scan, records, &mut changed) {
@@ -212,7 +216,7 @@ impl UnchangedRule {
         current.clear();
         let mut placed = true;
         for record in records {
-            if record.has_split_cgroups() || record.is_truncated() {
+            if record.has_split_cgroups() || !record.walked_every_thread() {
                 placed = false;
             }
             let seen = places.rule.seen(record);
@@ -259,7 +263,7 @@ impl UnchangedRule {
             ids,
             quiet: record.busy_threads == 0
                 && !record.has_split_cgroups()
-                && !record.is_truncated(),
+                && record.walked_every_thread(),
         }
     }
 
@@ -314,8 +318,9 @@ impl Places<'_> {
     /// live process with those ids, to look a path up through procfs. False when one cannot be
     /// placed.
     fn mark(&mut self, ids: &[u64; 2], pid: Option<u32>, changed: &mut [bool]) -> bool {
-        for at in 0..self.rule.hierarchies.len() {
-            match self.index(at, ids[at], pid) {
+        let count = self.rule.hierarchies.len();
+        for (at, &id) in ids.iter().enumerate().take(count) {
+            match self.index(at, id, pid) {
                 Some(index) => changed[index] = true,
                 None => return false,
             }

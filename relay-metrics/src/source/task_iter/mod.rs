@@ -203,6 +203,11 @@ impl TaskRecord {
         self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
     }
 
+    /// The program walked every live thread (it stops at its bound).
+    pub(crate) fn walked_every_thread(&self) -> bool {
+        self.status & STATUS_THREADS_TRUNCATED == 0
+    }
+
     /// Some live thread sits in other cgroups than the leader (its `css_set` differs).
     pub(crate) fn has_split_cgroups(&self) -> bool {
         self.status & STATUS_SPLIT_CGROUPS != 0
