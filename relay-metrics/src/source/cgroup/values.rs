@@ -171,13 +171,20 @@ impl CgroupValuesReader {
     }
 
     /// The CPU usage and pressure values a reusing read would give now; `None` when it would
-    /// read them (no error-free read yet, or v2 CFS counters that may move on their own).
+    /// read them (no error-free read yet, or v2 CFS counters that may move on their own) or
+    /// has none to skip.
     pub(crate) fn reusable(&self) -> Option<CpuAndPressure> {
+        let has_files = self
+            .files
+            .iter()
+            .any(|f| !f.absent && f.kind.is_cpu_usage_or_pressure());
         self.last.filter(|last| {
             // The CFS period timer runs on after the last run: v2 `cpu.stat` is reused only
             // where no period ever passed and no quota is set.
-            last.cfs
-                .is_none_or(|cfs| matches!(cfs[0], None | Some(0)) && self.settings.0.is_none())
+            has_files
+                && last
+                    .cfs
+                    .is_none_or(|cfs| matches!(cfs[0], None | Some(0)) && self.settings.0.is_none())
         })
     }
 
