@@ -39,6 +39,12 @@
 //! next pass (so no activity after the pass explains it), is counted as a miss: a bug in this
 //! rule, reported in `extensions.collector.unchanged_rule_misses`.
 //!
+//! On a hybrid host the walk lists the cgroups of one v1 hierarchy: a process's place in the
+//! cpuacct and unified hierarchies comes from its own ids there, turned into paths by the
+//! inode numbers of the scanned paths' directories in those hierarchies (or its
+//! `/proc/<pid>/cgroup`, checked against the inode), and counts for the nearest scanned cgroup
+//! at or above that path.
+//!
 //! v2 `cpu.stat` also carries the CFS bandwidth counters, whose period timer runs on for a
 //! period or two after the last run: its values are reused only for a cgroup whose last read
 //! showed no period at all and no quota (values.rs).
@@ -221,8 +227,8 @@ impl UnchangedRule {
             }
             let seen = places.rule.seen(record);
             let before = places.rule.previous.get(&record.tgid).copied();
-            let moved = !before.is_some_and(|b| b == seen && b.quiet && seen.quiet);
-            if moved {
+            let active = !before.is_some_and(|b| b == seen && b.quiet && seen.quiet);
+            if active {
                 placed &= places.mark(&seen.ids, Some(record.tgid), changed);
                 if let Some(before) = before.filter(|b| b.ids != seen.ids) {
                     placed &= places.mark(&before.ids, None, changed);
