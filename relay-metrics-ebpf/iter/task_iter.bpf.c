@@ -23,6 +23,8 @@
 #define STATUS_RSS_PERCPU 16
 #define STATUS_HAS_FILES 32
 #define STATUS_RSS_SUMMED 64
+/* Some live thread's css_set is not the leader's: a thread sits in another cgroup. */
+#define STATUS_SPLIT_CGROUPS 128
 
 /* The most CPUs whose per-CPU rss parts the program adds up: beyond this, three reads per CPU
  * per process cost more than reading statm, which user space then does. */
@@ -71,6 +73,13 @@ struct task_record {
 	 * walks, which the unified id above does not describe. */
 	u64 v1_cgroup_id;
 	u64 v1_controller;
+	/* For the unchanged-cgroup rule (relay-metrics/src/collector/targets/unchanged.rs):
+	 * context switches (nvcsw + nivcsw) of dead threads (signal) plus every live thread; the
+	 * live threads that are on a CPU, on a run queue, in iowait or in a memstall; and the
+	 * cgroup id in the v1 cpuacct hierarchy (0 where cpuacct is not on v1). */
+	u64 switches;
+	u64 busy_threads;
+	u64 cpuacct_cgroup_id;
 };
 
 /* Never read or written: its per-CPU value addresses give the kernel's per-CPU base offsets
@@ -189,6 +198,46 @@ static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r
 	}
 }
 
+/* The fields of the unchanged-cgroup rule, as CO-RE flavors of the kernel's structs (declared
+ * here rather than in kernel_types.h, which the cgroup iterator shares). */
+struct signal_struct___activity {
+	unsigned long nvcsw;
+	unsigned long nivcsw;
+} __attribute__((preserve_access_index));
+
+struct task_struct___activity {
+	struct css_set *cgroups;
+	int on_cpu;
+	int on_rq;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
+	/* Bitfields: read with BPF_CORE_READ_BITFIELD_PROBED (in_memstall needs CONFIG_PSI). */
+	unsigned int in_iowait : 1;
+	unsigned int in_memstall : 1;
+} __attribute__((preserve_access_index));
+
+/* One live thread's part of the unchanged-cgroup rule. The switch counts are read before the
+ * state: a thread that sleeps again between the two reads shows a count that moves by the next
+ * record. A thread is quiet when it is off every CPU (on_cpu is cleared last in a switch, after
+ * the kernel charged its time) and off every run queue, and in neither iowait nor a memstall:
+ * then no CPU time is charged to it and it adds to no pressure state. */
+static __always_inline void read_activity(struct task_struct *task, struct css_set *cset,
+					  struct task_record *r)
+{
+	struct task_struct___activity *t = (void *)task;
+	r->switches += BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
+	int busy = BPF_CORE_READ(t, on_rq) != 0;
+	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_iowait))
+		busy = 1;
+	if (bpf_core_field_exists(t->in_memstall) && BPF_CORE_READ_BITFIELD_PROBED(t, in_memstall))
+		busy = 1;
+	if (BPF_CORE_READ(t, on_cpu))
+		busy = 1;
+	r->busy_threads += busy;
+	if (BPF_CORE_READ(t, cgroups) != cset)
+		r->status |= STATUS_SPLIT_CGROUPS;
+}
+
 static __always_inline void read_threads(struct task_struct *task, struct task_record *r)
 {
 	struct signal_struct *sig = BPF_CORE_READ(task, signal);
@@ -204,6 +253,9 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 	r->write_bytes = BPF_CORE_READ(sig, ioac.write_bytes);
 	r->syscr = BPF_CORE_READ(sig, ioac.syscr);
 	r->syscw = BPF_CORE_READ(sig, ioac.syscw);
+	struct signal_struct___activity *sig_activity = (void *)sig;
+	r->switches = BPF_CORE_READ(sig_activity, nvcsw) + BPF_CORE_READ(sig_activity, nivcsw);
+	struct css_set *cset = BPF_CORE_READ(task, cgroups);
 
 	struct list_head *head = __builtin_preserve_access_index(&sig->thread_head);
 	struct list_head *pos = BPF_CORE_READ(sig, thread_head.next);
@@ -223,6 +275,7 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 		r->write_bytes += BPF_CORE_READ(t, ioac.write_bytes);
 		r->syscr += BPF_CORE_READ(t, ioac.syscr);
 		r->syscw += BPF_CORE_READ(t, ioac.syscw);
+		read_activity(t, cset, r);
 		pos = BPF_CORE_READ(pos, next);
 	}
 	if (pos != head)
@@ -350,6 +403,7 @@ int task_leaders(struct bpf_iter__task *ctx)
 		if (r.v1_cgroup_id)
 			r.v1_controller = membership_v1;
 	}
+	r.cpuacct_cgroup_id = V1_CGROUP_ID(cset, BPF_CORE_READ(dfl_cgrp, root), cpuacct_cgrp_id);
 
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	if (mm && !(r.flags & PF_KTHREAD)) {

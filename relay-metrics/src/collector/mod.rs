@@ -351,21 +351,32 @@ impl Collector {
                     out,
                 );
             }
-            let (process_source, process_source_reason) = self.processes.process_source();
-            extensions.collector = CollectorInfo {
-                name: Cow::Borrowed("relay-metrics"),
-                version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
-                sequence: self.sequence,
-                collect_duration_usec: u64::try_from(started.elapsed().as_micros())
-                    .unwrap_or(u64::MAX),
-                process_source: Cow::Borrowed(process_source),
-                process_source_reason: process_source_reason.cloned(),
-            };
+            extensions.collector = self.collector_info(started);
             extensions.target.clone_from(&self.target_info);
             extensions.sampler = sampler;
         }
         self.last = Some(Arc::clone(&shared));
         shared
+    }
+
+    /// `extensions.collector` for a collection that began at `started`.
+    fn collector_info(&self, started: std::time::Instant) -> CollectorInfo {
+        let (process_source, process_source_reason) = self.processes.process_source();
+        let rule = self
+            .targets
+            .as_ref()
+            .map(targets::TargetSet::rule_counts)
+            .unwrap_or_default();
+        CollectorInfo {
+            name: Cow::Borrowed("relay-metrics"),
+            version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
+            sequence: self.sequence,
+            collect_duration_usec: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            process_source: Cow::Borrowed(process_source),
+            process_source_reason: process_source_reason.cloned(),
+            unchanged_rule_misses: rule.misses,
+            unchanged_reused_reads: rule.reused_reads,
+        }
     }
 
     /// Reads every source once, into the reused sample.

@@ -308,6 +308,13 @@ pub struct CollectorInfo {
     /// Why procfs served although the configuration allowed the iterator (or that it was
     /// configured); `null` when the iterator served or no process was sampled by choice.
     pub process_source_reason: Option<Arc<str>>,
+    /// Measured cgroups whose CPU usage and pressure files were read in full by the backstop
+    /// and found changed although the unchanged-cgroup rule said they could not be: a bug in
+    /// the rule, so always 0 (since the collector started).
+    pub unchanged_rule_misses: u64,
+    /// Measured cgroup reads that reused the CPU usage and pressure values of the last read,
+    /// the rule having proved them unchanged (since the collector started).
+    pub unchanged_reused_reads: u64,
 }
 
 /// Where a snapshot sits in a fixed-rate series.

@@ -18,6 +18,7 @@ mod gpu;
 mod labels;
 mod names;
 mod network;
+mod unchanged;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use crate::source::Roots;
 
 use labels::path_labels;
 use names::Names;
+use unchanged::{Backstop, Plan, UnchangedRule};
 
 /// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 1, memory 4, pids 1,
 /// blkio 2; v2 PSI 3; its settings are opened per read).
@@ -57,6 +59,19 @@ struct Entry {
     /// When it was first selected: it is held out of the snapshots while a runtime API should
     /// name it and has not, for at most [`NAME_WAIT`].
     born: std::time::Instant,
+    /// When its CPU and pressure files are read in full though the rule says unchanged.
+    backstop: Backstop,
+    /// How the last read went ([`Plan::Reuse`] only where values were reused).
+    last_plan: Plan,
+}
+
+/// What the unchanged-cgroup rule ([`unchanged`]) did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RuleCounts {
+    /// Backstop reads that found values the rule had said could not change.
+    pub misses: u64,
+    /// Cgroup reads whose CPU usage and pressure files were not read.
+    pub reused_reads: u64,
 }
 
 /// How long a new container's cgroup is held out of the snapshots while the runtime's API has
@@ -108,6 +123,13 @@ pub(crate) struct TargetSet {
     boot_seconds: Option<u64>,
     /// The measured cgroups' network namespaces (`None`: the network category is off).
     network: Option<network::NetworkReader>,
+    /// Which cgroups are unchanged since the last snapshot (`None` without a cgroup file
+    /// system).
+    rule: Option<UnchangedRule>,
+    rule_counts: RuleCounts,
+    /// How often a cgroup is read in full whatever the rule says ([`unchanged::BACKSTOP`];
+    /// tests shorten it).
+    backstop_every: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -134,6 +156,7 @@ impl TargetSet {
         let patterns = CgroupPattern::parse_all(&extensions.cgroups).unwrap_or_default();
         let limit =
             usize::try_from(crate::source::held::raise_open_file_limit()).unwrap_or(usize::MAX);
+        let scanner = layout.and_then(|layout| Scanner::new(layout, limit / HELD_DIRS_SHARE));
         Some(Self {
             roots: roots.clone(),
             selection: Selection {
@@ -141,7 +164,16 @@ impl TargetSet {
                 depth: extensions.cgroup_depth,
             },
             max_targets: extensions.max_targets,
-            scanner: layout.and_then(|layout| Scanner::new(layout, limit / HELD_DIRS_SHARE)),
+            rule: layout.map(|layout| {
+                UnchangedRule::new(
+                    layout,
+                    roots,
+                    scanner.as_ref().and_then(Scanner::membership_id),
+                )
+            }),
+            scanner,
+            rule_counts: RuleCounts::default(),
+            backstop_every: unchanged::BACKSTOP,
             layout: layout.cloned(),
             scan: Scan::default(),
             entries: HashMap::new(),
@@ -189,6 +221,9 @@ impl TargetSet {
             _ => None,
         };
         self.walk(process_set, records);
+        if let Some(rule) = &mut self.rule {
+            rule.update(&self.scan, records.filter(|_| process_set.is_some()));
+        }
         out.reasons.extend(self.scan.errors.iter().cloned());
         self.names.refresh(&mut out.reasons);
         let victims = match kernel {
@@ -234,6 +269,11 @@ impl TargetSet {
         // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
         let walks = self.walks;
         self.entries.retain(|_, entry| entry.seen == walks);
+    }
+
+    /// What the unchanged-cgroup rule did so far.
+    pub(crate) fn rule_counts(&self) -> RuleCounts {
+        self.rule_counts
     }
 
     /// Fills what `out` says of the walk itself (patterns, depth, hierarchy); false, with
@@ -471,7 +511,14 @@ impl TargetSet {
         if &*report.cgroup != path {
             report.cgroup = Arc::from(path);
         }
-        entry.reader.read(&mut self.buf, report);
+        let unchanged = self.rule.as_ref().is_some_and(|rule| rule.unchanged(index));
+        entry.read(
+            unchanged,
+            self.backstop_every,
+            &mut self.buf,
+            report,
+            &mut self.rule_counts,
+        );
         report.labels.clone_from(&entry.labels);
         report.created_seconds = entry.created_seconds;
         report.processes = reading.process_set.map(|_| {
@@ -545,10 +592,47 @@ fn entry<'e>(
             seen: 0,
             created_seconds: target.creation_time(made.boot_seconds),
             born: std::time::Instant::now(),
+            backstop: Backstop::new(),
+            last_plan: Plan::Read,
         };
         entries.insert(Arc::from(path), entry);
     }
     entries.get_mut(path)
+}
+
+impl Entry {
+    /// Reads the cgroup's files into `report`, reusing its CPU usage and pressure values where
+    /// the rule says it is `unchanged` (and the backstop does not ask for a full read).
+    fn read(
+        &mut self,
+        unchanged: bool,
+        backstop_every: std::time::Duration,
+        buf: &mut Vec<u8>,
+        report: &mut CgroupTargetReport,
+        counts: &mut RuleCounts,
+    ) {
+        let mut plan = self
+            .backstop
+            .plan(unchanged, backstop_every, &mut counts.misses);
+        if plan == Plan::Reuse && self.reader.reusable().is_none() {
+            plan = Plan::Read;
+        }
+        self.last_plan = plan;
+        match plan {
+            Plan::Read => self.reader.read(buf, report, false),
+            Plan::Reuse => {
+                counts.reused_reads += 1;
+                self.reader.read(buf, report, true);
+            }
+            Plan::Check => {
+                let reused = self.reader.reusable();
+                self.reader.read(buf, report, false);
+                let read = self.reader.last_read();
+                self.backstop
+                    .checked(matches!((reused, read), (Some(a), Some(b)) if a != b));
+            }
+        }
+    }
 }
 
 /// What every selected cgroup's report is made with.
@@ -653,5 +737,7 @@ fn populated(scan: &Scan) -> Vec<bool> {
     populated
 }
 
+#[cfg(test)]
+mod rule_tests;
 #[cfg(test)]
 mod tests;

@@ -413,3 +413,127 @@ fn v1_memory_events_are_failcnt_and_oom_kills_and_the_v2_only_ones_are_null() {
     );
     assert_eq!((events.low, events.high), (None, None));
 }
+
+/// The unchanged-cgroup rule over a fixture v2 tree, with task-iterator records made here: a
+/// cgroup whose process is quiet and unchanged is not read again (a file changed behind its
+/// back is not seen), and one whose process switched, or is busy, is.
+#[test]
+fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
+    use crate::source::task_iter::TaskRecord;
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let stat = |usage: u64| format!("usage_usec {usage}\nuser_usec 3\nsystem_usec 2\n");
+    cgroup(root, "/", &[], &[]);
+    cgroup(root, "/a", &[10], &[("cpu.stat", &stat(5))]);
+    let id = |path: &str| std::fs::metadata(root.join(path)).unwrap().ino();
+    let layout = layout(root);
+    let mut set = TargetSet::new(
+        &config(&["/a"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap();
+    let kthreadd = TaskRecord {
+        tgid: 2,
+        flags: 0x0020_0000,
+        cgroup_id: id(""),
+        ..TaskRecord::default()
+    };
+    let mut member = TaskRecord {
+        tgid: 10,
+        nr_threads: 1,
+        switches: 7,
+        cgroup_id: id("a"),
+        ..TaskRecord::default()
+    };
+    let pass = ProcessPass::Sampled(ProcessSet {
+        visible: 2,
+        incomplete: None,
+        processes: vec![process(2, 0, 1, 0), process(10, 1, 1, 1)],
+    });
+    let mut out = Targets::default();
+    let mut fill = |member: &TaskRecord, usage: u64, out: &mut Targets| {
+        std::fs::write(root.join("a/cpu.stat"), stat(usage)).unwrap();
+        set.fill(
+            Some(&pass),
+            Some(&[kthreadd, *member]),
+            None,
+            100,
+            None,
+            out,
+        );
+        (out.cgroups[0].cpu_usage_ns, set.rule_counts().reused_reads)
+    };
+    // The first two passes read (no evidence yet, then no earlier pass to compare with).
+    assert_eq!(fill(&member, 5, &mut out), (Some(5000), 0));
+    assert_eq!(fill(&member, 6, &mut out), (Some(6000), 0));
+    // Unchanged: the file is not read (its new value is not seen).
+    assert_eq!(fill(&member, 7, &mut out), (Some(6000), 1));
+    // A switch: read.
+    member.switches += 1;
+    assert_eq!(fill(&member, 8, &mut out), (Some(8000), 1));
+    // Busy at this pass: read, and at the next though quiet again (busy at its start).
+    member.busy_threads = 1;
+    assert_eq!(fill(&member, 9, &mut out), (Some(9000), 1));
+    member.busy_threads = 0;
+    assert_eq!(fill(&member, 10, &mut out), (Some(10_000), 1));
+    assert_eq!(fill(&member, 11, &mut out), (Some(10_000), 2));
+    // A new process in the cgroup: read.
+    let newcomer = TaskRecord { tgid: 11, ..member };
+    set.fill(
+        Some(&pass),
+        Some(&[kthreadd, member, newcomer]),
+        None,
+        100,
+        None,
+        &mut out,
+    );
+    assert_eq!(
+        set.rule_counts(),
+        RuleCounts {
+            misses: 0,
+            reused_reads: 2
+        }
+    );
+    // Without kthreadd (another PID namespace) nothing is reused.
+    set.fill(
+        Some(&pass),
+        Some(&[member, newcomer]),
+        None,
+        100,
+        None,
+        &mut out,
+    );
+    set.fill(
+        Some(&pass),
+        Some(&[member, newcomer]),
+        None,
+        100,
+        None,
+        &mut out,
+    );
+    assert_eq!(set.rule_counts().reused_reads, 2);
+}
+
+#[test]
+fn the_backstop_reads_in_full_every_period_and_counts_confirmed_misses() {
+    use unchanged::{Backstop, Plan};
+    let mut backstop = Backstop::new();
+    let mut misses = 0;
+    let every = std::time::Duration::from_millis(30);
+    assert_eq!(backstop.plan(true, every, &mut misses), Plan::Reuse);
+    assert_eq!(backstop.plan(false, every, &mut misses), Plan::Read);
+    std::thread::sleep(every);
+    assert_eq!(backstop.plan(true, every, &mut misses), Plan::Check);
+    // A difference, then a pass that ran: not a miss (the activity after the pass explains it).
+    backstop.checked(true);
+    assert_eq!(backstop.plan(false, every, &mut misses), Plan::Read);
+    assert_eq!(misses, 0);
+    std::thread::sleep(every);
+    assert_eq!(backstop.plan(true, every, &mut misses), Plan::Check);
+    // A difference confirmed by the rule holding at the next pass: a miss.
+    backstop.checked(true);
+    assert_eq!(backstop.plan(true, every, &mut misses), Plan::Reuse);
+    assert_eq!(misses, 1);
+}

@@ -102,6 +102,8 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         collect_duration_usec,
         process_source,
         process_source_reason,
+        unchanged_rule_misses,
+        unchanged_reused_reads,
     } = collector;
     w.first("name").string(name);
     w.key("version").string(version);
@@ -110,6 +112,8 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
     w.key("process_source").string(process_source);
     w.key("process_source_reason")
         .opt_string(process_source_reason.as_deref());
+    w.key("unchanged_rule_misses").u64(*unchanged_rule_misses);
+    w.key("unchanged_reused_reads").u64(*unchanged_reused_reads);
     w.close();
 }
 

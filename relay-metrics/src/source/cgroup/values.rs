@@ -79,6 +79,22 @@ pub(crate) struct CgroupValuesReader {
     /// why in `blkio_reason`.
     blkio: BlkioCounting,
     blkio_reason: Option<String>,
+    /// The CPU usage and pressure values of the last read that read their files without an
+    /// error: what a read that reuses them gives ([`Self::read`]'s `reuse`).
+    last: Option<CpuAndPressure>,
+}
+
+/// The values of a cgroup's CPU usage and pressure files (v2 `cpu.stat` brings its CFS
+/// counters along): what the unchanged-cgroup rule (`collector/targets/unchanged.rs`) lets a
+/// read reuse.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct CpuAndPressure {
+    usage_ns: Option<u64>,
+    user_ns: Option<u64>,
+    system_ns: Option<u64>,
+    /// From v2 `cpu.stat` only (v1's come from `cpu.stat` of the cpu hierarchy, always read).
+    cfs: Option<[Option<u64>; 3]>,
+    pressure: crate::snapshot::PressureTotals,
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
@@ -86,6 +102,14 @@ pub(crate) struct CgroupValuesReader {
 pub(crate) const SETTINGS_EVERY: u64 = 10;
 
 impl Kind {
+    /// A file of [`CpuAndPressure`].
+    fn is_cpu_usage_or_pressure(self) -> bool {
+        matches!(
+            self,
+            Self::V2CpuStat | Self::V1CpuacctUsage | Self::V1CpuacctStat | Self::Pressure(_)
+        )
+    }
+
     /// A setting rather than a counter or a level.
     fn is_setting(self) -> bool {
         matches!(
@@ -136,7 +160,32 @@ impl CgroupValuesReader {
             devices: Vec::new(),
             blkio_reason: blkio.reason(),
             blkio,
+            last: None,
         }
+    }
+
+    /// The CPU usage and pressure values of the last read that read their files without an
+    /// error.
+    pub(crate) fn last_read(&self) -> Option<CpuAndPressure> {
+        self.last
+    }
+
+    /// The CPU usage and pressure values a reusing read would give now; `None` when it would
+    /// read them (no error-free read yet, or v2 CFS counters that may move on their own) or
+    /// has none to skip.
+    pub(crate) fn reusable(&self) -> Option<CpuAndPressure> {
+        let has_files = self
+            .files
+            .iter()
+            .any(|f| !f.absent && f.kind.is_cpu_usage_or_pressure());
+        self.last.filter(|last| {
+            // The CFS period timer runs on after the last run: v2 `cpu.stat` is reused only
+            // where no period ever passed and no quota is set.
+            has_files
+                && last
+                    .cfs
+                    .is_none_or(|cfs| matches!(cfs[0], None | Some(0)) && self.settings.0.is_none())
+        })
     }
 
     /// Descriptors this reader holds open between reads.
@@ -153,18 +202,26 @@ impl CgroupValuesReader {
 
     /// Reads every file into `out`: its file values are reset first (settings kept between
     /// their reads); its path, labels and the values of other sources are left as they are.
-    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupTargetReport) {
+    /// With `reuse` (the cgroup is unchanged, and [`Self::reusable`] gave values), the CPU
+    /// usage and pressure files are not read: their values are those of the last read.
+    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupTargetReport, reuse: bool) {
         let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
         self.reads += 1;
         self.reset(out, settings);
+        let reused = self.reusable().filter(|_| reuse);
         let ticks_per_second = self.ticks_per_second;
         self.quota.clear();
         self.devices.clear();
+        let mut failed = false;
         for file in &mut self.files {
-            if file.absent || (file.kind.is_setting() && !settings) {
+            if file.absent
+                || (file.kind.is_setting() && !settings)
+                || (reused.is_some() && file.kind.is_cpu_usage_or_pressure())
+            {
                 continue;
             }
             let Some(bytes) = read_file(file, self.hold, buf, &mut out.reason) else {
+                failed |= file.kind.is_cpu_usage_or_pressure();
                 continue;
             };
             let parsed = Parsed {
@@ -179,11 +236,34 @@ impl CgroupValuesReader {
             self.settings = (out.cpu_limit_cores, out.memory_limit_bytes, out.pids_limit);
             self.cpu_spec = out.cpu_spec;
         }
+        match reused {
+            Some(values) => values.write(out),
+            None => self.last = (!failed).then(|| self.cpu_and_pressure(out)),
+        }
         let blkio = &self.blkio;
         self.devices.retain(|d| blkio.counts(d.major, d.minor));
         write_devices(&self.devices, &mut out.devices);
         if out.reason.is_none() {
             out.reason.clone_from(&self.blkio_reason);
+        }
+    }
+
+    /// The CPU usage and pressure values of a read into `out`.
+    fn cpu_and_pressure(&self, out: &CgroupTargetReport) -> CpuAndPressure {
+        let v2 = self
+            .files
+            .iter()
+            .any(|f| f.kind == Kind::V2CpuStat && !f.absent);
+        CpuAndPressure {
+            usage_ns: out.cpu_usage_ns,
+            user_ns: out.cpu_user_ns,
+            system_ns: out.cpu_system_ns,
+            cfs: v2.then_some([
+                out.cpu_periods,
+                out.cpu_throttled_periods,
+                out.cpu_throttled_ns,
+            ]),
+            pressure: out.pressure,
         }
     }
 
@@ -209,6 +289,20 @@ impl CgroupValuesReader {
         if self.cadvisor {
             out.memory_stat = Some(TargetMemoryStat::default());
         }
+    }
+}
+
+impl CpuAndPressure {
+    fn write(self, out: &mut CgroupTargetReport) {
+        out.cpu_usage_ns = self.usage_ns;
+        out.cpu_user_ns = self.user_ns;
+        out.cpu_system_ns = self.system_ns;
+        if let Some([periods, throttled_periods, throttled_ns]) = self.cfs {
+            out.cpu_periods = periods;
+            out.cpu_throttled_periods = throttled_periods;
+            out.cpu_throttled_ns = throttled_ns;
+        }
+        out.pressure = self.pressure;
     }
 }
 

@@ -41,7 +41,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
 const PROGRAM: &str = "task_leaders";
 
 /// Fields of one record (`struct task_record`), each a little-endian 64-bit value.
-const RECORD_FIELDS: usize = 28;
+const RECORD_FIELDS: usize = 31;
 
 /// Size of one record.
 pub(crate) const RECORD_BYTES: usize = RECORD_FIELDS * 8;
@@ -57,6 +57,7 @@ const STATUS_HAS_MM: u64 = 4;
 const STATUS_RSS_ATOMIC: u64 = 8;
 const STATUS_RSS_PERCPU: u64 = 16;
 const STATUS_RSS_SUMMED: u64 = 64;
+const STATUS_SPLIT_CGROUPS: u64 = 128;
 
 /// `PF_KTHREAD` in `task_struct.flags`.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -113,6 +114,13 @@ pub(crate) struct TaskRecord {
     pub v1_cgroup_id: u64,
     /// See [`Self::v1_cgroup_id`].
     pub v1_controller: Option<usize>,
+    /// Context switches (voluntary and involuntary) of the dead and the live threads.
+    pub switches: u64,
+    /// Live threads on a CPU, on a run queue, in iowait or in a memstall when the program
+    /// passed them (the others can be charged no CPU time and add to no pressure).
+    pub busy_threads: u64,
+    /// The cgroup id in the v1 `cpuacct` hierarchy, 0 where `cpuacct` is not on v1.
+    pub cpuacct_cgroup_id: u64,
 }
 
 /// The controllers whose v1 hierarchy can define membership, in the order the first mounted one
@@ -178,6 +186,9 @@ impl TaskRecord {
                 .ok()
                 .and_then(|slot| slot.checked_sub(1))
                 .filter(|&at| at < V1_CONTROLLERS.len()),
+            switches: fields[28],
+            busy_threads: fields[29],
+            cpuacct_cgroup_id: fields[30],
         })
     }
 
@@ -190,6 +201,16 @@ impl TaskRecord {
     /// I/O or the fd count would be short, so this process must be read through procfs.
     pub(crate) fn is_truncated(&self) -> bool {
         self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
+    }
+
+    /// The program walked every live thread (it stops at its bound).
+    pub(crate) fn walked_every_thread(&self) -> bool {
+        self.status & STATUS_THREADS_TRUNCATED == 0
+    }
+
+    /// Some live thread sits in other cgroups than the leader (its `css_set` differs).
+    pub(crate) fn has_split_cgroups(&self) -> bool {
+        self.status & STATUS_SPLIT_CGROUPS != 0
     }
 
     /// What the resident size can be taken from (see [`ResidentSource`]). `statm_sums` says

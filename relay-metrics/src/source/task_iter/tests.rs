@@ -85,6 +85,19 @@ fn a_record_parses_field_by_field() {
     assert_eq!(record.v1_controller, Some(1));
     assert_eq!(record.rss_sum_pages, Some([24, 25, -1]));
     assert_eq!(record.summed_rss_pages(), Some(49));
+    assert_eq!(
+        (
+            record.switches,
+            record.busy_threads,
+            record.cpuacct_cgroup_id
+        ),
+        (29, 30, 31)
+    );
+    assert!(!record.has_split_cgroups());
+    fields[3] |= STATUS_SPLIT_CGROUPS;
+    assert!(TaskRecord::parse(&record_bytes(fields))
+        .unwrap()
+        .has_split_cgroups());
     assert_eq!(record.resident_source(true), ResidentSource::Summed);
     // Where statm prints the central counts, the sums are not what it prints.
     assert_eq!(
