@@ -244,8 +244,12 @@ pub struct GlobalStats {
     pub processes_exited: u64,
     /// Tasks moved between cgroups (`cgroup:cgroup_attach_task`), on any hierarchy.
     pub cgroup_migrations: u64,
+    /// Tasks created straight into another cgroup than their parent's (clone3's
+    /// `CLONE_INTO_CGROUP`): with `cgroup_migrations`, every way a task enters a cgroup other
+    /// than by inheriting its parent's.
+    pub clone_into_cgroup: u64,
 }
-const _: () = assert!(core::mem::size_of::<GlobalStats>() == 72);
+const _: () = assert!(core::mem::size_of::<GlobalStats>() == 80);
 
 /// Per-thread state of the scheduler programs: when the thread was queued, and its tgid (known
 /// from when it last ran, since a wakeup or switch-in record names only the thread id).

@@ -34,6 +34,8 @@ static CONFIG: Config = Config::unavailable();
 static ZERO_TGID_STATS: TgidStats = TgidStats::ZERO;
 
 const CLONE_THREAD: u64 = 0x0001_0000;
+/// clone3's `CLONE_INTO_CGROUP`: the child starts in a cgroup other than its parent's.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// Thread ids with a slot in [`TID_SLOTS`]: twice the kernel's default `pid_max` (32768 below 32
 /// CPUs); hosts where systemd raised `pid_max` to 4194304 use [`TIDS`] for the ids above.
 const TID_SLOT_COUNT: u32 = 65536;

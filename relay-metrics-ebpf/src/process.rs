@@ -7,7 +7,7 @@ use relay_metrics_common::NO_FIELD;
 
 use crate::{
     add, cgroup_stats, ctx, current_tgid, global, insert_failed, scope_of, sched, tgid_stats,
-    CLONE_THREAD, CREATED_BY, SCOPES, TGIDS, TRACKED,
+    CLONE_INTO_CGROUP, CLONE_THREAD, CREATED_BY, SCOPES, TGIDS, TRACKED,
 };
 
 /// `task:task_newtask`: fires in the parent with the new task's pid and clone flags, which tell
@@ -22,10 +22,14 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     let (Some(child), Some(flags)) = (ctx::u32_at(p, off_pid), ctx::u64_at(p, off_flags)) else {
         return 0;
     };
-    if flags & CLONE_THREAD == 0 {
-        if let Some(g) = global() {
+    if let Some(g) = global() {
+        if flags & CLONE_THREAD == 0 {
             // SAFETY: map value pointer from the kernel.
             add(unsafe { &raw mut (*g).processes_created }, 1);
+        }
+        if flags & CLONE_INTO_CGROUP != 0 {
+            // SAFETY: map value pointer from the kernel.
+            add(unsafe { &raw mut (*g).clone_into_cgroup }, 1);
         }
     }
     let parent = current_tgid();

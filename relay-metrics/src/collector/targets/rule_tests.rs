@@ -17,6 +17,9 @@ struct Tree {
     mounts: Vec<PathBuf>,
     children: Vec<Child>,
     made: Vec<String>,
+    /// Processes this test moved between cgroups: the count the rule gets in place of the
+    /// machine's (other tests move processes too, which would make every pass read all).
+    moves: std::cell::Cell<u64>,
 }
 
 impl Tree {
@@ -41,6 +44,7 @@ impl Tree {
             mounts,
             children: Vec::new(),
             made: Vec::new(),
+            moves: std::cell::Cell::new(0),
         };
         tree.make("");
         tree
@@ -74,6 +78,7 @@ impl Tree {
 
     /// Places process `pid` in cgroup `below` of every hierarchy; false when it is gone.
     fn place(&self, below: &str, pid: u32) -> bool {
+        self.moves.set(self.moves.get() + 1);
         self.dirs(below)
             .iter()
             .all(|dir| std::fs::write(dir.join("cgroup.procs"), pid.to_string()).is_ok())
@@ -108,6 +113,14 @@ impl Drop for Tree {
 }
 
 const SLEEP: [&str; 2] = ["sleep", "1000"];
+const SLEEP_SHORT: [&str; 2] = ["sleep", "0.03"];
+/// Placed right after it starts, it spends a few ms of CPU there and exits within the 50 ms
+/// between two passes: neither pass sees it.
+const UNSEEN: [&str; 3] = [
+    "sh",
+    "-c",
+    "sleep 0.002; i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+];
 const BUSY: [&str; 3] = ["sh", "-c", "while :; do :; done"];
 const WAKER: [&str; 3] = ["python3", "-c", "import time\nwhile True: time.sleep(0.05)"];
 
@@ -204,17 +217,24 @@ fn report<'t>(out: &'t Targets, path: &str) -> Option<&'t CgroupTargetReport> {
     out.cgroups.iter().find(|c| &*c.cgroup == path)
 }
 
-/// Churn: a short process in `/churn` (the last ones reaped), and a cgroup below it made,
-/// given a sleeper, emptied or removed, in turn.
+/// Churn, every fourth step: a short process in `/churn` (the last ones reaped), a cgroup below it
+/// made, given a sleeper, emptied or removed, in turn, and a process that runs a few ms in
+/// `/idle5` and exits before the next pass sees it. The steps between move nothing, so the idle
+/// cgroups can be reused there (and a reuse compared at the step after).
 fn churn(tree: &mut Tree, step: usize, sleeper: &mut Option<Child>) {
     tree.children
         .retain_mut(|child| !matches!(child.try_wait(), Ok(Some(_))));
-    if let Ok(child) = Command::new("sleep").arg("0.03").spawn() {
-        tree.place("/churn", child.id());
-        tree.children.push(child);
+    if step % 4 != 0 {
+        return;
     }
-    let below = format!("/churn/c{}", step / 4);
-    match step % 4 {
+    for (below, command) in [("/churn", &SLEEP_SHORT[..]), ("/idle5", &UNSEEN[..])] {
+        if let Ok(child) = Command::new(command[0]).args(&command[1..]).spawn() {
+            tree.place(below, child.id());
+            tree.children.push(child);
+        }
+    }
+    let below = format!("/churn/c{}", step / 16);
+    match (step / 4) % 4 {
         0 => tree.make(&below),
         1 => {
             let child = Command::new("sleep").arg("1000").spawn().unwrap();
@@ -237,7 +257,8 @@ fn reused_values_equal_a_full_read_of_every_file_value_for_value() {
     let mut tree = Tree::new(&format!("relay-rule-{}", std::process::id()));
     populate(&mut tree);
     let mut with_rule = target_set(&tree);
-    with_rule.backstop_every = Duration::from_millis(700);
+    // Every fourth step reads all (moves), so the backstop must come due within four steps.
+    with_rule.backstop_every = Duration::from_millis(100);
     let mut every_file = target_set(&tree);
     every_file.rule = None;
     let (mut ruled, mut full) = (Targets::default(), Targets::default());
@@ -251,6 +272,7 @@ fn reused_values_equal_a_full_read_of_every_file_value_for_value() {
         churn(&mut tree, step, &mut sleeper);
         std::thread::sleep(Duration::from_millis(50));
         pass.read();
+        with_rule.rule.as_mut().unwrap().fixture_moves = Some(tree.moves.get());
         // Lockstep: the same pass, the rule's reads, then every file of every cgroup.
         pass.fill(&mut with_rule, &mut ruled);
         pass.fill(&mut every_file, &mut full);
@@ -290,12 +312,14 @@ fn reused_values_equal_a_full_read_of_every_file_value_for_value() {
         "the backstop found a value the rule missed"
     );
     assert_eq!(busy_reused, 0, "a busy cgroup's values were reused");
-    // 7 idle cgroups over 60 steps, less the backstop's reads and the first steps.
+    // 7 idle cgroups over the 45 steps without moves, less the backstop's reads (about one in
+    // three of them) and the first steps; a reuse is compared only when the next step has no
+    // moves either. Lower bounds with room for a loaded machine's slower steps.
     assert!(
-        reused_idle > 200,
+        reused_idle > 100,
         "idle cgroups reused only {reused_idle} times"
     );
-    assert!(compared > 200, "only {compared} reuses compared");
+    assert!(compared > 50, "only {compared} reuses compared");
     assert_eq!(counts.reused_reads, reused);
     if let Some(mut child) = sleeper {
         let _ = child.kill();
@@ -352,6 +376,8 @@ fn bench_targets_pass_with_and_without_the_rule() {
     tree.spawn("/busy", &BUSY);
     let mut with_rule = target_set_of(&tree, 1000);
     with_rule.backstop_every = period * 10;
+    // Nothing moves between the rounds (the machine's count would also see other processes').
+    with_rule.rule.as_mut().unwrap().fixture_moves = Some(tree.moves.get());
     let mut every_file = target_set_of(&tree, 1000);
     every_file.rule = None;
     let (mut ruled, mut full) = (Targets::default(), Targets::default());

@@ -82,6 +82,23 @@ impl Hierarchy {
     }
 }
 
+/// The machine's count of tasks that entered a cgroup other than by inheriting their parent's:
+/// moved (`cgroup_attach_task`, any hierarchy) or created into one (clone3's
+/// `CLONE_INTO_CGROUP`), from the eBPF programs; `None` where they are not loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HostMoves(pub(super) Option<u64>);
+
+impl HostMoves {
+    /// Read from the eBPF programs' machine-wide counters.
+    pub(super) fn read(kernel: Option<&crate::source::ebpf::EbpfSource>) -> Self {
+        Self(
+            kernel
+                .and_then(|source| source.global().ok())
+                .map(|global| global.cgroup_migrations + global.clone_into_cgroup),
+        )
+    }
+}
+
 /// What one pass knew of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
@@ -113,9 +130,15 @@ pub(super) struct UnchangedRule {
     root_ids: [u64; 2],
     /// Per scan index of the last update: unchanged since the pass before.
     unchanged: Vec<bool>,
+    /// The machine's count of tasks that entered a cgroup other than by inheriting their
+    /// parent's, at the last update ([`HostMoves`]).
+    moves: Option<u64>,
     /// Test hook: this cgroup path counts as unchanged whatever happened (a broken rule).
     #[cfg(test)]
     pub(super) forced: Option<String>,
+    /// Test hook: the machine's cgroup moves, in place of the eBPF programs' count.
+    #[cfg(test)]
+    pub(super) fixture_moves: Option<u64>,
 }
 
 impl UnchangedRule {
@@ -139,8 +162,11 @@ impl UnchangedRule {
             paths: [HashMap::new(), HashMap::new()],
             root_ids: [0; 2],
             unchanged: Vec::new(),
+            moves: None,
             #[cfg(test)]
             forced: None,
+            #[cfg(test)]
+            fixture_moves: None,
         }
     }
 
@@ -150,10 +176,19 @@ impl UnchangedRule {
     }
 
     /// Decides, for every cgroup of `scan`, whether it is unchanged since the last update, from
-    /// the task iterator's `records` of this pass (`None`: no evidence, every cgroup is read).
-    pub(super) fn update(&mut self, scan: &Scan, records: Option<&[TaskRecord]>) {
+    /// the task iterator's `records` of this pass and the machine's cgroup `moves` read after
+    /// it (`None` for either: no evidence, every cgroup is read).
+    pub(super) fn update(&mut self, scan: &Scan, records: Option<&[TaskRecord]>, moves: HostMoves) {
         self.unchanged.clear();
         self.unchanged.resize(scan.cgroups.len(), false);
+        #[cfg(test)]
+        let moves = self
+            .fixture_moves
+            .map_or(moves, |count| HostMoves(Some(count)));
+        // A task moved into a cgroup (or created straight into one) may have run there and
+        // exited between the passes without either pass seeing it.
+        let moved = moves.0.is_none() || moves.0 != self.moves;
+        self.moves = moves.0;
         // kthreadd is visible only from the initial PID namespace: elsewhere the iterator
         // would not show every task, and no evidence is complete.
         let kthreadd = records.and_then(|records| {
@@ -177,7 +212,8 @@ impl UnchangedRule {
                 }
             }
             for (index, cgroup) in scan.cgroups.iter().enumerate() {
-                self.unchanged[index] = !changed[index]
+                self.unchanged[index] = !moved
+                    && !changed[index]
                     && cgroup.parent.is_some()
                     && cgroup.id != 0
                     && self.previous_ids.contains(&cgroup.id);
