@@ -224,7 +224,7 @@ fn report<'t>(out: &'t Targets, path: &str) -> Option<&'t CgroupTargetReport> {
 fn churn(tree: &mut Tree, step: usize, sleeper: &mut Option<Child>) {
     tree.children
         .retain_mut(|child| !matches!(child.try_wait(), Ok(Some(_))));
-    if step % 4 != 0 {
+    if !step.is_multiple_of(4) {
         return;
     }
     for (below, command) in [("/churn", &SLEEP_SHORT[..]), ("/idle5", &UNSEEN[..])] {

@@ -23,6 +23,14 @@
 //!   (the sum moved), is still busy, or died (the thread count moved; a new thread that is
 //!   alive and quiet switched out at least once).
 //!
+//! - A task enters a cgroup by inheriting its parent's at fork (the parent ran, so its own
+//!   cgroup is read), by a move (`cgroup_attach_task`) or by clone3's `CLONE_INTO_CGROUP`. A
+//!   task that entered a cgroup by the last two ways, ran there and exited between two passes is
+//!   seen by neither, so any such entry on the machine since the last pass ([`HostMoves`],
+//!   counted by the eBPF programs) makes every cgroup read. The one gap left: a child forked
+//!   during the last pass's walk with a pid below the walk's position (pid wrap-around), which
+//!   exited unseen; the backstop would count it.
+//!
 //! So a process is *unchanged* between two task-iterator passes when its start time, thread
 //! count, switch sum and cgroups are the same and it had no busy thread at either pass
 //! ([`TaskRecord::busy_threads`]); a cgroup is unchanged when every process whose cgroup, in a

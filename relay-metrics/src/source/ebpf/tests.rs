@@ -691,3 +691,80 @@ fn lockdown_confidentiality_is_the_reason_given() {
         "{error}"
     );
 }
+
+/// The machine-wide counts the unchanged-cgroup rule relies on: a process moved into a cgroup
+/// (`cgroup_migrations`) and one created straight into a cgroup by clone3's
+/// `CLONE_INTO_CGROUP` (`clone_into_cgroup`), each seen.
+#[test]
+#[ignore = "root: loads eBPF programs (CAP_BPF, tracefs) and creates a cgroup"]
+fn counts_moves_into_a_cgroup_and_clones_into_one_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let source = load_as_root();
+    let layout = crate::source::cgroup::CgroupLayout::discover(&crate::source::Roots::host())
+        .expect("cgroup layout");
+    let unified = layout
+        .v2
+        .expect("this test needs a cgroup2 mount")
+        .mount_point;
+    let dir = unified.join(format!("relay-metrics-test-moves-{}", std::process::id()));
+    std::fs::create_dir(&dir).expect("making the test cgroup");
+    let before = source.global().expect("global counters");
+
+    let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+    std::fs::write(dir.join("cgroup.procs"), sleeper.id().to_string()).expect("moving sleep");
+    let moved = source.global().expect("global counters");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+
+    let cgroup = std::fs::File::open(&dir).expect("opening the cgroup directory");
+    let child = clone_into_cgroup(&cgroup);
+    let cloned = source.global().expect("global counters");
+    let _ = std::fs::remove_dir(&dir);
+
+    assert!(
+        moved.cgroup_migrations > before.cgroup_migrations,
+        "{moved:?}"
+    );
+    assert!(
+        child > 0,
+        "clone3 failed: {}",
+        std::io::Error::last_os_error()
+    );
+    assert!(
+        cloned.clone_into_cgroup > moved.clone_into_cgroup,
+        "{cloned:?}"
+    );
+}
+
+/// Starts a child with clone3 into `cgroup` (an open cgroup2 directory); the child exits at
+/// once. Returns its pid after reaping it, or -1.
+fn clone_into_cgroup(cgroup: &std::fs::File) -> libc::pid_t {
+    use std::os::fd::AsRawFd as _;
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+    // struct clone_args (CLONE_ARGS_SIZE_VER2): flags, pidfd, child_tid, parent_tid,
+    // exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup.
+    let mut args = [0u64; 11];
+    args[0] = CLONE_INTO_CGROUP;
+    args[4] = libc::SIGCHLD as u64;
+    args[10] = cgroup.as_raw_fd() as u64;
+    // SAFETY: clone3 without CLONE_VM is a fork; the child only calls _exit, which is
+    // async-signal-safe, so the other threads of this process do not matter to it.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            args.as_mut_ptr(),
+            std::mem::size_of_val(&args),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: see above.
+        unsafe { libc::_exit(0) };
+    }
+    let pid = pid as libc::pid_t;
+    if pid > 0 {
+        let mut status = 0;
+        // SAFETY: reaping the child just created.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    pid
+}
