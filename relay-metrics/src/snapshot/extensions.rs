@@ -308,6 +308,13 @@ pub struct CollectorInfo {
     /// Why procfs served although the configuration allowed the iterator (or that it was
     /// configured); `null` when the iterator served or no process was sampled by choice.
     pub process_source_reason: Option<Arc<str>>,
+    /// Where the measured cgroups' (`extensions.targets`) exact kernel values came from:
+    /// `"bpf_iter"` (one BPF cgroup-iterator read per hierarchy) or `"files"`; `null` when no
+    /// cgroup is measured.
+    pub cgroup_source: Option<Cow<'static, str>>,
+    /// Why the files served, wholly or for some kinds (each named, with its check's verdict)
+    /// or cgroups; `null` when the iterator served every kind.
+    pub cgroup_source_reason: Option<Arc<str>>,
 }
 
 /// Where a snapshot sits in a fixed-rate series.

@@ -12,6 +12,10 @@
 //! placed through their `/proc/<pid>/cgroup`; where procfs served the pass, or more than
 //! [`MAX_PLACED_BY_PROCFS`] processes lack a record, the walk lists every `cgroup.procs`
 //! instead.
+//!
+//! The values the kernel keeps exactly in memory come from one cgroup-iterator read per
+//! hierarchy and snapshot where `extensions.cgroup_source` allows it
+//! (`source::cgroup_iter::pass`); each cgroup's reader then leaves their files unread.
 
 mod events;
 mod gpu;
@@ -29,6 +33,7 @@ use crate::source::cgroup::{
     self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
     Scanner, Selection,
 };
+use crate::source::cgroup_iter::pass::{CgroupIds, CgroupIterPass};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
 use crate::source::Roots;
 
@@ -47,6 +52,8 @@ const HELD_DIRS_SHARE: usize = 12;
 #[derive(Debug)]
 struct Entry {
     reader: CgroupValuesReader,
+    /// Its directories' ids, which join it to the cgroup iterator's records.
+    ids: CgroupIds,
     labels: TargetLabels,
     /// Its kernel events since it was first measured.
     kernel: crate::snapshot::TargetKernelEvents,
@@ -108,6 +115,8 @@ pub(crate) struct TargetSet {
     boot_seconds: Option<u64>,
     /// The measured cgroups' network namespaces (`None`: the network category is off).
     network: Option<network::NetworkReader>,
+    /// The values read for all measured cgroups at once (`extensions.cgroup_source`).
+    kernel_values: CgroupIterPass,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -120,21 +129,23 @@ struct Sums {
 }
 
 impl TargetSet {
-    /// The measured cgroups the config asks for, if any.
+    /// The measured cgroups the config asks for, if any; an error where
+    /// `extensions.cgroup_source` forces the cgroup iterator and it cannot load.
     pub(crate) fn new(
         config: &ResourceMetricsConfig,
         roots: &Roots,
         layout: Option<&CgroupLayout>,
-    ) -> Option<Self> {
+    ) -> Result<Option<Self>, String> {
         let extensions = &config.extensions;
         if extensions.cgroups.is_empty() && extensions.cgroup_depth.is_none() {
-            return None;
+            return Ok(None);
         }
+        let kernel_values = CgroupIterPass::new(extensions.cgroup_source, layout)?;
         // Validated with the config: an invalid pattern never gets here.
         let patterns = CgroupPattern::parse_all(&extensions.cgroups).unwrap_or_default();
         let limit =
             usize::try_from(crate::source::held::raise_open_file_limit()).unwrap_or(usize::MAX);
-        Some(Self {
+        Ok(Some(Self {
             roots: roots.clone(),
             selection: Selection {
                 patterns,
@@ -164,7 +175,13 @@ impl TargetSet {
                 .network
                 .enabled
                 .then(|| network::NetworkReader::new(roots)),
-        })
+            kernel_values,
+        }))
+    }
+
+    /// `extensions.collector.cgroup_source` and its reason for the last snapshot.
+    pub(crate) fn cgroup_source(&self) -> (&'static str, Option<&Arc<str>>) {
+        self.kernel_values.describe()
     }
 
     /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
@@ -209,6 +226,7 @@ impl TargetSet {
         self.sum_processes(process_set);
         self.select(out);
         self.place_networks(&mut out.reasons);
+        self.kernel_values.read(self.selected.len());
         let reading = Reading {
             process_set,
             kernel: kernel.is_some(),
@@ -471,7 +489,8 @@ impl TargetSet {
         if &*report.cgroup != path {
             report.cgroup = Arc::from(path);
         }
-        entry.reader.read(&mut self.buf, report);
+        let kernel = self.kernel_values.values(&entry.ids);
+        entry.reader.read(&mut self.buf, report, kernel.as_ref());
         report.labels.clone_from(&entry.labels);
         report.created_seconds = entry.created_seconds;
         report.processes = reading.process_set.map(|_| {
@@ -529,6 +548,7 @@ fn entry<'e>(
         let labels = path_labels(path);
         let entry = Entry {
             reader: CgroupValuesReader::new(&target, hold, made.ticks_per_second, made.cadvisor),
+            ids: CgroupIds::of(&target),
             kernel: crate::snapshot::TargetKernelEvents::default(),
             labels: TargetLabels {
                 unit: labels.unit,
@@ -653,5 +673,9 @@ fn populated(scan: &Scan) -> Vec<bool> {
     populated
 }
 
+#[cfg(test)]
+mod iter_bench;
+#[cfg(test)]
+pub(crate) mod iter_tests;
 #[cfg(test)]
 mod tests;

@@ -81,6 +81,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let pass = ProcessPass::Sampled(ProcessSet {
         visible: 4,
@@ -171,6 +172,7 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
@@ -189,12 +191,14 @@ fn nothing_is_measured_one_by_one_unless_asked() {
         &Roots::fixture("/nonexistent"),
         None
     )
+    .unwrap()
     .is_none());
     let mut set = TargetSet::new(
         &config(&["/a"], None, 10),
         &Roots::fixture("/nonexistent"),
         None,
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
@@ -232,6 +236,7 @@ fn membership_comes_from_the_records_cgroup_ids_and_proc_for_the_few_without_one
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let pass = ProcessPass::Sampled(ProcessSet {
         visible: 3,
@@ -342,6 +347,7 @@ fn a_cgroups_start_time_is_when_it_was_made() {
         &roots,
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);

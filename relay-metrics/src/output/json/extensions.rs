@@ -102,6 +102,8 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         collect_duration_usec,
         process_source,
         process_source_reason,
+        cgroup_source,
+        cgroup_source_reason,
     } = collector;
     w.first("name").string(name);
     w.key("version").string(version);
@@ -110,6 +112,9 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
     w.key("process_source").string(process_source);
     w.key("process_source_reason")
         .opt_string(process_source_reason.as_deref());
+    w.key("cgroup_source").opt_string(cgroup_source.as_deref());
+    w.key("cgroup_source_reason")
+        .opt_string(cgroup_source_reason.as_deref());
     w.close();
 }
 

@@ -459,6 +459,8 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 collect_duration_usec: rng.u64(),
                 process_source: Cow::Owned(rng.text()),
                 process_source_reason: rng.opt(|rng| rng.text().into()),
+                cgroup_source: rng.opt(|rng| Cow::Owned(rng.text())),
+                cgroup_source_reason: rng.opt(|rng| rng.text().into()),
             },
             target: TargetInfo {
                 root_pid: rng.opt(Rng::u32),
