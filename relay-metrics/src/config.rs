@@ -318,9 +318,9 @@ impl ProcessSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CgroupSource {
-    /// The BPF cgroup iterator (one read per hierarchy and snapshot) once enough cgroups are
-    /// measured for it to be the cheaper path and where it loads, else the files (with the
-    /// reason in `extensions.collector.cgroup_source_reason`).
+    /// The BPF cgroup iterator (one read per hierarchy and snapshot) where it loads and is the
+    /// cheaper path (enough cgroups measured against the cgroups its walks meet), else the
+    /// files (with the reason in `extensions.collector.cgroup_source_reason`).
     #[default]
     Auto,
     /// The BPF cgroup iterator; a collector measuring cgroups cannot be created where it does

@@ -65,8 +65,9 @@ fn set(source: CgroupSource, measured: usize, made: usize) -> TargetSet {
         .unwrap()
 }
 
-/// Medians (µs) of one snapshot's pass with the files and with the iterator.
-fn measure(measured: usize, made: usize) -> (f64, f64) {
+/// Medians (µs) of one snapshot's pass with the files and with the iterator, of the iterator's
+/// reads alone, and the cgroups those walked.
+fn measure(measured: usize, made: usize) -> (f64, f64, f64, usize) {
     let mut files = set(CgroupSource::Files, measured, made);
     let mut iter = set(CgroupSource::BpfIter, measured, made);
     let mut out = Targets::default();
@@ -86,28 +87,40 @@ fn measure(measured: usize, made: usize) -> (f64, f64) {
             times.1.push(iter_us);
         }
     }
-    assert_eq!(
-        iter.cgroup_source(),
-        (crate::source::cgroup_iter::pass::BPF_ITER, None)
-    );
-    (median(times.0), median(times.1))
+    let (source, reason) = iter.cgroup_source();
+    assert_eq!(source, crate::source::cgroup_iter::pass::BPF_ITER);
+    if let Some(reason) = reason {
+        println!("(files for: {reason})");
+    }
+    let mut reads = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        iter.kernel_values.read(measured);
+        reads.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    (
+        median(times.0),
+        median(times.1),
+        median(reads),
+        iter.kernel_values.walked(),
+    )
 }
 
 #[test]
 #[ignore = "root: makes up to 500 v1 cgroups per hierarchy; a measurement, run with --nocapture"]
 fn measured_cgroups_pass_with_files_against_the_iterator() {
     assert!(nix::unistd::geteuid().is_root(), "run as root");
-    println!("| cgroups made | measured | files µs | bpf_iter µs | files/iter |");
-    println!("|---|---|---|---|---|");
+    println!("| cgroups made | measured | files µs | bpf_iter µs | files/iter | iterator reads µs | cgroups walked |");
+    println!("|---|---|---|---|---|---|---|");
     for made in [50, 500] {
         let tree = Made::new(made);
         for measured in [1, 4, 8, 16, 50, 500] {
             if measured > made {
                 continue;
             }
-            let (files, iter) = measure(measured, made);
+            let (files, iter, reads, walked) = measure(measured, made);
             println!(
-                "| {made} | {measured} | {files:.0} | {iter:.0} | {:.2} |",
+                "| {made} | {measured} | {files:.0} | {iter:.0} | {:.2} | {reads:.0} | {walked} |",
                 files / iter
             );
         }

@@ -1,8 +1,10 @@
 //! "Exact or not at all": each kind of value is taken from the iterator only after it was found
 //! equal to its file on live cgroups. Counters are bracketed (file before ≤ iterator ≤ file
-//! after), limits must be equal, and gauges (usage, pids current) must lie between the two file
-//! reads. A kind that fails is tried again (a gauge can move both ways between the reads), and
-//! after [`ATTEMPTS`] failures its files serve; a kind with no file to compare with is not used.
+//! after), limits must be equal, and gauges (usage, pids current) must equal the two file reads
+//! where those agree (a gauge that moved between them, as a busy cgroup's memory does, can go
+//! up and down and says nothing either way; it is left out of that attempt). A kind that fails
+//! is tried again, and after [`ATTEMPTS`] failures its files serve; a kind with no file to
+//! compare with is not used.
 
 use std::path::Path;
 
@@ -283,6 +285,9 @@ fn attempt(
             ));
         };
         let value = value.saturating_add(skew);
+        if kind.compare() == Compare::Gauge && before != after {
+            continue;
+        }
         let agrees = match kind.compare() {
             Compare::Counter => before <= value && value <= after,
             Compare::Gauge => before.min(after) <= value && value <= before.max(after),
@@ -298,7 +303,7 @@ fn attempt(
     }
     if compared == 0 {
         return Err(format!(
-            "no cgroup below {} has {file} to compare with",
+            "no cgroup below {} has {file} to compare with (or each one moved between the reads)",
             root.display()
         ));
     }

@@ -23,10 +23,20 @@ pub(crate) const BPF_ITER: &str = "bpf_iter";
 /// See [`BPF_ITER`].
 pub(crate) const FILES: &str = "files";
 
-/// Measured cgroups from which on `auto` reads the iterator: below, the files of the few
-/// cgroups cost less than the walks over every cgroup of the hierarchies (docs/PERFORMANCE.md,
-/// "Measured cgroups: files against the cgroup iterator").
+/// Measured cgroups from which on `auto` loads and reads the iterator: a floor, so that a few
+/// cgroups never pay for the load (nor aya's parse of the kernel BTF) whatever the hierarchies'
+/// size; above it [`RECORDS_PER_MEASURED`] decides (docs/PERFORMANCE.md, "Measured cgroups:
+/// files against the cgroup iterator").
 pub(crate) const BREAK_EVEN: usize = 8;
+
+/// `auto` reads the iterator while each measured cgroup stands for at most this many cgroups of
+/// the walks: a measured v1 cgroup spares ~2.3 µs of file reads, and each cgroup of a hierarchy
+/// costs its walk ~0.44 µs, whether measured or not (docs/PERFORMANCE.md).
+const RECORDS_PER_MEASURED: usize = 5;
+
+/// Under `auto`, while the files serve because the hierarchies are large, the walks are made
+/// again after this many snapshots, to learn their size anew.
+const RECOUNT_EVERY: u64 = 64;
 
 /// A controller whose values the iterator serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +219,10 @@ pub(crate) struct CgroupIterPass {
     page_bytes: u64,
     /// Whether the last snapshot read the iterator.
     active: bool,
+    /// The cgroups the last walks met, all hierarchies together.
+    walked: usize,
+    /// Snapshots since the last walks.
+    since_walk: u64,
     /// Why the last snapshot's values came from the files, wholly or in part.
     reason: Option<Arc<str>>,
 }
@@ -222,6 +236,8 @@ impl CgroupIterPass {
             state: State::Files,
             page_bytes: crate::source::procfs::page_size_bytes().unwrap_or(4096),
             active: false,
+            walked: 0,
+            since_walk: 0,
             reason: None,
         };
         let Some(layout) = layout else {
@@ -254,33 +270,39 @@ impl CgroupIterPass {
         if measured == 0 {
             return;
         }
-        let cheaper = self.mode == CgroupSource::BpfIter || measured >= BREAK_EVEN;
-        if cheaper {
-            if let State::Deferred(layout) = &self.state {
-                self.state = match load(layout) {
-                    Ok(hierarchies) => State::Loaded(hierarchies),
-                    Err(error) => {
-                        self.reason = Some(Arc::from(format!(
-                            "the cgroup iterator cannot serve: {error}"
-                        )));
-                        State::Files
-                    }
-                };
-            }
-        }
-        let State::Loaded(hierarchies) = &mut self.state else {
-            if let State::Deferred(_) = self.state {
+        let forced = self.mode == CgroupSource::BpfIter;
+        if !forced && measured < BREAK_EVEN {
+            if !matches!(self.state, State::Files) {
                 self.set_reason(format!(
                     "{measured} measured cgroups: their files cost less than the cgroup \
                      iterator below {BREAK_EVEN}"
                 ));
             }
             return;
+        }
+        if let State::Deferred(layout) = &self.state {
+            self.state = match load(layout) {
+                Ok(hierarchies) => State::Loaded(hierarchies),
+                Err(error) => {
+                    self.reason = Some(Arc::from(format!(
+                        "the cgroup iterator cannot serve: {error}"
+                    )));
+                    State::Files
+                }
+            };
+        }
+        let State::Loaded(hierarchies) = &mut self.state else {
+            return;
         };
-        if !cheaper {
+        // `auto` against the cgroups the last walks met: the walks cost per cgroup of the
+        // hierarchies, the files per measured cgroup. Counted again every RECOUNT_EVERY.
+        let walked = self.walked;
+        if !forced && measured * RECORDS_PER_MEASURED < walked && self.since_walk < RECOUNT_EVERY {
+            self.since_walk += 1;
             self.set_reason(format!(
-                "{measured} measured cgroups: their files cost less than the cgroup iterator \
-                 below {BREAK_EVEN}"
+                "{measured} measured cgroups against {walked} cgroups the cgroup iterator \
+                 walks: their files cost less (the iterator from one measured per \
+                 {RECORDS_PER_MEASURED} walked)"
             ));
             return;
         }
@@ -288,9 +310,17 @@ impl CgroupIterPass {
         for hierarchy in hierarchies.iter_mut().filter(|h| h.serves_any()) {
             hierarchy.read();
         }
+        self.walked = hierarchies.iter().map(|h| h.records.len()).sum();
+        self.since_walk = 0;
         self.active = true;
         let reason = fallbacks(hierarchies);
         self.set_reason(reason);
+    }
+
+    /// The cgroups the last walks met, all hierarchies together.
+    #[cfg(test)]
+    pub(crate) fn walked(&self) -> usize {
+        self.walked
     }
 
     fn set_reason(&mut self, reason: String) {
