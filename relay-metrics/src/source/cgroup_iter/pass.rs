@@ -264,7 +264,7 @@ impl CgroupIterPass {
 
     /// Reads each hierarchy once for a snapshot measuring `measured` cgroups (none: nothing is
     /// read). `auto` loads the iterator the first time `measured` reaches [`BREAK_EVEN`], and
-    /// reads it only while it does.
+    /// reads it only while it is the cheaper path ([`RECORDS_PER_MEASURED`]).
     pub(crate) fn read(&mut self, measured: usize) {
         self.active = false;
         if measured == 0 {
