@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::CgroupSource;
 use crate::snapshot::CgroupTargetReport;
-use crate::source::cgroup_iter::exact::Kind;
+use crate::source::cgroup_iter::exact::{read_value, Kind};
 use crate::source::cgroup_iter::pass::{BPF_ITER, FILES};
 
 const MEMORY_LIMIT: &str = "8388608";
@@ -22,8 +22,6 @@ struct Tree {
     /// The parent's directory in each hierarchy.
     parents: Vec<PathBuf>,
     children: Vec<Child>,
-    /// A file of shared memory the memory cgroup's process writes (charged to the cgroup).
-    shm: PathBuf,
 }
 
 impl Tree {
@@ -51,7 +49,6 @@ impl Tree {
         Self {
             parents,
             children: Vec::new(),
-            shm: Path::new("/dev/shm").join(name),
         }
     }
 
@@ -73,9 +70,13 @@ impl Tree {
                 dir.join("cgroup.procs").display()
             ));
         }
+        // stdin stays open (piped, never written): `read` waits on it without a child process.
+        // The shell's "Killed" (its OOM-killed `tail`) would split the test harness's lines.
         let child = Command::new("sh")
             .arg("-c")
             .arg(format!("{join}{command}"))
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         self.children.push(child);
@@ -88,7 +89,6 @@ impl Drop for Tree {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let _ = std::fs::remove_file(&self.shm);
         for parent in &self.parents {
             for _ in 0..100 {
                 let children: Vec<PathBuf> = std::fs::read_dir(parent)
@@ -117,14 +117,11 @@ fn tree(v2: bool, test: &str) -> Tree {
         &[("memory.limit_in_bytes", MEMORY_LIMIT)]
     };
     // `tail` keeps every line; /dev/zero has none: it grows until the OOM killer ends it. Then
-    // 3 MB of shared memory charged to the cgroup stay while `sleep` waits.
+    // the shell holds 3 MB in a variable and waits on its stdin.
     tree.child(
         "mem",
         memory,
-        &format!(
-            "tail /dev/zero; head -c 3000000 /dev/zero > {}; exec sleep 60",
-            tree.shm.display()
-        ),
+        "tail /dev/zero; x=$(head -c 3000000 /dev/zero | tr '\\0' a); read y",
     );
     tree.child("pids", &[("pids.max", "10")], "exec sleep 60");
     let quota: &[(&str, &str)] = if v2 {
@@ -133,8 +130,28 @@ fn tree(v2: bool, test: &str) -> Tree {
         &[("cpu.cfs_quota_us", "10000")]
     };
     tree.child("cpu", quota, "exec sh -c 'while :; do :; done'");
-    // The OOM kill, the variable's memory, and a few 100 ms periods that throttled the loop.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The OOM kill, the variable's memory, and a 100 ms period that throttled the loop (a VM
+    // under emulation takes seconds).
+    let (usage, stat) = if v2 {
+        ("memory.current", "cpu.stat")
+    } else {
+        ("memory.usage_in_bytes", "cpu.stat")
+    };
+    let cpu = tree.parents.iter().map(|p| p.join("cpu").join(stat));
+    let cpu: Vec<PathBuf> = cpu.filter(|path| path.exists()).collect();
+    let mem = tree.parents[0].join("mem").join(usage);
+    let start = std::time::Instant::now();
+    while read_value(&mem, None) < Some(3_000_000)
+        || cpu
+            .iter()
+            .any(|path| read_value(path, Some("nr_throttled")) < Some(1))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the workloads did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     tree
 }
 
