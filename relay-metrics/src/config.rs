@@ -237,6 +237,8 @@ pub struct ExtensionsConfig {
     pub metric_names: MetricNames,
     /// Where per-process values come from (see [`ProcessSource`]).
     pub process_source: ProcessSource,
+    /// Where the measured cgroups' values come from (see [`CgroupSource`]).
+    pub cgroup_source: CgroupSource,
     /// Cgroups measured one by one besides the scope (the agent's per-container series): glob
     /// patterns over cgroup paths (`*` and `?` within one path component, `[…]` classes, `**`
     /// any number of components), e.g. `/system.slice/*.service`. Empty with no
@@ -310,6 +312,35 @@ impl ProcessSource {
     }
 }
 
+/// `extensions.cgroup_source`: where the measured cgroups' (`extensions.cgroups`) values that
+/// the kernel keeps exactly in memory come from (memory usage, peak, failcnt and OOM kills, pids
+/// in use, the CFS counters; docs/ARCHITECTURE.md lists them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupSource {
+    /// The BPF cgroup iterator (one read per hierarchy and snapshot) where it loads and is the
+    /// cheaper path (enough cgroups measured against the cgroups its walks meet), else the
+    /// files (with the reason in `extensions.collector.cgroup_source_reason`).
+    #[default]
+    Auto,
+    /// The BPF cgroup iterator; a collector measuring cgroups cannot be created where it does
+    /// not load. Each kind still comes from its file where the iterator disagreed with it.
+    BpfIter,
+    /// Always the files; the iterator is never loaded.
+    Files,
+}
+
+impl CgroupSource {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::BpfIter => "bpf_iter",
+            Self::Files => "files",
+        }
+    }
+}
+
 impl Default for ExtensionsConfig {
     fn default() -> Self {
         Self {
@@ -319,6 +350,7 @@ impl Default for ExtensionsConfig {
             max_held_processes: 4096,
             metric_names: MetricNames::RelayMetrics,
             process_source: ProcessSource::Auto,
+            cgroup_source: CgroupSource::Auto,
             cgroups: Vec::new(),
             cgroup_depth: None,
             max_targets: 2000,

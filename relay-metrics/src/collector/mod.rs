@@ -29,7 +29,7 @@ pub(crate) use processes::{assert_paths_agree_on_stopped_processes, IterTestScop
 mod reasons;
 mod system_wide;
 mod target;
-mod targets;
+pub(crate) mod targets;
 #[cfg(test)]
 mod test_fixtures;
 
@@ -159,6 +159,8 @@ impl Collector {
         let scope = target.scope();
         let wanted = model::Wanted::from_config(&config, scope);
         let processes = ProcessPassReader::new(&roots, &config, &target, wanted)?;
+        let targets = targets::TargetSet::new(&config, &roots, layout.as_ref())
+            .map_err(CollectorError::Target)?;
         let environment = Environment::new(&roots, layout.as_ref(), &target);
         let gpu = GpuFeed::start(&config, &roots);
         let kernel = KernelEventFeed::start(&config, &roots, &target, preload);
@@ -179,7 +181,7 @@ impl Collector {
             system_wide: SystemWide::new(&config, &roots),
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
-            targets: targets::TargetSet::new(&config, &roots, layout.as_ref()),
+            targets,
             sample: Sample::empty(scope),
             config,
             target,
@@ -367,6 +369,7 @@ impl Collector {
             .as_ref()
             .map(targets::TargetSet::rule_counts)
             .unwrap_or_default();
+        let cgroup_source = self.targets.as_ref().map(targets::TargetSet::cgroup_source);
         CollectorInfo {
             name: Cow::Borrowed("relay-metrics"),
             version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
@@ -376,6 +379,8 @@ impl Collector {
             process_source_reason: process_source_reason.cloned(),
             unchanged_rule_misses: rule.misses,
             unchanged_reused_reads: rule.reused_reads,
+            cgroup_source: cgroup_source.map(|(source, _)| Cow::Borrowed(source)),
+            cgroup_source_reason: cgroup_source.and_then(|(_, reason)| reason.cloned()),
         }
     }
 

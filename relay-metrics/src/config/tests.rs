@@ -58,7 +58,7 @@ fn has_relays_54_options_plus_ours() {
     let ours = ["cgroup_path", "root_pid", "extensions"].map(|key| map.remove(key).unwrap());
     assert_eq!(leaves(&value), 54);
     assert_eq!(leaves(&value["units"]), 39);
-    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 14);
+    assert_eq!(ours.iter().map(leaves).sum::<usize>(), 15);
 }
 
 #[test]
@@ -290,6 +290,31 @@ fn a_config_file_over_the_size_cap_is_refused() {
     text.extend_from_slice(b"{}");
     std::fs::write(&big, &text).unwrap();
     ResourceMetricsConfig::from_file(&big).expect("a file at the cap is read");
+}
+
+#[test]
+fn cgroup_source_takes_its_three_spellings_and_refuses_others() {
+    use crate::config::CgroupSource;
+    for (text, source) in [
+        ("auto", CgroupSource::Auto),
+        ("bpf_iter", CgroupSource::BpfIter),
+        ("files", CgroupSource::Files),
+    ] {
+        let config =
+            ResourceMetricsConfig::from_value(json!({"extensions": {"cgroup_source": text}}))
+                .unwrap();
+        assert_eq!(config.extensions.cgroup_source, source);
+        assert_eq!(source.as_str(), text);
+    }
+    assert_eq!(
+        ResourceMetricsConfig::default().extensions.cgroup_source,
+        CgroupSource::Auto
+    );
+    let error =
+        ResourceMetricsConfig::from_value(json!({"extensions": {"cgroup_source": "procfs"}}))
+            .unwrap_err()
+            .to_string();
+    assert!(error.contains("unknown variant `procfs`"), "{error}");
 }
 
 #[test]

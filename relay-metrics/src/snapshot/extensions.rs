@@ -315,6 +315,13 @@ pub struct CollectorInfo {
     /// Measured cgroup reads that reused the CPU usage and pressure values of the last read,
     /// the rule having proved them unchanged (since the collector started).
     pub unchanged_reused_reads: u64,
+    /// Where the measured cgroups' (`extensions.targets`) exact kernel values came from:
+    /// `"bpf_iter"` (one BPF cgroup-iterator read per hierarchy) or `"files"`; `null` when no
+    /// cgroup is measured.
+    pub cgroup_source: Option<Cow<'static, str>>,
+    /// Why the files served, wholly or for some kinds (each named, with its check's verdict)
+    /// or cgroups; `null` when the iterator served every kind.
+    pub cgroup_source_reason: Option<Arc<str>>,
 }
 
 /// Where a snapshot sits in a fixed-rate series.

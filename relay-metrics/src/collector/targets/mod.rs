@@ -12,6 +12,10 @@
 //! placed through their `/proc/<pid>/cgroup`; where procfs served the pass, or more than
 //! [`MAX_PLACED_BY_PROCFS`] processes lack a record, the walk lists every `cgroup.procs`
 //! instead.
+//!
+//! The values the kernel keeps exactly in memory come from one cgroup-iterator read per
+//! hierarchy and snapshot where `extensions.cgroup_source` allows it
+//! (`source::cgroup_iter::pass`); each cgroup's reader then leaves their files unread.
 
 mod events;
 mod gpu;
@@ -30,6 +34,7 @@ use crate::source::cgroup::{
     self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
     Scanner, Selection,
 };
+use crate::source::cgroup_iter::pass::{CgroupIds, CgroupIterPass, KernelValues};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
 use crate::source::Roots;
 
@@ -49,6 +54,8 @@ const HELD_DIRS_SHARE: usize = 12;
 #[derive(Debug)]
 struct Entry {
     reader: CgroupValuesReader,
+    /// Its directories' ids, which join it to the cgroup iterator's records.
+    ids: CgroupIds,
     labels: TargetLabels,
     /// Its kernel events since it was first measured.
     kernel: crate::snapshot::TargetKernelEvents,
@@ -130,6 +137,8 @@ pub(crate) struct TargetSet {
     /// How often a cgroup is read in full whatever the rule says ([`unchanged::BACKSTOP`];
     /// tests shorten it).
     backstop_every: std::time::Duration,
+    /// The values read for all measured cgroups at once (`extensions.cgroup_source`).
+    kernel_values: CgroupIterPass,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -142,22 +151,24 @@ struct Sums {
 }
 
 impl TargetSet {
-    /// The measured cgroups the config asks for, if any.
+    /// The measured cgroups the config asks for, if any; an error where
+    /// `extensions.cgroup_source` forces the cgroup iterator and it cannot load.
     pub(crate) fn new(
         config: &ResourceMetricsConfig,
         roots: &Roots,
         layout: Option<&CgroupLayout>,
-    ) -> Option<Self> {
+    ) -> Result<Option<Self>, String> {
         let extensions = &config.extensions;
         if extensions.cgroups.is_empty() && extensions.cgroup_depth.is_none() {
-            return None;
+            return Ok(None);
         }
+        let kernel_values = CgroupIterPass::new(extensions.cgroup_source, layout)?;
         // Validated with the config: an invalid pattern never gets here.
         let patterns = CgroupPattern::parse_all(&extensions.cgroups).unwrap_or_default();
         let limit =
             usize::try_from(crate::source::held::raise_open_file_limit()).unwrap_or(usize::MAX);
         let scanner = layout.and_then(|layout| Scanner::new(layout, limit / HELD_DIRS_SHARE));
-        Some(Self {
+        Ok(Some(Self {
             roots: roots.clone(),
             selection: Selection {
                 patterns,
@@ -196,7 +207,13 @@ impl TargetSet {
                 .network
                 .enabled
                 .then(|| network::NetworkReader::new(roots)),
-        })
+            kernel_values,
+        }))
+    }
+
+    /// `extensions.collector.cgroup_source` and its reason for the last snapshot.
+    pub(crate) fn cgroup_source(&self) -> (&'static str, Option<&Arc<str>>) {
+        self.kernel_values.describe()
     }
 
     /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
@@ -245,6 +262,7 @@ impl TargetSet {
         self.sum_processes(process_set);
         self.select(out);
         self.place_networks(&mut out.reasons);
+        self.kernel_values.read(self.selected.len());
         let reading = Reading {
             process_set,
             kernel: kernel.is_some(),
@@ -513,8 +531,10 @@ impl TargetSet {
             report.cgroup = Arc::from(path);
         }
         let unchanged = self.rule.as_ref().is_some_and(|rule| rule.unchanged(index));
+        let kernel = self.kernel_values.values(&entry.ids);
         entry.read(
             unchanged,
+            kernel.as_ref(),
             self.backstop_every,
             &mut self.buf,
             report,
@@ -577,6 +597,7 @@ fn entry<'e>(
         let labels = path_labels(path);
         let entry = Entry {
             reader: CgroupValuesReader::new(&target, hold, made.ticks_per_second, made.cadvisor),
+            ids: CgroupIds::of(&target),
             kernel: crate::snapshot::TargetKernelEvents::default(),
             labels: TargetLabels {
                 unit: labels.unit,
@@ -607,6 +628,7 @@ impl Entry {
     fn read(
         &mut self,
         unchanged: bool,
+        kernel: Option<&KernelValues>,
         backstop_every: std::time::Duration,
         buf: &mut Vec<u8>,
         report: &mut CgroupTargetReport,
@@ -620,14 +642,14 @@ impl Entry {
         }
         self.last_plan = plan;
         match plan {
-            Plan::Read => self.reader.read(buf, report, false),
+            Plan::Read => self.reader.read(buf, report, false, kernel),
             Plan::Reuse => {
                 counts.reused_reads += 1;
-                self.reader.read(buf, report, true);
+                self.reader.read(buf, report, true, kernel);
             }
             Plan::Check => {
                 let reused = self.reader.reusable();
-                self.reader.read(buf, report, false);
+                self.reader.read(buf, report, false, kernel);
                 let read = self.reader.last_read();
                 self.backstop
                     .checked(matches!((reused, read), (Some(a), Some(b)) if a != b));
@@ -738,6 +760,10 @@ fn populated(scan: &Scan) -> Vec<bool> {
     populated
 }
 
+#[cfg(test)]
+mod iter_bench;
+#[cfg(test)]
+pub(crate) mod iter_tests;
 #[cfg(test)]
 mod rule_tests;
 #[cfg(test)]

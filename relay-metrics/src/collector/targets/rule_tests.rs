@@ -185,7 +185,9 @@ fn target_set_of(tree: &Tree, max_targets: usize) -> TargetSet {
     let mut config = ResourceMetricsConfig::default();
     config.extensions.cgroups = vec![format!("{}/**", tree.path(""))];
     config.extensions.max_targets = max_targets;
-    TargetSet::new(&config, &roots, Some(&layout)).unwrap()
+    TargetSet::new(&config, &roots, Some(&layout))
+        .unwrap()
+        .unwrap()
 }
 
 /// The plan the last fill followed for the cgroup at `path`.

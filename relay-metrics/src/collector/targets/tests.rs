@@ -81,6 +81,7 @@ fn patterns_select_sums_cover_subtrees_and_values_come_from_each_cgroup() {
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let pass = ProcessPass::Sampled(ProcessSet {
         visible: 4,
@@ -172,6 +173,7 @@ fn depth_alone_selects_populated_cgroups_and_max_targets_drops_the_last() {
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
@@ -190,12 +192,14 @@ fn nothing_is_measured_one_by_one_unless_asked() {
         &Roots::fixture("/nonexistent"),
         None
     )
+    .unwrap()
     .is_none());
     let mut set = TargetSet::new(
         &config(&["/a"], None, 10),
         &Roots::fixture("/nonexistent"),
         None,
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
@@ -233,6 +237,7 @@ fn membership_comes_from_the_records_cgroup_ids_and_proc_for_the_few_without_one
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let pass = ProcessPass::Sampled(ProcessSet {
         visible: 3,
@@ -343,6 +348,7 @@ fn a_cgroups_start_time_is_when_it_was_made() {
         &roots,
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
@@ -400,7 +406,9 @@ fn v1_memory_events_are_failcnt_and_oom_kills_and_the_v2_only_ones_are_null() {
     let mountinfo =
         b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n";
     let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
-    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout)).unwrap();
+    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout))
+        .unwrap()
+        .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     assert_eq!(paths(&out), ["/a"]);
@@ -433,6 +441,7 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
         &Roots::fixture(root),
         Some(&layout),
     )
+    .unwrap()
     .unwrap();
     // The machine's cgroup moves (the eBPF programs' count): none until said otherwise.
     let moves = std::cell::Cell::new(0);

@@ -104,6 +104,8 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         process_source_reason,
         unchanged_rule_misses,
         unchanged_reused_reads,
+        cgroup_source,
+        cgroup_source_reason,
     } = collector;
     w.first("name").string(name);
     w.key("version").string(version);
@@ -114,6 +116,9 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         .opt_string(process_source_reason.as_deref());
     w.key("unchanged_rule_misses").u64(*unchanged_rule_misses);
     w.key("unchanged_reused_reads").u64(*unchanged_reused_reads);
+    w.key("cgroup_source").opt_string(cgroup_source.as_deref());
+    w.key("cgroup_source_reason")
+        .opt_string(cgroup_source_reason.as_deref());
     w.close();
 }
 

@@ -461,6 +461,8 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 process_source_reason: rng.opt(|rng| rng.text().into()),
                 unchanged_rule_misses: rng.u64(),
                 unchanged_reused_reads: rng.u64(),
+                cgroup_source: rng.opt(|rng| Cow::Owned(rng.text())),
+                cgroup_source_reason: rng.opt(|rng| rng.text().into()),
             },
             target: TargetInfo {
                 root_pid: rng.opt(Rng::u32),

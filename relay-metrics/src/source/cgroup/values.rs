@@ -15,6 +15,7 @@ use super::stat::{parse_cpu_max_raw, parse_memory_stat, parse_shares, parse_v1_q
 use super::target::CgroupTarget;
 use super::CgroupVersion;
 use crate::snapshot::{CgroupTargetReport, TargetCpuSpec, TargetDeviceIo, TargetMemoryStat};
+use crate::source::cgroup_iter::pass::KernelValues;
 use crate::source::file::{FileKind, HeldFile, SourceError};
 
 /// Pressure resources, in [`Kind::Pressure`] order.
@@ -203,8 +204,16 @@ impl CgroupValuesReader {
     /// Reads every file into `out`: its file values are reset first (settings kept between
     /// their reads); its path, labels and the values of other sources are left as they are.
     /// With `reuse` (the cgroup is unchanged, and [`Self::reusable`] gave values), the CPU
-    /// usage and pressure files are not read: their values are those of the last read.
-    pub(crate) fn read(&mut self, buf: &mut Vec<u8>, out: &mut CgroupTargetReport, reuse: bool) {
+    /// usage and pressure files are not read: their values are those of the last read. A file
+    /// whose every value `kernel` (the cgroup's values from the cgroup iterator, each found
+    /// equal to its file) holds is not read either: those values are taken instead.
+    pub(crate) fn read(
+        &mut self,
+        buf: &mut Vec<u8>,
+        out: &mut CgroupTargetReport,
+        reuse: bool,
+        kernel: Option<&KernelValues>,
+    ) {
         let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
         self.reads += 1;
         self.reset(out, settings);
@@ -218,6 +227,9 @@ impl CgroupValuesReader {
                 || (file.kind.is_setting() && !settings)
                 || (reused.is_some() && file.kind.is_cpu_usage_or_pressure())
             {
+                continue;
+            }
+            if kernel.is_some_and(|kernel| store_served(file.kind, kernel, out)) {
                 continue;
             }
             let Some(bytes) = read_file(file, self.hold, buf, &mut out.reason) else {
@@ -527,6 +539,37 @@ impl Parsed<'_> {
             Kind::V1IoOps => parse_blkio(bytes, self.devices, false),
             Kind::Pressure(index) => pressure(index, bytes, out),
         }
+    }
+}
+
+/// Stores the values of a file of `kind` from `kernel` where it holds them all: true, and the
+/// file is left unread.
+fn store_served(kind: Kind, kernel: &KernelValues, out: &mut CgroupTargetReport) -> bool {
+    let set = |field: &mut Option<u64>, value: Option<u64>| {
+        if value.is_some() {
+            *field = value;
+        }
+        value.is_some()
+    };
+    match kind {
+        Kind::MemoryCurrent => set(&mut out.memory_current_bytes, kernel.memory_usage_bytes),
+        Kind::MemoryPeak => set(&mut out.memory_peak_bytes, kernel.memory_peak_bytes),
+        Kind::V1MemoryFailcnt => set(&mut out.memory_events.max, kernel.memory_failcnt),
+        Kind::V1OomControl => {
+            set(&mut out.memory_events.oom, kernel.oom_kill);
+            set(&mut out.memory_events.oom_kill, kernel.oom_kill)
+        }
+        Kind::PidsCurrent => set(&mut out.pids_current, kernel.pids_current),
+        Kind::V1CpuStat => match kernel.cfs {
+            Some((periods, throttled, throttled_ns)) => {
+                out.cpu_periods = Some(periods);
+                out.cpu_throttled_periods = Some(throttled);
+                out.cpu_throttled_ns = Some(throttled_ns);
+                true
+            }
+            None => false,
+        },
+        _ => false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Cgroup values the kernel keeps exactly in memory, for every cgroup of one hierarchy, from one
-//! BPF cgroup-iterator read (issue 31, item 2: the foundation; not yet wired into the collector).
+//! BPF cgroup-iterator read (issue 31, item 2). [`pass`] serves the measured cgroups with it.
 //!
 //! The program (`relay-metrics-ebpf/iter/cgroup_iter.bpf.c`, C with CO-RE, built by clang into
 //! the committed [`OBJECT`]) is attached with the hierarchy root's cgroup fd and walks its
@@ -10,7 +10,7 @@
 //! record count: a cgroup walk cannot continue in a second `read()` (the kernel ends it with
 //! `EOPNOTSUPP` once it dropped `cgroup_mutex`), and one read holds at most ~32 KiB.
 //!
-//! Each value is used only where [`exact::check`] found it equal to its file (bracketed by a
+//! Each value is used only where [`exact::check_kinds`] found it equal to its file (bracketed by a
 //! file read before and after); [`exact::Verdict`] says per kind where it comes from and why.
 //! Not here: v2 `usage_usec` needs the rstat flush kfunc (`css_rstat_flush` on 6.16+,
 //! `cgroup_rstat_flush` before), and aya 0.14 cannot link a program that calls a kfunc (aya-obj
@@ -20,12 +20,10 @@
 //! Loading needs root (or CAP_BPF + CAP_PERFMON), kernel BTF, iter/cgroup (Linux 6.1+) and a
 //! kernel not locked down for confidentiality.
 
-// Not yet used by the collector: a later change plugs it into the one cgroup pass (issue 31).
-#![cfg_attr(not(test), allow(dead_code))]
-
 #[cfg(test)]
 mod bench;
 pub(crate) mod exact;
+pub(crate) mod pass;
 mod paths;
 mod sys;
 #[cfg(test)]
@@ -167,7 +165,9 @@ impl CgroupIter {
     }
 
     /// Runs one walk, replacing `out` with one record per cgroup in pre-order (the root first).
-    pub(crate) fn read(&mut self, out: &mut Vec<CgroupRecord>) -> io::Result<()> {
+    /// True when the hierarchy holds more than [`MAX_CGROUPS`] cgroups: `out` then holds the
+    /// first [`MAX_CGROUPS`] of the walk only.
+    pub(crate) fn read(&mut self, out: &mut Vec<CgroupRecord>) -> io::Result<bool> {
         out.clear();
         let iter = sys::iter_create(self.link.as_fd())?;
         self.buf.clear();
@@ -194,13 +194,8 @@ impl CgroupIter {
                     ),
                 )
             })?;
-        if count & COUNT_TRUNCATED != 0 {
-            return Err(io::Error::other(format!(
-                "more than {MAX_CGROUPS} cgroups in {}",
-                self.root.display()
-            )));
-        }
-        let count = usize::try_from(count).map_err(io::Error::other)?;
+        let truncated = count & COUNT_TRUNCATED != 0;
+        let count = usize::try_from(count & !COUNT_TRUNCATED).map_err(io::Error::other)?;
         let bytes = self.records.bytes();
         let records = bytes.get(..count * RECORD_BYTES).ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "count beyond the record map")
@@ -210,7 +205,7 @@ impl CgroupIter {
                 .chunks_exact(RECORD_BYTES)
                 .filter_map(CgroupRecord::parse),
         );
-        Ok(())
+        Ok(truncated)
     }
 
     /// The path of the cgroup with kernfs id `id`, relative to the hierarchy's root (`""` for

@@ -179,7 +179,9 @@ fn measured_cgroups_report_their_namespaces_counters_read_once() {
     config.extensions.cgroups = vec![format!("/{name}"), format!("/{name}/**")];
     let roots = Roots::host();
     let layout = CgroupLayout::discover(&roots).unwrap();
-    let mut set = TargetSet::new(&config, &roots, Some(&layout)).unwrap();
+    let mut set = TargetSet::new(&config, &roots, Some(&layout))
+        .unwrap()
+        .unwrap();
     let mut out = Targets::default();
     let inside = format!("rmn{}", std::process::id() % 10_000);
     let mut first: Option<(u64, u64)> = None;

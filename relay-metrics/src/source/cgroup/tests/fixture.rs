@@ -474,3 +474,54 @@ fn a_removed_cgroup_is_gone_not_zero() {
         .unwrap_err()
         .is_gone());
 }
+
+/// The iterator's values replace exactly the files they cover: a served value is taken (it
+/// differs from its fixture file here), a value not served, or in a file not wholly served,
+/// comes from the file.
+#[test]
+fn values_reader_takes_served_values_instead_of_their_files() {
+    use crate::snapshot::CgroupTargetReport;
+    use crate::source::cgroup_iter::pass::KernelValues;
+    let (_, layout) = layout("cgroup-v1");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let read = |kernel: Option<&KernelValues>| {
+        let mut reader = CgroupValuesReader::new(&target, true, 100, false);
+        let mut out = CgroupTargetReport::default();
+        reader.read(&mut Vec::new(), &mut out, false, kernel);
+        out
+    };
+    let files = read(None);
+    assert_eq!(files.memory_current_bytes, Some(8654848));
+    assert_eq!(files.memory_events.max, Some(3));
+    assert_eq!(files.memory_events.oom_kill, Some(1));
+    assert_eq!(files.pids_current, Some(1));
+    let kernel = KernelValues {
+        memory_usage_bytes: Some(4096),
+        memory_failcnt: Some(30),
+        oom_kill: Some(10),
+        pids_current: Some(7),
+        cfs: Some((100, 20, 3000)),
+        ..KernelValues::default()
+    };
+    let served = read(Some(&kernel));
+    assert_eq!(served.memory_current_bytes, Some(4096));
+    assert_eq!(served.memory_events.max, Some(30));
+    assert_eq!(
+        (served.memory_events.oom, served.memory_events.oom_kill),
+        (Some(10), Some(10))
+    );
+    assert_eq!(served.pids_current, Some(7));
+    assert_eq!(
+        (
+            served.cpu_periods,
+            served.cpu_throttled_periods,
+            served.cpu_throttled_ns
+        ),
+        (Some(100), Some(20), Some(3000))
+    );
+    // Not served: from the files, as before.
+    assert_eq!(served.memory_peak_bytes, files.memory_peak_bytes);
+    assert_eq!(served.memory_limit_bytes, files.memory_limit_bytes);
+    assert_eq!(served.cpu_usage_ns, files.cpu_usage_ns);
+    assert!(served.cpu_usage_ns.is_some());
+}
