@@ -18,6 +18,10 @@ echo "== eBPF: rebuild the programs from source; fail if the committed object is
 cargo xtask check-ebpf-fresh
 
 echo "== format, lints and API docs"
+if git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . ':!*.bpf.o'; then
+    echo "conflict markers left by a merge (above)" >&2
+    exit 1
+fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
