@@ -53,11 +53,10 @@
 //! `/proc/<pid>/cgroup`, checked against the inode), and counts for the nearest scanned cgroup
 //! at or above that path.
 //!
-//! v2 `cpu.stat` also carries the CFS bandwidth counters, whose period timer runs on for a
-//! period or two after the last run: its values are reused only for a cgroup whose last read
-//! showed no period at all and no quota (values.rs). Setting a quota starts that timer too: on
-//! an idle v2 cgroup given a quota since its settings were last read (at most 10 reads ago),
-//! the periods move unseen until the next full read, and the backstop counts that as a miss.
+//! v2 `cpu.stat` also carries the CFS bandwidth counters, whose period timer runs without any
+//! task running (for a period or two after the last run, and after a quota is written): its
+//! values are reused only for a cgroup whose last read showed no bandwidth counters at all (no
+//! `cpu` controller; values.rs). Where it has them, only its pressure files are reused.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

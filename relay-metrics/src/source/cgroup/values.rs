@@ -180,12 +180,11 @@ impl CgroupValuesReader {
             .iter()
             .any(|f| !f.absent && f.kind.is_cpu_usage_or_pressure());
         self.last.filter(|last| {
-            // The CFS period timer runs on after the last run: v2 `cpu.stat` is reused only
-            // where no period ever passed and no quota is set.
-            has_files
-                && last
-                    .cfs
-                    .is_none_or(|cfs| matches!(cfs[0], None | Some(0)) && self.settings.0.is_none())
+            // The CFS period timer runs without any task running: for a period or two after the
+            // last run, and after a quota is written (which the settings, read every tenth time,
+            // may not show yet). So v2 `cpu.stat` is reused only where it has no bandwidth
+            // counters at all (no `cpu` controller).
+            has_files && last.cfs.is_none_or(|cfs| cfs[0].is_none())
         })
     }
 
