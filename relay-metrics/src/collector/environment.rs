@@ -29,6 +29,15 @@ pub(super) struct CgroupEpoch {
     pub(super) processes_created: u64,
     pub(super) processes_exited: u64,
     pub(super) cgroup_migrations: u64,
+    pub(super) clone_into_cgroup: u64,
+}
+
+impl CgroupEpoch {
+    /// Tasks that entered a cgroup other than by inheriting their parent's: moved, or created
+    /// straight into one (clone3's `CLONE_INTO_CGROUP`).
+    pub(super) fn cgroup_entries(&self) -> u64 {
+        self.cgroup_migrations + self.clone_into_cgroup
+    }
 }
 
 /// How long a reading of a cgroup's membership (an exclusivity verdict, a cgroup scope's
@@ -319,6 +328,7 @@ mod tests {
             processes_created,
             processes_exited: 0,
             cgroup_migrations: 0,
+            clone_into_cgroup: 0,
         })
     }
 

@@ -245,6 +245,7 @@ impl KernelEventFeed {
             processes_created: global.processes_created,
             processes_exited: global.processes_exited,
             cgroup_migrations: global.cgroup_migrations,
+            clone_into_cgroup: global.clone_into_cgroup,
         })
     }
 

@@ -393,6 +393,10 @@ impl Collector {
         self.processes.recycle(previous);
         // Before the listing: a change counted after this read makes the next pass list again.
         let cgroup_epoch = self.kernel.cgroup_epoch();
+        if let Some(targets) = &mut self.targets {
+            // Before the task iterator's pass: an entry counted after it shows at the next one.
+            targets.entries_before_pass(cgroup_epoch.as_ref().map(environment::CgroupEpoch::cgroup_entries));
+        }
         let listing_epoch = match self.target {
             Target::Process { tree: true, .. } => self.kernel.tree_epoch().map(ListingEpoch::Tree),
             Target::Cgroup { .. } => cgroup_epoch.map(ListingEpoch::Cgroup),

@@ -162,6 +162,7 @@ fn cgroup_epoch(cgroup_migrations: u64) -> Option<ListingEpoch> {
         processes_created: 7,
         processes_exited: 3,
         cgroup_migrations,
+        clone_into_cgroup: 0,
     }))
 }
 

@@ -134,6 +134,9 @@ pub(crate) struct TargetSet {
     /// system).
     rule: Option<UnchangedRule>,
     rule_counts: RuleCounts,
+    /// The machine's count of cgroup entries read just before this snapshot's task-iterator
+    /// pass ([`Self::entries_before_pass`]).
+    entries_before_pass: Option<u64>,
     /// How often a cgroup is read in full whatever the rule says ([`unchanged::BACKSTOP`];
     /// tests shorten it).
     backstop_every: std::time::Duration,
@@ -184,6 +187,7 @@ impl TargetSet {
             }),
             scanner,
             rule_counts: RuleCounts::default(),
+            entries_before_pass: None,
             backstop_every: unchanged::BACKSTOP,
             layout: layout.cloned(),
             scan: Scan::default(),
@@ -215,6 +219,15 @@ impl TargetSet {
     pub(crate) fn cgroup_source(&self) -> (&'static str, Option<&Arc<str>>) {
         self.kernel_values.describe()
     }
+    /// The machine's count of tasks that entered a cgroup other than by inheriting their
+    /// parent's (eBPF; `None` where its programs do not all run), read just before this
+    /// snapshot's task-iterator pass. Read after the pass instead, an entry between the two
+    /// would move the count this snapshot (when the pass could not see it yet) and not the next
+    /// one (when it matters), and its cgroup would be reused away.
+    pub(crate) fn entries_before_pass(&mut self, entries: Option<u64>) {
+        self.entries_before_pass = entries;
+    }
+
 
     /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
     /// records of the pass `processes` (`None` where procfs served it). `gpu`: the GPU thread's
@@ -239,7 +252,7 @@ impl TargetSet {
         };
         self.walk(process_set, records);
         if let Some(rule) = &mut self.rule {
-            let moves = HostMoves::read(kernel);
+            let moves = HostMoves(self.entries_before_pass);
             rule.update(&self.scan, records.filter(|_| process_set.is_some()), moves);
         }
         out.reasons.extend(self.scan.errors.iter().cloned());

@@ -32,13 +32,13 @@
 //!   exited unseen; the backstop would count it.
 //!
 //! So a process is *unchanged* between two task-iterator passes when its start time, thread
-//! count, switch sum and cgroups are the same and it had no busy thread at either pass
-//! ([`TaskRecord::busy_threads`]); a cgroup is unchanged when every process whose cgroup, in a
-//! hierarchy whose files are skipped, is the cgroup or below it, is, and none came or went. A
-//! process the walk lists without a record, one whose threads sit in other cgroups than its
-//! leader, one with more threads than the iterator walks, or one that cannot be placed makes
-//! every cgroup read (on a pure v2 host, only its own cgroup), and so does an agent outside the
-//! initial PID namespace (kthreadd not in the records: the iterator would not show every
+//! count, switch sum, run time and cgroups are the same and it had no busy thread at either
+//! pass ([`TaskRecord::busy_threads`]); a cgroup is unchanged when every process whose cgroup,
+//! in a hierarchy whose files are skipped, is the cgroup or below it, is, and none came or
+//! went. A process the walk lists without a record makes its own cgroup read on a pure v2 host
+//! and every cgroup elsewhere; one whose threads sit in other cgroups than its leader, one with
+//! more threads than the iterator walks, or one that cannot be placed makes every cgroup read,
+//! and so does an agent outside the initial PID namespace (kthreadd not in the records: the iterator would not show every
 //! task). The root cgroup (kernel threads, interrupts) is always read.
 //!
 //! The values a reuse gives are exact for the instant of the second pass (which precedes the
@@ -53,10 +53,15 @@
 //! `/proc/<pid>/cgroup`, checked against the inode), and counts for the nearest scanned cgroup
 //! at or above that path.
 //!
-//! v2 `cpu.stat` also carries the CFS bandwidth counters, whose period timer runs without any
-//! task running (for a period or two after the last run, and after a quota is written): its
-//! values are reused only for a cgroup whose last read showed no bandwidth counters at all (no
-//! `cpu` controller; values.rs). Where it has them, only its pressure files are reused.
+//! v2 `cpu.stat` is read every time: it also carries the CFS bandwidth counters, whose period
+//! timer runs without any task running (for a period or two after the last run, after a quota
+//! is written), and which appear when the `cpu` controller is enabled, also with no task
+//! moving. On v2 only the pressure files are reused; on v1 `cpuacct.usage` and `cpuacct.stat`
+//! too (v1 `cpu.stat` is the cpu hierarchy's, read every time).
+//!
+//! Not covered (the backstop would count either): a v1 `cpuacct.usage` reset by a write of 0,
+//! and, on a hybrid host, a cpuacct or unified directory removed and made again at the same
+//! path while the walked hierarchy's stays.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -91,20 +96,10 @@ impl Hierarchy {
 
 /// The machine's count of tasks that entered a cgroup other than by inheriting their parent's:
 /// moved (`cgroup_attach_task`, any hierarchy) or created into one (clone3's
-/// `CLONE_INTO_CGROUP`), from the eBPF programs; `None` where they are not loaded.
+/// `CLONE_INTO_CGROUP`), from the eBPF programs, read just before the task-iterator pass;
+/// `None` where those programs do not all run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct HostMoves(pub(super) Option<u64>);
-
-impl HostMoves {
-    /// Read from the eBPF programs' machine-wide counters.
-    pub(super) fn read(kernel: Option<&crate::source::ebpf::EbpfSource>) -> Self {
-        Self(
-            kernel
-                .and_then(|source| source.global().ok())
-                .map(|global| global.cgroup_migrations + global.clone_into_cgroup),
-        )
-    }
-}
 
 /// What one pass knew of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +107,9 @@ struct Seen {
     start_boottime_ns: u64,
     threads: u64,
     switches: u64,
+    /// Scheduler run time of the dead and live threads: catches any CPU charged even where a
+    /// thread's exit races the switch counts' read.
+    runtime_ns: u64,
     /// Its cgroup id in each of [`UnchangedRule::hierarchies`] (0 past their count).
     ids: [u64; 2],
     /// No busy thread, every thread walked, all in the leader's cgroups.
@@ -311,6 +309,7 @@ impl UnchangedRule {
             start_boottime_ns: record.start_boottime_ns,
             threads: record.nr_threads,
             switches: record.switches,
+            runtime_ns: record.runtime_ns,
             ids,
             quiet: record.busy_threads == 0
                 && !record.has_split_cgroups()

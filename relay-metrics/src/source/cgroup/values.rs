@@ -85,16 +85,13 @@ pub(crate) struct CgroupValuesReader {
     last: Option<CpuAndPressure>,
 }
 
-/// The values of a cgroup's CPU usage and pressure files (v2 `cpu.stat` brings its CFS
-/// counters along): what the unchanged-cgroup rule (`collector/targets/unchanged.rs`) lets a
-/// read reuse.
+/// The values of a cgroup's v1 `cpuacct` usage files and its pressure files: what the
+/// unchanged-cgroup rule (`collector/targets/unchanged.rs`) lets a read reuse. v2 `cpu.stat` is
+/// not among them: its CFS counters move without any task running.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct CpuAndPressure {
-    usage_ns: Option<u64>,
-    user_ns: Option<u64>,
-    system_ns: Option<u64>,
-    /// From v2 `cpu.stat` only (v1's come from `cpu.stat` of the cpu hierarchy, always read).
-    cfs: Option<[Option<u64>; 3]>,
+    /// Usage, user and system ns from `cpuacct` (`None` where v2 `cpu.stat` serves them).
+    cpuacct: Option<[Option<u64>; 3]>,
     pressure: crate::snapshot::PressureTotals,
 }
 
@@ -107,7 +104,7 @@ impl Kind {
     fn is_cpu_usage_or_pressure(self) -> bool {
         matches!(
             self,
-            Self::V2CpuStat | Self::V1CpuacctUsage | Self::V1CpuacctStat | Self::Pressure(_)
+            Self::V1CpuacctUsage | Self::V1CpuacctStat | Self::Pressure(_)
         )
     }
 
@@ -172,20 +169,13 @@ impl CgroupValuesReader {
     }
 
     /// The CPU usage and pressure values a reusing read would give now; `None` when it would
-    /// read them (no error-free read yet, or v2 CFS counters that may move on their own) or
-    /// has none to skip.
+    /// read them (no error-free read yet) or has none to skip.
     pub(crate) fn reusable(&self) -> Option<CpuAndPressure> {
         let has_files = self
             .files
             .iter()
             .any(|f| !f.absent && f.kind.is_cpu_usage_or_pressure());
-        self.last.filter(|last| {
-            // The CFS period timer runs without any task running: for a period or two after the
-            // last run, and after a quota is written (which the settings, read every tenth time,
-            // may not show yet). So v2 `cpu.stat` is reused only where it has no bandwidth
-            // counters at all (no `cpu` controller).
-            has_files && last.cfs.is_none_or(|cfs| cfs[0].is_none())
-        })
+        self.last.filter(|_| has_files)
     }
 
     /// Descriptors this reader holds open between reads.
@@ -261,19 +251,12 @@ impl CgroupValuesReader {
 
     /// The CPU usage and pressure values of a read into `out`.
     fn cpu_and_pressure(&self, out: &CgroupTargetReport) -> CpuAndPressure {
-        let v2 = self
+        let cpuacct = self
             .files
             .iter()
-            .any(|f| f.kind == Kind::V2CpuStat && !f.absent);
+            .any(|f| f.kind == Kind::V1CpuacctUsage && !f.absent);
         CpuAndPressure {
-            usage_ns: out.cpu_usage_ns,
-            user_ns: out.cpu_user_ns,
-            system_ns: out.cpu_system_ns,
-            cfs: v2.then_some([
-                out.cpu_periods,
-                out.cpu_throttled_periods,
-                out.cpu_throttled_ns,
-            ]),
+            cpuacct: cpuacct.then_some([out.cpu_usage_ns, out.cpu_user_ns, out.cpu_system_ns]),
             pressure: out.pressure,
         }
     }
@@ -305,13 +288,10 @@ impl CgroupValuesReader {
 
 impl CpuAndPressure {
     fn write(self, out: &mut CgroupTargetReport) {
-        out.cpu_usage_ns = self.usage_ns;
-        out.cpu_user_ns = self.user_ns;
-        out.cpu_system_ns = self.system_ns;
-        if let Some([periods, throttled_periods, throttled_ns]) = self.cfs {
-            out.cpu_periods = periods;
-            out.cpu_throttled_periods = throttled_periods;
-            out.cpu_throttled_ns = throttled_ns;
+        if let Some([usage_ns, user_ns, system_ns]) = self.cpuacct {
+            out.cpu_usage_ns = usage_ns;
+            out.cpu_user_ns = user_ns;
+            out.cpu_system_ns = system_ns;
         }
         out.pressure = self.pressure;
     }
