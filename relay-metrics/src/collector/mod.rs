@@ -395,7 +395,11 @@ impl Collector {
         let cgroup_epoch = self.kernel.cgroup_epoch();
         if let Some(targets) = &mut self.targets {
             // Before the task iterator's pass: an entry counted after it shows at the next one.
-            targets.entries_before_pass(cgroup_epoch.as_ref().map(environment::CgroupEpoch::cgroup_entries));
+            targets.entries_before_pass(
+                cgroup_epoch
+                    .as_ref()
+                    .map(environment::CgroupEpoch::cgroup_entries),
+            );
         }
         let listing_epoch = match self.target {
             Target::Process { tree: true, .. } => self.kernel.tree_epoch().map(ListingEpoch::Tree),

@@ -228,7 +228,6 @@ impl TargetSet {
         self.entries_before_pass = entries;
     }
 
-
     /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
     /// records of the pass `processes` (`None` where procfs served it). `gpu`: the GPU thread's
     /// per-process records for the processes of `processes` (`None` when there are none to

@@ -422,9 +422,10 @@ fn v1_memory_events_are_failcnt_and_oom_kills_and_the_v2_only_ones_are_null() {
     assert_eq!((events.low, events.high), (None, None));
 }
 
-/// The unchanged-cgroup rule over a fixture v2 tree, with task-iterator records made here: a
-/// cgroup whose process is quiet and unchanged is not read again (a file changed behind its
-/// back is not seen), and one whose process switched, or is busy, is.
+/// The unchanged-cgroup rule over a fixture v2 tree, with task-iterator records made here: the
+/// pressure files of a cgroup whose process is quiet and unchanged are not read again (a file
+/// changed behind its back is not seen), and those of one whose process switched, or is busy,
+/// are; v2 `cpu.stat` is read every time.
 #[test]
 fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
     use crate::source::task_iter::TaskRecord;
@@ -432,8 +433,19 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let stat = |usage: u64| format!("usage_usec {usage}\nuser_usec 3\nsystem_usec 2\n");
+    let pressure = |total: u64| {
+        format!(
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total={total}\n\
+             full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+        )
+    };
     cgroup(root, "/", &[], &[]);
-    cgroup(root, "/a", &[10], &[("cpu.stat", &stat(5))]);
+    cgroup(
+        root,
+        "/a",
+        &[10],
+        &[("cpu.stat", &stat(5)), ("cpu.pressure", &pressure(5))],
+    );
     let id = |path: &str| std::fs::metadata(root.join(path)).unwrap().ino();
     let layout = layout(root);
     let mut set = TargetSet::new(
@@ -445,9 +457,11 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
     .unwrap();
     // The machine's cgroup moves (the eBPF programs' count): none until said otherwise.
     let moves = std::cell::Cell::new(0);
+    // Status 256: the program read the rule's fields (kthreadd's record carries the pass's).
     let kthreadd = TaskRecord {
         tgid: 2,
         flags: 0x0020_0000,
+        status: 256,
         cgroup_id: id(""),
         ..TaskRecord::default()
     };
@@ -466,6 +480,7 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
     let mut out = Targets::default();
     let mut fill = |member: &TaskRecord, usage: u64, out: &mut Targets| {
         std::fs::write(root.join("a/cpu.stat"), stat(usage)).unwrap();
+        std::fs::write(root.join("a/cpu.pressure"), pressure(usage)).unwrap();
         set.rule.as_mut().unwrap().fixture_moves = Some(moves.get());
         set.fill(
             Some(&pass),
@@ -475,27 +490,32 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
             None,
             out,
         );
-        (out.cgroups[0].cpu_usage_ns, set.rule_counts().reused_reads)
+        let a = &out.cgroups[0];
+        (
+            a.cpu_usage_ns,
+            a.pressure.cpu_some_usec,
+            set.rule_counts().reused_reads,
+        )
     };
     // The first two passes read (no evidence yet, then no earlier pass to compare with).
-    assert_eq!(fill(&member, 5, &mut out), (Some(5000), 0));
-    assert_eq!(fill(&member, 6, &mut out), (Some(6000), 0));
-    // Unchanged: the file is not read (its new value is not seen).
-    assert_eq!(fill(&member, 7, &mut out), (Some(6000), 1));
+    assert_eq!(fill(&member, 5, &mut out), (Some(5000), Some(5), 0));
+    assert_eq!(fill(&member, 6, &mut out), (Some(6000), Some(6), 0));
+    // Unchanged: the pressure file is not read (its new value is not seen); cpu.stat is.
+    assert_eq!(fill(&member, 7, &mut out), (Some(7000), Some(6), 1));
     // A switch: read.
     member.switches += 1;
-    assert_eq!(fill(&member, 8, &mut out), (Some(8000), 1));
+    assert_eq!(fill(&member, 8, &mut out), (Some(8000), Some(8), 1));
     // Busy at this pass: read, and at the next though quiet again (busy at its start).
     member.busy_threads = 1;
-    assert_eq!(fill(&member, 9, &mut out), (Some(9000), 1));
+    assert_eq!(fill(&member, 9, &mut out), (Some(9000), Some(9), 1));
     member.busy_threads = 0;
-    assert_eq!(fill(&member, 10, &mut out), (Some(10_000), 1));
-    assert_eq!(fill(&member, 11, &mut out), (Some(10_000), 2));
+    assert_eq!(fill(&member, 10, &mut out), (Some(10000), Some(10), 1));
+    assert_eq!(fill(&member, 11, &mut out), (Some(11000), Some(10), 2));
     // A task moved into some cgroup (or created straight into one) between the passes: it may
     // have run in this one and exited unseen, so every cgroup is read; then reused again.
     moves.set(1);
-    assert_eq!(fill(&member, 12, &mut out), (Some(12_000), 2));
-    assert_eq!(fill(&member, 13, &mut out), (Some(12_000), 3));
+    assert_eq!(fill(&member, 12, &mut out), (Some(12000), Some(12), 2));
+    assert_eq!(fill(&member, 13, &mut out), (Some(13000), Some(12), 3));
     // A new process in the cgroup: read.
     let newcomer = TaskRecord { tgid: 11, ..member };
     set.fill(
@@ -513,6 +533,22 @@ fn an_unchanged_cgroups_cpu_and_pressure_files_are_not_read_again() {
             reused_reads: 3
         }
     );
+    // Without the rule's fields (a verifier that refused them) nothing is reused.
+    let unread = TaskRecord {
+        status: 0,
+        ..kthreadd
+    };
+    for _ in 0..2 {
+        set.fill(
+            Some(&pass),
+            Some(&[unread, member, newcomer]),
+            None,
+            100,
+            None,
+            &mut out,
+        );
+    }
+    assert_eq!(set.rule_counts().reused_reads, 3);
     // Without kthreadd (another PID namespace) nothing is reused.
     set.fill(
         Some(&pass),

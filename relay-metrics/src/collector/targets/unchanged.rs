@@ -38,8 +38,10 @@
 //! went. A process the walk lists without a record makes its own cgroup read on a pure v2 host
 //! and every cgroup elsewhere; one whose threads sit in other cgroups than its leader, one with
 //! more threads than the iterator walks, or one that cannot be placed makes every cgroup read,
-//! and so does an agent outside the initial PID namespace (kthreadd not in the records: the iterator would not show every
-//! task). The root cgroup (kernel threads, interrupts) is always read.
+//! and so does an agent outside the initial PID namespace (kthreadd not in the records: the
+//! iterator would not show every task) or on a kernel whose verifier refused the rule's fields
+//! (`task_iter::tries_activity_fields`: before 6.6, the iterator loads without them). The root
+//! cgroup (kernel threads, interrupts) is always read.
 //!
 //! The values a reuse gives are exact for the instant of the second pass (which precedes the
 //! reads). A backstop reads every cgroup in full at least every [`BACKSTOP`]; a full read that
@@ -196,10 +198,12 @@ impl UnchangedRule {
         self.moves = moves.0;
         // kthreadd is visible only from the initial PID namespace: elsewhere the iterator
         // would not show every task, and no evidence is complete.
+        // Without the rule's fields (a kernel whose verifier refused them) there is no evidence
+        // either; every record of a pass carries them or none does.
         let kthreadd = records.and_then(|records| {
             records
                 .iter()
-                .find(|r| r.tgid == KTHREADD && r.is_kernel_thread())
+                .find(|r| r.tgid == KTHREADD && r.is_kernel_thread() && r.has_activity_fields())
         });
         let (Some(records), Some(kthreadd)) = (records, kthreadd) else {
             self.previous.clear();

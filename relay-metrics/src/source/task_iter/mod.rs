@@ -58,6 +58,7 @@ const STATUS_RSS_ATOMIC: u64 = 8;
 const STATUS_RSS_PERCPU: u64 = 16;
 const STATUS_RSS_SUMMED: u64 = 64;
 const STATUS_SPLIT_CGROUPS: u64 = 128;
+const STATUS_ACTIVITY: u64 = 256;
 
 /// `PF_KTHREAD` in `task_struct.flags`.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -208,6 +209,12 @@ impl TaskRecord {
         self.status & STATUS_THREADS_TRUNCATED == 0
     }
 
+    /// The program read the unchanged-cgroup rule's fields (`switches`, `busy_threads`,
+    /// `cpuacct_cgroup_id`, the split bit): see [`tries_activity_fields`].
+    pub(crate) fn has_activity_fields(&self) -> bool {
+        self.status & STATUS_ACTIVITY != 0
+    }
+
     /// Some live thread sits in other cgroups than the leader (its `css_set` differs).
     pub(crate) fn has_split_cgroups(&self) -> bool {
         self.status & STATUS_SPLIT_CGROUPS != 0
@@ -303,11 +310,25 @@ pub(crate) fn cputime_adjust(
 /// counts (6.2 to 6.15; before 6.2 the counters are plain atomics and this does not matter).
 /// Unknown releases say `false`, so `statm` is read.
 pub(crate) fn statm_sums_per_cpu_parts(release: &str) -> bool {
+    release_at_least(release, (6, 16))
+}
+
+/// Whether the program is loaded with the unchanged-cgroup rule's per-thread reads on the
+/// kernel `release`: 6.18's verifier takes them, 6.1's gives up after a million instructions
+/// (tens of seconds of its CPU). From 6.6 (the LTS after 6.1) they are tried, and the load
+/// falls back to the program without them where they are refused; before, the program loads
+/// without them and the rule reads every cgroup.
+pub(crate) fn tries_activity_fields(release: &str) -> bool {
+    release_at_least(release, (6, 6))
+}
+
+/// `uname -r`'s `major.minor` is at least `version`; `false` when it cannot be read.
+fn release_at_least(release: &str, version: (u32, u32)) -> bool {
     let mut parts = release
         .split(|c: char| !c.is_ascii_digit())
         .map(|part| part.parse::<u32>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= (6, 16),
+        (Some(major), Some(minor)) => (major, minor) >= version,
         _ => false,
     }
 }
@@ -499,8 +520,20 @@ fn sched_info_on(roots: &Roots) -> bool {
 /// creates the iterator link itself: aya 0.14 exposes no link descriptor that can be re-read.
 /// In this process, or in the loader child when the program enabled it (see `child`).
 fn load_and_attach(sum_rss: bool) -> Result<OwnedFd, String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    if tries_activity_fields(&release) {
+        if let Ok(link) = load_and_attach_with(sum_rss, true) {
+            return Ok(link);
+        }
+    }
+    load_and_attach_with(sum_rss, false)
+}
+
+/// [`load_and_attach`] with or without the unchanged-cgroup rule's per-thread reads.
+fn load_and_attach_with(sum_rss: bool, activity_fields: bool) -> Result<OwnedFd, String> {
     let btf = aya::Btf::from_sys_fs().map_err(|error| format!("kernel BTF: {error}"))?;
     let sum_rss = u32::from(sum_rss);
+    let activity_fields = u32::from(activity_fields);
     // The program names each process's cgroup in the hierarchy the agent walks (only that one:
     // each costs a few reads per process).
     let membership_v1 = crate::source::cgroup::CgroupLayout::discover(&Roots::host())
@@ -511,6 +544,7 @@ fn load_and_attach(sum_rss: bool) -> Result<OwnedFd, String> {
         .btf(Some(&btf))
         .override_global("sum_rss", &sum_rss, true)
         .override_global("membership_v1", &membership_v1, true)
+        .override_global("read_activity_fields", &activity_fields, true)
         .load(OBJECT)
         .map_err(|error| format!("loading the task iterator object: {}", describe(&error)))?;
     let program: &mut aya::programs::Iter = ebpf

@@ -117,6 +117,17 @@ fn statm_sums_the_per_cpu_parts_from_6_16() {
     assert!(!statm_sums_per_cpu_parts("garbage"));
 }
 
+/// 6.1's verifier gives up on the program with the unchanged-cgroup rule's per-thread reads
+/// (the VM test's kernel): it loads without them there.
+#[test]
+fn the_rules_fields_are_tried_from_6_6() {
+    assert!(super::tries_activity_fields("6.18.44-fc-v1147\n"));
+    assert!(super::tries_activity_fields("6.6.0"));
+    assert!(!super::tries_activity_fields("6.1.0-41-cloud-amd64"));
+    assert!(!super::tries_activity_fields("5.15.0"));
+    assert!(!super::tries_activity_fields(""));
+}
+
 #[test]
 fn only_gapless_possible_cpu_lists_are_summed() {
     assert!(possible_cpus_are_contiguous("0-1\n"));
