@@ -394,12 +394,13 @@ fn max_rss_of_one_process_is_the_commands_own_not_runs() {
     // Until run started the command from a small, freshly executed starter, the command's
     // ru_maxrss began at run's own peak (execve keeps it: /bin/true said 6.5-7.3 MB against GNU
     // time's 1.0 MB), then at the peak of the shell and `env` that started it (1.6-1.7 MB).
-    // /bin/true's own peak differs by up to 15 % from one execution to the next (960-1,108 KiB
-    // here): one run each is compared loosely here, medians within 5 % in tests/witness.rs.
+    // /bin/true's own peak differs by up to 20 % from one execution to the next (912-1,108 KiB
+    // here; one CI run saw 912 against GNU time's 1,084): one run each is compared loosely
+    // here, against the inherited peaks above, and medians within 5 % in tests/witness.rs.
     for options in [&[][..], &["--no-cgroup"][..]] {
         let (ours, theirs) = max_rss_kib(options, &["/bin/true"]);
         assert!(
-            ours >= theirs * 0.85 && ours <= theirs * 1.2,
+            ours >= theirs * 0.7 && ours <= theirs * 1.2,
             "{options:?}: /bin/true: run {ours} KiB, GNU time {theirs} KiB"
         );
     }
