@@ -75,6 +75,12 @@ def test_a_subscriber_raising_a_base_exception_is_contained_and_reported_once(ra
 def test_a_subscriber_raising_keyboard_interrupt_interrupts_the_main_thread_once_reported() -> None:
     out, stderr = run(
         """
+        import signal
+        # Python's Ctrl-C handler, as under a terminal: started by a parent that ignores SIGINT
+        # (a background job of a shell without job control), Python installs none, and
+        # interrupt_main() then does nothing.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         calls = [0]
         def interrupting(event):
             calls[0] += 1
