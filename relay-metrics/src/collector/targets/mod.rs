@@ -40,7 +40,7 @@ use crate::source::Roots;
 
 use labels::path_labels;
 use names::Names;
-use unchanged::{Backstop, HostMoves, Plan, UnchangedRule};
+use unchanged::{Backstop, Plan, UnchangedRule};
 
 /// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 1, memory 4, pids 1,
 /// blkio 2; v2 PSI 3; its settings are opened per read).
@@ -251,8 +251,8 @@ impl TargetSet {
         };
         self.walk(process_set, records);
         if let Some(rule) = &mut self.rule {
-            let moves = HostMoves(self.entries_before_pass);
-            rule.update(&self.scan, records.filter(|_| process_set.is_some()), moves);
+            let records = records.filter(|_| process_set.is_some());
+            rule.update(&self.scan, records, self.entries_before_pass);
         }
         out.reasons.extend(self.scan.errors.iter().cloned());
         self.names.refresh(&mut out.reasons);

@@ -26,7 +26,7 @@
 //! - A task enters a cgroup by inheriting its parent's at fork (the parent ran, so its own
 //!   cgroup is read), by a move (`cgroup_attach_task`) or by clone3's `CLONE_INTO_CGROUP`. A
 //!   task that entered a cgroup by the last two ways, ran there and exited between two passes is
-//!   seen by neither, so any such entry on the machine since the last pass ([`HostMoves`],
+//!   seen by neither, so any such entry on the machine since the last pass (`entries`,
 //!   counted by the eBPF programs) makes every cgroup read. The one gap left: a child forked
 //!   during the last pass's walk with a pid below the walk's position (pid wrap-around), which
 //!   exited unseen; the backstop would count it.
@@ -96,13 +96,6 @@ impl Hierarchy {
     }
 }
 
-/// The machine's count of tasks that entered a cgroup other than by inheriting their parent's:
-/// moved (`cgroup_attach_task`, any hierarchy) or created into one (clone3's
-/// `CLONE_INTO_CGROUP`), from the eBPF programs, read just before the task-iterator pass;
-/// `None` where those programs do not all run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct HostMoves(pub(super) Option<u64>);
-
 /// What one pass knew of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
@@ -138,7 +131,7 @@ pub(super) struct UnchangedRule {
     /// Per scan index of the last update: unchanged since the pass before.
     unchanged: Vec<bool>,
     /// The machine's count of tasks that entered a cgroup other than by inheriting their
-    /// parent's, at the last update ([`HostMoves`]).
+    /// parent's, at the last update (see [`Self::update`]).
     moves: Option<u64>,
     /// Test hook: this cgroup path counts as unchanged whatever happened (a broken rule).
     #[cfg(test)]
@@ -183,19 +176,24 @@ impl UnchangedRule {
     }
 
     /// Decides, for every cgroup of `scan`, whether it is unchanged since the last update, from
-    /// the task iterator's `records` of this pass and the machine's cgroup `moves` read after
-    /// it (`None` for either: no evidence, every cgroup is read).
-    pub(super) fn update(&mut self, scan: &Scan, records: Option<&[TaskRecord]>, moves: HostMoves) {
+    /// the task iterator's `records` of this pass and `entries`, the machine's count of tasks
+    /// that entered a cgroup other than by inheriting their parent's (moved, or created into
+    /// one by clone3's `CLONE_INTO_CGROUP`), read just before this pass (`None` for either: no
+    /// evidence, every cgroup is read).
+    pub(super) fn update(
+        &mut self,
+        scan: &Scan,
+        records: Option<&[TaskRecord]>,
+        entries: Option<u64>,
+    ) {
         self.unchanged.clear();
         self.unchanged.resize(scan.cgroups.len(), false);
         #[cfg(test)]
-        let moves = self
-            .fixture_moves
-            .map_or(moves, |count| HostMoves(Some(count)));
+        let entries = self.fixture_moves.or(entries);
         // A task moved into a cgroup (or created straight into one) may have run there and
         // exited between the passes without either pass seeing it.
-        let moved = moves.0.is_none() || moves.0 != self.moves;
-        self.moves = moves.0;
+        let moved = entries.is_none() || entries != self.moves;
+        self.moves = entries;
         // kthreadd is visible only from the initial PID namespace: elsewhere the iterator
         // would not show every task, and no evidence is complete.
         // Without the rule's fields (a kernel whose verifier refused them) there is no evidence
