@@ -15,8 +15,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::model::{ProcessPass, Sample};
-use crate::snapshot::{Cumulative, CumulativeMethod, DeviceIo};
-use crate::source::cgroup::{CgroupTotalsReader, CgroupVersion};
+use crate::snapshot::{CgroupTargetReport, Cumulative, CumulativeMethod, DeviceIo, TargetDeviceIo};
+use crate::source::cgroup::{CgroupValuesReader, CgroupVersion, FileSet};
 use crate::source::procfs::io_of_same_process;
 use crate::source::system::{DiskstatsReader, LoadavgReader, StatCounters};
 use crate::source::Roots;
@@ -78,8 +78,9 @@ pub(super) struct Accounting {
     diskstats: Option<DiskstatsReader>,
     /// The tasks alive now, for the exits (global scope only).
     loadavg: Option<LoadavgReader>,
-    /// The cgroup's memory high-water mark and storage files (cgroup scopes only).
-    cgroup_files: Option<CgroupTotalsReader>,
+    /// The cgroup's memory high-water mark and storage files (cgroup scopes only), and what
+    /// their last read gave.
+    cgroup_files: Option<(CgroupValuesReader, CgroupTargetReport)>,
     /// The high-water mark read in this pass.
     memory_peak: Option<u64>,
     /// The cgroup scope's cgroup has the memory controller (a missing high-water mark then
@@ -117,12 +118,15 @@ impl Accounting {
         };
         let global = matches!(target, Target::Global);
         let cgroup_files = match target {
-            Target::Cgroup { resolved, .. } => Some(CgroupTotalsReader::new(resolved)),
+            Target::Cgroup { resolved, .. } => Some((
+                CgroupValuesReader::new(resolved, true, FileSet::Totals),
+                CgroupTargetReport::default(),
+            )),
             _ => None,
         };
         let memory_controller = cgroup_files
             .as_ref()
-            .is_some_and(CgroupTotalsReader::has_memory_controller);
+            .is_some_and(|(reader, _)| reader.has_memory_controller());
         Self {
             method,
             from_start: false,
@@ -337,17 +341,25 @@ impl Accounting {
             None => *causes |= cause::NO_CPU,
         }
         let mut exact = false;
-        let io = self
-            .cgroup_files
-            .as_mut()
-            .and_then(|files| files.io(&mut self.devices));
-        if let Some(io) = io {
-            totals.storage_read_bytes = Some(io.read_bytes);
-            totals.storage_write_bytes = Some(io.write_bytes);
+        let files = self.cgroup_files.as_mut().map(|(reader, read)| {
+            reader.read(&mut self.buf, read, false, None);
+            (reader.io_version(), &*read)
+        });
+        self.devices.clear();
+        if let Some((Some(version), read)) = files {
+            devices_from(&read.devices, &mut self.devices);
+            let sum = |bytes: fn(&DeviceIo) -> u64| {
+                self.devices
+                    .iter()
+                    .map(bytes)
+                    .fold(0u64, u64::saturating_add)
+            };
+            totals.storage_read_bytes = Some(sum(|d| d.read_bytes));
+            totals.storage_write_bytes = Some(sum(|d| d.write_bytes));
             // v2 charges writeback to the cgroup that dirtied the pages; v1 `blkio` sees only
             // the I/O its tasks submit themselves, and buffered writes are written back later
             // by the kernel's flusher threads (a `dd ... conv=fsync` of 100 MiB read 0 B there).
-            exact = io.version == CgroupVersion::V2;
+            exact = version == CgroupVersion::V2;
         }
         if !exact {
             // The processes' own counters count each byte when it is dirtied (buffered) or
@@ -363,7 +375,7 @@ impl Accounting {
                 None if self
                     .cgroup_files
                     .as_ref()
-                    .is_some_and(CgroupTotalsReader::blkio_uncounted) =>
+                    .is_some_and(|(reader, _)| !reader.counts_every_disk()) =>
                 {
                     *causes |= cause::BLKIO_UNCOUNTED;
                 }
@@ -374,8 +386,8 @@ impl Accounting {
         // `memory.peak`: the processes' resident memory is what the samples have.
         self.memory_peak = self
             .cgroup_files
-            .as_mut()
-            .and_then(CgroupTotalsReader::memory_peak_bytes);
+            .as_ref()
+            .and_then(|(_, read)| read.memory_peak_bytes);
         if self.memory_peak.is_none() {
             *causes |= if self.memory_controller {
                 cause::MEMORY_PEAK_UNREADABLE
@@ -602,6 +614,32 @@ fn ticks_ns(ticks: u64, per_second: u64) -> Option<u64> {
     u64::try_from(ns).ok()
 }
 
+/// The bytes per device of a read of the cgroup's io file into `devices`, in the file's order
+/// (entries of devices already listed are reused, with their names: no allocation while the
+/// devices stay the same).
+fn devices_from(read: &[TargetDeviceIo], devices: &mut Vec<DeviceIo>) {
+    for (used, device) in read.iter().enumerate() {
+        match devices[used..]
+            .iter()
+            .position(|d| *d.device == *device.device)
+        {
+            Some(at) => devices.swap(used, used + at),
+            None => devices.insert(
+                used,
+                DeviceIo {
+                    device: Arc::from(device.device.as_str()),
+                    read_bytes: 0,
+                    write_bytes: 0,
+                },
+            ),
+        }
+        let entry = &mut devices[used];
+        entry.read_bytes = device.read_bytes;
+        entry.write_bytes = device.write_bytes;
+    }
+    devices.truncate(read.len());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,5 +665,40 @@ mod tests {
         assert_eq!(accounting.clamp(reading(1100), base).cpu_user_ns, Some(600));
         // Never known: stays null.
         assert_eq!(accounting.clamp(missing, base).storage_read_bytes, None);
+    }
+
+    #[test]
+    fn devices_are_listed_in_file_order_and_their_entries_reused() {
+        let read = |listed: &[(&str, u64, u64)]| -> Vec<TargetDeviceIo> {
+            listed
+                .iter()
+                .map(|&(device, read_bytes, write_bytes)| TargetDeviceIo {
+                    device: device.to_string(),
+                    read_bytes,
+                    write_bytes,
+                    ..TargetDeviceIo::default()
+                })
+                .collect()
+        };
+        let listed = |devices: &[DeviceIo]| -> Vec<(String, u64, u64)> {
+            devices
+                .iter()
+                .map(|d| (d.device.to_string(), d.read_bytes, d.write_bytes))
+                .collect()
+        };
+        let mut devices = Vec::new();
+        devices_from(&read(&[("8:0", 4096, 512), ("8:16", 1, 2)]), &mut devices);
+        assert_eq!(
+            listed(&devices),
+            [("8:0".into(), 4096, 512), ("8:16".into(), 1, 2)]
+        );
+        let first = Arc::clone(&devices[1].device);
+        // Values replaced, not added; a device gone from the file is gone from the list; the
+        // entry of a device listed before is the same allocation.
+        devices_from(&read(&[("8:16", 10, 20)]), &mut devices);
+        assert_eq!(listed(&devices), [("8:16".into(), 10, 20)]);
+        assert!(Arc::ptr_eq(&first, &devices[0].device));
+        devices_from(&[], &mut devices);
+        assert!(devices.is_empty());
     }
 }

@@ -31,8 +31,8 @@ use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuProcessValues, ProcessPass, ProcessSet};
 use crate::snapshot::{CgroupTargetReport, ProcessSums, TargetLabels, Targets};
 use crate::source::cgroup::{
-    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MembershipId, Scan,
-    Scanner, Selection,
+    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, FileSet, MembershipId,
+    Scan, Scanner, Selection,
 };
 use crate::source::cgroup_iter::pass::{CgroupIds, CgroupIterPass, KernelValues};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
@@ -608,7 +608,14 @@ fn entry<'e>(
         let hold = held + FILES_PER_TARGET <= made.held_budget;
         let labels = path_labels(path);
         let entry = Entry {
-            reader: CgroupValuesReader::new(&target, hold, made.ticks_per_second, made.cadvisor),
+            reader: CgroupValuesReader::new(
+                &target,
+                hold,
+                FileSet::Measured {
+                    ticks_per_second: made.ticks_per_second,
+                    cadvisor: made.cadvisor,
+                },
+            ),
             ids: CgroupIds::of(&target),
             kernel: crate::snapshot::TargetKernelEvents::default(),
             labels: TargetLabels {

@@ -47,6 +47,7 @@ pub(crate) fn v1_file(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// The bytes read and written on all of `devices`.
+#[cfg(test)]
 pub(crate) fn total_bytes(devices: &[DeviceCounters]) -> (u64, u64) {
     devices.iter().fold((0u64, 0u64), |(read, write), device| {
         (

@@ -7,8 +7,8 @@
 //!   descriptors ([`CgroupSample`]); each value group says which cgroup version it came from.
 //! - [`subtree_pids`] / [`owns_exclusively`] give a subtree's processes and Relay's exclusive-
 //!   cgroup rule.
-//! - [`CgroupTotalsReader`] reads a cgroup's memory high-water mark and storage bytes per device
-//!   for the cumulative totals.
+//! - [`CgroupValuesReader`] reads one cgroup's own counters and settings: a measured cgroup's,
+//!   or the memory high-water mark and storage bytes per device of the cumulative totals.
 //!
 //! A controller is read from v1 when the layout binds it to a v1 hierarchy and from v2 otherwise;
 //! a controller is bound to exactly one hierarchy, so there is never a choice between two numbers.
@@ -25,7 +25,6 @@ mod sample;
 mod scan;
 mod stat;
 mod target;
-mod totals;
 mod values;
 
 #[cfg(test)]
@@ -59,8 +58,7 @@ pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
 pub(crate) use scan::{MembershipId, Scan, Scanner, Selection};
 pub(crate) use stat::working_set;
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
-pub(crate) use totals::CgroupTotalsReader;
-pub(crate) use values::CgroupValuesReader;
+pub(crate) use values::{CgroupValuesReader, FileSet};
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,6 +1,7 @@
-//! The values of one cgroup measured one by one (the agent's per-container series): the
-//! cgroup's own counters and settings, each from the cheapest exact file of the hierarchy that
-//! carries its controller, read through held descriptors (`pread` into one reused buffer).
+//! The values of one cgroup measured one by one (the agent's per-container series, and a cgroup
+//! scope's cumulative totals): the cgroup's own counters and settings, each from the cheapest
+//! exact file of the hierarchy that carries its controller, read through held descriptors
+//! (`pread` into one reused buffer).
 //!
 //! Limits are the cgroup's own settings (its `memory.max` / `memory.limit_in_bytes`, `cpu.max` /
 //! CFS quota, `pids.max`), as container runtimes set them, not the minimum over its ancestors.
@@ -56,12 +57,34 @@ struct File {
     absent: bool,
 }
 
+/// Which of a cgroup's files a [`CgroupValuesReader`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileSet {
+    /// A measured cgroup's values. `ticks_per_second` converts v1 `cpuacct.stat`; with
+    /// `cadvisor`, also `memory.stat`, v2 `memory.swap.current` and the CPU shares or weight
+    /// (what the cAdvisor naming exports and no other needs).
+    Measured {
+        ticks_per_second: u64,
+        cadvisor: bool,
+    },
+    /// A cgroup scope's cumulative totals: its memory high-water mark and its storage bytes
+    /// per device, which include the tasks that exited. A v1 `blkio` that does not count on
+    /// every disk is not read: a sum without some disks would be too small.
+    Totals,
+}
+
 /// Reads one cgroup's values into the fields of its [`CgroupTargetReport`] that come from its
 /// files (CPU, memory, pids, pressure, devices, and the reason when a file cannot be read).
 #[derive(Debug)]
 pub(crate) struct CgroupValuesReader {
     files: Vec<File>,
     hold: bool,
+    /// The cgroup has the memory controller (its `memory.*` files): a v2 directory carries a
+    /// controller's files only where the controller is enabled (below an occupied cgroup none
+    /// can be).
+    memory_controller: bool,
+    /// The hierarchy of the io file the last read parsed; `None` when it read none.
+    io_version: Option<CgroupVersion>,
     ticks_per_second: u64,
     /// The v1 CFS quota, kept until its period is read.
     quota: Vec<u8>,
@@ -108,6 +131,15 @@ impl Kind {
         )
     }
 
+    /// The hierarchy of an io file.
+    fn io_version(self) -> Option<CgroupVersion> {
+        match self {
+            Self::V2IoStat => Some(CgroupVersion::V2),
+            Self::V1IoBytes | Self::V1IoOps => Some(CgroupVersion::V1),
+            _ => None,
+        }
+    }
+
     /// A setting rather than a counter or a level.
     fn is_setting(self) -> bool {
         matches!(
@@ -123,32 +155,46 @@ impl Kind {
 }
 
 impl CgroupValuesReader {
-    /// The files of `target`. With `hold`, their descriptors stay open between reads;
-    /// otherwise each read opens and closes them (when the open-file budget is spent). With
-    /// `cadvisor`, also `memory.stat`, v2 `memory.swap.current` and the CPU shares or weight
-    /// (what the cAdvisor naming exports and no other needs).
-    pub(crate) fn new(
-        target: &CgroupTarget,
-        hold: bool,
-        ticks_per_second: u64,
-        cadvisor: bool,
-    ) -> Self {
-        // The order is the order of the reads: a v1 CFS quota comes before its period.
-        let mut files = Files(Vec::with_capacity(20));
-        files.cpu(target);
-        if cadvisor {
-            files.cadvisor(target);
-        }
-        files.memory(target);
+    /// The files of `target` in `set`. With `hold`, their descriptors stay open between reads;
+    /// otherwise each read opens and closes them (when the open-file budget is spent).
+    pub(crate) fn new(target: &CgroupTarget, hold: bool, set: FileSet) -> Self {
         let blkio = match target.controller_dir("blkio") {
             Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point),
             _ => BlkioCounting::All,
         };
-        files.pids_and_io(target, blkio != BlkioCounting::Nothing);
-        files.pressure(target);
+        // The order is the order of the reads: a v1 CFS quota comes before its period.
+        let mut files = Files(Vec::with_capacity(20));
+        let (ticks_per_second, cadvisor) = match set {
+            FileSet::Measured {
+                ticks_per_second,
+                cadvisor,
+            } => {
+                files.cpu(target);
+                if cadvisor {
+                    files.cadvisor(target);
+                }
+                files.memory(target);
+                files.pids(target);
+                files.io(target, blkio != BlkioCounting::Nothing, true);
+                files.pressure(target);
+                (ticks_per_second, cadvisor)
+            }
+            FileSet::Totals => {
+                files.memory_peak(target);
+                files.io(target, blkio == BlkioCounting::All, false);
+                (1, false)
+            }
+        };
+        let memory_controller = match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, _)) => true,
+            Some((CgroupVersion::V2, dir)) => dir.dir.join("memory.current").exists(),
+            None => false,
+        };
         Self {
             files: files.0,
             hold,
+            memory_controller,
+            io_version: None,
             ticks_per_second: ticks_per_second.max(1),
             quota: Vec::new(),
             reads: 0,
@@ -160,6 +206,25 @@ impl CgroupValuesReader {
             blkio,
             last: None,
         }
+    }
+
+    /// Whether the cgroup has the memory controller (then a missing high-water mark has
+    /// another reason than its absence).
+    pub(crate) fn has_memory_controller(&self) -> bool {
+        self.memory_controller
+    }
+
+    /// Whether the cgroup's storage bytes are counted on every disk: false for a v1 `blkio`
+    /// that counts nothing, or not on every disk, on this kernel ([`super::BLKIO_UNCOUNTED`]
+    /// says why).
+    pub(crate) fn counts_every_disk(&self) -> bool {
+        self.blkio == BlkioCounting::All
+    }
+
+    /// The hierarchy of the io file (`io.stat`, `blkio`) the last read parsed: `None` when it
+    /// read none (no such file, or its read failed).
+    pub(crate) fn io_version(&self) -> Option<CgroupVersion> {
+        self.io_version
     }
 
     /// The CPU usage and pressure values of the last read that read their files without an
@@ -210,6 +275,7 @@ impl CgroupValuesReader {
         let ticks_per_second = self.ticks_per_second;
         self.quota.clear();
         self.devices.clear();
+        self.io_version = None;
         let mut failed = false;
         for file in &mut self.files {
             if file.absent
@@ -225,6 +291,7 @@ impl CgroupValuesReader {
                 failed |= file.kind.is_cpu_usage_or_pressure();
                 continue;
             };
+            self.io_version = file.kind.io_version().or(self.io_version);
             let parsed = Parsed {
                 out: &mut *out,
                 quota: &mut self.quota,
@@ -362,7 +429,7 @@ impl Files {
         match target.controller_dir("memory") {
             Some((CgroupVersion::V1, dir)) => {
                 self.add(&dir.dir, "memory.usage_in_bytes", Kind::MemoryCurrent);
-                self.add(&dir.dir, "memory.max_usage_in_bytes", Kind::MemoryPeak);
+                self.memory_peak(target);
                 let limit = Kind::MemoryLimit(CgroupVersion::V1);
                 self.add(&dir.dir, "memory.limit_in_bytes", limit);
                 self.add(&dir.dir, "memory.failcnt", Kind::V1MemoryFailcnt);
@@ -370,7 +437,7 @@ impl Files {
             }
             Some((CgroupVersion::V2, dir)) => {
                 self.add(&dir.dir, "memory.current", Kind::MemoryCurrent);
-                self.add(&dir.dir, "memory.peak", Kind::MemoryPeak);
+                self.memory_peak(target);
                 let limit = Kind::MemoryLimit(CgroupVersion::V2);
                 self.add(&dir.dir, "memory.max", limit);
                 self.add(&dir.dir, "memory.events", Kind::V2MemoryEvents);
@@ -379,18 +446,35 @@ impl Files {
         }
     }
 
-    /// The pids count and limit, and the bytes and operations per block device (v1 `blkio`'s
-    /// only where it counts on some disk: `blkio_counts`).
-    fn pids_and_io(&mut self, target: &CgroupTarget, blkio_counts: bool) {
+    /// The memory high-water mark.
+    fn memory_peak(&mut self, target: &CgroupTarget) {
+        match target.controller_dir("memory") {
+            Some((CgroupVersion::V1, dir)) => {
+                self.add(&dir.dir, "memory.max_usage_in_bytes", Kind::MemoryPeak);
+            }
+            Some((CgroupVersion::V2, dir)) => self.add(&dir.dir, "memory.peak", Kind::MemoryPeak),
+            None => {}
+        }
+    }
+
+    /// The pids count and limit.
+    fn pids(&mut self, target: &CgroupTarget) {
         if let Some((_, dir)) = target.controller_dir("pids") {
             self.add(&dir.dir, "pids.current", Kind::PidsCurrent);
             self.add(&dir.dir, "pids.max", Kind::PidsMax);
         }
+    }
+
+    /// The bytes (and with `operations` the operations) per block device; v1 `blkio`'s only
+    /// where `blkio_counts`.
+    fn io(&mut self, target: &CgroupTarget, blkio_counts: bool, operations: bool) {
         match target.controller_dir("blkio") {
             Some((CgroupVersion::V1, _)) if !blkio_counts => {}
             Some((CgroupVersion::V1, dir)) => {
                 self.add_path(v1_file(&dir.dir, V1_BYTES), Kind::V1IoBytes);
-                self.add_path(v1_file(&dir.dir, V1_OPS), Kind::V1IoOps);
+                if operations {
+                    self.add_path(v1_file(&dir.dir, V1_OPS), Kind::V1IoOps);
+                }
             }
             _ => {
                 if let Some((CgroupVersion::V2, dir)) = target.controller_dir("io") {

@@ -485,7 +485,14 @@ fn values_reader_takes_served_values_instead_of_their_files() {
     let (_, layout) = layout("cgroup-v1");
     let target = resolve(&layout, "/relay-test").unwrap();
     let read = |kernel: Option<&KernelValues>| {
-        let mut reader = CgroupValuesReader::new(&target, true, 100, false);
+        let mut reader = CgroupValuesReader::new(
+            &target,
+            true,
+            FileSet::Measured {
+                ticks_per_second: 100,
+                cadvisor: false,
+            },
+        );
         let mut out = CgroupTargetReport::default();
         reader.read(&mut Vec::new(), &mut out, false, kernel);
         out
@@ -524,4 +531,53 @@ fn values_reader_takes_served_values_instead_of_their_files() {
     assert_eq!(served.memory_limit_bytes, files.memory_limit_bytes);
     assert_eq!(served.cpu_usage_ns, files.cpu_usage_ns);
     assert!(served.cpu_usage_ns.is_some());
+}
+
+/// The cumulative totals' files: the high-water mark and the storage bytes, nothing else; the
+/// io version says whether an io file was read, so an empty `io.stat` (no I/O yet: 0 bytes) is
+/// told from none.
+#[test]
+fn totals_read_the_high_water_mark_and_storage_bytes_only() {
+    use crate::snapshot::CgroupTargetReport;
+    let (base, target) = temp_v2("max 100000\n", None);
+    let dir = base.path().join("sys/fs/cgroup/w");
+    fs::write(dir.join("memory.current"), "4096\n").unwrap();
+    fs::write(dir.join("memory.peak"), "65536\n").unwrap();
+    let mut reader = CgroupValuesReader::new(&target, true, FileSet::Totals);
+    assert!(reader.has_memory_controller());
+    assert!(reader.counts_every_disk());
+    let mut out = CgroupTargetReport::default();
+    let mut read = |out: &mut CgroupTargetReport| {
+        reader.read(&mut Vec::new(), out, false, None);
+        reader.io_version()
+    };
+    assert_eq!(read(&mut out), None, "no io.stat: no storage bytes");
+    assert_eq!(out.memory_peak_bytes, Some(65536));
+    assert_eq!(out.memory_current_bytes, None, "not a file of the totals");
+    assert_eq!(out.memory_limit_bytes, None, "not a file of the totals");
+    // An io.stat made after the reader was: still not read (found missing once, not probed
+    // again), as for every held file.
+    fs::write(
+        dir.join("io.stat"),
+        "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n",
+    )
+    .unwrap();
+    assert_eq!(read(&mut out), None);
+    let mut reader = CgroupValuesReader::new(&target, true, FileSet::Totals);
+    reader.read(&mut Vec::new(), &mut out, false, None);
+    assert_eq!(reader.io_version(), V2);
+    let devices: Vec<_> = out
+        .devices
+        .iter()
+        .map(|d| (d.device.as_str(), d.read_bytes, d.write_bytes))
+        .collect();
+    assert_eq!(devices, [("8:0", 10, 20)]);
+    fs::write(dir.join("io.stat"), "").unwrap();
+    reader.read(&mut Vec::new(), &mut out, false, None);
+    assert_eq!(reader.io_version(), V2, "an empty io.stat is read: no I/O");
+    assert!(out.devices.is_empty());
+    // A v2 directory without the memory controller has no memory.current.
+    fs::remove_file(dir.join("memory.current")).unwrap();
+    let reader = CgroupValuesReader::new(&target, true, FileSet::Totals);
+    assert!(!reader.has_memory_controller());
 }
