@@ -444,6 +444,15 @@ impl Collector {
             self.gpu.fill(&sample.processes, reasons, &mut sample.gpu);
         }
 
+        self.read_kernel_events();
+        self.sample
+            .unavailable
+            .clone_from_slice_or_extend(self.reasons.as_slice());
+    }
+
+    /// The kernel's event counters of the sample's processes, and the lifetime counts from them.
+    fn read_kernel_events(&mut self) {
+        let (sample, reasons) = (&mut self.sample, &mut self.reasons);
         self.kernel
             .fill(&self.target, &sample.processes, &mut sample.kernel_events);
         sample.lifetime = lifetime::lifetime_counts(
@@ -463,9 +472,6 @@ impl Collector {
         {
             reasons.add("extensions.kernel_events", format_args!("{reason}"));
         }
-        sample
-            .unavailable
-            .clone_from_slice_or_extend(reasons.as_slice());
     }
 }
 
