@@ -15,7 +15,9 @@ use super::parse::{
 use super::stat::{parse_cpu_max_raw, parse_memory_stat, parse_shares, parse_v1_quota_raw};
 use super::target::CgroupTarget;
 use super::CgroupVersion;
-use crate::snapshot::{CgroupTargetReport, TargetCpuSpec, TargetDeviceIo, TargetMemoryStat};
+use crate::snapshot::{
+    CgroupTargetReport, MemoryEventCounts, TargetCpuSpec, TargetDeviceIo, TargetMemoryStat,
+};
 use crate::source::cgroup_iter::pass::KernelValues;
 use crate::source::file::{FileKind, HeldFile, SourceError};
 
@@ -588,7 +590,10 @@ impl Parsed<'_> {
                 };
                 out.memory_limit_bytes = limit(parsed);
             }
-            Kind::V2MemoryEvents => v2_memory_events(bytes, out),
+            Kind::V2MemoryEvents => {
+                out.memory_events =
+                    MemoryEventCounts::from_names(|name| keyed_u64(bytes, name.as_bytes()));
+            }
             Kind::V1MemoryFailcnt => out.memory_events.max = parse_u64_trimmed(bytes),
             Kind::V1OomControl => {
                 let kills = keyed_u64(bytes, b"oom_kill");
@@ -656,16 +661,6 @@ fn v1_cfs_period(quota: &[u8], bytes: &[u8], out: &mut CgroupTargetReport) {
         spec.quota_us = parse_v1_quota_raw(quota);
         spec.period_us = parse_u64_trimmed(bytes);
     }
-}
-
-/// v2 `memory.events`.
-fn v2_memory_events(bytes: &[u8], out: &mut CgroupTargetReport) {
-    let events = &mut out.memory_events;
-    events.low = keyed_u64(bytes, b"low");
-    events.high = keyed_u64(bytes, b"high");
-    events.max = keyed_u64(bytes, b"max");
-    events.oom = keyed_u64(bytes, b"oom");
-    events.oom_kill = keyed_u64(bytes, b"oom_kill");
 }
 
 /// `<resource>.pressure` of [`PRESSURE_RESOURCES`]`[index]`: the `some` and `full` totals.
