@@ -55,7 +55,9 @@ enum Kind {
 struct File {
     kind: Kind,
     held: HeldFile,
-    /// Missing while the cgroup existed: not probed again.
+    /// Missing at the last try: tried again only with the settings (every [`SETTINGS_EVERY`]
+    /// reads), as a controller enabled later (systemd turning `io` on in the parent's
+    /// `subtree_control`) or a cgroup re-created at its path brings the file back.
     absent: bool,
 }
 
@@ -121,7 +123,8 @@ pub(crate) struct CpuAndPressure {
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
-/// reads, through descriptors opened for the read and closed after it.
+/// reads, through descriptors opened for the read and closed after it. Files found missing are
+/// tried again at the same reads.
 pub(crate) const SETTINGS_EVERY: u64 = 10;
 
 impl Kind {
@@ -280,7 +283,7 @@ impl CgroupValuesReader {
         self.io_version = None;
         let mut failed = false;
         for file in &mut self.files {
-            if file.absent
+            if (file.absent && !settings)
                 || (file.kind.is_setting() && !settings)
                 || (reused.is_some() && file.kind.is_cpu_usage_or_pressure())
             {
@@ -510,11 +513,14 @@ fn read_file<'b>(
         file.held.close();
     }
     match result {
-        Ok(bytes) => Some(bytes),
+        Ok(bytes) => {
+            file.absent = false;
+            Some(bytes)
+        }
         Err(error) => {
             match errno(&error) {
-                // Absent file (an older kernel, a controller not enabled): not probed
-                // again. A removed cgroup (ENODEV through a held descriptor) leaves the
+                // Absent file (an older kernel, a controller not enabled): tried again with
+                // the settings. A removed cgroup (ENODEV through a held descriptor) leaves the
                 // next walk, which drops this reader.
                 Some(libc::ENOENT) => file.absent = true,
                 Some(libc::ENODEV) => {}
