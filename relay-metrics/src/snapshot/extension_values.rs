@@ -3,7 +3,10 @@
 //! sampler, the cumulative totals, the measured cgroups' walk, the GPU devices and their limit
 //! events and the per-CPU modes, declared once with its JSON path (under `extensions`), unit
 //! and source. The scope's cgroups (`cgroups[]`) and the measured cgroups (`targets.cgroups[]`)
-//! have their own tables (`snapshot/scope_values.rs`, `snapshot/target_values.rs`).
+//! have their own tables (`snapshot/scope_values.rs`, `snapshot/target_values.rs`); the
+//! measured cgroups' numbers that no family of theirs carries as it is (their per-device,
+//! per-GPU and per-interface lists, histogram, OOM victims and the parts only the cAdvisor
+//! naming reads) are rows here.
 //!
 //! A section's numbers are one table over [`Extensions`]; the items of a list are a table over
 //! the item's struct, its paths relative to the item. The tests hold each table to its struct
@@ -14,8 +17,9 @@
 
 use super::values::{Number, ValueRow, ValueUnit};
 use super::{
-    CpuModeSeconds, DeviceIo, Extensions, GpuDeviceReport, GpuLimitEvent, MigInstanceReport,
-    OomVictim, XidErrorCount,
+    CgroupTargetReport, CpuModeSeconds, DeviceIo, Extensions, GpuDeviceReport, GpuLimitEvent,
+    MigInstanceReport, OomVictim, TargetDeviceIo, TargetGpuUse, TargetInterface, TargetOomVictim,
+    XidErrorCount,
 };
 
 /// A row of a section that is always there: `$section.$field` of [`Extensions`].
@@ -30,10 +34,13 @@ macro_rules! field {
     };
 }
 
-/// A row of a section that may be `null`: `$section.$field` of [`Extensions`].
+/// A row of a section that may be `null`: `$section.$field` of [`Extensions`] (or of `$ty`).
 macro_rules! inside {
     ($section:ident . $field:ident, $unit:ident, $source:literal) => {
-        ValueRow::<Extensions> {
+        inside!(Extensions: $section.$field, $unit, $source)
+    };
+    ($ty:ty: $section:ident . $field:ident, $unit:ident, $source:literal) => {
+        ValueRow::<$ty> {
             json_path: concat!(stringify!($section), ".", stringify!($field)),
             unit: ValueUnit::$unit,
             source: $source,
@@ -113,8 +120,8 @@ pub const EXTENSION_VALUES: &[ValueRow<Extensions>] = &[
     inside!(targets.dropped, Count, "selected cgroups left out at `max_targets`"),
 ];
 
-/// The run-queue delay histogram, `kernel_events.run_queue_delay_log2_ns[]`: one row, its
-/// buckets.
+/// A run-queue delay histogram (`kernel_events.run_queue_delay_log2_ns[]`, and a measured
+/// cgroup's `kernel_events.run_queue_histogram[]`): one row, its buckets.
 pub const RUN_QUEUE_DELAY_BUCKET_VALUES: &[ValueRow<u64>] = &[ValueRow {
     json_path: "",
     unit: ValueUnit::Count,
@@ -222,6 +229,73 @@ pub const CPU_MODE_VALUES: &[ValueRow<CpuModeSeconds>] = &[
     item!(CpuModeSeconds: irq, Seconds, "hard interrupts"),
     item!(CpuModeSeconds: softirq, Seconds, "soft interrupts"),
     item!(CpuModeSeconds: steal, Seconds, "taken by the hypervisor"),
+];
+
+/// `targets.cgroups[]`: the numbers of a measured cgroup that no family of `TARGET_FAMILIES`
+/// (`snapshot/target_values.rs`) reads; the cAdvisor naming reads them (`memory_stat`,
+/// `cpu_spec`: present only where it asks) or they label the per-interface series.
+#[rustfmt::skip]
+pub const TARGET_EXTRA_VALUES: &[ValueRow<CgroupTargetReport>] = &[
+    inside!(CgroupTargetReport: memory_stat.rss_bytes, Bytes,
+        "anonymous memory: v1 `memory.stat` `total_rss`, v2 `anon`"),
+    inside!(CgroupTargetReport: memory_stat.cache_bytes, Bytes,
+        "page cache: v1 `memory.stat` `total_cache`, v2 `file`"),
+    inside!(CgroupTargetReport: memory_stat.swap_bytes, Bytes,
+        "swap in use: v1 `memory.stat` `total_swap`, v2 `memory.swap.current`"),
+    inside!(CgroupTargetReport: memory_stat.mapped_file_bytes, Bytes,
+        "mapped files: v1 `memory.stat` `total_mapped_file`, v2 `file_mapped`"),
+    inside!(CgroupTargetReport: memory_stat.inactive_file_bytes, Bytes,
+        "inactive page cache: v1 `memory.stat` `total_inactive_file`, v2 `inactive_file`"),
+    inside!(CgroupTargetReport: cpu_spec.quota_us, Microseconds,
+        "CFS quota per period: v2 `cpu.max`, v1 `cpu.cfs_quota_us` (`null`: none)"),
+    inside!(CgroupTargetReport: cpu_spec.period_us, Microseconds,
+        "CFS period: v2 `cpu.max`, v1 `cpu.cfs_period_us`"),
+    inside!(CgroupTargetReport: cpu_spec.shares, Count,
+        "v1 `cpu.shares`; v2 `cpu.weight` as shares (`2 + (weight - 1) × 262142 / 9999`)"),
+    inside!(CgroupTargetReport: network.namespace_inode, Identifier,
+        "the inode number of a member process's `/proc/<pid>/ns/net`"),
+];
+
+/// `targets.cgroups[].devices[]`: v2 `io.stat`, v1 `blkio` per block device.
+#[rustfmt::skip]
+pub const TARGET_DEVICE_VALUES: &[ValueRow<TargetDeviceIo>] = &[
+    item!(TargetDeviceIo: read_bytes, Bytes, "v2 `io.stat` `rbytes`; v1 `blkio` bytes read"),
+    item!(TargetDeviceIo: write_bytes, Bytes, "v2 `io.stat` `wbytes`; v1 `blkio` bytes written"),
+    item!(TargetDeviceIo: read_operations, Count, "v2 `io.stat` `rios`; v1 `blkio` reads"),
+    item!(TargetDeviceIo: write_operations, Count, "v2 `io.stat` `wios`; v1 `blkio` writes"),
+];
+
+/// `targets.cgroups[].gpus[]`: sums over NVML's per-process records of the subtree.
+#[rustfmt::skip]
+pub const TARGET_GPU_VALUES: &[ValueRow<TargetGpuUse>] = &[
+    item!(TargetGpuUse: index, Identifier, "NVML index of the device"),
+    item!(TargetGpuUse: processes, Count, "processes of the subtree NVML lists on the device"),
+    item!(TargetGpuUse: memory_used_bytes, Bytes, "device memory they use"),
+    item!(TargetGpuUse: sm_utilization_percent, Percent,
+        "sum of their SM utilisation since the previous query"),
+    item!(TargetGpuUse: memory_utilization_percent, Percent,
+        "sum of their memory-controller utilisation since the previous query"),
+];
+
+/// `targets.cgroups[].kernel_events.oom_victims[]`.
+#[rustfmt::skip]
+pub const TARGET_OOM_VICTIM_VALUES: &[ValueRow<TargetOomVictim>] = &[
+    item!(TargetOomVictim: pid, Identifier, "eBPF: the OOM killer's victim"),
+    item!(TargetOomVictim: time_boot_ns, Nanoseconds, "eBPF: when, since boot"),
+    item!(TargetOomVictim: anon_rss_kib, Kibibytes, "eBPF: its anonymous resident memory"),
+];
+
+/// `targets.cgroups[].network.interfaces[]`: a member process's `/proc/<pid>/net/dev`.
+#[rustfmt::skip]
+pub const TARGET_INTERFACE_VALUES: &[ValueRow<TargetInterface>] = &[
+    item!(TargetInterface: receive_bytes, Bytes, "bytes received"),
+    item!(TargetInterface: transmit_bytes, Bytes, "bytes transmitted"),
+    item!(TargetInterface: receive_packets, Count, "packets received"),
+    item!(TargetInterface: transmit_packets, Count, "packets transmitted"),
+    item!(TargetInterface: receive_errors, Count, "receive errors"),
+    item!(TargetInterface: transmit_errors, Count, "transmit errors"),
+    item!(TargetInterface: receive_dropped, Count, "received packets dropped"),
+    item!(TargetInterface: transmit_dropped, Count, "packets dropped on transmit"),
 ];
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::snapshot::values::tests::{distinct, numeric_paths};
 use crate::snapshot::{ProcessSums, TargetKernelEvents};
 
 /// Numeric values of a measured cgroup that no family of the table exports, and why.
-const EXPORTED_ELSEWHERE: &[(&str, &str)] = &[
+pub(crate) const EXPORTED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "kernel_events.run_queue_count",
         "the count of relay_metrics_cgroup_run_queue_delay_seconds (histogram)",
@@ -35,7 +35,7 @@ pub(crate) fn distinct_report() -> (CgroupTargetReport, Value) {
     })
 }
 
-fn all_series() -> impl Iterator<Item = (&'static TargetFamily, &'static TargetSeries)> {
+pub(crate) fn all_series() -> impl Iterator<Item = (&'static TargetFamily, &'static TargetSeries)> {
     TARGET_FAMILIES
         .iter()
         .flat_map(|family| family.series.iter().map(move |series| (family, series)))
