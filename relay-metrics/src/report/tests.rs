@@ -576,3 +576,53 @@ fn the_cpu_chart_plots_the_summarys_cpu_not_the_live_threads_rate() {
         "{writes:?}"
     );
 }
+
+/// The report reads `extensions` through narrow structs that name its keys again: each number
+/// it reads is the one at its row's path (the values tables of `snapshot/extension_values.rs`
+/// and `snapshot/scope_values.rs`), the others are left out.
+#[test]
+fn the_narrow_parse_reads_the_extension_values_at_their_table_paths() {
+    let template = Extensions {
+        precise_cpu: Some(PreciseCpu::default()),
+        sampler: Some(SamplerInfo::default()),
+        cumulative: Some(Cumulative::default()),
+        cgroups: vec![CgroupReport::default()],
+        ..Extensions::default()
+    };
+    // Only the rows' numbers, so that the text and flags stay `null`.
+    let (extensions, _) = distinct(&template, |path| {
+        let scope = path.strip_prefix("cgroups[].");
+        EXTENSION_VALUES.iter().all(|row| row.json_path != path)
+            && scope.is_none_or(|p| scope_values().all(|row| row.json_path != p))
+    });
+    let snapshot = ResourceMetricsSnapshot {
+        extensions,
+        ..ResourceMetricsSnapshot::default()
+    };
+    let parsed = parse::parse_line(&serde_json::to_vec(&snapshot).unwrap()).unwrap();
+    // A value the report leaves out is `null` or its struct's default 0; the filled ones are
+    // 1 and more.
+    let is_read = |value: Option<f64>| value.is_some_and(|v| v != 0.0);
+    let mut read = 0;
+    for row in EXTENSION_VALUES {
+        let got = (row.read)(&parsed.extensions);
+        if is_read(got) {
+            read += 1;
+            assert_eq!(got, (row.read)(&snapshot.extensions), "{}", row.json_path);
+        }
+    }
+    for row in scope_values() {
+        let got = (row.read)(&parsed.extensions.cgroups[0]);
+        if is_read(got) {
+            read += 1;
+            let want = (row.read)(&snapshot.extensions.cgroups[0]);
+            assert_eq!(got, want, "cgroups[].{}", row.json_path);
+        }
+    }
+    // What parse.rs reads: 2 kernel event counters, 5 nanosecond CPU values, 4 of the sampler,
+    // 6 cumulative totals and the cgroup's CPU limit.
+    assert_eq!(
+        read, 18,
+        "the report reads other extension values than parse.rs says"
+    );
+}

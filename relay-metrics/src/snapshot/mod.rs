@@ -10,23 +10,29 @@
 #[macro_use]
 mod schema;
 mod coverage;
+mod extension_values;
 mod extensions;
 mod scope_values;
 mod target_values;
 mod targets;
+mod values;
 
 pub use coverage::{FieldCoverage, COVERAGE_KEYS};
+pub use extension_values::*;
 pub use extensions::*;
 pub use schema::{FieldUnit, SchemaField, Section, SectionInfo};
 pub use scope_values::{scope_values, ScopeValue};
-pub use target_values::{
-    MemoryEventCounts, TargetFamily, TargetSeries, TargetUnit, TARGET_FAMILIES,
-};
+pub use target_values::{MemoryEventCounts, TargetFamily, TargetSeries, TARGET_FAMILIES};
 pub use targets::*;
+pub use values::{ValueRow, ValueUnit};
 
 /// A measured cgroup with a different number in every value (the output tests use it too).
 #[cfg(test)]
 pub(crate) use target_values::tests::distinct_report;
+/// A struct with a different number in every value, made through its JSON (the output tests
+/// hold their families to the values tables with it).
+#[cfg(test)]
+pub(crate) use values::tests::distinct;
 
 use std::sync::Arc;
 

@@ -6,34 +6,26 @@
 //! Relay's fields (`model/derive`), whose families are the schema table's. The table is the
 //! source of docs/METRICS.md's list of them, and the tests below hold it to the struct (every
 //! numeric value of a report's JSON has one row, and each row reads the value at its path) and
-//! to that list (the doc's block is the one the table renders).
+//! to that list (the doc's block is the one the table renders), with the helpers every values
+//! table's test shares (`snapshot/values_tests.rs`).
 //!
 //! The memory events are not rows here: they come from the one list of `memory_events!`
 //! (`snapshot/target_values.rs`), shared with the measured cgroups, and keep their flat keys
 //! (`memory_low_events`) through [`flat_memory_events`].
 
-use super::target_values::{plain, TargetUnit};
+use super::target_values::plain;
+use super::values::{ValueRow, ValueUnit};
 use super::{CgroupReport, MemoryEventCounts};
 
 /// One number of a scope cgroup's report.
-#[derive(Debug, Clone, Copy)]
-pub struct ScopeValue {
-    /// Its path in a report's JSON (`pressure.cpu_some_usec`).
-    pub json_path: &'static str,
-    /// Its unit as the report holds it.
-    pub unit: TargetUnit,
-    /// Which kernel file gives it (v2, and v1 where it differs), and what it counts.
-    pub source: &'static str,
-    /// The value, as a number; `None` when the report does not have it.
-    pub read: fn(&CgroupReport) -> Option<f64>,
-}
+pub type ScopeValue = ValueRow<CgroupReport>;
 
 /// A row whose value is the report field `$field`, an `Option<u64>`.
 macro_rules! row {
     ($field:ident, $unit:ident, $source:literal) => {
         ScopeValue {
             json_path: stringify!($field),
-            unit: TargetUnit::$unit,
+            unit: ValueUnit::$unit,
             source: $source,
             read: |r| plain(r.$field),
         }
@@ -45,7 +37,7 @@ macro_rules! pressure {
     ($field:ident, $file:literal, $kind:literal) => {
         ScopeValue {
             json_path: concat!("pressure.", stringify!($field)),
-            unit: TargetUnit::Microseconds,
+            unit: ValueUnit::Microseconds,
             source: concat!(
                 "`",
                 $file,
@@ -68,7 +60,7 @@ const BEFORE_EVENTS: &[ScopeValue] = &[
         "v2 `cpu.stat` `throttled_usec`; v1 `cpu.stat` `throttled_time` ÷ 1000"),
     ScopeValue {
         json_path: "cpu_effective_limit_logical_processors",
-        unit: TargetUnit::Cores,
+        unit: ValueUnit::Cores,
         source: "the lowest quota ÷ period (v2 `cpu.max`, v1 `cpu.cfs_quota_us` and \
                  `cpu.cfs_period_us`) of the cgroup and its ancestors, and the CPUs of its \
                  effective cpuset",

@@ -16,25 +16,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::scope_values::ScopeValue;
+use super::values::ValueUnit;
 use super::CgroupTargetReport;
-
-/// The unit of a table value as the struct holds it; the families convert to their base unit
-/// (ns and µs to seconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetUnit {
-    /// Nanoseconds, exported as seconds.
-    Nanoseconds,
-    /// Microseconds, exported as seconds.
-    Microseconds,
-    /// Seconds.
-    Seconds,
-    /// Bytes.
-    Bytes,
-    /// Logical processors.
-    Cores,
-    /// A plain count.
-    Count,
-}
 
 /// One `relay_metrics_cgroup_*` family and the values it exports.
 #[derive(Debug, Clone, Copy)]
@@ -43,8 +26,9 @@ pub struct TargetFamily {
     pub name: &'static str,
     /// A counter (the kernel's, never decreasing while the cgroup exists), else a gauge.
     pub counter: bool,
-    /// The unit of its values in the struct.
-    pub unit: TargetUnit,
+    /// The unit of its values in the struct; the family converts them to its base unit (ns and
+    /// µs to seconds).
+    pub unit: ValueUnit,
     /// Its help text.
     pub help: &'static str,
     /// Its series: one without labels, or one per label value.
@@ -58,7 +42,7 @@ pub struct TargetSeries {
     pub json_path: &'static str,
     /// The labels that tell it apart from the family's other series (`event="low"`).
     pub labels: &'static [(&'static str, &'static str)],
-    /// The value, in the family's [`TargetUnit`]; `None` when the cgroup does not have it.
+    /// The value, in the family's [`ValueUnit`]; `None` when the cgroup does not have it.
     pub read: fn(&CgroupTargetReport) -> Option<f64>,
 }
 
@@ -69,7 +53,7 @@ macro_rules! single {
         TargetFamily {
             name: $name,
             counter: $counter,
-            unit: TargetUnit::$unit,
+            unit: ValueUnit::$unit,
             help: $help,
             series: &[TargetSeries {
                 json_path: $path,
@@ -110,7 +94,7 @@ macro_rules! memory_events {
             /// The scope cgroup's events in its values table (`snapshot/scope_values.rs`).
             pub(crate) const SCOPE_VALUES: &'static [ScopeValue] = &[$(ScopeValue {
                 json_path: concat!("memory_", stringify!($name), "_events"),
-                unit: TargetUnit::Count,
+                unit: ValueUnit::Count,
                 source: concat!("v2 `memory.events` `", stringify!($name), "`:", $($doc),+),
                 read: |r| plain(r.memory_events.$name),
             },)+];
@@ -216,14 +200,14 @@ pub const TARGET_FAMILIES: &[TargetFamily] = &[
     TargetFamily {
         name: "relay_metrics_cgroup_memory_events_total",
         counter: true,
-        unit: TargetUnit::Count,
+        unit: ValueUnit::Count,
         help: "Memory events of the cgroup, by event: the keys of v2 memory.events (v1: max is failcnt, oom and oom_kill its OOM kills).",
         series: MemoryEventCounts::SERIES,
     },
     TargetFamily {
         name: "relay_metrics_cgroup_pressure_stall_seconds_total",
         counter: true,
-        unit: TargetUnit::Microseconds,
+        unit: ValueUnit::Microseconds,
         help: "PSI stall time of the cgroup, by resource and kind.",
         series: &[
             pressure!("cpu", "some", cpu_some_usec),

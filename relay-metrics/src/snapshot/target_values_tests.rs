@@ -3,10 +3,11 @@
 use serde_json::Value;
 
 use super::*;
+use crate::snapshot::values::tests::{distinct, numeric_paths};
 use crate::snapshot::{ProcessSums, TargetKernelEvents};
 
 /// Numeric values of a measured cgroup that no family of the table exports, and why.
-const EXPORTED_ELSEWHERE: &[(&str, &str)] = &[
+pub(crate) const EXPORTED_ELSEWHERE: &[(&str, &str)] = &[
     (
         "kernel_events.run_queue_count",
         "the count of relay_metrics_cgroup_run_queue_delay_seconds (histogram)",
@@ -34,59 +35,7 @@ pub(crate) fn distinct_report() -> (CgroupTargetReport, Value) {
     })
 }
 
-/// `template` with every `null` or number of its JSON (outside lists and the paths `is_text`
-/// names) a different number, read back through serde; with that JSON. A table's test fills
-/// its struct this way so that a field added to the struct is filled without editing the test.
-pub(crate) fn distinct<T: Serialize + serde::de::DeserializeOwned>(
-    template: &T,
-    is_text: fn(&str) -> bool,
-) -> (T, Value) {
-    let mut json = serde_json::to_value(template).unwrap();
-    let mut next = 0u64;
-    fill(&mut json, "", is_text, &mut next);
-    let value: T = serde_json::from_value(json.clone()).unwrap();
-    (value, json)
-}
-
-fn fill(value: &mut Value, path: &str, is_text: fn(&str) -> bool, next: &mut u64) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map.iter_mut() {
-                let child_path = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                fill(child, &child_path, is_text, next);
-            }
-        }
-        Value::Null | Value::Number(_) if !is_text(path) => {
-            *next += 1;
-            *value = Value::from(*next);
-        }
-        _ => {}
-    }
-}
-
-/// Every numeric value's path in `json`, lists left out.
-pub(crate) fn numeric_paths(value: &Value, path: &str, out: &mut Vec<(String, f64)>) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                let child_path = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                numeric_paths(child, &child_path, out);
-            }
-        }
-        Value::Number(n) => out.push((path.to_owned(), n.as_f64().unwrap())),
-        _ => {}
-    }
-}
-
-fn all_series() -> impl Iterator<Item = (&'static TargetFamily, &'static TargetSeries)> {
+pub(crate) fn all_series() -> impl Iterator<Item = (&'static TargetFamily, &'static TargetSeries)> {
     TARGET_FAMILIES
         .iter()
         .flat_map(|family| family.series.iter().map(move |series| (family, series)))

@@ -192,3 +192,92 @@ fn counters_end_in_total_and_families_without_values_are_not_announced() {
         }
     }
 }
+
+/// Records each point's family, base unit and value.
+#[derive(Default)]
+struct Points(Vec<(&'static str, Unit, f64)>);
+
+impl Sink for Points {
+    fn begin(&mut self, _: &Family) {}
+
+    fn point(&mut self, family: &Family, _: &[(&str, Label<'_>)], value: Number) {
+        let value = match value {
+            Number::F64(v) => v,
+            Number::U64(v) => v as f64,
+        };
+        self.0.push((family.name, family.unit, value));
+    }
+
+    fn histogram(
+        &mut self,
+        _: &Family,
+        _: &[(&str, Label<'_>)],
+        _: &crate::output::metrics::Histogram,
+    ) {
+    }
+}
+
+#[test]
+fn every_value_exported_is_a_row_of_the_gpu_values_tables_in_its_base_unit() {
+    use crate::snapshot::{
+        distinct, ValueRow, ValueUnit, GPU_DEVICE_VALUES, GPU_LIMIT_EVENT_VALUES,
+        MIG_INSTANCE_VALUES, XID_ERROR_VALUES,
+    };
+    let template = GpuExtension {
+        devices: vec![GpuDeviceReport {
+            throttle_reasons: Some(Vec::new()),
+            xid_errors: vec![XidErrorCount::default()],
+            readings: GpuReadings {
+                mig_instances: vec![MigInstanceReport::default()],
+                ..GpuReadings::default()
+            },
+            ..GpuDeviceReport::default()
+        }],
+        limit_events: vec![GpuLimitEvent::default()],
+    };
+    // Flags, not numbers: their families (0 or 1) are left out below.
+    let (mut gpu, _) = distinct(&template, |path| {
+        ["remapping_pending", "remapping_failed", "mig_enabled"]
+            .iter()
+            .any(|flag| path.ends_with(flag))
+    });
+    let device = gpu.devices[0].clone();
+    let event = &mut gpu.limit_events[0];
+    (event.index, event.uuid, event.event) = (device.index, device.uuid.clone(), "thermal".into());
+    // Every row's value in its base unit; an identifier is a label, never a value.
+    fn values<T>(rows: &[ValueRow<T>], item: &T, out: &mut Vec<(String, Unit, f64)>) {
+        for row in rows.iter().filter(|row| row.unit != ValueUnit::Identifier) {
+            let (unit, divisor) = Unit::base_of(row.unit);
+            if let Some(value) = (row.read)(item) {
+                out.push((row.json_path.to_owned(), unit, value / divisor));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    values(GPU_DEVICE_VALUES, &device, &mut rows);
+    values(XID_ERROR_VALUES, &device.xid_errors[0], &mut rows);
+    values(
+        MIG_INSTANCE_VALUES,
+        &device.readings.mig_instances[0],
+        &mut rows,
+    );
+    values(GPU_LIMIT_EVENT_VALUES, &gpu.limit_events[0], &mut rows);
+    let mut points = Points::default();
+    walk(&gpu, "global", &mut points);
+    let flags = [THROTTLE_ACTIVE.name, REMAPPING.name, MIG.name];
+    let numbers: Vec<_> = points.0.iter().filter(|p| !flags.contains(&p.0)).collect();
+    assert!(numbers.len() > 20, "{numbers:?}");
+    for (family, unit, value) in numbers {
+        let found: Vec<_> = rows
+            .iter()
+            .filter(|(_, u, v)| u == unit && (v - value).abs() <= value.abs() * 1e-12)
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{family} exports {value} ({unit:?}), which is {} rows' value in the values tables \
+             of relay-metrics/src/snapshot/extension_values.rs, in that unit: want 1 ({rows:?})",
+            found.len()
+        );
+    }
+}

@@ -22,7 +22,7 @@ mod table;
 pub(crate) use otel::resource_attributes;
 
 use crate::config::MetricNames;
-use crate::snapshot::{FieldUnit, ResourceMetricsSnapshot, SchemaField};
+use crate::snapshot::{FieldUnit, ResourceMetricsSnapshot, SchemaField, ValueUnit};
 use crate::units::{
     BandwidthUnit, CapacityUnit, CpuUnit, DurationUnit, Measurement, MeasurementUnit, UnitFamily,
     UtilizationUnit,
@@ -71,6 +71,27 @@ pub(crate) enum Unit {
 }
 
 impl Unit {
+    /// The base unit of a values table's unit (`snapshot::ValueUnit`), and what divides a
+    /// value into it.
+    pub(crate) fn base_of(unit: ValueUnit) -> (Self, f64) {
+        match unit {
+            ValueUnit::Nanoseconds => (Self::Seconds, 1e9),
+            ValueUnit::Microseconds => (Self::Seconds, 1e6),
+            ValueUnit::Milliseconds => (Self::Seconds, 1e3),
+            ValueUnit::Seconds => (Self::Seconds, 1.0),
+            ValueUnit::Bytes => (Self::Bytes, 1.0),
+            ValueUnit::Kibibytes => (Self::Bytes, 1.0 / 1024.0),
+            ValueUnit::BytesPerSecond => (Self::BytesPerSecond, 1.0),
+            ValueUnit::Cores => (Self::Cores, 1.0),
+            ValueUnit::Percent => (Self::Ratio, 100.0),
+            ValueUnit::Watts => (Self::Watts, 1.0),
+            ValueUnit::Joules => (Self::Joules, 1.0),
+            ValueUnit::Celsius => (Self::Celsius, 1.0),
+            ValueUnit::Hertz => (Self::Hertz, 1.0),
+            ValueUnit::Count | ValueUnit::Identifier => (Self::Count, 1.0),
+        }
+    }
+
     /// The base unit of a field the schema table flags `metric`, from its unit; `None` for a
     /// field that is not a measurement or not flagged `metric`.
     const fn of(field: SchemaField) -> Option<Self> {

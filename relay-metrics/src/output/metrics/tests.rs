@@ -372,3 +372,64 @@ fn every_counter_family_has_a_monotonic_source() {
         assert!(!counters.contains(&name), "{name} is a live sum: a gauge");
     }
 }
+
+/// The families fed by `extensions` (the collector's, the cumulative CPU and disk counters)
+/// read numbers of its values table: each series' value, in the family's base unit, is one
+/// row's, converted.
+#[test]
+fn the_families_of_extensions_read_rows_of_its_values_table_in_their_base_unit() {
+    use crate::snapshot::{distinct, Cumulative, Extensions, EXTENSION_VALUES};
+    let template = Extensions {
+        cumulative: Some(Cumulative::default()),
+        ..Extensions::default()
+    };
+    // Only the rows' numbers, so that the text and flags stay `null`.
+    let (extensions, _) = distinct(&template, |path| {
+        EXTENSION_VALUES.iter().all(|row| row.json_path != path)
+    });
+    let cumulative = extensions.cumulative.clone().unwrap();
+    let mut exported = Vec::new();
+    let mut add = |name: &'static str, unit: Unit, value: Option<Measurement>| {
+        exported.push((name, unit, base(value.unwrap())));
+    };
+    for def in table::COLLECTOR {
+        for series in def.series {
+            add(def.name, def.unit, (series.get)(&extensions.collector));
+        }
+    }
+    for def in table::CUMULATIVE_CPU.iter().chain(table::CUMULATIVE_DISK) {
+        for series in def.series {
+            add(def.name, def.unit, (series.get)(&cumulative));
+        }
+    }
+    assert_eq!(exported.len(), 6, "{exported:?}");
+    for (name, unit, value) in exported {
+        let rows: Vec<_> = EXTENSION_VALUES
+            .iter()
+            .filter(|row| {
+                let (base_unit, divisor) = Unit::base_of(row.unit);
+                let number = (row.read)(&extensions).map(|v| v / divisor);
+                base_unit == unit && number.is_some_and(|n| (n - value).abs() <= value * 1e-12)
+            })
+            .map(|row| row.json_path)
+            .collect();
+        assert_eq!(
+            rows.len(),
+            1,
+            "{name} exports {value} ({unit:?}), the value of {rows:?} in the values table of \
+             `extensions` (relay-metrics/src/snapshot/extension_values.rs): want one row"
+        );
+        // The doc's line names the value the family reads, first in its source column.
+        let doc = include_str!("../../../../docs/METRICS.md");
+        let line = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")));
+        let source = line.and_then(|l| l.split(" | ").nth(2));
+        assert!(
+            source.is_some_and(|s| s.starts_with(&format!("`extensions.{}`", rows[0]))),
+            "docs/METRICS.md's line of {name} does not begin its source with `extensions.{}`, \
+             the value it reads: {line:?}",
+            rows[0]
+        );
+    }
+}

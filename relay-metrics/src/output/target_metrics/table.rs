@@ -3,7 +3,7 @@
 //! value is declared once with its name, kind, unit and help.
 
 use crate::output::metrics::{Family, Kind, Unit};
-use crate::snapshot::{TargetFamily, TargetUnit, TARGET_FAMILIES};
+use crate::snapshot::{TargetFamily, TARGET_FAMILIES};
 
 pub(super) fn ns(value: Option<u64>) -> Option<f64> {
     value.map(|ns| ns as f64 / 1e9)
@@ -17,14 +17,7 @@ pub(super) fn plain(value: Option<u64>) -> Option<f64> {
 /// base unit, as the values were always divided)`.
 pub(super) fn families() -> impl Iterator<Item = (Family, &'static TargetFamily, f64)> {
     TARGET_FAMILIES.iter().map(|entry| {
-        let (unit, divisor) = match entry.unit {
-            TargetUnit::Nanoseconds => (Unit::Seconds, 1e9),
-            TargetUnit::Microseconds => (Unit::Seconds, 1e6),
-            TargetUnit::Seconds => (Unit::Seconds, 1.0),
-            TargetUnit::Bytes => (Unit::Bytes, 1.0),
-            TargetUnit::Cores => (Unit::Cores, 1.0),
-            TargetUnit::Count => (Unit::Count, 1.0),
-        };
+        let (unit, divisor) = Unit::base_of(entry.unit);
         let kind = if entry.counter {
             Kind::Counter
         } else {
