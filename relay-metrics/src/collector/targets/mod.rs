@@ -53,6 +53,9 @@ const HELD_DIRS_SHARE: usize = 12;
 /// One measured cgroup's state.
 #[derive(Debug)]
 struct Entry {
+    /// The walked directory's id (inode number) when the entry was made: a cgroup removed and
+    /// made again at the same path (a service restarted) has another, and a new entry.
+    walked_id: u64,
     reader: CgroupValuesReader,
     /// Its directories' ids, which join it to the cgroup iterator's records.
     ids: CgroupIds,
@@ -520,7 +523,8 @@ impl TargetSet {
         filled: usize,
         out: &mut Targets,
     ) -> bool {
-        let path = self.scan.path(&self.scan.cgroups[index]);
+        let scanned = &self.scan.cgroups[index];
+        let (path, walked_id) = (self.scan.path(scanned), scanned.id);
         let made = Made {
             layout: self.layout.as_ref(),
             held_budget: self.held_budget,
@@ -528,7 +532,7 @@ impl TargetSet {
             cadvisor: self.cadvisor,
             boot_seconds: self.boot_seconds,
         };
-        let Some(entry) = entry(&mut self.entries, path, &made) else {
+        let Some(entry) = entry(&mut self.entries, path, walked_id, &made) else {
             return false;
         };
         entry.seen = self.walks;
@@ -595,19 +599,29 @@ struct Made<'l> {
     boot_seconds: Option<u64>,
 }
 
-/// The state of the cgroup at `path`, made (its files resolved) on first selection; `None`
-/// when it was removed since the walk.
+/// The state of the cgroup at `path` whose walked directory has the id `walked_id` (0:
+/// unknown), made (its files resolved) on first selection and made again when the cgroup was
+/// re-created under the same path (its counters, limits and creation time are the new one's);
+/// `None` when it was removed since the walk.
 fn entry<'e>(
     entries: &'e mut HashMap<Arc<str>, Entry>,
     path: &str,
+    walked_id: u64,
     made: &Made<'_>,
 ) -> Option<&'e mut Entry> {
+    if entries
+        .get(path)
+        .is_some_and(|entry| walked_id != 0 && entry.walked_id != walked_id)
+    {
+        entries.remove(path);
+    }
     if !entries.contains_key(path) {
         let target = cgroup::resolve(made.layout?, path).ok()?;
         let held: usize = entries.values().map(|e| e.reader.held()).sum();
         let hold = held + FILES_PER_TARGET <= made.held_budget;
         let labels = path_labels(path);
         let entry = Entry {
+            walked_id,
             reader: CgroupValuesReader::new(
                 &target,
                 hold,

@@ -590,3 +590,42 @@ fn the_backstop_reads_in_full_every_period_and_counts_confirmed_misses() {
     assert_eq!(backstop.plan(true, every, &mut misses), Plan::Reuse);
     assert_eq!(misses, 1);
 }
+
+/// A cgroup removed and made again at the same path (a service restarted) between two walks is
+/// a new cgroup: its values, limits included (read only every tenth read otherwise), are the
+/// new directory's, not those of the files the old entry held.
+#[test]
+fn a_cgroup_made_again_at_its_path_is_measured_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let files = |current: &'static str, max: &'static str| {
+        [("memory.current", current), ("memory.max", max)]
+    };
+    cgroup(root, "/", &[1], &[]);
+    cgroup(root, "/a", &[10], &files("4096\n", "1000000\n"));
+    let mut set = TargetSet::new(
+        &config(&["/a"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout(root)),
+    )
+    .unwrap()
+    .unwrap();
+    let mut out = Targets::default();
+    set.fill(None, None, None, 100, None, &mut out);
+    let a = &out.cgroups[0];
+    assert_eq!(
+        (a.memory_current_bytes, a.memory_limit_bytes),
+        (Some(4096), Some(1000000))
+    );
+    // The old directory is moved away before the new one is made, so the two cannot share an
+    // inode number.
+    std::fs::rename(root.join("a"), root.join("old")).unwrap();
+    cgroup(root, "/a", &[10], &files("8192\n", "2000000\n"));
+    set.fill(None, None, None, 100, None, &mut out);
+    let a = &out.cgroups[0];
+    assert_eq!(&*a.cgroup, "/a");
+    assert_eq!(
+        (a.memory_current_bytes, a.memory_limit_bytes),
+        (Some(8192), Some(2000000))
+    );
+}
