@@ -10,11 +10,16 @@ SCOPE is what the recording measures:
   workload runs inside the ``with`` block, in this process and its children. The witness is this
   process's own account: ``os.times()`` (its threads, the recorder's included, and its reaped
   children) and ``/proc/self/io`` (reaped children's bytes included), read after the first
-  snapshot and after the block.
+  snapshot and at the block's end (CPU: after the block).
 - ``tree``: ``process_tree`` rooted at a driver child that contains only the workload; the driver
   waits on its stdin until the recording has started, runs the workload, prints its own
   ``os.times()``, ``/proc/self/io`` and ``getrusage(RUSAGE_SELF)`` deltas, and waits again until
   the recording has stopped, so nothing of it runs outside the recording.
+
+Each run also prints an outer witness (``outer``): the same counters read before the recording
+started and after it stopped. The recording lies between the two, so ours lies between the inner
+and the outer witness; both are equal when nothing ran in the gaps (a page fault there reads from
+disk when the page cache is under pressure).
 - ``process``: ``application_process`` of the same driver (its children are not in scope): the
   witness is the driver's own times and bytes, and its ``ru_maxrss`` for the one-process max RSS.
 - ``cgroup`` (root): ``cgroup`` scope of a cgroup made for the driver alone, moved there before
@@ -60,7 +65,9 @@ def cpu_seconds() -> tuple[float, float, float, float]:
     return times.user, times.system, times.children_user, times.children_system
 
 
-def write_and_read_back(path: str, direct: bool) -> None:
+def write_and_read_back(path: str, direct: bool) -> int:
+    """Writes the file and reads it back; returns the bytes the read-back alone read from
+    storage (this process's `read_bytes` around it)."""
     # O_DIRECT needs an aligned buffer: an anonymous mapping is page-aligned.
     buffer = mmap.mmap(-1, BLOCK)
     buffer.write(b"x" * BLOCK)
@@ -74,26 +81,29 @@ def write_and_read_back(path: str, direct: bool) -> None:
         os.close(fd)
     # Read back past the page cache: exactly the file's bytes from the device.
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    before = own_io()["read_bytes"]
     try:
         while os.readv(fd, [buffer]) > 0:
             pass
     finally:
+        read_back = own_io()["read_bytes"] - before
         os.close(fd)
     os.unlink(path)
+    return read_back
 
 
-def work(directory: str, direct: bool) -> int:
-    """The workload; returns the processes it created."""
+def work(directory: str, direct: bool) -> tuple[int, int]:
+    """The workload; returns the processes it created and the bytes its read-back read."""
     subprocess.run([PYTHON, "-c", SPIN], check=True)
     for _ in range(SHORT_PROCESSES):
         subprocess.run(["/bin/true"], check=True)
-    write_and_read_back(os.path.join(directory, f"written-{os.getpid()}"), direct)
+    read_back = write_and_read_back(os.path.join(directory, f"written-{os.getpid()}"), direct)
     held = bytearray(HELD_BYTES)
     for offset in range(0, HELD_BYTES, 4096):
         held[offset] = 1
     time.sleep(0.3)
     del held
-    return 1 + SHORT_PROCESSES
+    return 1 + SHORT_PROCESSES, read_back
 
 
 def rusage_seconds() -> float:
@@ -122,14 +132,18 @@ def witness_after(
 
 def driver(directory: str, direct: bool) -> None:
     """The workload's own process: says it is ready (its interpreter's start is not part of the
-    workload), waits for the recording, works, reports, waits again."""
+    workload), waits for the recording, works, reports, waits for the recording's end, reports
+    again (the outer witness: from before it said it was ready to after the recording)."""
+    outer = cpu_seconds(), own_io(), rusage_seconds()
     print("ready", flush=True)
     sys.stdin.readline()
     start, io, rusage, began = cpu_seconds(), own_io(), rusage_seconds(), time.monotonic()
-    created = work(directory, direct)
+    created, read_back = work(directory, direct)
     witness = witness_after(start, io, rusage)
-    witness.update(processes_created=created, work_s=time.monotonic() - began)
+    witness.update(processes_created=created, read_back_bytes=read_back, work_s=time.monotonic() - began)
     print(json.dumps(witness), flush=True)
+    sys.stdin.readline()
+    print(json.dumps(witness_after(*outer)), flush=True)
     sys.stdin.readline()
 
 
@@ -184,27 +198,47 @@ def record_driver(scope: str, directory: str, direct: bool) -> dict[str, Any]:
         child.stdin.flush()
         witness = json.loads(child.stdout.readline())
     block_s = time.monotonic() - began
+    child.stdin.write("stopped\n")
+    child.stdin.flush()
+    outer = json.loads(child.stdout.readline())
     child.stdin.close()
     assert child.wait() == 0
     remove_cgroup(cgroup)
     witness["block_s"] = block_s
-    return {"summary": rec.summary(), "samples": len(rec.snapshots), "witness": witness}
+    return {"summary": rec.summary(), "samples": len(rec.snapshots), "witness": witness, "outer": outer}
 
 
 def record_self(directory: str, direct: bool) -> dict[str, Any]:
     from relay_metrics import record
 
     began = time.monotonic()
+    outer = cpu_seconds(), own_io(), rusage_seconds()
     with record(interval_ms=10) as rec:
         # The recording's baseline is its first snapshot: the witness starts after it.
         while len(rec.snapshots) < 1:
             time.sleep(0.001)
         start, io, rusage, work_began = cpu_seconds(), own_io(), rusage_seconds(), time.monotonic()
-        created = work(directory, direct)
+        created, read_back = work(directory, direct)
         work_s = time.monotonic() - work_began
+        io_end = own_io()
     witness = witness_after(start, io, rusage)
-    witness.update(processes_created=created, work_s=work_s, block_s=time.monotonic() - began)
-    return {"summary": rec.summary(), "samples": len(rec.snapshots), "witness": witness}
+    # The bytes are the inner witness's up to the block's end (the recorder's last snapshot
+    # comes after it); its CPU runs to after the block, as the recorder thread's is this
+    # process's.
+    witness.update(
+        processes_created=created,
+        read_back_bytes=read_back,
+        work_s=work_s,
+        block_s=time.monotonic() - began,
+        written_bytes=io_end["write_bytes"] - io["write_bytes"],
+        read_bytes=io_end["read_bytes"] - io["read_bytes"],
+    )
+    return {
+        "summary": rec.summary(),
+        "samples": len(rec.snapshots),
+        "witness": witness,
+        "outer": witness_after(*outer),
+    }
 
 
 def main() -> None:

@@ -9,8 +9,11 @@ descendants), a ``process_tree`` and an ``application_process`` rooted at a driv
 holds only the workload, as root and as ``nobody`` from root; and, as root, a ``cgroup`` made for
 the driver alone (its storage bytes on cgroup v1: ``null`` with the reason where blkio counts nothing).
 
+Each number lies between the inner witness (read inside the recording) and the outer one (read
+around it: ``record_witness_program.py``); both are equal when nothing ran in between.
 Tolerances (issue 29): CPU ±2 % or 20 ms; bytes exact against the writer's own ``/proc/self/io``
-and, against the known 64 MiB, 64 KiB over for ``O_DIRECT`` and ±1 % buffered; max RSS of one
+and, against the known 64 MiB, 64 KiB over for ``O_DIRECT`` (the read-back's own bytes for reads)
+and ±1 % buffered; max RSS of one
 process ±5 %; cores ≤ the CPUs this process may use.
 """
 
@@ -56,14 +59,20 @@ def cpu_allowed(witness_s: float) -> float:
     return max(0.02 * witness_s, 0.020)
 
 
-def check_storage(summary: Any, witness: Any, label: str, kind: str) -> None:
-    """Storage: exact against the writer's own /proc/self/io (reaped children included), and
-    that within the known 64 MiB."""
+def check_storage(summary: Any, witness: Any, outer: Any, label: str, kind: str) -> None:
+    """Storage: exact against the writer's own /proc/self/io (reaped children included) where
+    nothing ran in the gaps, else between the inner and the outer witness; and the inner
+    witness within the known 64 MiB."""
     io = summary["io"]
     for field in ("written_bytes", "read_bytes"):
-        row(label, f"io.{field}", io[field], witness[field], "exact")
-        assert io[field] == witness[field], f"{label}: io.{field} {io[field]}, own io {witness[field]}"
-    assert FILE_BYTES <= witness["read_bytes"] <= FILE_BYTES + (64 << 10), witness
+        inner, whole = witness[field], outer[field]
+        row(label, f"io.{field}", io[field], (inner, whole), "between (exact when equal)")
+        assert inner <= io[field] <= whole, f"{label}: io.{field} {io[field]}, own io {inner} to {whole}"
+    # `read_bytes` also counts what the workload's processes fault in from disk (the interpreter
+    # and its libraries, for its children too): up to 2 MiB more with the page cache under
+    # pressure (a build beside the tests). The read-back alone is the file's bytes.
+    assert FILE_BYTES <= witness["read_back_bytes"] <= FILE_BYTES + (64 << 10), witness
+    assert witness["read_back_bytes"] <= witness["read_bytes"], witness
     if kind == "direct":
         assert FILE_BYTES <= witness["written_bytes"] <= FILE_BYTES + (64 << 10), witness
     else:
@@ -71,7 +80,7 @@ def check_storage(summary: Any, witness: Any, label: str, kind: str) -> None:
 
 
 def check(result: Any, scope: str, kind: str, storage: bool = True) -> None:
-    summary, witness = result["summary"], result["witness"]
+    summary, witness, outer = result["summary"], result["witness"], result["outer"]
     label = f"{scope} {kind} uid={result['uid']}"
     unknown = {entry["field"]: entry["reason"] for entry in summary["unknown"]}
 
@@ -86,23 +95,29 @@ def check(result: Any, scope: str, kind: str, storage: bool = True) -> None:
     cpu = summary["cpu"]
     own = scope == "process"
     if scope == "cgroup":
-        value = witness["rusage_total_s"]
-        row(label, "cpu.total_s", cpu["total_s"], round(value, 4), f"±{cpu_allowed(value):.3f} s")
-        assert abs(cpu["total_s"] - value) <= cpu_allowed(value), (
-            f"{label}: cpu.total_s {cpu['total_s']} s, getrusage {value} s"
+        value, whole = witness["rusage_total_s"], outer["rusage_total_s"]
+        allowed = cpu_allowed(value)
+        row(label, "cpu.total_s", cpu["total_s"], (round(value, 4), round(whole, 4)), f"between ±{allowed:.3f} s")
+        assert value - allowed <= cpu["total_s"] <= whole + allowed, (
+            f"{label}: cpu.total_s {cpu['total_s']} s, getrusage {value} to {whole} s"
         )
         assert cpu["user_s"] + cpu["system_s"] == pytest.approx(cpu["total_s"], abs=1e-9), cpu
         assert cpu["source"] in ("cumulative:cgroup_v1", "cumulative:cgroup_v2"), cpu
     else:
-        expected = {
-            "user_s": witness["own_user_s"] if own else witness["user_s"],
-            "system_s": witness["own_system_s"] if own else witness["system_s"],
-        }
-        expected["total_s"] = expected["user_s"] + expected["system_s"]
+        def times(account: Any) -> dict[str, float]:
+            found = {
+                "user_s": account["own_user_s"] if own else account["user_s"],
+                "system_s": account["own_system_s"] if own else account["system_s"],
+            }
+            found["total_s"] = found["user_s"] + found["system_s"]
+            return found
+
+        expected, whole = times(witness), times(outer)
         for field, value in expected.items():
-            row(label, f"cpu.{field}", cpu[field], round(value, 3), f"±{cpu_allowed(value):.3f} s")
-            assert abs(cpu[field] - value) <= cpu_allowed(value) + 1e-9, (
-                f"{label}: cpu.{field} {cpu[field]} s, the witness {value} s"
+            allowed = cpu_allowed(value) + 1e-9
+            row(label, f"cpu.{field}", cpu[field], (round(value, 3), round(whole[field], 3)), f"between ±{allowed:.3f} s")
+            assert value - allowed <= cpu[field] <= whole[field] + allowed, (
+                f"{label}: cpu.{field} {cpu[field]} s, the witness {value} to {whole[field]} s"
             )
         assert cpu["source"] == ("cumulative:process" if own else "cumulative:process_tree"), cpu
     assert cpu["average_cores"] == pytest.approx(cpu["total_s"] / summary["wall_time_s"], rel=1e-9)
@@ -114,7 +129,7 @@ def check(result: Any, scope: str, kind: str, storage: bool = True) -> None:
     assert witness["work_s"] <= summary["wall_time_s"] <= witness["block_s"], (label, summary, witness)
 
     if storage:
-        check_storage(summary, witness, label, kind)
+        check_storage(summary, witness, outer, label, kind)
 
     # Memory: the one-process max RSS is the process's own ru_maxrss; the sampled peak sum saw
     # the 200 MiB held for 0.3 s and is at most what the one process alive then ever held.
@@ -227,7 +242,7 @@ def test_record_of_a_cgroup_counts_the_bytes_its_processes_wrote_and_read(kind: 
     summary, witness = result["summary"], result["witness"]
     label = f"cgroup {kind} uid=0"
     if not v1_host():
-        check_storage(summary, witness, label, kind)
+        check_storage(summary, witness, outer, label, kind)
         return
     unknown = {entry["field"]: entry["reason"] for entry in summary["unknown"]}
     for field in ("written_bytes", "read_bytes"):
