@@ -18,7 +18,7 @@ use crate::model::{ProcessPass, Sample};
 use crate::snapshot::{CgroupTargetReport, Cumulative, CumulativeMethod, DeviceIo, TargetDeviceIo};
 use crate::source::cgroup::{CgroupValuesReader, CgroupVersion, FileSet};
 use crate::source::procfs::io_of_same_process;
-use crate::source::system::{DiskstatsReader, LoadavgReader, StatCounters};
+use crate::source::system::{is_physical_disk, DiskstatsReader, LoadavgReader, StatCounters};
 use crate::source::Roots;
 
 use super::Target;
@@ -88,6 +88,9 @@ pub(super) struct Accounting {
     memory_controller: bool,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
+    /// Whether each device seen in the cgroup's io file is a physical disk (looked up once):
+    /// only those are summed, as a stacked device's bytes are charged again below it.
+    physical: Vec<(Arc<str>, bool)>,
     /// The processes in a cgroup counted from its start (`run`'s command, stopped there), by
     /// pid and start time: once one exits, it leaves the cgroup's listing while still a zombie
     /// whose `/proc/<pid>/io` holds what it and its reaped descendants wrote, so it is read
@@ -144,6 +147,7 @@ impl Accounting {
             memory_peak: None,
             memory_controller,
             devices: Vec::new(),
+            physical: Vec::new(),
             roots: None,
             proc_roots: roots.clone(),
             buf: Vec::with_capacity(4096),
@@ -348,14 +352,15 @@ impl Accounting {
         self.devices.clear();
         if let Some((Some(version), read)) = files {
             devices_from(&read.devices, &mut self.devices);
-            let sum = |bytes: fn(&DeviceIo) -> u64| {
-                self.devices
-                    .iter()
-                    .map(bytes)
-                    .fold(0u64, u64::saturating_add)
-            };
-            totals.storage_read_bytes = Some(sum(|d| d.read_bytes));
-            totals.storage_write_bytes = Some(sum(|d| d.write_bytes));
+            let (mut read_bytes, mut write_bytes) = (0u64, 0u64);
+            for device in &self.devices {
+                if physical(&mut self.physical, &self.proc_roots, &device.device) {
+                    read_bytes = read_bytes.saturating_add(device.read_bytes);
+                    write_bytes = write_bytes.saturating_add(device.write_bytes);
+                }
+            }
+            totals.storage_read_bytes = Some(read_bytes);
+            totals.storage_write_bytes = Some(write_bytes);
             // v2 charges writeback to the cgroup that dirtied the pages; v1 `blkio` sees only
             // the I/O its tasks submit themselves, and buffered writes are written back later
             // by the kernel's flusher threads (a `dd ... conv=fsync` of 100 MiB read 0 B there).
@@ -614,6 +619,17 @@ fn ticks_ns(ticks: u64, per_second: u64) -> Option<u64> {
     u64::try_from(ns).ok()
 }
 
+/// Whether `device` (`major:minor`) is a physical disk, looked up in sysfs once and kept in
+/// `cache`.
+fn physical(cache: &mut Vec<(Arc<str>, bool)>, roots: &Roots, device: &Arc<str>) -> bool {
+    if let Some((_, physical)) = cache.iter().find(|(known, _)| known == device) {
+        return *physical;
+    }
+    let physical = is_physical_disk(roots, device);
+    cache.push((Arc::clone(device), physical));
+    physical
+}
+
 /// The bytes per device of a read of the cgroup's io file into `devices`, in the file's order
 /// (entries of devices already listed are reused, with their names: no allocation while the
 /// devices stay the same).
@@ -700,5 +716,42 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &devices[0].device));
         devices_from(&[], &mut devices);
         assert!(devices.is_empty());
+    }
+
+    /// A cgroup's storage bytes are its physical disks' (those with a `device` link in sysfs):
+    /// its I/O to a device-mapper device is charged again on the disk below it, and a sum of
+    /// every line of `io.stat` would count it twice. The per-device list keeps every line.
+    #[test]
+    fn cgroup_storage_sums_the_physical_disks_only() {
+        use crate::source::cgroup::{resolve, CgroupLayout};
+        let base = tempfile::tempdir().unwrap();
+        let roots = Roots::fixture(base.path());
+        let dir = base.path().join("sys/fs/cgroup/job");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(base.path().join("sys/dev/block/8:0/device")).unwrap();
+        std::fs::create_dir_all(base.path().join("sys/dev/block/253:0")).unwrap();
+        std::fs::write(
+            dir.join("io.stat"),
+            "253:0 rbytes=4096 wbytes=1048576 rios=1 wios=256\n\
+             8:0 rbytes=4096 wbytes=1048576 rios=1 wios=8\n",
+        )
+        .unwrap();
+        let layout = CgroupLayout::from_mountinfo(
+            b"25 24 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+            &roots,
+        );
+        let target = Target::Cgroup {
+            path: "/job".into(),
+            resolved: Box::new(resolve(&layout, "/job").unwrap()),
+        };
+        let mut accounting = Accounting::new(&roots, &target);
+        let sample = Sample::empty(crate::snapshot::MeasurementScope::Cgroup);
+        let totals = accounting.cgroup(&sample, None, &mut 0);
+        assert_eq!(
+            (totals.storage_read_bytes, totals.storage_write_bytes),
+            (Some(4096), Some(1048576))
+        );
+        let listed: Vec<&str> = accounting.devices.iter().map(|d| &*d.device).collect();
+        assert_eq!(listed, ["253:0", "8:0"]);
     }
 }

@@ -43,6 +43,19 @@ impl DiskstatsReader {
     }
 }
 
+/// Whether the block device `major:minor` is a physical disk, by the same test as
+/// [`DiskstatsReader`]'s: a `device` link in sysfs. Partitions, loop, zram, device-mapper and md
+/// devices have none, and the I/O submitted to a stacked device is charged again, to the same
+/// cgroup, on the disks below it.
+pub(crate) fn is_physical_disk(roots: &Roots, device: &str) -> bool {
+    roots
+        .sys
+        .join("dev/block")
+        .join(device)
+        .join("device")
+        .exists()
+}
+
 /// Bytes read and written on the physical disks of `/proc/diskstats` (sectors are 512 bytes
 /// there whatever the device's sector size). `disks` caches, per line, whether the device is
 /// one (looked up in sysfs only when a line's name changes).
