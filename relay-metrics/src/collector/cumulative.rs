@@ -122,7 +122,7 @@ impl Accounting {
         let global = matches!(target, Target::Global);
         let cgroup_files = match target {
             Target::Cgroup { resolved, .. } => Some((
-                CgroupValuesReader::new(resolved, true, FileSet::Totals),
+                CgroupValuesReader::new(resolved, true, FileSet::Totals, roots),
                 CgroupTargetReport::default(),
             )),
             _ => None,

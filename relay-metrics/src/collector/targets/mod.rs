@@ -526,6 +526,7 @@ impl TargetSet {
         let scanned = &self.scan.cgroups[index];
         let (path, walked_id) = (self.scan.path(scanned), scanned.id);
         let made = Made {
+            roots: &self.roots,
             layout: self.layout.as_ref(),
             held_budget: self.held_budget,
             ticks_per_second: reading.ticks_per_second,
@@ -591,6 +592,7 @@ impl TargetSet {
 
 /// What a new entry is made with.
 struct Made<'l> {
+    roots: &'l Roots,
     layout: Option<&'l CgroupLayout>,
     held_budget: usize,
     ticks_per_second: u64,
@@ -629,6 +631,7 @@ fn entry<'e>(
                     ticks_per_second: made.ticks_per_second,
                     cadvisor: made.cadvisor,
                 },
+                made.roots,
             ),
             ids: CgroupIds::of(&target),
             kernel: crate::snapshot::TargetKernelEvents::default(),

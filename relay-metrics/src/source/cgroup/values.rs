@@ -20,6 +20,7 @@ use crate::snapshot::{
 };
 use crate::source::cgroup_iter::pass::KernelValues;
 use crate::source::file::{FileKind, HeldFile, SourceError};
+use crate::source::Roots;
 
 /// Pressure resources, in [`Kind::Pressure`] order.
 const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
@@ -161,10 +162,11 @@ impl Kind {
 
 impl CgroupValuesReader {
     /// The files of `target` in `set`. With `hold`, their descriptors stay open between reads;
-    /// otherwise each read opens and closes them (when the open-file budget is spent).
-    pub(crate) fn new(target: &CgroupTarget, hold: bool, set: FileSet) -> Self {
+    /// otherwise each read opens and closes them (when the open-file budget is spent). `roots`
+    /// tell which disks saw I/O (where v1 `blkio` may not count).
+    pub(crate) fn new(target: &CgroupTarget, hold: bool, set: FileSet, roots: &Roots) -> Self {
         let blkio = match target.controller_dir("blkio") {
-            Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point),
+            Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point, roots),
             _ => BlkioCounting::All,
         };
         // The order is the order of the reads: a v1 CFS quota comes before its period.
@@ -283,8 +285,8 @@ impl CgroupValuesReader {
         self.io_version = None;
         let mut failed = false;
         for file in &mut self.files {
-            if (file.absent && !settings)
-                || (file.kind.is_setting() && !settings)
+            // Settings and files found missing are read every SETTINGS_EVERY reads.
+            if ((file.absent || file.kind.is_setting()) && !settings)
                 || (reused.is_some() && file.kind.is_cpu_usage_or_pressure())
             {
                 continue;

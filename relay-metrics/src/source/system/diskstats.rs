@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::parse::{fields, lines, parse_u64};
-use crate::source::file::{FileKind, HeldFile, SourceError};
+use crate::source::file::{read_once, FileKind, HeldFile, SourceError};
 use crate::source::roots::Roots;
 
 /// `/proc/diskstats`, held open between reads, and which of its devices are physical disks.
@@ -54,6 +54,34 @@ pub(crate) fn is_physical_disk(roots: &Roots, device: &str) -> bool {
         .join(device)
         .join("device")
         .exists()
+}
+
+/// The whole disks (partitions left out) of `/proc/diskstats` that read or wrote a sector
+/// since boot, as (`major`, `minor`); `None` when the file cannot be read.
+pub(crate) fn disks_with_io(roots: &Roots) -> Option<Vec<(u32, u32)>> {
+    let mut buf = Vec::new();
+    let bytes = read_once(&roots.proc.join("diskstats"), &mut buf).ok()?;
+    let mut disks = Vec::new();
+    for line in lines(bytes) {
+        let numbers: Vec<Option<u64>> = fields(line).map(parse_u64).collect();
+        let field = |at: usize| numbers.get(at).copied().flatten();
+        // major, minor, name, reads, merged, sectors read, ms, writes, merged, sectors written.
+        let (Some(major), Some(minor)) = (field(0), field(1)) else {
+            continue;
+        };
+        let (Ok(major), Ok(minor)) = (u32::try_from(major), u32::try_from(minor)) else {
+            continue;
+        };
+        let moved = field(5).unwrap_or(0) > 0 || field(9).unwrap_or(0) > 0;
+        let partition = roots
+            .sys
+            .join(format!("dev/block/{major}:{minor}/partition"))
+            .exists();
+        if moved && !partition {
+            disks.push((major, minor));
+        }
+    }
+    Some(disks)
 }
 
 /// Bytes read and written on the physical disks of `/proc/diskstats` (sectors are 512 bytes

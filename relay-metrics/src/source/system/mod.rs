@@ -19,7 +19,7 @@ mod vmstat;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use diskstats::{is_physical_disk, DiskstatsReader};
+pub(crate) use diskstats::{disks_with_io, is_physical_disk, DiskstatsReader};
 pub(crate) use identity::{boot_time_seconds, hostname, random_uuid};
 pub(crate) use loadavg::LoadavgReader;
 pub use meminfo::parse_meminfo;

@@ -482,7 +482,7 @@ fn a_removed_cgroup_is_gone_not_zero() {
 fn values_reader_takes_served_values_instead_of_their_files() {
     use crate::snapshot::CgroupTargetReport;
     use crate::source::cgroup_iter::pass::KernelValues;
-    let (_, layout) = layout("cgroup-v1");
+    let (roots, layout) = layout("cgroup-v1");
     let target = resolve(&layout, "/relay-test").unwrap();
     let read = |kernel: Option<&KernelValues>| {
         let mut reader = CgroupValuesReader::new(
@@ -492,6 +492,7 @@ fn values_reader_takes_served_values_instead_of_their_files() {
                 ticks_per_second: 100,
                 cadvisor: false,
             },
+            &roots,
         );
         let mut out = CgroupTargetReport::default();
         reader.read(&mut Vec::new(), &mut out, false, kernel);
@@ -540,10 +541,11 @@ fn values_reader_takes_served_values_instead_of_their_files() {
 fn totals_read_the_high_water_mark_and_storage_bytes_only() {
     use crate::snapshot::CgroupTargetReport;
     let (base, target) = temp_v2("max 100000\n", None);
+    let roots = Roots::fixture(base.path());
     let dir = base.path().join("sys/fs/cgroup/w");
     fs::write(dir.join("memory.current"), "4096\n").unwrap();
     fs::write(dir.join("memory.peak"), "65536\n").unwrap();
-    let mut reader = CgroupValuesReader::new(&target, true, FileSet::Totals);
+    let mut reader = CgroupValuesReader::new(&target, true, FileSet::Totals, &roots);
     assert!(reader.has_memory_controller());
     assert!(reader.counts_every_disk());
     let mut out = CgroupTargetReport::default();
@@ -577,6 +579,6 @@ fn totals_read_the_high_water_mark_and_storage_bytes_only() {
     assert!(out.devices.is_empty());
     // A v2 directory without the memory controller has no memory.current.
     fs::remove_file(dir.join("memory.current")).unwrap();
-    let reader = CgroupValuesReader::new(&target, true, FileSet::Totals);
+    let reader = CgroupValuesReader::new(&target, true, FileSet::Totals, &roots);
     assert!(!reader.has_memory_controller());
 }
