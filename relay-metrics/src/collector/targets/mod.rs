@@ -56,6 +56,9 @@ struct Entry {
     /// The walked directory's id (inode number) when the entry was made: a cgroup removed and
     /// made again at the same path (a service restarted) has another, and a new entry.
     walked_id: u64,
+    /// Made while some hierarchy of the layout had no directory for it (a runtime makes them one
+    /// after another): the number it had then, and it is resolved again once, at the next walk.
+    missing_hierarchies: Option<usize>,
     reader: CgroupValuesReader,
     /// Its directories' ids, which join it to the cgroup iterator's records.
     ids: CgroupIds,
@@ -526,6 +529,7 @@ impl TargetSet {
         let scanned = &self.scan.cgroups[index];
         let (path, walked_id) = (self.scan.path(scanned), scanned.id);
         let made = Made {
+            walk: self.walks,
             roots: &self.roots,
             layout: self.layout.as_ref(),
             held_budget: self.held_budget,
@@ -592,6 +596,8 @@ impl TargetSet {
 
 /// What a new entry is made with.
 struct Made<'l> {
+    /// The walk under way.
+    walk: u64,
     roots: &'l Roots,
     layout: Option<&'l CgroupLayout>,
     held_budget: usize,
@@ -603,8 +609,9 @@ struct Made<'l> {
 
 /// The state of the cgroup at `path` whose walked directory has the id `walked_id` (0:
 /// unknown), made (its files resolved) on first selection and made again when the cgroup was
-/// re-created under the same path (its counters, limits and creation time are the new one's);
-/// `None` when it was removed since the walk.
+/// re-created under the same path (its counters, limits and creation time are the new one's)
+/// or found in more hierarchies at the next walk ([`Entry::remake`]); `None` when it was
+/// removed since the walk.
 fn entry<'e>(
     entries: &'e mut HashMap<Arc<str>, Entry>,
     path: &str,
@@ -612,18 +619,20 @@ fn entry<'e>(
     made: &Made<'_>,
 ) -> Option<&'e mut Entry> {
     if entries
-        .get(path)
-        .is_some_and(|entry| walked_id != 0 && entry.walked_id != walked_id)
+        .get_mut(path)
+        .is_some_and(|entry| entry.remake(path, walked_id, made))
     {
         entries.remove(path);
     }
     if !entries.contains_key(path) {
-        let target = cgroup::resolve(made.layout?, path).ok()?;
+        let layout = made.layout?;
+        let target = cgroup::resolve(layout, path).ok()?;
         let held: usize = entries.values().map(|e| e.reader.held()).sum();
         let hold = held + FILES_PER_TARGET <= made.held_budget;
         let labels = path_labels(path);
         let entry = Entry {
             walked_id,
+            missing_hierarchies: (target.v1.len() < layout.v1.len()).then_some(target.v1.len()),
             reader: CgroupValuesReader::new(
                 &target,
                 hold,
@@ -659,6 +668,22 @@ fn entry<'e>(
 }
 
 impl Entry {
+    /// Whether the entry of the cgroup at `path` is to be made again: the cgroup was re-created
+    /// under its path (its walked directory's id changed), or the entry was made while a
+    /// hierarchy had no directory for it and this later walk finds more.
+    fn remake(&mut self, path: &str, walked_id: u64, made: &Made<'_>) -> bool {
+        if walked_id != 0 && self.walked_id != walked_id {
+            return true;
+        }
+        let Some(found) = self.missing_hierarchies.filter(|_| self.seen < made.walk) else {
+            return false;
+        };
+        self.missing_hierarchies = None;
+        made.layout
+            .and_then(|layout| cgroup::resolve(layout, path).ok())
+            .is_some_and(|target| target.v1.len() > found)
+    }
+
     /// Reads the cgroup's files into `report`, reusing its CPU usage and pressure values where
     /// the rule says it is `unchanged` (and the backstop does not ask for a full read).
     fn read(

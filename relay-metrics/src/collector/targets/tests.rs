@@ -629,3 +629,38 @@ fn a_cgroup_made_again_at_its_path_is_measured_afresh() {
         (Some(8192), Some(2000000))
     );
 }
+
+/// On a v1 host a runtime makes a container's directory in each hierarchy one after another: a
+/// walk between two of them made the entry without the later ones, whose values stayed `null`
+/// for the container's life. The entry is resolved again at the next walk.
+#[test]
+fn a_v1_cgroup_found_in_more_hierarchies_at_the_next_walk_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = dir.path().join("sys/fs/cgroup/memory");
+    let pids = dir.path().join("sys/fs/cgroup/pids");
+    cgroup(&memory, "/", &[1], &[]);
+    cgroup(&pids, "/", &[1], &[]);
+    cgroup(&memory, "/a", &[10], &[("memory.usage_in_bytes", "4096\n")]);
+    let roots = Roots::fixture(dir.path());
+    let mountinfo =
+        b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n\
+        31 25 0:27 / /sys/fs/cgroup/pids rw,relatime shared:13 - cgroup cgroup rw,pids\n";
+    let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
+    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout))
+        .unwrap()
+        .unwrap();
+    let mut out = Targets::default();
+    set.fill(None, None, None, 100, None, &mut out);
+    assert_eq!(paths(&out), ["/a"]);
+    assert_eq!(out.cgroups[0].memory_current_bytes, Some(4096));
+    assert_eq!(out.cgroups[0].pids_current, None, "no pids directory yet");
+    cgroup(
+        &pids,
+        "/a",
+        &[10],
+        &[("pids.current", "1\n"), ("pids.max", "max\n")],
+    );
+    set.fill(None, None, None, 100, None, &mut out);
+    assert_eq!(out.cgroups[0].memory_current_bytes, Some(4096));
+    assert_eq!(out.cgroups[0].pids_current, Some(1));
+}
