@@ -62,8 +62,10 @@
 //! too (v1 `cpu.stat` is the cpu hierarchy's, read every time).
 //!
 //! Not covered (the backstop would count either): a v1 `cpuacct.usage` reset by a write of 0,
-//! and, on a hybrid host, a cpuacct or unified directory removed and made again at the same
-//! path while the walked hierarchy's stays.
+//! on a hybrid host a cpuacct or unified directory removed and made again at the same path
+//! while the walked hierarchy's stays, and a v1 cgroup renamed (`rename(2)`, which v1 allows
+//! within its parent): the id of a hierarchy that is not walked keeps its old path here, so its
+//! processes' activity marks the parent instead.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
