@@ -152,6 +152,9 @@ pub(super) struct NetworkReader {
     buf: Vec<u8>,
     /// `/proc/<pid>/net/dev` files read since the start (the tests count them).
     pub(super) reads: u64,
+    /// Processes placed by a `stat` of `/proc/<pid>/ns/net` since the start, not by their
+    /// record (the tests count them).
+    pub(super) placed_by_stat: u64,
     /// The first error of this snapshot telling a namespace.
     pub(super) error: Option<String>,
 }
@@ -167,6 +170,7 @@ impl NetworkReader {
             read: HashMap::new(),
             buf: Vec::new(),
             reads: 0,
+            placed_by_stat: 0,
             error: None,
         }
     }
@@ -189,7 +193,7 @@ impl NetworkReader {
             let init = net::namespace_of(&self.roots, 1).ok().flatten();
             (self.host, self.own_is_node) = node_namespace(own, init);
         }
-        let (roots, error) = (&self.roots, &mut self.error);
+        let (roots, error, by_stat) = (&self.roots, &mut self.error, &mut self.placed_by_stat);
         shared_namespaces(
             count,
             parent,
@@ -197,9 +201,12 @@ impl NetworkReader {
             &mut self.needed,
             |pid| match recorded_namespace(records, pid) {
                 Some(namespace) => Ok(Some(namespace)),
-                None => net::namespace_of(roots, pid).map_err(|e| {
-                    error.get_or_insert_with(|| e.to_string());
-                }),
+                None => {
+                    *by_stat += 1;
+                    net::namespace_of(roots, pid).map_err(|e| {
+                        error.get_or_insert_with(|| e.to_string());
+                    })
+                }
             },
             &mut self.shared,
         );
@@ -501,6 +508,7 @@ mod tests {
         assert_eq!(reader.shared[2], one(ino(11), 11));
         assert_eq!(reader.shared[3], one(ino(12), 12));
         assert_eq!(reader.error, None);
+        assert_eq!(reader.placed_by_stat, 2);
         // Without the records, pid 10 is placed by the `stat`, which finds it gone.
         reader.needed = vec![false, true, true, true];
         reader.place(4, |i| (i > 0).then_some(0), |i| pids[i], &[]);
