@@ -83,7 +83,15 @@ struct task_record {
 	u64 switches;
 	u64 busy_threads;
 	u64 cpuacct_cgroup_id;
+	/* The network namespace's inode number (task->nsproxy->net_ns->ns.inum): what a stat of
+	 * /proc/<pid>/ns/net gives as st_ino. 0 where the task has none (exiting: nsproxy is NULL);
+	 * no namespace has inode 0. */
+	u64 net_ns_inode;
 };
+
+/* The user side reads this many 64-bit fields (RECORD_FIELDS in
+ * relay-metrics/src/source/task_iter/mod.rs). */
+_Static_assert(sizeof(struct task_record) == 32 * 8, "task_record is 32 u64 fields");
 
 /* Never read or written: its per-CPU value addresses give the kernel's per-CPU base offsets
  * (below). */
@@ -222,6 +230,36 @@ struct task_struct___activity {
 	unsigned int in_iowait : 1;
 	unsigned int in_memstall : 1;
 } __attribute__((preserve_access_index));
+
+/* The network namespace's path from the task, as CO-RE flavors (declared here rather than in
+ * kernel_types.h, which the cgroup iterator shares). */
+struct ns_common___netns {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net___netns {
+	struct ns_common___netns ns;
+} __attribute__((preserve_access_index));
+
+struct nsproxy___netns {
+	struct net___netns *net_ns;
+} __attribute__((preserve_access_index));
+
+struct task_struct___netns {
+	struct nsproxy___netns *nsproxy;
+} __attribute__((preserve_access_index));
+
+/* The inode number /proc/<pid>/ns/net has (nsfs gives a namespace's inode ns.inum), 0 where
+ * the task has no nsproxy (it is exiting). Without a branch: a failed read (NULL nsproxy)
+ * yields 0 and the next read from 0 fails too, so the verifier walks these few instructions
+ * once per path and the thread walk's states stay as they were. Unlike procfs the read takes
+ * no task_lock: a task exiting meanwhile may give a stale value, which user space checks by a
+ * stat after reading a namespace through it anyway. */
+static __always_inline u64 net_ns_inode(struct task_struct *task)
+{
+	struct task_struct___netns *t = (void *)task;
+	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum);
+}
 
 /* One live thread's part of the unchanged-cgroup rule. The switch counts are read before the
  * state: a thread that sleeps again between the two reads shows a count that moves by the next
@@ -385,6 +423,7 @@ int task_leaders(struct bpf_iter__task *ctx)
 	struct pid_namespace *ns = (void *)reader_ns;
 
 	struct task_record r = {};
+	r.net_ns_inode = net_ns_inode(task);
 	if (level == 0) {
 		/* The initial namespace: its numbers are the task's own. */
 		r.tgid = (u32)tgid;

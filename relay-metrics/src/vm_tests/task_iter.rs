@@ -1,7 +1,7 @@
 //! The task iterator on Debian's 6.1 kernel, whose `rss_stat` is an atomic array (the host's
 //! 6.18 has per-CPU counters): the iterator and procfs paths agree on stopped processes, in the
 //! global scope and in a cgroup (pure cgroup v2 here), and the resident size there comes from
-//! the record itself.
+//! the record itself; each record's network namespace is the inode of `/proc/<pid>/ns/net`.
 
 use crate::collector::{assert_paths_agree_on_stopped_processes, IterTestScope};
 
@@ -20,4 +20,5 @@ fn iterator_and_procfs_agree_on_stopped_processes_on_6_1_in_vm() {
             "{scope:?}"
         );
     }
+    crate::source::task_iter::tests::assert_records_carry_the_inode_of_ns_net();
 }

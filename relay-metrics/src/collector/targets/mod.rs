@@ -279,7 +279,7 @@ impl TargetSet {
         };
         self.sum_processes(process_set);
         self.select(out);
-        self.place_networks(&mut out.reasons);
+        self.place_networks(records.unwrap_or_default(), &mut out.reasons);
         self.kernel_values.read(self.selected.len());
         let reading = Reading {
             process_set,
@@ -491,8 +491,9 @@ impl TargetSet {
     }
 
     /// Places the processes of the selected cgroups' subtrees in their network namespaces
-    /// (nothing with the network category off).
-    fn place_networks(&mut self, reasons: &mut Vec<String>) {
+    /// (nothing with the network category off), from the pass's task-iterator `records` where
+    /// they carry them.
+    fn place_networks(&mut self, records: &[TaskRecord], reasons: &mut Vec<String>) {
         let Some(network) = self.network.as_mut() else {
             return;
         };
@@ -507,6 +508,7 @@ impl TargetSet {
             scan.cgroups.len(),
             |index| scan.cgroups[index].parent,
             |index| &scan.pids[scan.cgroups[index].pids.clone()],
+            records,
         );
         reasons.extend(network.root_reason().map(str::to_owned));
         if let Some(error) = &network.error {

@@ -2,9 +2,10 @@
 //!
 //! A container (a pod: its containers share one) has a network namespace of its own; its
 //! interfaces' counters are those of `/proc/<pid>/net/dev` for any process inside it. So each
-//! process of a measured cgroup's subtree is placed in its namespace (one `stat` of
-//! `/proc/<pid>/ns/net`), and each namespace a target needs is read once per snapshot, through
-//! one of its processes, however many processes and targets share it.
+//! process of a measured cgroup's subtree is placed in its namespace (the inode number the task
+//! iterator's record carries, else one `stat` of `/proc/<pid>/ns/net`), and each namespace a
+//! target needs is read once per snapshot, through one of its processes, however many processes
+//! and targets share it.
 //!
 //! Which namespace a target reports, as cAdvisor does for the containers it knows: the one all
 //! the processes of its subtree share, unless that is the node's (pid 1's; the agent's own
@@ -25,6 +26,7 @@ use std::collections::HashMap;
 
 use crate::snapshot::{TargetInterface, TargetNetwork};
 use crate::source::net::{self, InterfaceCounters};
+use crate::source::task_iter::TaskRecord;
 use crate::source::Roots;
 
 /// The network namespace a cgroup's processes share, as far as known.
@@ -150,6 +152,9 @@ pub(super) struct NetworkReader {
     buf: Vec<u8>,
     /// `/proc/<pid>/net/dev` files read since the start (the tests count them).
     pub(super) reads: u64,
+    /// Processes placed by a `stat` of `/proc/<pid>/ns/net` since the start, not by their
+    /// record (the tests count them).
+    pub(super) placed_by_stat: u64,
     /// The first error of this snapshot telling a namespace.
     pub(super) error: Option<String>,
 }
@@ -165,17 +170,21 @@ impl NetworkReader {
             read: HashMap::new(),
             buf: Vec::new(),
             reads: 0,
+            placed_by_stat: 0,
             error: None,
         }
     }
 
     /// Places the processes of the scanned cgroups `needed` marks (and below) in their
-    /// namespaces and forgets the previous snapshot's reads.
+    /// namespaces and forgets the previous snapshot's reads. `records`: the task iterator's
+    /// records of this snapshot's pass (empty where procfs served it); a process whose record
+    /// carries its namespace costs no `stat`.
     pub(super) fn place<'p>(
         &mut self,
         count: usize,
         parent: impl Fn(usize) -> Option<usize>,
         pids: impl Fn(usize) -> &'p [u32],
+        records: &[TaskRecord],
     ) {
         self.read.clear();
         self.error = None;
@@ -184,16 +193,20 @@ impl NetworkReader {
             let init = net::namespace_of(&self.roots, 1).ok().flatten();
             (self.host, self.own_is_node) = node_namespace(own, init);
         }
-        let (roots, error) = (&self.roots, &mut self.error);
+        let (roots, error, by_stat) = (&self.roots, &mut self.error, &mut self.placed_by_stat);
         shared_namespaces(
             count,
             parent,
             pids,
             &mut self.needed,
-            |pid| {
-                net::namespace_of(roots, pid).map_err(|e| {
-                    error.get_or_insert_with(|| e.to_string());
-                })
+            |pid| match recorded_namespace(records, pid) {
+                Some(namespace) => Ok(Some(namespace)),
+                None => {
+                    *by_stat += 1;
+                    net::namespace_of(roots, pid).map_err(|e| {
+                        error.get_or_insert_with(|| e.to_string());
+                    })
+                }
             },
             &mut self.shared,
         );
@@ -240,6 +253,17 @@ impl NetworkReader {
             interfaces: interfaces.as_ref()?.iter().map(interface).collect(),
         })
     }
+}
+
+/// The network namespace the record of `pid` carries, if any: `records` are in ascending tgid
+/// order, as the iterator visits the pids. The record was taken earlier in the snapshot than a
+/// `stat` would be; a namespace is still read only through a process a `stat` finds in it
+/// afterwards ([`read_through`]).
+fn recorded_namespace(records: &[TaskRecord], pid: u32) -> Option<u64> {
+    let at = records
+        .binary_search_by_key(&pid, |record| record.tgid)
+        .ok()?;
+    records[at].net_ns_inode
 }
 
 /// The node's namespace and whether the agent is in it, from the agent's own (`own`) and pid
@@ -444,6 +468,54 @@ mod tests {
         assert_eq!(got, None);
     }
 
+    /// A process whose task-iterator record carries its namespace is placed by it, with no
+    /// `stat` (pid 10 has no `ns/net` in the fixture: a `stat` finds it gone); one whose record
+    /// carries none (an exiting task) or that has no record is placed by a `stat`.
+    #[test]
+    fn a_record_carrying_the_namespace_spares_the_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path().join("proc");
+        for pid in [11, 12] {
+            std::fs::create_dir_all(proc.join(format!("{pid}/ns"))).unwrap();
+            std::fs::write(proc.join(format!("{pid}/ns/net")), "").unwrap();
+        }
+        let ino = |pid: u32| {
+            std::fs::metadata(proc.join(format!("{pid}/ns/net")))
+                .unwrap()
+                .ino()
+        };
+        let records = [
+            TaskRecord {
+                tgid: 10,
+                net_ns_inode: Some(7),
+                ..TaskRecord::default()
+            },
+            TaskRecord {
+                tgid: 11,
+                net_ns_inode: None,
+                ..TaskRecord::default()
+            },
+        ];
+        let pids: [&[u32]; 4] = [&[], &[10], &[11], &[12]];
+        let one = |namespace, pid| Shared::One {
+            namespace,
+            pids: Candidates::one(pid),
+        };
+        let mut reader = NetworkReader::new(&Roots::fixture(dir.path()));
+        reader.needed = vec![false, true, true, true];
+        reader.place(4, |i| (i > 0).then_some(0), |i| pids[i], &records);
+        assert_eq!(reader.shared[1], one(7, 10));
+        assert_eq!(reader.shared[2], one(ino(11), 11));
+        assert_eq!(reader.shared[3], one(ino(12), 12));
+        assert_eq!(reader.error, None);
+        assert_eq!(reader.placed_by_stat, 2);
+        // Without the records, pid 10 is placed by the `stat`, which finds it gone.
+        reader.needed = vec![false, true, true, true];
+        reader.place(4, |i| (i > 0).then_some(0), |i| pids[i], &[]);
+        assert_eq!(reader.shared[1], Shared::Empty);
+        assert_eq!(reader.shared[2], one(ino(11), 11));
+    }
+
     #[test]
     fn the_node_is_pid_1s_namespace_where_it_can_be_told() {
         assert_eq!(node_namespace(Some(5), Some(5)), (Some(5), true));
@@ -476,7 +548,7 @@ mod tests {
             }
             let mut reader = NetworkReader::new(&Roots::fixture(dir.path()));
             reader.needed = vec![false];
-            reader.place(1, |_| None, |_| &[]);
+            reader.place(1, |_| None, |_| &[], &[]);
             let root = reader.network(0, "/");
             assert_eq!(reader.root_reason().is_none(), inside);
             if inside {

@@ -23,7 +23,7 @@
 mod child;
 mod sample;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use child::serve_if_child;
 
@@ -40,8 +40,9 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("task_iter.bpf.o");
 /// The program's name in [`OBJECT`].
 const PROGRAM: &str = "task_leaders";
 
-/// Fields of one record (`struct task_record`), each a little-endian 64-bit value.
-const RECORD_FIELDS: usize = 31;
+/// Fields of one record (`struct task_record`, whose layout the program's source defines and
+/// checks against this count), each a little-endian 64-bit value.
+const RECORD_FIELDS: usize = 32;
 
 /// Size of one record.
 pub(crate) const RECORD_BYTES: usize = RECORD_FIELDS * 8;
@@ -122,6 +123,9 @@ pub(crate) struct TaskRecord {
     pub busy_threads: u64,
     /// The cgroup id in the v1 `cpuacct` hierarchy, 0 where `cpuacct` is not on v1.
     pub cpuacct_cgroup_id: u64,
+    /// The network namespace: the inode number of `/proc/<pid>/ns/net`
+    /// (`nsproxy->net_ns->ns.inum`); `None` where the task had none (exiting).
+    pub net_ns_inode: Option<u64>,
 }
 
 /// The controllers whose v1 hierarchy can define membership, in the order the first mounted one
@@ -190,6 +194,7 @@ impl TaskRecord {
             switches: fields[28],
             busy_threads: fields[29],
             cpuacct_cgroup_id: fields[30],
+            net_ns_inode: Some(fields[31]).filter(|&inode| inode != 0),
         })
     }
 

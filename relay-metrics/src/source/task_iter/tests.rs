@@ -1,3 +1,5 @@
+use std::collections::HashMap;
+
 use super::*;
 
 #[test]
@@ -92,6 +94,15 @@ fn a_record_parses_field_by_field() {
             record.cpuacct_cgroup_id
         ),
         (29, 30, 31)
+    );
+    assert_eq!(record.net_ns_inode, Some(32));
+    // No namespace (an exiting task): none, and the agent stats `ns/net` instead.
+    fields[31] = 0;
+    assert_eq!(
+        TaskRecord::parse(&record_bytes(fields))
+            .unwrap()
+            .net_ns_inode,
+        None
     );
     assert!(!record.has_split_cgroups());
     fields[3] |= STATUS_SPLIT_CGROUPS;
@@ -209,6 +220,74 @@ fn the_iterator_describes_this_process_as_procfs_does() {
     let kthreadd = records.iter().find(|record| record.tgid == 2).unwrap();
     assert!(kthreadd.is_kernel_thread());
     assert_eq!(kthreadd.resident_source(true), ResidentSource::None);
+}
+
+/// Every record's network namespace is the inode number a `stat` of `/proc/<pid>/ns/net` gives,
+/// for every process on the machine and for one in a namespace of its own (`unshare --net`).
+/// Each process is stat'ed before and after the read; one that changed namespace or exited
+/// meanwhile is left out, one that carries none must be gone (or exiting) by then.
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn the_records_network_namespace_is_the_inode_of_ns_net() {
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    assert_records_carry_the_inode_of_ns_net();
+}
+
+/// The check of [`the_records_network_namespace_is_the_inode_of_ns_net`], which the VM's 6.1
+/// kernel runs too (`vm_tests::task_iter`).
+pub(crate) fn assert_records_carry_the_inode_of_ns_net() {
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = |pid: u32| {
+        std::fs::metadata(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .map(|metadata| metadata.ino())
+    };
+    let own = inode(std::process::id()).unwrap();
+    let mut child = std::process::Command::new("unshare")
+        .args(["--net", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // unshare execs sleep once it is in the new namespace.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while inode(pid) == Some(own) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let fresh = inode(pid).unwrap();
+    assert_ne!(
+        fresh, own,
+        "unshare --net did not move {pid} to a namespace of its own"
+    );
+
+    let mut iter = TaskIter::load(&Roots::host(), false).unwrap();
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let before: HashMap<u32, Option<u64>> = pids.iter().map(|&pid| (pid, inode(pid))).collect();
+    let mut records = Vec::new();
+    iter.read(&mut records).unwrap();
+    let mut compared = 0;
+    let mut differing = Vec::new();
+    for record in &records {
+        let Some(&stable) = before.get(&record.tgid) else {
+            continue;
+        };
+        let after = inode(record.tgid);
+        if stable != after {
+            continue;
+        }
+        compared += 1;
+        if record.net_ns_inode != after {
+            differing.push((record.tgid, record.net_ns_inode, after));
+        }
+    }
+    let in_fresh = records.iter().find(|record| record.tgid == pid).copied();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(differing.is_empty(), "(pid, iterator, stat): {differing:?}");
+    assert!(compared > 10, "only {compared} processes compared");
+    assert_eq!(in_fresh.and_then(|record| record.net_ns_inode), Some(fresh));
 }
 
 /// The record's cgroup ids are the inode numbers of this process's cgroup directories: the

@@ -185,14 +185,32 @@ fn measured_cgroups_report_their_namespaces_counters_read_once() {
     let mut out = Targets::default();
     let inside = format!("rmn{}", std::process::id() % 10_000);
     let mut first: Option<(u64, u64)> = None;
+    // The first round places the processes by a `stat` each, the second by the namespaces the
+    // task iterator's records carry.
+    let mut iter = crate::source::task_iter::TaskIter::load(&roots, false).unwrap();
+    let mut records = Vec::new();
     for round in 0..2 {
         if round == 1 {
             send_traffic(&setup.netns);
+            iter.read(&mut records).unwrap();
         }
         let reads = set.network.as_ref().unwrap().reads;
+        let by_stat = set.network.as_ref().unwrap().placed_by_stat;
         let before = oracle(a);
-        set.fill(None, None, None, 100, None, &mut out);
+        set.fill(
+            None,
+            (round == 1).then_some(&records[..]),
+            None,
+            100,
+            None,
+            &mut out,
+        );
         let after = oracle(b);
+        assert_eq!(
+            set.network.as_ref().unwrap().placed_by_stat - by_stat,
+            if round == 1 { 0 } else { 3 },
+            "processes placed by a stat in round {round}"
+        );
         // Both measured cgroups of the namespace (two processes, two targets): one read.
         assert_eq!(
             set.network.as_ref().unwrap().reads,
