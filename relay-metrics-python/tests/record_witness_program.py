@@ -160,6 +160,20 @@ def own_cgroup_dirs(name: str) -> list[str]:
     return dirs
 
 
+def cgroup_usage_s(dirs: list[str]) -> float | None:
+    """The cgroup's CPU time as its own file counts it (v1 `cpuacct.usage`, v2 `cpu.stat`
+    `usage_usec`), seconds; `None` without a cgroup."""
+    for path in dirs:
+        if os.path.exists(f"{path}/cpuacct.usage"):
+            with open(f"{path}/cpuacct.usage") as file:
+                return int(file.read()) / 1e9
+    for path in dirs:
+        if os.path.exists(f"{path}/cpu.stat"):
+            with open(f"{path}/cpu.stat") as file:
+                return int(dict(line.split() for line in file)["usage_usec"]) / 1e6
+    return None
+
+
 def remove_cgroup(dirs: list[str]) -> None:
     for path in dirs:
         for _ in range(250):  # the driver's exit may still be under way
@@ -191,6 +205,9 @@ def record_driver(scope: str, directory: str, direct: bool) -> dict[str, Any]:
         config = {"measurement_scope": "cgroup", "cgroup_path": f"/{name}"}
     assert child.stdout.readline() == "ready\n"
     began = time.monotonic()
+    # The driver is blocked on its stdin at both reads: the cgroup's file counts between them
+    # what the recording counts.
+    usage_before = cgroup_usage_s(cgroup)
     with record(interval_ms=10, config=config) as rec:
         while len(rec.snapshots) < 2:
             time.sleep(0.005)
@@ -198,6 +215,7 @@ def record_driver(scope: str, directory: str, direct: bool) -> dict[str, Any]:
         child.stdin.flush()
         witness = json.loads(child.stdout.readline())
     block_s = time.monotonic() - began
+    usage_after = cgroup_usage_s(cgroup)
     child.stdin.write("stopped\n")
     child.stdin.flush()
     outer = json.loads(child.stdout.readline())
@@ -205,6 +223,8 @@ def record_driver(scope: str, directory: str, direct: bool) -> dict[str, Any]:
     assert child.wait() == 0
     remove_cgroup(cgroup)
     witness["block_s"] = block_s
+    if usage_before is not None and usage_after is not None:
+        witness["cgroup_usage_s"] = usage_after - usage_before
     return {"summary": rec.summary(), "samples": len(rec.snapshots), "witness": witness, "outer": outer}
 
 
