@@ -83,9 +83,6 @@ pub(super) struct Accounting {
     cgroup_files: Option<(CgroupValuesReader, CgroupTargetReport)>,
     /// The high-water mark read in this pass.
     memory_peak: Option<u64>,
-    /// The cgroup scope's cgroup has the memory controller (a missing high-water mark then
-    /// has another reason than its absence).
-    memory_controller: bool,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
     devices: Vec<DeviceIo>,
     /// Whether each device seen in the cgroup's io file is a physical disk (looked up once):
@@ -127,9 +124,6 @@ impl Accounting {
             )),
             _ => None,
         };
-        let memory_controller = cgroup_files
-            .as_ref()
-            .is_some_and(|(reader, _)| reader.has_memory_controller());
         Self {
             method,
             from_start: false,
@@ -145,7 +139,6 @@ impl Accounting {
             loadavg: global.then(|| LoadavgReader::new(roots)),
             cgroup_files,
             memory_peak: None,
-            memory_controller,
             devices: Vec::new(),
             physical: Vec::new(),
             roots: None,
@@ -405,7 +398,11 @@ impl Accounting {
             .as_ref()
             .and_then(|(_, read)| read.memory_peak_bytes);
         if self.memory_peak.is_none() {
-            *causes |= if self.memory_controller {
+            let memory_controller = self
+                .cgroup_files
+                .as_ref()
+                .is_some_and(|(reader, _)| reader.has_memory_controller());
+            *causes |= if memory_controller {
                 cause::MEMORY_PEAK_UNREADABLE
             } else {
                 cause::NO_MEMORY_PEAK

@@ -402,13 +402,7 @@ fn v1_memory_events_are_failcnt_and_oom_kills_and_the_v2_only_ones_are_null() {
             ),
         ],
     );
-    let roots = Roots::fixture(dir.path());
-    let mountinfo =
-        b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n";
-    let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
-    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout))
-        .unwrap()
-        .unwrap();
+    let mut set = measuring_a(dir.path(), MEMORY_MOUNT);
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     assert_eq!(paths(&out), ["/a"]);
@@ -641,14 +635,8 @@ fn a_v1_cgroup_found_in_more_hierarchies_at_the_next_walk_reads_them() {
     cgroup(&memory, "/", &[1], &[]);
     cgroup(&pids, "/", &[1], &[]);
     cgroup(&memory, "/a", &[10], &[("memory.usage_in_bytes", "4096\n")]);
-    let roots = Roots::fixture(dir.path());
-    let mountinfo =
-        b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n\
-        31 25 0:27 / /sys/fs/cgroup/pids rw,relatime shared:13 - cgroup cgroup rw,pids\n";
-    let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
-    let mut set = TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout))
-        .unwrap()
-        .unwrap();
+    let mountinfo = [MEMORY_MOUNT, PIDS_MOUNT].concat();
+    let mut set = measuring_a(dir.path(), &mountinfo);
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     assert_eq!(paths(&out), ["/a"]);
@@ -663,4 +651,18 @@ fn a_v1_cgroup_found_in_more_hierarchies_at_the_next_walk_reads_them() {
     set.fill(None, None, None, 100, None, &mut out);
     assert_eq!(out.cgroups[0].memory_current_bytes, Some(4096));
     assert_eq!(out.cgroups[0].pids_current, Some(1));
+}
+
+const MEMORY_MOUNT: &[u8] =
+    b"30 25 0:26 / /sys/fs/cgroup/memory rw,relatime shared:12 - cgroup cgroup rw,memory\n";
+const PIDS_MOUNT: &[u8] =
+    b"31 25 0:27 / /sys/fs/cgroup/pids rw,relatime shared:13 - cgroup cgroup rw,pids\n";
+
+/// A set measuring `/a` in the v1 hierarchies `mountinfo` mounts under `root`.
+fn measuring_a(root: &std::path::Path, mountinfo: &[u8]) -> TargetSet {
+    let roots = Roots::fixture(root);
+    let layout = CgroupLayout::from_mountinfo(mountinfo, &roots);
+    TargetSet::new(&config(&["/a"], None, 10), &roots, Some(&layout))
+        .unwrap()
+        .unwrap()
 }

@@ -6,7 +6,7 @@ use super::super::parse::{
 use super::super::sample::CpuSample;
 use super::super::target::CgroupTarget;
 use super::super::{CgroupError, CgroupVersion};
-use super::slot::{data, limit_levels, read_u64, Outcome, Slot};
+use super::slot::{data, limit_levels, read_u64, Kept, Outcome, Slot};
 use super::Io;
 
 #[derive(Debug)]
@@ -37,6 +37,7 @@ pub(super) struct CpuPlan {
     quota: Option<(CgroupVersion, Vec<QuotaLevel>)>,
     /// The leaf's effective cpuset, with v1's `cpuset.cpus` as fallback.
     cpuset: Option<(CgroupVersion, Slot, Option<Slot>)>,
+    limit: Kept<(Option<CgroupVersion>, Option<f64>)>,
 }
 
 impl CpuPlan {
@@ -82,6 +83,7 @@ impl CpuPlan {
             throttling,
             quota,
             cpuset,
+            limit: Kept::default(),
         }
     }
 
@@ -120,69 +122,72 @@ impl CpuPlan {
                 sample.usage_version = any.map(|_| CgroupVersion::V1);
             }
         }
-        let before = io.got_data;
-        io.got_data = false;
-        let (limit_version, limit) = self.effective_limit(io)?;
-        sample.limit_version = limit_version.filter(|_| io.got_data);
-        io.got_data |= before;
+        let (quota, cpuset) = (&mut self.quota, &mut self.cpuset);
+        let (limit_version, limit) = self.limit.get(io, |io| {
+            let (version, limit) = effective_limit(quota, cpuset, io)?;
+            Ok((version.filter(|_| io.got_data), limit))
+        })?;
+        sample.limit_version = limit_version;
         sample.effective_cpu_limit_lp = limit;
         Ok(sample)
     }
+}
 
-    fn effective_limit(
-        &mut self,
-        io: &mut Io<'_>,
-    ) -> Result<(Option<CgroupVersion>, Option<f64>), CgroupError> {
-        let version = self
-            .quota
-            .as_ref()
-            .map(|(v, _)| *v)
-            .or(self.cpuset.as_ref().map(|(v, _, _)| *v));
-        let mut min: Option<f64> = None;
-        let mut fold = |lp: f64| min = Some(min.map_or(lp, |m: f64| m.min(lp)));
-        if let Some((_, levels)) = &mut self.quota {
-            for level in levels {
-                let quota = match level {
-                    QuotaLevel::V2 { max } => match max.read(io.buf, &mut io.got_data)? {
+/// min(quota ÷ period over the levels, CPUs of the leaf's cpuset), with the version of the
+/// files it came from.
+fn effective_limit(
+    quota: &mut Option<(CgroupVersion, Vec<QuotaLevel>)>,
+    cpuset: &mut Option<(CgroupVersion, Slot, Option<Slot>)>,
+    io: &mut Io<'_>,
+) -> Result<(Option<CgroupVersion>, Option<f64>), CgroupError> {
+    let version = quota
+        .as_ref()
+        .map(|(v, _)| *v)
+        .or(cpuset.as_ref().map(|(v, _, _)| *v));
+    let mut min: Option<f64> = None;
+    let mut fold = |lp: f64| min = Some(min.map_or(lp, |m: f64| m.min(lp)));
+    if let Some((_, levels)) = quota {
+        for level in levels {
+            let quota = match level {
+                QuotaLevel::V2 { max } => match max.read(io.buf, &mut io.got_data)? {
+                    Outcome::Absent => continue,
+                    Outcome::Unreadable => return Ok((version, None)),
+                    Outcome::Data(bytes) => parse_cpu_max(bytes),
+                },
+                QuotaLevel::V1 { quota, period } => {
+                    let quota = match quota.read(io.buf, &mut io.got_data)? {
                         Outcome::Absent => continue,
                         Outcome::Unreadable => return Ok((version, None)),
-                        Outcome::Data(bytes) => parse_cpu_max(bytes),
-                    },
-                    QuotaLevel::V1 { quota, period } => {
-                        let quota = match quota.read(io.buf, &mut io.got_data)? {
-                            Outcome::Absent => continue,
-                            Outcome::Unreadable => return Ok((version, None)),
-                            Outcome::Data(bytes) => bytes,
-                        };
-                        match period.read(io.second, &mut io.got_data)? {
-                            Outcome::Data(period) => parse_v1_cpu_quota(quota, period),
-                            Outcome::Absent | Outcome::Unreadable => None,
-                        }
+                        Outcome::Data(bytes) => bytes,
+                    };
+                    match period.read(io.second, &mut io.got_data)? {
+                        Outcome::Data(period) => parse_v1_cpu_quota(quota, period),
+                        Outcome::Absent | Outcome::Unreadable => None,
                     }
-                };
-                match quota {
-                    None => return Ok((version, None)),
-                    Some(CpuQuota::Unlimited) => {}
-                    Some(CpuQuota::LogicalProcessors(lp)) => fold(lp),
                 }
-            }
-        }
-        if let Some((_, primary, fallback)) = &mut self.cpuset {
-            let outcome = match primary.read(io.buf, &mut io.got_data)? {
-                Outcome::Absent => data(fallback.as_mut(), io.buf, &mut io.got_data)?,
-                other => other,
             };
-            match outcome {
-                Outcome::Absent => {}
-                Outcome::Unreadable => return Ok((version, None)),
-                Outcome::Data(bytes) => match parse_cpu_list_count(bytes) {
-                    Some(count) => fold(f64::from(count)),
-                    None => return Ok((version, None)),
-                },
+            match quota {
+                None => return Ok((version, None)),
+                Some(CpuQuota::Unlimited) => {}
+                Some(CpuQuota::LogicalProcessors(lp)) => fold(lp),
             }
         }
-        Ok((version, min))
     }
+    if let Some((_, primary, fallback)) = cpuset {
+        let outcome = match primary.read(io.buf, &mut io.got_data)? {
+            Outcome::Absent => data(fallback.as_mut(), io.buf, &mut io.got_data)?,
+            other => other,
+        };
+        match outcome {
+            Outcome::Absent => {}
+            Outcome::Unreadable => return Ok((version, None)),
+            Outcome::Data(bytes) => match parse_cpu_list_count(bytes) {
+                Some(count) => fold(f64::from(count)),
+                None => return Ok((version, None)),
+            },
+        }
+    }
+    Ok((version, min))
 }
 
 pub(super) fn v2_usage(stat: &[u8], sample: &mut CpuSample) {

@@ -6,7 +6,7 @@ use super::super::parse::{
 use super::super::sample::{MemorySample, PidsSample, PressureSample};
 use super::super::target::CgroupTarget;
 use super::super::{CgroupError, CgroupVersion};
-use super::slot::{chain_min, data, read_u64, Outcome, Slot};
+use super::slot::{chain_min, data, read_u64, Kept, Outcome, Slot};
 use super::Io;
 use crate::snapshot::MemoryEventCounts;
 
@@ -14,6 +14,7 @@ use crate::snapshot::MemoryEventCounts;
 pub(super) struct MemoryPlan {
     version: Option<CgroupVersion>,
     limits: Vec<Slot>,
+    limit: Kept<Option<u64>>,
     current: Option<Slot>,
     /// v2 `memory.events`, or v1 `memory.failcnt`.
     events: Option<Slot>,
@@ -27,6 +28,7 @@ impl MemoryPlan {
             return Self {
                 version: None,
                 limits: Vec::new(),
+                limit: Kept::default(),
                 current: None,
                 events: None,
                 oom_control: None,
@@ -43,6 +45,7 @@ impl MemoryPlan {
         Self {
             version: Some(version),
             limits: Slot::chain(dir, limit),
+            limit: Kept::default(),
             current: Some(Slot::leaf_file(dir, current)),
             events: Some(Slot::leaf_file(dir, events)),
             oom_control: (version == CgroupVersion::V1)
@@ -61,7 +64,8 @@ impl MemoryPlan {
             CgroupVersion::V2 => parse_limit,
             CgroupVersion::V1 => parse_v1_memory_limit,
         };
-        sample.limit_bytes = chain_min(&mut self.limits, io, parse)?;
+        let limits = &mut self.limits;
+        sample.limit_bytes = self.limit.get(io, |io| chain_min(limits, io, parse))?;
         if let Some(slot) = &mut self.current {
             sample.current_bytes = read_u64(slot, io)?;
         }
@@ -90,6 +94,7 @@ pub(super) struct PidsPlan {
     version: Option<CgroupVersion>,
     current: Option<Slot>,
     limits: Vec<Slot>,
+    limit: Kept<Option<u64>>,
     events: Option<Slot>,
 }
 
@@ -100,12 +105,14 @@ impl PidsPlan {
                 version: Some(version),
                 current: Some(Slot::leaf_file(dir, "pids.current")),
                 limits: Slot::chain(dir, "pids.max"),
+                limit: Kept::default(),
                 events: Some(Slot::leaf_file(dir, "pids.events")),
             },
             None => Self {
                 version: None,
                 current: None,
                 limits: Vec::new(),
+                limit: Kept::default(),
                 events: None,
             },
         }
@@ -121,7 +128,10 @@ impl PidsPlan {
         if let Some(slot) = &mut self.current {
             sample.current = read_u64(slot, io)?;
         }
-        sample.limit = chain_min(&mut self.limits, io, parse_limit)?;
+        let limits = &mut self.limits;
+        sample.limit = self
+            .limit
+            .get(io, |io| chain_min(limits, io, parse_limit))?;
         if let Outcome::Data(bytes) = data(self.events.as_mut(), io.buf, &mut io.got_data)? {
             sample.max_events = keyed_u64(bytes, b"max");
         }

@@ -9,6 +9,7 @@ mod groups;
 mod slot;
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::sample::CgroupFields;
 use super::sample::CgroupSample;
@@ -16,6 +17,13 @@ use super::target::CgroupTarget;
 use super::CgroupError;
 use cpu::CpuPlan;
 use groups::{MemoryPlan, PidsPlan, PressurePlan};
+
+/// How old a target's limits (the minimum over its ancestors of the memory, pids and CPU limits,
+/// and its cpuset) may be before a read reads them again. Relay reads them at every poll, and its
+/// polls are 200 ms or more apart: at those intervals every read still reads them. Below it
+/// (`run` samples every millisecond) their files are most of what a read would add, for values a
+/// person changes by hand: a change shows within this age.
+pub(crate) const LIMITS_MAX_AGE: Duration = Duration::from_millis(100);
 
 /// Reads [`CgroupSample`]s, keeping the files of the last target open between reads.
 #[derive(Debug, Default)]
@@ -51,6 +59,7 @@ impl CgroupReader {
             buf: &mut self.buf,
             second: &mut self.second,
             got_data: false,
+            now: Instant::now(),
         };
         let mut sample = CgroupSample::default();
         if want.cpu {
@@ -80,11 +89,13 @@ impl CgroupReader {
     }
 }
 
-/// The reader's buffers plus whether any file produced data during this read.
+/// The reader's buffers, whether any file produced data during this read, and when it began
+/// (the age of a kept limit is measured from it).
 struct Io<'a> {
     buf: &'a mut Vec<u8>,
     second: &'a mut Vec<u8>,
     got_data: bool,
+    now: Instant,
 }
 
 #[derive(Debug)]

@@ -1,6 +1,7 @@
 //! One held interface file and the rules for reading it: missing, unreadable or gone.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use super::super::parse::{parse_u64_trimmed, LimitValue};
 use super::super::target::CgroupDir;
@@ -102,6 +103,45 @@ pub(super) fn limit_levels(dir: &CgroupDir) -> impl Iterator<Item = &Path> {
 
 pub(super) type ReadResult<'b> = Result<Outcome<'b>, CgroupError>;
 
+/// A limit as last read, with whether its files gave data and when it was read: reused while
+/// younger than [`LIMITS_MAX_AGE`](super::LIMITS_MAX_AGE).
+#[derive(Debug)]
+pub(super) struct Kept<T> {
+    last: Option<(T, bool, Instant)>,
+}
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Self { last: None }
+    }
+}
+
+impl<T: Copy> Kept<T> {
+    /// The kept value while it is young enough, else the value `read` reads now (kept for the
+    /// next reads). `io.got_data` is set as if the files had been read: a group whose only
+    /// readable files are its limits still reports its version.
+    pub(super) fn get(
+        &mut self,
+        io: &mut Io<'_>,
+        read: impl FnOnce(&mut Io<'_>) -> Result<T, CgroupError>,
+    ) -> Result<T, CgroupError> {
+        if let Some((value, got_data, at)) = self.last {
+            if io.now.saturating_duration_since(at) < super::LIMITS_MAX_AGE {
+                io.got_data |= got_data;
+                return Ok(value);
+            }
+        }
+        let before = io.got_data;
+        io.got_data = false;
+        let result = read(io);
+        let got_data = io.got_data;
+        io.got_data |= before;
+        let value = result?;
+        self.last = Some((value, got_data, io.now));
+        Ok(value)
+    }
+}
+
 pub(super) fn data<'b>(
     slot: Option<&mut Slot>,
     buf: &'b mut Vec<u8>,
@@ -158,8 +198,59 @@ mod tests {
             buf: &mut buf,
             second: &mut second,
             got_data: false,
+            now: Instant::now(),
         };
         chain_min(&mut chain, &mut io, parse_v1_memory_limit).unwrap()
+    }
+
+    #[test]
+    fn a_kept_limit_is_read_again_once_it_is_limits_max_age_old() {
+        let (mut buf, mut second) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        let mut io = Io {
+            buf: &mut buf,
+            second: &mut second,
+            got_data: false,
+            now: start,
+        };
+        let mut kept = Kept::default();
+        let mut reads = 0;
+        let mut get = |io: &mut Io<'_>, value: u64| {
+            kept.get(io, |io| {
+                reads += 1;
+                io.got_data = true;
+                Ok(value)
+            })
+            .unwrap()
+        };
+        assert_eq!(get(&mut io, 1), 1);
+        io.got_data = false;
+        io.now = start + super::super::LIMITS_MAX_AGE - std::time::Duration::from_nanos(1);
+        assert_eq!(get(&mut io, 2), 1, "younger than the age: kept");
+        assert!(io.got_data, "a kept limit that had data counts as data");
+        io.now = start + super::super::LIMITS_MAX_AGE;
+        assert_eq!(get(&mut io, 3), 3, "as old as the age: read again");
+        assert_eq!(reads, 2);
+    }
+
+    #[test]
+    fn a_kept_limit_whose_read_failed_is_read_again() {
+        let (mut buf, mut second) = (Vec::new(), Vec::new());
+        let mut io = Io {
+            buf: &mut buf,
+            second: &mut second,
+            got_data: true,
+            now: Instant::now(),
+        };
+        let mut kept: Kept<u64> = Kept::default();
+        let gone = kept.get(&mut io, |_| {
+            Err(CgroupError::Gone {
+                path: PathBuf::from("/w"),
+            })
+        });
+        assert!(gone.is_err());
+        assert!(io.got_data, "the data of earlier files is kept");
+        assert_eq!(kept.get(&mut io, |_| Ok(7)).unwrap(), 7);
     }
 
     #[test]

@@ -458,6 +458,30 @@ fn an_unreadable_level_gives_no_limit() {
 }
 
 #[test]
+fn limits_are_read_again_after_limits_max_age_and_usage_at_every_read() {
+    let (base, target) = temp_v2("20000 100000\n", Some("0-3\n"));
+    let dir = base.path().join("sys/fs/cgroup/w");
+    fs::write(dir.join("memory.current"), "1024\n").unwrap();
+    let mut reader = CgroupReader::new();
+    let first = reader.read(&target, CgroupFields::ALL).unwrap();
+    assert_eq!(first.memory.limit_bytes, Some(4096));
+    assert_eq!(first.memory.current_bytes, Some(1024));
+    assert_eq!(first.cpu.effective_cpu_limit_lp, Some(0.2));
+
+    fs::write(dir.join("memory.max"), "8192\n").unwrap();
+    fs::write(dir.join("cpu.max"), "50000 100000\n").unwrap();
+    fs::write(dir.join("memory.current"), "2048\n").unwrap();
+    let next = reader.read(&target, CgroupFields::ALL).unwrap();
+    assert_eq!(next.memory.current_bytes, Some(2048), "usage: every read");
+    std::thread::sleep(super::super::reader::LIMITS_MAX_AGE);
+    let later = reader.read(&target, CgroupFields::ALL).unwrap();
+    assert_eq!(later.memory.limit_bytes, Some(8192));
+    assert_eq!(later.cpu.effective_cpu_limit_lp, Some(0.5));
+    assert_eq!(later.memory.version, V2);
+    assert_eq!(later.cpu.limit_version, V2);
+}
+
+#[test]
 fn a_removed_cgroup_is_gone_not_zero() {
     let (base, target) = temp_v2("20000 100000\n", Some("0-3\n"));
     let mut reader = CgroupReader::new();
