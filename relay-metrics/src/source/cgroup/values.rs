@@ -21,6 +21,7 @@ use crate::snapshot::{
 use crate::source::cgroup_iter::pass::KernelValues;
 use crate::source::file::{FileKind, HeldFile, SourceError};
 use crate::source::Roots;
+use std::time::{Duration, Instant};
 
 /// Pressure resources, in [`Kind::Pressure`] order.
 const PRESSURE_RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
@@ -93,8 +94,9 @@ pub(crate) struct CgroupValuesReader {
     ticks_per_second: u64,
     /// The v1 CFS quota, kept until its period is read.
     quota: Vec<u8>,
-    /// Reads so far: settings are re-read every [`SETTINGS_EVERY`] reads.
-    reads: u64,
+    /// Reads since the settings were last read, counting that one, and when it was: `None`
+    /// before the first read ([`settings_due`]).
+    settings_read: Option<(u64, Instant)>,
     /// The settings as last read: CPU cores, memory bytes, pids.
     settings: (Option<f64>, Option<u64>, Option<u64>),
     /// The raw CPU settings as last read (cAdvisor naming only).
@@ -124,9 +126,22 @@ pub(crate) struct CpuAndPressure {
 }
 
 /// Settings (limits) change rarely: they are read at the first read and then every this many
-/// reads, through descriptors opened for the read and closed after it. Files found missing are
-/// tried again at the same reads.
+/// reads, or once [`SETTINGS_MAX_AGE`] old if that comes first, through descriptors opened for
+/// the read and closed after it. Files found missing are tried again at the same reads.
 pub(crate) const SETTINGS_EVERY: u64 = 10;
+
+/// The oldest the settings may be at a read: at the agent's 1 s interval [`SETTINGS_EVERY`]
+/// decides, and at 10 s or slower every read reads them (a limit changed by `docker update`
+/// then shows at the next snapshot, not ten snapshots later).
+pub(crate) const SETTINGS_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// Whether a read at `now` reads the settings, given the reads since they were last read
+/// (counting that one) and when that was.
+fn settings_due(last: Option<(u64, Instant)>, now: Instant) -> bool {
+    last.is_none_or(|(reads, at)| {
+        reads >= SETTINGS_EVERY || now.saturating_duration_since(at) >= SETTINGS_MAX_AGE
+    })
+}
 
 impl Kind {
     /// A file of [`CpuAndPressure`].
@@ -204,7 +219,7 @@ impl CgroupValuesReader {
             io_version: None,
             ticks_per_second: ticks_per_second.max(1),
             quota: Vec::new(),
-            reads: 0,
+            settings_read: None,
             settings: (None, None, None),
             cpu_spec: None,
             cadvisor,
@@ -275,8 +290,12 @@ impl CgroupValuesReader {
         reuse: bool,
         kernel: Option<&KernelValues>,
     ) {
-        let settings = self.reads.is_multiple_of(SETTINGS_EVERY);
-        self.reads += 1;
+        let now = Instant::now();
+        let settings = settings_due(self.settings_read, now);
+        self.settings_read = match self.settings_read {
+            Some((reads, at)) if !settings => Some((reads + 1, at)),
+            _ => Some((1, now)),
+        };
         self.reset(out, settings);
         let reused = self.reusable().filter(|_| reuse);
         let ticks_per_second = self.ticks_per_second;
@@ -722,5 +741,21 @@ fn limit(value: Option<LimitValue>) -> Option<u64> {
     match value {
         Some(LimitValue::Value(value)) => Some(value),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_due_every_tenth_read_or_once_ten_seconds_old() {
+        let start = Instant::now();
+        assert!(settings_due(None, start), "the first read");
+        let young = start + SETTINGS_MAX_AGE - Duration::from_nanos(1);
+        assert!(!settings_due(Some((1, start)), young));
+        assert!(!settings_due(Some((SETTINGS_EVERY - 1, start)), young));
+        assert!(settings_due(Some((SETTINGS_EVERY, start)), young));
+        assert!(settings_due(Some((1, start)), start + SETTINGS_MAX_AGE));
     }
 }
