@@ -331,23 +331,7 @@ impl Accounting {
     fn cgroup(&mut self, sample: &Sample, cpu: Option<CgroupCpu>, causes: &mut u32) -> Totals {
         *causes |= cause::NO_SYSCALL_BYTES;
         let mut totals = Totals::default();
-        match cpu {
-            // The total is exact (v1 `cpuacct.usage`, v2 `usage_usec`: the scheduler's run
-            // time), but v1's user/system split is sampled at ticks and misses most of a short
-            // process: the total is split in the ratio of the two, as the kernel does for a
-            // process's utime/stime (`cputime_adjust`).
-            Some((Some(total), Some(user), Some(system))) => {
-                let (user, system) = (u128::from(user), u128::from(system));
-                let user_ns = match user + system {
-                    0 => 0,
-                    sum => u64::try_from(u128::from(total) * user / sum).unwrap_or(total),
-                };
-                totals.cpu_user_ns = Some(user_ns.min(total));
-                totals.cpu_system_ns = Some(total - user_ns.min(total));
-            }
-            Some(_) => *causes |= cause::CGROUP_UNREADABLE,
-            None => *causes |= cause::NO_CPU,
-        }
+        split_cgroup_cpu(cpu, &mut totals, causes);
         let mut exact = false;
         let files = self.cgroup_files.as_mut().map(|(reader, read)| {
             reader.read(&mut self.buf, read, false, None);
@@ -678,6 +662,27 @@ fn devices_from(read: &[TargetDeviceIo], devices: &mut Vec<DeviceIo>) {
         entry.write_bytes = device.write_bytes;
     }
     devices.truncate(read.len());
+}
+
+/// A cgroup's user and system CPU time from its exact total and its split.
+fn split_cgroup_cpu(cpu: Option<CgroupCpu>, totals: &mut Totals, causes: &mut u32) {
+    match cpu {
+        // The total is exact (v1 `cpuacct.usage`, v2 `usage_usec`: the scheduler's run
+        // time), but v1's user/system split is sampled at ticks and misses most of a short
+        // process: the total is split in the ratio of the two, as the kernel does for a
+        // process's utime/stime (`cputime_adjust`).
+        Some((Some(total), Some(user), Some(system))) => {
+            let (user, system) = (u128::from(user), u128::from(system));
+            let user_ns = match user + system {
+                0 => 0,
+                sum => u64::try_from(u128::from(total) * user / sum).unwrap_or(total),
+            };
+            totals.cpu_user_ns = Some(user_ns.min(total));
+            totals.cpu_system_ns = Some(total - user_ns.min(total));
+        }
+        Some(_) => *causes |= cause::CGROUP_UNREADABLE,
+        None => *causes |= cause::NO_CPU,
+    }
 }
 
 #[cfg(test)]

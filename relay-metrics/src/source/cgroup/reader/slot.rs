@@ -191,28 +191,28 @@ mod tests {
     use super::super::super::parse::parse_v1_memory_limit;
     use super::*;
 
+    /// An [`Io`] over `buffers` at `now`, with no data yet.
+    fn io_at<'a>(buffers: &'a mut (Vec<u8>, Vec<u8>), now: Instant) -> Io<'a> {
+        Io {
+            buf: &mut buffers.0,
+            second: &mut buffers.1,
+            got_data: false,
+            now,
+        }
+    }
+
     fn min_of(dir: &CgroupDir) -> Option<u64> {
         let mut chain = Slot::chain(dir, "memory.limit_in_bytes");
-        let (mut buf, mut second) = (Vec::new(), Vec::new());
-        let mut io = Io {
-            buf: &mut buf,
-            second: &mut second,
-            got_data: false,
-            now: Instant::now(),
-        };
+        let mut buffers = Default::default();
+        let mut io = io_at(&mut buffers, Instant::now());
         chain_min(&mut chain, &mut io, parse_v1_memory_limit).unwrap()
     }
 
     #[test]
     fn a_kept_limit_is_read_again_once_it_is_limits_max_age_old() {
-        let (mut buf, mut second) = (Vec::new(), Vec::new());
+        let mut buffers = Default::default();
         let start = Instant::now();
-        let mut io = Io {
-            buf: &mut buf,
-            second: &mut second,
-            got_data: false,
-            now: start,
-        };
+        let mut io = io_at(&mut buffers, start);
         let mut kept = Kept::default();
         let mut reads = 0;
         let mut get = |io: &mut Io<'_>, value: u64| {
@@ -235,13 +235,9 @@ mod tests {
 
     #[test]
     fn a_kept_limit_whose_read_failed_is_read_again() {
-        let (mut buf, mut second) = (Vec::new(), Vec::new());
-        let mut io = Io {
-            buf: &mut buf,
-            second: &mut second,
-            got_data: true,
-            now: Instant::now(),
-        };
+        let mut buffers = Default::default();
+        let mut io = io_at(&mut buffers, Instant::now());
+        io.got_data = true;
         let mut kept: Kept<u64> = Kept::default();
         let gone = kept.get(&mut io, |_| {
             Err(CgroupError::Gone {
