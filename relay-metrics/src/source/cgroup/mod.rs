@@ -3,12 +3,13 @@
 //! - [`discover`] finds the hierarchies in `/proc/self/mountinfo` ([`CgroupLayout`]).
 //! - [`resolve`] / [`resolve_for_pid`] turn a cgroup path or a process into a [`CgroupTarget`]:
 //!   its directory in the unified hierarchy and in each v1 hierarchy.
-//! - [`CgroupReader`] reads a target's CPU, memory, pids and pressure values through held
-//!   descriptors ([`CgroupSample`]); each value group says which cgroup version it came from.
+//! - [`CgroupValuesReader`] is the one reader of a cgroup's files, through held descriptors: a
+//!   measured cgroup's own counters and settings, the cumulative totals' memory high-water mark
+//!   and storage bytes per device, and the scope's values with its effective limits.
+//! - [`CgroupReader`] gives the scope's values as a [`CgroupSample`], each value group tagged
+//!   with the cgroup version it came from.
 //! - [`subtree_pids`] / [`owns_exclusively`] give a subtree's processes and Relay's exclusive-
 //!   cgroup rule.
-//! - [`CgroupValuesReader`] reads one cgroup's own counters and settings: a measured cgroup's,
-//!   or the memory high-water mark and storage bytes per device of the cumulative totals.
 //!
 //! A controller is read from v1 when the layout binds it to a v1 hierarchy and from v2 otherwise;
 //! a controller is bound to exactly one hierarchy, so there is never a choice between two numbers.

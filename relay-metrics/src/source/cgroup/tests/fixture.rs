@@ -473,7 +473,7 @@ fn limits_are_read_again_after_limits_max_age_and_usage_at_every_read() {
     fs::write(dir.join("memory.current"), "2048\n").unwrap();
     let next = reader.read(&target, CgroupFields::ALL).unwrap();
     assert_eq!(next.memory.current_bytes, Some(2048), "usage: every read");
-    std::thread::sleep(super::super::reader::LIMITS_MAX_AGE);
+    std::thread::sleep(super::super::values::LIMITS_MAX_AGE);
     let later = reader.read(&target, CgroupFields::ALL).unwrap();
     assert_eq!(later.memory.limit_bytes, Some(8192));
     assert_eq!(later.cpu.effective_cpu_limit_lp, Some(0.5));

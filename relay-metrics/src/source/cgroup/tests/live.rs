@@ -322,7 +322,7 @@ fn live_v1_hierarchy_roots_hold_no_limit() {
     );
     write(&memory_dir.join("memory.limit_in_bytes"), "67108864");
     // A limit is read again once the last read of it is this old.
-    std::thread::sleep(super::super::reader::LIMITS_MAX_AGE);
+    std::thread::sleep(super::super::values::LIMITS_MAX_AGE);
     assert_eq!(
         reader
             .read(&target, only_memory)
