@@ -15,8 +15,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::model::{ProcessPass, Sample};
-use crate::snapshot::{CgroupTargetReport, Cumulative, CumulativeMethod, DeviceIo, TargetDeviceIo};
-use crate::source::cgroup::{CgroupValuesReader, CgroupVersion, FileSet};
+use crate::snapshot::{Cumulative, CumulativeMethod, DeviceIo, TargetDeviceIo};
+use crate::source::cgroup::{CgroupVersion, ScopeTotals};
 use crate::source::procfs::io_of_same_process;
 use crate::source::system::{is_physical_disk, DiskstatsReader, LoadavgReader, StatCounters};
 use crate::source::Roots;
@@ -78,9 +78,6 @@ pub(super) struct Accounting {
     diskstats: Option<DiskstatsReader>,
     /// The tasks alive now, for the exits (global scope only).
     loadavg: Option<LoadavgReader>,
-    /// The cgroup's memory high-water mark and storage files (cgroup scopes only), and what
-    /// their last read gave.
-    cgroup_files: Option<(CgroupValuesReader, CgroupTargetReport)>,
     /// The high-water mark read in this pass.
     memory_peak: Option<u64>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
@@ -117,13 +114,6 @@ impl Accounting {
             },
         };
         let global = matches!(target, Target::Global);
-        let cgroup_files = match target {
-            Target::Cgroup { resolved, .. } => Some((
-                CgroupValuesReader::new(resolved, true, FileSet::Totals, roots),
-                CgroupTargetReport::default(),
-            )),
-            _ => None,
-        };
         Self {
             method,
             from_start: false,
@@ -137,7 +127,6 @@ impl Accounting {
             reaps_orphans: false,
             diskstats: global.then(|| DiskstatsReader::new(roots)),
             loadavg: global.then(|| LoadavgReader::new(roots)),
-            cgroup_files,
             memory_peak: None,
             devices: Vec::new(),
             physical: Vec::new(),
@@ -180,12 +169,14 @@ impl Accounting {
         self.reaped_write_bytes = self.reaped_write_bytes.saturating_add(usage.write_bytes);
     }
 
-    /// Fills `out` from this pass's sample (and the scope's own files).
+    /// Fills `out` from this pass's sample (and, for a cgroup scope, `totals`: what this pass's
+    /// read of its cgroup gave).
     pub(super) fn fill(
         &mut self,
         sample: &Sample,
         stat: Option<&StatCounters>,
         cgroup_cpu: Option<CgroupCpu>,
+        totals: Option<ScopeTotals<'_>>,
         out: &mut Option<Cumulative>,
     ) {
         let mut causes = 0;
@@ -193,7 +184,7 @@ impl Accounting {
         let raw = match self.method {
             CumulativeMethod::ProcStat => self.global(stat, ticks, &mut causes),
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2 => {
-                self.cgroup(sample, cgroup_cpu, &mut causes)
+                self.cgroup(sample, cgroup_cpu, totals, &mut causes)
             }
             CumulativeMethod::ProcessTree | CumulativeMethod::Process => {
                 self.processes(sample, ticks, &mut causes)
@@ -328,18 +319,20 @@ impl Accounting {
         totals
     }
 
-    fn cgroup(&mut self, sample: &Sample, cpu: Option<CgroupCpu>, causes: &mut u32) -> Totals {
+    fn cgroup(
+        &mut self,
+        sample: &Sample,
+        cpu: Option<CgroupCpu>,
+        files: Option<ScopeTotals<'_>>,
+        causes: &mut u32,
+    ) -> Totals {
         *causes |= cause::NO_SYSCALL_BYTES;
         let mut totals = Totals::default();
         split_cgroup_cpu(cpu, &mut totals, causes);
         let mut exact = false;
-        let files = self.cgroup_files.as_mut().map(|(reader, read)| {
-            reader.read(&mut self.buf, read, false, None);
-            (reader.io_version(), &*read)
-        });
         self.devices.clear();
-        if let Some((Some(version), read)) = files {
-            devices_from(&read.devices, &mut self.devices);
+        if let Some((Some(version), files)) = files.map(|files| (files.io_version, files)) {
+            devices_from(files.devices, &mut self.devices);
             let (mut read_bytes, mut write_bytes) = (0u64, 0u64);
             for device in &self.devices {
                 if physical(&mut self.physical, &self.proc_roots, &device.device) {
@@ -365,11 +358,7 @@ impl Accounting {
                 }
                 // v1's counts stand, with what they miss said.
                 None if totals.storage_write_bytes.is_some() => *causes |= cause::BLKIO_V1,
-                None if self
-                    .cgroup_files
-                    .as_ref()
-                    .is_some_and(|(reader, _)| !reader.counts_every_disk()) =>
-                {
+                None if files.is_some_and(|files| !files.counts_every_disk) => {
                     *causes |= cause::BLKIO_UNCOUNTED;
                 }
                 None => *causes |= cause::NO_IO,
@@ -377,15 +366,9 @@ impl Accounting {
         }
         // A v2 cgroup without the memory controller (nested below an occupied cgroup) has no
         // `memory.peak`: the processes' resident memory is what the samples have.
-        self.memory_peak = self
-            .cgroup_files
-            .as_ref()
-            .and_then(|(_, read)| read.memory_peak_bytes);
+        self.memory_peak = files.and_then(|files| files.memory_peak_bytes);
         if self.memory_peak.is_none() {
-            let memory_controller = self
-                .cgroup_files
-                .as_ref()
-                .is_some_and(|(reader, _)| reader.has_memory_controller());
+            let memory_controller = files.is_some_and(|files| files.memory_controller);
             *causes |= if memory_controller {
                 cause::MEMORY_PEAK_UNREADABLE
             } else {
@@ -752,7 +735,7 @@ mod tests {
     /// every line of `io.stat` would count it twice. The per-device list keeps every line.
     #[test]
     fn cgroup_storage_sums_the_physical_disks_only() {
-        use crate::source::cgroup::{resolve, CgroupLayout};
+        use crate::source::cgroup::{resolve, CgroupFields, CgroupLayout, CgroupReader};
         let base = tempfile::tempdir().unwrap();
         let roots = Roots::fixture(base.path());
         let dir = base.path().join("sys/fs/cgroup/job");
@@ -775,7 +758,12 @@ mod tests {
         };
         let mut accounting = Accounting::new(&roots, &target);
         let sample = Sample::empty(crate::snapshot::MeasurementScope::Cgroup);
-        let totals = accounting.cgroup(&sample, None, &mut 0);
+        let mut reader = CgroupReader::with_totals(&roots);
+        let Target::Cgroup { resolved, .. } = &target else {
+            unreachable!()
+        };
+        reader.read(resolved, CgroupFields::NONE).unwrap();
+        let totals = accounting.cgroup(&sample, None, reader.totals(), &mut 0);
         assert_eq!(
             (totals.storage_read_bytes, totals.storage_write_bytes),
             (Some(4096), Some(1048576))

@@ -14,6 +14,7 @@ use crate::model::{CgroupValues, PressureValues, ProcessPass};
 use crate::snapshot::{CgroupReport, CgroupRole, CgroupVersionName, PressureTotals};
 use crate::source::cgroup::{
     self, CgroupFields, CgroupLayout, CgroupReader, CgroupSample, CgroupTarget, CgroupVersion,
+    ScopeTotals,
 };
 use crate::source::Roots;
 
@@ -140,10 +141,15 @@ impl Environment {
                     .or_else(|| c.membership_dir().map(|(_, dir)| dir.path.clone()))
             })
             .unwrap_or_default();
+        // A cgroup scope's cumulative totals come from the same read of its files.
+        let reader = match target {
+            Target::Cgroup { .. } => CgroupReader::with_totals(roots),
+            _ => CgroupReader::new(),
+        };
         Self {
             cgroup,
             path: Arc::from(path.as_str()),
-            reader: CgroupReader::new(),
+            reader,
             missing,
             pids: Vec::new(),
             exclusivity: ExclusivityCheck::new(),
@@ -240,6 +246,11 @@ impl Environment {
         if applies {
             *values = Some(cgroup_values(&sample));
         }
+    }
+
+    /// The cumulative totals' values of this pass's read of a cgroup scope's cgroup.
+    pub(super) fn totals(&self) -> Option<ScopeTotals<'_>> {
+        self.reader.totals()
     }
 
     /// Age of the cgroup report, when it was not read in this pass.

@@ -323,6 +323,7 @@ impl Collector {
                 &self.sample,
                 self.system_sample.stat.as_ref(),
                 cgroup_cpu,
+                self.environment.totals(),
                 &mut extensions.cumulative,
             );
             // node_cpu_seconds_total (cAdvisor naming, global scope): every mode per CPU.

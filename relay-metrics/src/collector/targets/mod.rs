@@ -31,8 +31,8 @@ use crate::config::ResourceMetricsConfig;
 use crate::model::{GpuProcessValues, ProcessPass, ProcessSet};
 use crate::snapshot::{CgroupTargetReport, ProcessSums, TargetLabels, Targets};
 use crate::source::cgroup::{
-    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, FileSet, MembershipId,
-    Scan, Scanner, Selection,
+    self, CgroupLayout, CgroupPattern, CgroupValuesReader, CgroupVersion, MeasuredFiles,
+    MembershipId, Scan, Scanner, Selection,
 };
 use crate::source::cgroup_iter::pass::{CgroupIds, CgroupIterPass, KernelValues};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
@@ -635,10 +635,10 @@ fn entry<'e>(
         let entry = Entry {
             walked_id,
             missing_hierarchies: (target.v1.len() < layout.v1.len()).then_some(target.v1.len()),
-            reader: CgroupValuesReader::new(
+            reader: CgroupValuesReader::measured(
                 &target,
                 hold,
-                FileSet::Measured {
+                MeasuredFiles {
                     ticks_per_second: made.ticks_per_second,
                     cadvisor: made.cadvisor,
                 },

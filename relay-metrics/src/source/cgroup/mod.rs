@@ -52,14 +52,14 @@ pub use parse::{
     parse_v1_memory_limit, CpuQuota,
 };
 pub(crate) use pattern::CgroupPattern;
-pub(crate) use reader::CgroupReader;
+pub(crate) use reader::{CgroupReader, ScopeTotals};
 pub(crate) use sample::{CgroupFields, CgroupSample};
 #[cfg(test)]
 pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
 pub(crate) use scan::{MembershipId, Scan, Scanner, Selection};
 pub(crate) use stat::working_set;
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
-pub(crate) use values::{CgroupValuesReader, FileSet};
+pub(crate) use values::{CgroupValuesReader, MeasuredFiles};
 
 /// The cgroup interface a value was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

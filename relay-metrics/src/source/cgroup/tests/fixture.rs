@@ -509,10 +509,10 @@ fn values_reader_takes_served_values_instead_of_their_files() {
     let (roots, layout) = layout("cgroup-v1");
     let target = resolve(&layout, "/relay-test").unwrap();
     let read = |kernel: Option<&KernelValues>| {
-        let mut reader = CgroupValuesReader::new(
+        let mut reader = CgroupValuesReader::measured(
             &target,
             true,
-            FileSet::Measured {
+            MeasuredFiles {
                 ticks_per_second: 100,
                 cadvisor: false,
             },
@@ -558,39 +558,38 @@ fn values_reader_takes_served_values_instead_of_their_files() {
     assert!(served.cpu_usage_ns.is_some());
 }
 
-/// The cumulative totals' files: the high-water mark and the storage bytes, nothing else; the
-/// io version says whether an io file was read, so an empty `io.stat` (no I/O yet: 0 bytes) is
-/// told from none.
+/// The cumulative totals' files, read with the scope's: the high-water mark and the storage
+/// bytes; the io version says whether an io file was read, so an empty `io.stat` (no I/O yet:
+/// 0 bytes) is told from none.
 #[test]
-fn totals_read_the_high_water_mark_and_storage_bytes_only() {
+fn the_scope_reads_the_totals_high_water_mark_and_storage_bytes() {
     use crate::snapshot::CgroupTargetReport;
     let (base, target) = temp_v2("max 100000\n", None);
     let roots = Roots::fixture(base.path());
     let dir = base.path().join("sys/fs/cgroup/w");
     fs::write(dir.join("memory.current"), "4096\n").unwrap();
     fs::write(dir.join("memory.peak"), "65536\n").unwrap();
-    let mut reader = CgroupValuesReader::new(&target, true, FileSet::Totals, &roots);
+    let mut reader = CgroupValuesReader::scope(&target, CgroupFields::NONE, Some(&roots));
     assert!(reader.has_memory_controller());
     assert!(reader.counts_every_disk());
     let mut out = CgroupTargetReport::default();
     let mut read = |out: &mut CgroupTargetReport| {
-        reader.read(&mut Vec::new(), out, false, None);
+        reader.read_scope(&mut Vec::new(), out).unwrap();
         reader.io_version()
     };
     assert_eq!(read(&mut out), None, "no io.stat: no storage bytes");
     assert_eq!(out.memory_peak_bytes, Some(65536));
-    assert_eq!(out.memory_current_bytes, None, "not a file of the totals");
-    assert_eq!(out.memory_limit_bytes, None, "not a file of the totals");
+    assert_eq!(out.memory_current_bytes, None, "no group asked for");
+    assert_eq!(out.memory_limit_bytes, None, "no group asked for");
     // An io.stat made after the reader was (a controller enabled later): a file found
-    // missing is tried again with the settings, every SETTINGS_EVERY reads.
+    // missing is tried again with the limits, once LIMITS_MAX_AGE old.
     fs::write(
         dir.join("io.stat"),
         "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n",
     )
     .unwrap();
-    for _ in 1..super::super::values::SETTINGS_EVERY {
-        assert_eq!(read(&mut out), None);
-    }
+    assert_eq!(read(&mut out), None);
+    std::thread::sleep(super::super::values::LIMITS_MAX_AGE);
     assert_eq!(read(&mut out), V2);
     let devices: Vec<_> = out
         .devices
@@ -603,6 +602,6 @@ fn totals_read_the_high_water_mark_and_storage_bytes_only() {
     assert!(out.devices.is_empty());
     // A v2 directory without the memory controller has no memory.current.
     fs::remove_file(dir.join("memory.current")).unwrap();
-    let reader = CgroupValuesReader::new(&target, true, FileSet::Totals, &roots);
+    let reader = CgroupValuesReader::scope(&target, CgroupFields::NONE, Some(&roots));
     assert!(!reader.has_memory_controller());
 }

@@ -187,18 +187,16 @@ impl Files {
         files
     }
 
-    /// A cgroup scope's cumulative totals: the memory high-water mark and the storage bytes.
-    pub(super) fn totals(target: &CgroupTarget, blkio_counts: bool) -> Self {
-        let mut files = Self(Vec::with_capacity(4));
-        files.memory_peak(target);
-        files.io(target, blkio_counts, false);
-        files
-    }
-
     /// The scope's values in `want`: effective limits (each setting over the ancestors), the
-    /// cpuset, the limits' events and v1's exact user and system time.
-    pub(super) fn scope(target: &CgroupTarget, want: CgroupFields) -> Self {
-        let mut files = Self(Vec::with_capacity(24));
+    /// cpuset, the limits' events and v1's exact user and system time; with `totals`, also the
+    /// cumulative totals' files (the memory high-water mark and the storage
+    /// bytes; the storage bytes where `blkio_counts`).
+    pub(super) fn scope(target: &CgroupTarget, want: CgroupFields, totals: Option<bool>) -> Self {
+        let mut files = Self(Vec::with_capacity(28));
+        if let Some(blkio_counts) = totals {
+            files.memory_peak(target);
+            files.io(target, blkio_counts, false);
+        }
         if want.cpu {
             files.cpu(target, true);
         }

@@ -27,20 +27,13 @@ use crate::source::Roots;
 use files::{File, Files, Group, Kind};
 use store::{store_served, write_devices, Limits, Parsed};
 
-/// Which of a cgroup's files a [`CgroupValuesReader`] reads.
+/// What a measured cgroup's reader reads besides its counters and settings: `ticks_per_second`
+/// converts v1 `cpuacct.stat`; with `cadvisor`, also `memory.stat`, v2 `memory.swap.current`
+/// and the CPU shares or weight (what the cAdvisor naming exports and no other needs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FileSet {
-    /// A measured cgroup's values. `ticks_per_second` converts v1 `cpuacct.stat`; with
-    /// `cadvisor`, also `memory.stat`, v2 `memory.swap.current` and the CPU shares or weight
-    /// (what the cAdvisor naming exports and no other needs).
-    Measured {
-        ticks_per_second: u64,
-        cadvisor: bool,
-    },
-    /// A cgroup scope's cumulative totals: its memory high-water mark and its storage bytes
-    /// per device, which include the tasks that exited. A v1 `blkio` that does not count on
-    /// every disk is not read: a sum without some disks would be too small.
-    Totals,
+pub(crate) struct MeasuredFiles {
+    pub ticks_per_second: u64,
+    pub cadvisor: bool,
 }
 
 /// How often settings (limits) are read: at the first read, then once `every` reads have passed
@@ -204,30 +197,21 @@ struct Pass {
 }
 
 impl CgroupValuesReader {
-    /// The files of `target` in `set`. With `hold`, their descriptors stay open between reads;
-    /// otherwise each read opens and closes them (when the open-file budget is spent). `roots`
-    /// tell which disks saw I/O (where v1 `blkio` may not count).
-    pub(crate) fn new(target: &CgroupTarget, hold: bool, set: FileSet, roots: &Roots) -> Self {
-        let blkio = match target.controller_dir("blkio") {
-            Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point, roots),
-            _ => BlkioCounting::All,
-        };
-        let mut reader = match set {
-            FileSet::Measured {
-                ticks_per_second,
-                cadvisor,
-            } => {
-                let files = Files::measured(target, cadvisor, blkio != BlkioCounting::Nothing);
-                let mut reader = Self::with_files(target, files, hold, MEASURED_SETTINGS);
-                reader.ticks_per_second = ticks_per_second.max(1);
-                reader.cadvisor = cadvisor;
-                reader
-            }
-            FileSet::Totals => {
-                let files = Files::totals(target, blkio == BlkioCounting::All);
-                Self::with_files(target, files, hold, MEASURED_SETTINGS)
-            }
-        };
+    /// A measured cgroup's reader: its own counters and settings, and the files `set` adds.
+    /// With `hold`, their descriptors stay open between reads; otherwise each read opens and
+    /// closes them (when the open-file budget is spent). `roots` tell which disks saw I/O
+    /// (where v1 `blkio` may not count).
+    pub(crate) fn measured(
+        target: &CgroupTarget,
+        hold: bool,
+        set: MeasuredFiles,
+        roots: &Roots,
+    ) -> Self {
+        let blkio = blkio_counting(target, roots);
+        let files = Files::measured(target, set.cadvisor, blkio != BlkioCounting::Nothing);
+        let mut reader = Self::with_files(target, files, hold, MEASURED_SETTINGS);
+        reader.ticks_per_second = set.ticks_per_second.max(1);
+        reader.cadvisor = set.cadvisor;
         reader.blkio_reason = blkio.reason();
         reader.blkio = blkio;
         reader
@@ -235,15 +219,23 @@ impl CgroupValuesReader {
 
     /// The scope's values in `want` (Relay's cgroup fields and their sources), all held open:
     /// effective limits, the cpuset, `pids.events`, v1's `under_oom` and exact user and system
-    /// time, each group with the hierarchy it came from ([`Self::read_scope`]).
-    pub(crate) fn scope(target: &CgroupTarget, want: CgroupFields) -> Self {
-        let files = Files::scope(target, want);
+    /// time, each group with the hierarchy it came from ([`Self::read_scope`]). With `totals`
+    /// (the `roots` that tell which disks saw I/O), also the cumulative totals' files: the
+    /// memory high-water mark and the storage bytes per device, which include the tasks that
+    /// exited (a v1 `blkio` that does not count on every disk is not read: a sum without some
+    /// disks would be too small).
+    pub(crate) fn scope(target: &CgroupTarget, want: CgroupFields, totals: Option<&Roots>) -> Self {
+        let blkio = totals.map_or(BlkioCounting::All, |roots| blkio_counting(target, roots));
+        let totals = totals.map(|_| blkio == BlkioCounting::All);
+        let files = Files::scope(target, want, totals);
         let mut reader = Self::with_files(target, files, true, SCOPE_SETTINGS);
         reader.hold_settings = true;
-        if want != CgroupFields::NONE {
+        if want != CgroupFields::NONE || totals.is_some() {
             let v1 = target.v1.iter().map(|d| d.dir.dir.clone());
             reader.leaves = target.v2.iter().map(|d| d.dir.clone()).chain(v1).collect();
         }
+        reader.blkio_reason = blkio.reason();
+        reader.blkio = blkio;
         reader
     }
 
@@ -341,6 +333,11 @@ impl CgroupValuesReader {
             Some(values) => values.write(out),
             None => self.last = (!pass.failed_usage).then(|| self.cpu_and_pressure(out)),
         }
+        self.write_devices(out);
+    }
+
+    /// The devices of the pass into `out`, those v1 `blkio` does not count on left out.
+    fn write_devices(&mut self, out: &mut CgroupTargetReport) {
         let blkio = &self.blkio;
         self.devices.retain(|d| blkio.counts(d.major, d.minor));
         write_devices(&self.devices, &mut out.devices);
@@ -358,6 +355,7 @@ impl CgroupValuesReader {
         out: &mut CgroupTargetReport,
     ) -> Result<ScopeValues, CgroupError> {
         let pass = self.read_files(buf, out, false, None);
+        self.write_devices(out);
         // Files found missing are not read between the settings' reads, so a removed cgroup
         // whose files were all missing would read as "all None" until then.
         if pass.vanished || !pass.scope.versions.any() {
@@ -493,6 +491,14 @@ impl CpuAndPressure {
             out.cpu_system_ns = system_ns;
         }
         out.pressure = self.pressure;
+    }
+}
+
+/// The disks v1 `blkio` counts on for `target` (all where its io controller is on v2).
+fn blkio_counting(target: &CgroupTarget, roots: &Roots) -> BlkioCounting {
+    match target.controller_dir("blkio") {
+        Some((CgroupVersion::V1, dir)) => v1_blkio_counting(&dir.mount_point, roots),
+        _ => BlkioCounting::All,
     }
 }
 

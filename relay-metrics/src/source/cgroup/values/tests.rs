@@ -61,7 +61,7 @@ fn min_of(leaf: &std::path::Path, root: &std::path::Path, path: &str) -> Option<
         memory: true,
         ..CgroupFields::NONE
     };
-    let mut reader = CgroupValuesReader::scope(&target, want);
+    let mut reader = CgroupValuesReader::scope(&target, want, None);
     let mut out = CgroupTargetReport::default();
     reader.read_scope(&mut Vec::new(), &mut out).unwrap();
     out.memory_limit_bytes
