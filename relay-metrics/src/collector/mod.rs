@@ -339,21 +339,6 @@ impl Collector {
                     modes,
                 );
             }
-            if let Some(targets) = &mut self.targets {
-                // Per-process sums need the pass over every process: the global scope's.
-                let global = matches!(self.target, Target::Global);
-                let processes = global.then_some(&self.sample.processes);
-                let out = extensions.targets.get_or_insert_with(Default::default);
-                let gpu = &self.sample.gpu;
-                targets.fill(
-                    processes,
-                    self.processes.task_records().filter(|_| global),
-                    gpu.nvml_processes.then_some(gpu.processes.as_slice()),
-                    self.sample.clock_ticks_per_second,
-                    self.kernel.source(),
-                    out,
-                );
-            }
             extensions.collector = self.collector_info(started);
             extensions.target.clone_from(&self.target_info);
             extensions.sampler = sampler;
@@ -446,9 +431,30 @@ impl Collector {
         }
 
         self.read_kernel_events();
+        self.read_targets();
         self.sample
             .unavailable
             .clone_from_slice_or_extend(self.reasons.as_slice());
+    }
+
+    /// The measured cgroups (`extensions.targets`), with their per-process sums and GPU records
+    /// from this sample's pass.
+    fn read_targets(&mut self) {
+        let Some(targets) = &mut self.targets else {
+            return;
+        };
+        let sample = &mut self.sample;
+        // Per-process sums need the pass over every process: the global scope's.
+        let global = matches!(self.target, Target::Global);
+        let gpu = &sample.gpu;
+        targets.fill(
+            global.then_some(&sample.processes),
+            self.processes.task_records().filter(|_| global),
+            gpu.nvml_processes.then_some(gpu.processes.as_slice()),
+            sample.clock_ticks_per_second,
+            self.kernel.source(),
+            sample.targets.get_or_insert_with(Default::default),
+        );
     }
 
     /// The kernel's event counters of the sample's processes, and the lifetime counts from them.

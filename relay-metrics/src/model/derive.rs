@@ -253,6 +253,7 @@ fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
         ..*source
     };
     extensions.cgroups.clone_from(&sample.cgroup_reports);
+    extensions.targets.clone_from(&sample.targets);
     extensions.unavailable.clone_from(&sample.unavailable);
     extensions.gpu.clone_from(&sample.gpu.extension);
     extensions.sample_ages = SampleAges {

@@ -14,7 +14,7 @@ pub(crate) use rates::Baselines;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::snapshot::{CgroupReport, KernelEvents, MeasurementScope, Unavailable};
+use crate::snapshot::{CgroupReport, KernelEvents, MeasurementScope, Targets, Unavailable};
 
 /// Raw counters of one collection pass, as read by the sources.
 #[derive(Debug, Clone)]
@@ -37,6 +37,8 @@ pub(crate) struct Sample {
     pub cgroup: Option<CgroupValues>,
     /// Every cgroup involved, for `extensions.cgroups`.
     pub cgroup_reports: Vec<CgroupReport>,
+    /// The cgroups measured one by one, for `extensions.targets`; `None` when none is asked for.
+    pub targets: Option<Box<Targets>>,
     /// When the machine-wide values (`system` memory, `filesystems`, `interfaces`) were read:
     /// earlier than `instant` when they are reused on a slower cadence; interface rates are
     /// taken between two such reads.
@@ -75,6 +77,7 @@ impl Sample {
             system: Default::default(),
             cgroup: None,
             cgroup_reports: Vec::new(),
+            targets: None,
             system_wide_instant: Instant::now(),
             filesystems: Vec::new(),
             interfaces: Vec::new(),

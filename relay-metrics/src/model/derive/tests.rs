@@ -456,3 +456,33 @@ fn kernel_events_are_copied_whole_into_a_reused_snapshot() {
     derive_into(&config, &second, &mut baselines, Utc::now(), &mut out);
     assert_eq!(out.extensions.kernel_events, second.kernel_events);
 }
+
+/// The measured cgroups reach the extensions through the model, whole, and a pass without them
+/// leaves none of an earlier pass's in a reused snapshot.
+#[test]
+fn measured_cgroups_are_copied_from_the_sample_and_cleared_without_them() {
+    let config = ResourceMetricsConfig::default();
+    let mut baselines = Baselines::default();
+    let mut out = ResourceMetricsSnapshot::default();
+    let origin = Instant::now();
+    let mut first = sample(MeasurementScope::Global, origin, vec![]);
+    first.targets = Some(Box::new(crate::snapshot::Targets {
+        matched: 2,
+        cgroups: vec![crate::snapshot::CgroupTargetReport {
+            cgroup: "/system.slice/a.service".into(),
+            cpu_usage_ns: Some(1_234),
+            memory_current_bytes: Some(4096),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }));
+    derive_into(&config, &first, &mut baselines, Utc::now(), &mut out);
+    assert_eq!(out.extensions.targets, first.targets);
+    let second = sample(
+        MeasurementScope::Global,
+        origin + Duration::from_secs(1),
+        vec![],
+    );
+    derive_into(&config, &second, &mut baselines, Utc::now(), &mut out);
+    assert_eq!(out.extensions.targets, None);
+}
