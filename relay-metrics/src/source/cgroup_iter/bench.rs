@@ -78,16 +78,14 @@ fn measure(root: &Path, dirs: &[PathBuf]) -> (f64, f64, f64, usize) {
 #[ignore = "root: makes up to 2,000 v1 memory cgroups; a measurement, run with --nocapture"]
 fn iterator_walk_against_files_per_cgroup() {
     let root = Path::new("/sys/fs/cgroup/memory");
-    let parent = root.join(format!("relay-iter-bench-{}", std::process::id()));
-    std::fs::create_dir(&parent).unwrap();
-    let mut dirs = Vec::new();
+    let mut made = Made::new(root.join(format!("relay-iter-bench-{}", std::process::id())));
     for count in [500, 2000] {
-        while dirs.len() < count {
-            let dir = parent.join(format!("c{}", dirs.len()));
+        while made.dirs.len() < count {
+            let dir = made.parent.join(format!("c{}", made.dirs.len()));
             std::fs::create_dir(&dir).unwrap();
-            dirs.push(dir);
+            made.dirs.push(dir);
         }
-        let (walk, files, held, walked) = measure(root, &dirs);
+        let (walk, files, held, walked) = measure(root, &made.dirs);
         eprintln!(
             "{count} cgroups ({walked} walked): iterator {walk:.3} µs/cgroup; {} files: \
              open+read+close {files:.3} µs/cgroup, held pread {held:.3} µs/cgroup \
@@ -97,23 +95,61 @@ fn iterator_walk_against_files_per_cgroup() {
         );
         assert!(walked >= count);
     }
-    let (alone, walking) = churn(root, &parent);
+    let (alone, walking) = churn(root, &made.parent);
     eprintln!(
         "mkdir+rmdir of a memory cgroup beside 2,000: median/p99 {:.1}/{:.1} µs alone, \
          {:.1}/{:.1} µs while another thread walks the iterator without pause",
         alone.0, alone.1, walking.0, walking.1
     );
-    for dir in dirs.iter().rev() {
-        std::fs::remove_dir(dir).unwrap();
+}
+
+/// The cgroups the measurement made, removed on drop: also when it fails half-way, so that a
+/// failed run leaves no 2,000 cgroups behind to slow every later walk of the host.
+struct Made {
+    parent: PathBuf,
+    dirs: Vec<PathBuf>,
+}
+
+impl Made {
+    fn new(parent: PathBuf) -> Self {
+        std::fs::create_dir(&parent).unwrap();
+        Self {
+            parent,
+            dirs: Vec::new(),
+        }
     }
-    std::fs::remove_dir(&parent).unwrap();
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let churned = self.parent.join(CHURNED);
+        for dir in std::iter::once(&churned).chain(self.dirs.iter().rev()) {
+            let _ = std::fs::remove_dir(dir);
+        }
+        if let Err(error) = std::fs::remove_dir(&self.parent) {
+            eprintln!("cannot remove {}: {error}", self.parent.display());
+        }
+    }
+}
+
+/// The cgroup [`churn`] makes and removes over and over.
+const CHURNED: &str = "churn";
+
+/// Sets its flag when dropped: the walker stops also when the churn beside it panics, instead of
+/// walking on while the scope waits for it.
+struct StopOnDrop<'f>(&'f std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Median and 99th percentile (µs) of creating and removing one cgroup, alone and while another
 /// thread runs iterator walks back to back: the walk holds `cgroup_mutex`, which both need.
 fn churn(root: &Path, parent: &Path) -> ((f64, f64), (f64, f64)) {
     const TIMES: usize = 300;
-    let dir = parent.join("churn");
+    let dir = parent.join(CHURNED);
     let cycle = || {
         let mut samples: Vec<f64> = (0..TIMES)
             .map(|_| {
@@ -142,6 +178,7 @@ fn churn(root: &Path, parent: &Path) -> ((f64, f64), (f64, f64)) {
             }
             walks
         });
+        let stop_walker = StopOnDrop(&stop);
         // Churn only once the walker walks: loading the program takes a while on a busy machine.
         while !started.load(Ordering::Relaxed) {
             assert!(
@@ -151,7 +188,7 @@ fn churn(root: &Path, parent: &Path) -> ((f64, f64), (f64, f64)) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let walking = cycle();
-        stop.store(true, Ordering::Relaxed);
+        drop(stop_walker);
         assert!(walker.join().unwrap() > 0);
         walking
     });
