@@ -26,6 +26,13 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
+# Every cgroup a test makes is named relay-*; one left behind slows every later walk of the host's
+# cgroups and changes what the agent measures here (2,000 left by one failed measurement turned
+# its cgroup source from the iterator to the files). The host and container tiers must remove
+# every one they made: the cgroups listed here before are compared with those after.
+relay_cgroups() { find /sys/fs/cgroup -mindepth 1 -type d -name 'relay-*' 2>/dev/null | sort || true; }
+cgroups_before=$(relay_cgroups)
+
 echo "== tests (host: unit, fixture trees, fake NVML, and the root tests: hybrid cgroups, live eBPF)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -56,6 +63,14 @@ elif [[ $status -ne 0 ]]; then
 else
     echo "== real containers: podman runs the image with limits; the agent labels them, counts an OOM kill, drops removed ones"
     cargo test -p relay-metrics --locked --no-fail-fast --test containers -- --include-ignored _with_podman 2>&1 | tee -a "$log"
+fi
+
+echo "== no test cgroup left behind by the host and container tiers"
+leaked=$(comm -13 <(echo "$cgroups_before") <(relay_cgroups))
+if [[ -n $leaked ]]; then
+    echo "tests left these cgroups behind:" >&2
+    echo "$leaked" >&2
+    exit 1
 fi
 
 echo "== fuzzing: every parser of kernel text and configuration, 400 s in all (scripts/fuzz.sh)"
