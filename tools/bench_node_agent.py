@@ -12,7 +12,7 @@ its cgroups collector, every 1 s, on this script's cgroups; web server on 127.0.
 `relay-metrics serve` (every 1 s, `--cgroups` over the same cgroups) at the same time, waits
 until each reports every cgroup (netdata: a chart per cgroup in its API; the agent: a `cgroup`
 label per cgroup on /metrics), then for --rounds windows of --window seconds scrapes each
-every second (keep-alive, gzip, Prometheus' Accept header: netdata's
+every second, or every --scrape-every seconds (keep-alive, gzip, Prometheus' Accept header: netdata's
 /api/v1/allmetrics?format=prometheus, the agent's /metrics) and measures:
 
 - CPU in % of one core: utime+stime+cutime+cstime (/proc/<pid>/stat) summed over the whole
@@ -619,9 +619,9 @@ def agent_busy_usage(agent, slice_path):
 
 # ---- one window ----------------------------------------------------------------------------
 
-def measure_window(measured_list, seconds):
-    """Scrapes each every second (one thread each, fixed rate) and samples the trees' memory
-    every second, for `seconds`; CPU from the start and end of the window."""
+def measure_window(measured_list, seconds, scrape_every):
+    """Scrapes each every `scrape_every` seconds (one thread each, fixed rate) and samples the
+    trees' memory every second, for `seconds`; CPU from the start and end of the window."""
     stop = threading.Event()
     for m in measured_list:
         m.reset()
@@ -633,7 +633,7 @@ def measure_window(measured_list, seconds):
             delay = next_at - time.monotonic()
             if delay > 0 and stop.wait(delay):
                 break
-            next_at += 1.0
+            next_at += scrape_every
             try:
                 elapsed, status, size, _ = scraper.get()
                 if status == 200:
@@ -693,6 +693,7 @@ def run_size(args, hierarchies, count, report):
     netdata = agent = None
     workdir = tempfile.mkdtemp(prefix=f"bench-node-agent-{count}-")
     entry = {"cgroups": count, "slice": slice_path, "layout": hierarchies.layout(),
+             "scrape_every_s": args.scrape_every,
              "load_before": os.getloadavg()}
     completed = False
     try:
@@ -712,7 +713,7 @@ def run_size(args, hierarchies, count, report):
         busy_before = agent_busy_usage(agent, slice_path) if agent else None
         for round_index in range(args.rounds):
             before = os.getloadavg()
-            results = measure_window(measured, args.window)
+            results = measure_window(measured, args.window, args.scrape_every)
             results["load_before"] = before
             results["load_after"] = os.getloadavg()
             entry["rounds"].append(results)
@@ -761,7 +762,8 @@ def run_size(args, hierarchies, count, report):
 def summarise(entry):
     names = [n for n in ["relay-metrics", "netdata"] if n in entry["rounds"][0]]
     print(f"\n### {entry['cgroups']} cgroups + 1 busy ({entry['layout']}); "
-          f"load {entry['load_before'][0]:.1f} before, {entry['load_after'][0]:.1f} after")
+          f"load {entry['load_before'][0]:.1f} before, {entry['load_after'][0]:.1f} after; "
+          f"scraped every {entry['scrape_every_s']:g} s")
     if "agent_command" in entry:
         print(f"agent: `{entry['agent_command']}`")
     print("\n| program | round | CPU % of a core | RSS peak / end (MiB) | main VmHWM (MiB) | "
@@ -797,6 +799,9 @@ def main():
     parser.add_argument("--discovery-timeout", type=int, default=240)
     parser.add_argument("--busy-quota", type=float, default=0.25,
                         help="the busy cgroup's CPU quota, in cores (default 0.25)")
+    parser.add_argument("--scrape-every", type=float, default=1.0,
+                        help="seconds between scrapes of each program (Prometheus' default "
+                             "scrape interval is 60 s, deploy/prometheus's 15 s)")
     parser.add_argument("--no-netdata", action="store_true")
     parser.add_argument("--no-agent", action="store_true")
     parser.add_argument("--json")
@@ -807,6 +812,8 @@ def main():
         sys.exit("run as root: it makes cgroups and moves processes into them")
     if not 1 <= args.window <= 600 or not 1 <= args.rounds <= 10:
         sys.exit("--window is 1 to 600 s, --rounds 1 to 10")
+    if not 0.1 <= args.scrape_every <= args.window:
+        sys.exit("--scrape-every is 0.1 s to --window")
     if not args.no_netdata and not os.access(args.netdata, os.X_OK):
         sys.exit(f"no netdata at {args.netdata} (apt-get install netdata)")
     if not args.no_agent and not os.access(args.binary, os.X_OK):

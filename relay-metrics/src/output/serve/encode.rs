@@ -1,5 +1,5 @@
-//! Encodings derived from a publication on the first request that needs each: OpenMetrics
-//! text (from the Prometheus text) and gzip.
+//! Encodings of a publication, each made on the first request that needs it: the snapshot's
+//! JSON and Prometheus text, OpenMetrics text (from the Prometheus text) and gzip.
 //!
 //! `/metrics` ends with a few values made per request (the sample's age), so a compressed body
 //! is the publication's part, compressed once and ended with a sync flush, followed by the
@@ -7,36 +7,58 @@
 //! second part simply refers to nothing before it), and the gzip trailer's CRC-32 is combined
 //! from both parts. A request costs a few hundred bytes of compression, not the whole body.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
 use super::Publication;
+use crate::config::MetricNames;
+use crate::output::budget::SeriesBudget;
+use crate::output::prometheus;
 use crate::snapshot::ResourceMetricsSnapshot;
 
-/// A publication's JSON: given, or written from its snapshot on the first request for it.
+/// What a publication is made of: outputs encoded already, or a snapshot whose outputs are
+/// written on the first request for each.
 #[derive(Debug)]
-pub(super) enum Json {
-    Ready(Bytes),
-    Lazy {
+pub(super) enum Source {
+    Ready {
+        json: Bytes,
+        prometheus: Bytes,
+    },
+    Snapshot {
         snapshot: Arc<ResourceMetricsSnapshot>,
-        encoded: OnceLock<Bytes>,
+        text: Arc<TextSettings>,
     },
 }
 
-impl Json {
-    pub(super) fn bytes(&self) -> Bytes {
-        match self {
-            Self::Ready(bytes) => bytes.clone(),
-            Self::Lazy { snapshot, encoded } => encoded
-                .get_or_init(|| {
-                    let mut json = Vec::with_capacity(64 * 1024);
-                    snapshot.write_json(&mut json);
-                    Bytes::from(json)
-                })
-                .clone(),
+/// How the agent writes its snapshots' Prometheus text.
+#[derive(Debug)]
+pub struct TextSettings {
+    names: MetricNames,
+    budget: SeriesBudget,
+    /// The length of the text written last: the next one is about as long.
+    last_length: AtomicUsize,
+}
+
+impl TextSettings {
+    /// Text in `names`' naming, with the series `budget` keeps.
+    pub fn new(names: MetricNames, budget: SeriesBudget) -> Self {
+        Self {
+            names,
+            budget,
+            last_length: AtomicUsize::new(16 * 1024),
         }
+    }
+
+    /// `snapshot`'s families, then the build info and the agent's own process series as of now.
+    fn write(&self, snapshot: &ResourceMetricsSnapshot) -> Bytes {
+        let mut text = String::with_capacity(self.last_length.load(Ordering::Relaxed) + 1024);
+        prometheus::encode_within(snapshot, self.names, &self.budget, &mut text);
+        super::own::append(&mut text);
+        self.last_length.store(text.len(), Ordering::Relaxed);
+        Bytes::from(text)
     }
 }
 
@@ -61,9 +83,11 @@ impl Format {
     }
 }
 
-/// The derived encodings of one publication.
+/// The encodings of one publication made on the first request for each.
 #[derive(Debug, Default)]
 pub(super) struct Derived {
+    json: OnceLock<Bytes>,
+    prometheus: OnceLock<Bytes>,
     openmetrics: OnceLock<Bytes>,
     gzip: [OnceLock<Option<GzipPrefix>>; 3],
 }
@@ -72,12 +96,47 @@ impl Publication {
     /// The publication's part of a body in `format`.
     pub(super) fn encoded(&self, format: Format) -> Bytes {
         match format {
-            Format::Prometheus => self.prometheus.clone(),
+            Format::Prometheus => self.prometheus(),
             Format::Json => self.json(),
             Format::OpenMetrics => self
                 .derived
                 .openmetrics
-                .get_or_init(|| Bytes::from(to_openmetrics(&self.prometheus)))
+                .get_or_init(|| Bytes::from(to_openmetrics(&self.prometheus())))
+                .clone(),
+        }
+    }
+
+    /// The snapshot as JSON (written now if this is the first request for it).
+    pub fn json(&self) -> Bytes {
+        match &self.source {
+            Source::Ready { json, .. } => json.clone(),
+            Source::Snapshot { snapshot, .. } => self
+                .derived
+                .json
+                .get_or_init(|| {
+                    let mut json = Vec::with_capacity(64 * 1024);
+                    snapshot.write_json(&mut json);
+                    Bytes::from(json)
+                })
+                .clone(),
+        }
+    }
+
+    /// The Prometheus text if it was written already.
+    #[cfg(test)]
+    pub(super) fn derived_prometheus(&self) -> Option<&Bytes> {
+        self.derived.prometheus.get()
+    }
+
+    /// The snapshot in Prometheus text format 0.0.4, with the agent's own series (written now if
+    /// this is the first request for it).
+    pub fn prometheus(&self) -> Bytes {
+        match &self.source {
+            Source::Ready { prometheus, .. } => prometheus.clone(),
+            Source::Snapshot { snapshot, text } => self
+                .derived
+                .prometheus
+                .get_or_init(|| text.write(snapshot))
                 .clone(),
         }
     }

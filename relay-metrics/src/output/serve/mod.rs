@@ -1,6 +1,6 @@
-//! The agent: a sampling thread publishes each snapshot once (Prometheus text encoded once into
-//! shared `Bytes`, the JSON on the first `/snapshot` request for it; when exporting, the OTLP
-//! request too), an HTTP/1.1 server on hyper
+//! The agent: a sampling thread publishes each snapshot (when exporting, it also makes the OTLP
+//! request), its Prometheus text and JSON written into shared `Bytes` on the first request for
+//! each, an HTTP/1.1 server on hyper
 //! answers every request from the latest publication without copying it, and the OTLP exporter
 //! (`super::otlp`) pushes each snapshot to a collector.
 //!
@@ -34,30 +34,29 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::otlp::OtlpPublisher;
-use super::prometheus;
 use crate::snapshot::ResourceMetricsSnapshot;
 use crate::Collector;
 
 pub use agent::{run, AgentError, AgentOptions};
 
 pub use conn::Limits;
+pub use encode::TextSettings;
 pub use logging::{init_logging, LogFormat};
 pub use web::{WebConfig, WebConfigError};
 
-/// One snapshot, encoded once for every output.
+/// One snapshot, each of its outputs encoded once, on the first request for it: most agents are
+/// scraped less often than they sample (every 15 s for a snapshot a second), and a node's
+/// snapshot with hundreds of cgroups is megabytes of text a period that nobody reads otherwise.
 #[derive(Debug)]
 pub struct Publication {
-    /// The snapshot as JSON, or the snapshot to encode it from when first asked.
-    json: encode::Json,
-    /// The snapshot in Prometheus text format 0.0.4.
-    pub prometheus: Bytes,
+    source: encode::Source,
     /// The collector's snapshot sequence number.
     pub sequence: u64,
     /// The `scope` label of every series.
     pub scope: &'static str,
     /// When the sampling thread received the snapshot.
     pub taken: Instant,
-    /// The other encodings, made on the first request that needs each.
+    /// The encodings made so far.
     derived: encode::Derived,
 }
 
@@ -65,8 +64,7 @@ impl Publication {
     /// A publication of already encoded outputs.
     pub fn new(json: Bytes, prometheus: Bytes, sequence: u64, scope: &'static str) -> Self {
         Self {
-            json: encode::Json::Ready(json),
-            prometheus,
+            source: encode::Source::Ready { json, prometheus },
             sequence,
             scope,
             taken: Instant::now(),
@@ -74,26 +72,15 @@ impl Publication {
         }
     }
 
-    /// A publication of `snapshot` with its Prometheus text; its JSON is written on the first
-    /// request for it (most agents are only scraped: a node's snapshot with hundreds of cgroups
-    /// is hundreds of KiB of JSON a period that nobody reads).
-    pub fn of_snapshot(snapshot: Arc<ResourceMetricsSnapshot>, prometheus: Bytes) -> Self {
+    /// A publication of `snapshot`, its Prometheus text written as `text` says.
+    pub fn of_snapshot(snapshot: Arc<ResourceMetricsSnapshot>, text: Arc<TextSettings>) -> Self {
         Self {
             sequence: snapshot.extensions.collector.sequence,
             scope: snapshot.measurement_scope.as_str(),
-            json: encode::Json::Lazy {
-                snapshot,
-                encoded: std::sync::OnceLock::new(),
-            },
-            prometheus,
+            source: encode::Source::Snapshot { snapshot, text },
             taken: Instant::now(),
             derived: encode::Derived::default(),
         }
-    }
-
-    /// The snapshot as JSON (written now if this is the first request for it).
-    pub fn json(&self) -> Bytes {
-        self.json.bytes()
     }
 }
 
@@ -145,23 +132,20 @@ pub fn spawn_sampler(
     stop: SamplerStop,
 ) -> io::Result<tokio::sync::oneshot::Receiver<SamplerDied>> {
     spawn_sampling(move || {
-        let names = collector.config().extensions.metric_names;
-        let mut text = String::with_capacity(16 * 1024);
+        let text = Arc::new(TextSettings::new(
+            collector.config().extensions.metric_names,
+            budget,
+        ));
         let mut ticker = crate::sampler::FixedRate::new(Instant::now(), period);
         let slack = u64::try_from(ticker.timer_slack().as_nanos()).unwrap_or(50_000);
         // Best effort, as in `FixedRate::wait`: a refusal only costs precision.
         let _ = nix::sys::prctl::set_timerslack(slack);
         while let Some(sampler) = ticker.next_unless(|deadline| !stop.wait_until(deadline)) {
             let snapshot = collector.collect_with_sampler(sampler);
-            prometheus::encode_within(&snapshot, names, &budget, &mut text);
-            own::append(&mut text);
             if let Some(otlp) = &otlp {
                 otlp.publish(&snapshot);
             }
-            latest.set(Publication::of_snapshot(
-                snapshot,
-                Bytes::copy_from_slice(text.as_bytes()),
-            ));
+            latest.set(Publication::of_snapshot(snapshot, Arc::clone(&text)));
         }
         // Detaches the eBPF programs now (see `SamplerStop`).
         drop(collector);

@@ -1,8 +1,9 @@
 //! The exporter conventions of node_exporter and the Prometheus client libraries, appended to
-//! each publication's Prometheus text by the sampling thread: `relay_metrics_build_info` and the
-//! agent's own `process_cpu_seconds_total`, `process_resident_memory_bytes`,
-//! `process_open_fds`, `process_max_fds` and `process_start_time_seconds` (as of the snapshot,
-//! read by [`crate::source::procfs::OwnProcess`]). A value that cannot be read is left out, not
+//! each publication's Prometheus text when it is written (on the first request for it):
+//! `relay_metrics_build_info` and the agent's own `process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`, `process_open_fds`, `process_max_fds` and
+//! `process_start_time_seconds` (as of that request, as the client libraries give them at a
+//! scrape; read by [`crate::source::procfs::OwnProcess`]). A value that cannot be read is left out, not
 //! guessed.
 
 use std::fmt::Write as _;

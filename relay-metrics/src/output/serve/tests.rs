@@ -108,7 +108,10 @@ fn metrics_end_with_the_sample_age_and_export_failures() {
     let app = app(Duration::from_secs(1));
     publish(&app);
     let response = app.respond(&request(Method::GET, "/metrics", &[]));
-    assert_eq!(response.headers()["content-type"], prometheus::CONTENT_TYPE);
+    assert_eq!(
+        response.headers()["content-type"],
+        crate::output::prometheus::CONTENT_TYPE
+    );
     let text = String::from_utf8(collect(response.into_body())).unwrap();
     assert!(
         text.starts_with(std::str::from_utf8(TEXT).unwrap()),
@@ -383,20 +386,9 @@ fn openmetrics_has_a_unit_line_for_every_unit_suffixed_family() {
     let mut collector = crate::Collector::new(config).unwrap();
     collector.collect();
     let snapshot = collector.collect();
-    let mut text = String::new();
-    prometheus::encode(
-        &snapshot,
-        crate::config::MetricNames::RelayMetrics,
-        &mut text,
-    );
-    own::append(&mut text);
     let app = app(Duration::from_secs(1));
-    app.latest.set(Publication::new(
-        Bytes::from_static(b"{}"),
-        Bytes::from(text),
-        1,
-        "global",
-    ));
+    app.latest
+        .set(Publication::of_snapshot(snapshot, relay_metrics_text()));
     let response = app.respond(&request(
         Method::GET,
         "/metrics",
@@ -430,4 +422,41 @@ fn openmetrics_has_a_unit_line_for_every_unit_suffixed_family() {
     ] {
         assert!(body.contains(&format!("# UNIT {name} ")), "{name}: {body}");
     }
+}
+
+/// The agent's text settings: `relay_metrics` names, every series.
+fn relay_metrics_text() -> std::sync::Arc<TextSettings> {
+    std::sync::Arc::new(TextSettings::new(
+        crate::config::MetricNames::RelayMetrics,
+        crate::output::budget::SeriesBudget::everything(),
+    ))
+}
+
+/// A publication of a snapshot writes nothing until asked; then its text once, whatever the
+/// number of requests, and the same text the encoder gives with the agent's own series.
+#[test]
+fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
+    let config = crate::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "extensions": {"kernel_events": false}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::Collector::new(config).unwrap();
+    let snapshot = collector.collect();
+    let publication =
+        Publication::of_snapshot(std::sync::Arc::clone(&snapshot), relay_metrics_text());
+    assert!(publication.derived_prometheus().is_none());
+    let first = publication.prometheus();
+    let second = publication.prometheus();
+    assert_eq!(first.as_ptr(), second.as_ptr(), "written twice");
+    let mut expected = String::new();
+    crate::output::prometheus::encode(
+        &snapshot,
+        crate::config::MetricNames::RelayMetrics,
+        &mut expected,
+    );
+    let text = std::str::from_utf8(&first).unwrap();
+    let (families, own) = text.split_at(expected.len());
+    assert_eq!(families, expected);
+    assert!(own.starts_with("# HELP relay_metrics_build_info "), "{own}");
+    assert!(own.contains("\nprocess_cpu_seconds_total "), "{own}");
 }
