@@ -326,7 +326,8 @@ fn the_command_has_runs_stdin_and_the_signal_dispositions_run_was_given() {
     // where run's caller ignored them (here SIGQUIT).
     let dir = tempfile::tempdir().unwrap();
     let stream = dir.path().join("stream.ndjson");
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args([
             "-c",
             "trap '' QUIT; exec \"$0\" run --no-cgroup --output \"$1\" -- sh -c 'grep SigIgn /proc/self/status; cat'",
@@ -335,9 +336,17 @@ fn the_command_has_runs_stdin_and_the_signal_dispositions_run_was_given() {
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    // run's caller does not ignore SIGINT, whatever the test runner was started with (in the
+    // background of a non-interactive shell it ignores SIGINT, and `sh` cannot undo that).
+    // SAFETY: only `signal`, which is async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"from run's stdin\n").unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
