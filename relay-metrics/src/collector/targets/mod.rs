@@ -109,6 +109,8 @@ pub(crate) struct TargetSet {
     buf: Vec<u8>,
     /// Descriptors the entries may hold open in all (a third of the open-file limit).
     held_budget: usize,
+    /// The open-file limit, as raised at the start.
+    open_file_limit: usize,
     /// The cAdvisor naming is asked for: read the files only it needs (`memory.stat`, …).
     cadvisor: bool,
     /// The number dropped that was last warned about.
@@ -201,6 +203,7 @@ impl TargetSet {
             walks: 0,
             buf: Vec::with_capacity(4096),
             held_budget: limit / 3,
+            open_file_limit: limit,
             cadvisor: extensions.metric_names == crate::config::MetricNames::Cadvisor,
             warned_dropped: 0,
             selected: Vec::new(),
@@ -292,6 +295,7 @@ impl TargetSet {
             filled += usize::from(self.report(self.selected[at], &reading, filled, out));
         }
         out.cgroups.truncate(filled);
+        self.tell_unheld(&mut out.reasons);
         let scan = &self.scan;
         gpu::attribute(
             gpu.filter(|_| process_set.is_some()),
@@ -306,6 +310,23 @@ impl TargetSet {
         // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
         let walks = self.walks;
         self.entries.retain(|_, entry| entry.seen == walks);
+    }
+
+    /// Says how many of the cgroups measured this time open their files at every read because
+    /// the open-file limit is too low to hold them: a cost the operator can remove.
+    fn tell_unheld(&self, reasons: &mut Vec<String>) {
+        let measured = self.entries.values().filter(|e| e.seen == self.walks);
+        let (count, unheld) = measured.fold((0, 0), |(count, unheld), entry| {
+            (count + 1, unheld + usize::from(!entry.reader.holds_files()))
+        });
+        if unheld > 0 {
+            reasons.push(format!(
+                "{unheld} of {count} measured cgroups open their files at every read: a third of \
+                 the open-file limit ({}) is held for them, {FILES_PER_TARGET} files each; a \
+                 higher limit (LimitNOFILE, ulimit -n) holds them all",
+                self.open_file_limit
+            ));
+        }
     }
 
     /// What the unchanged-cgroup rule did so far.

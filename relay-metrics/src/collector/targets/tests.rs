@@ -668,3 +668,82 @@ fn measuring_a(root: &std::path::Path, mountinfo: &[u8]) -> TargetSet {
         .unwrap()
         .unwrap()
 }
+
+/// Cgroups beyond what the open-file limit lets the set hold open their files at every read:
+/// their values are read all the same (and fresh), and the reason says how many and why.
+#[test]
+fn cgroups_beyond_the_held_files_are_read_by_opening_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cgroup(root, "/", &[1], &[]);
+    let files = |usage: &str| {
+        [
+            (
+                "cpu.stat",
+                format!("usage_usec {usage}\nuser_usec 3\nsystem_usec 2\n"),
+            ),
+            ("memory.current", "4096\n".to_owned()),
+            ("pids.current", "2\n".to_owned()),
+        ]
+    };
+    for service in ["a", "b"] {
+        let owned = files("5");
+        let borrowed: Vec<(&str, &str)> = owned.iter().map(|(n, c)| (*n, c.as_str())).collect();
+        cgroup(root, &format!("/{service}.service"), &[], &borrowed);
+    }
+    let layout = layout(root);
+    let mut set = TargetSet::new(
+        &config(&["/*.service"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap()
+    .unwrap();
+    // Room for one cgroup's files only.
+    set.held_budget = FILES_PER_TARGET;
+    let mut out = Targets::default();
+    let unheld = |out: &Targets| {
+        out.reasons
+            .iter()
+            .filter(|r| r.contains("open their files at every read"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    for usage in ["5", "9"] {
+        for service in ["a", "b"] {
+            let dir = root.join(format!("{service}.service"));
+            std::fs::write(dir.join("cpu.stat"), &files(usage)[0].1).unwrap();
+        }
+        set.fill(None, None, None, 100, None, &mut out);
+        assert_eq!(paths(&out), ["/a.service", "/b.service"]);
+        let expected = usage.parse::<u64>().unwrap() * 1000;
+        for report in &out.cgroups {
+            assert_eq!(report.cpu_usage_ns, Some(expected), "{}", report.cgroup);
+            assert_eq!(report.memory_current_bytes, Some(4096));
+            assert_eq!(report.pids_current, Some(2));
+        }
+        let reasons = unheld(&out);
+        assert_eq!(reasons.len(), 1, "{:?}", out.reasons);
+        assert!(
+            reasons[0].starts_with("1 of 2 measured cgroups"),
+            "{}",
+            reasons[0]
+        );
+    }
+    let held: Vec<bool> = ["/a.service", "/b.service"]
+        .iter()
+        .map(|path| set.entries[*path].reader.holds_files())
+        .collect();
+    assert_eq!(held, [true, false]);
+
+    // With room for both, nothing is said.
+    let mut roomy = TargetSet::new(
+        &config(&["/*.service"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap()
+    .unwrap();
+    roomy.fill(None, None, None, 100, None, &mut out);
+    assert!(unheld(&out).is_empty(), "{:?}", out.reasons);
+}

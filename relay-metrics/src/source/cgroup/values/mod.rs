@@ -302,6 +302,11 @@ impl CgroupValuesReader {
         self.last.filter(|_| has_files)
     }
 
+    /// Whether it holds its files open between reads (else it opens them at every read).
+    pub(crate) fn holds_files(&self) -> bool {
+        self.hold
+    }
+
     /// Descriptors this reader holds open between reads.
     pub(crate) fn held(&self) -> usize {
         if self.hold {
