@@ -7,7 +7,7 @@
 //! second part simply refers to nothing before it), and the gzip trailer's CRC-32 is combined
 //! from both parts. A request costs a few hundred bytes of compression, not the whole body.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -33,13 +33,16 @@ pub(super) enum Source {
     },
 }
 
-/// How the agent writes its snapshots' Prometheus text.
+/// How the agent writes its snapshots' Prometheus text, and whether it is asked for.
 #[derive(Debug)]
 pub struct TextSettings {
     names: MetricNames,
     budget: SeriesBudget,
     /// The length of the text written last: the next one is about as long.
     last_length: AtomicUsize,
+    /// A request asked for the text since the sampling thread last looked
+    /// ([`Self::take_asked`]).
+    asked: AtomicBool,
 }
 
 impl TextSettings {
@@ -49,7 +52,17 @@ impl TextSettings {
             names,
             budget,
             last_length: AtomicUsize::new(16 * 1024),
+            asked: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a request asked for a text since the last call. The sampling thread writes the
+    /// next text itself when one was: a scraper that came for the last snapshot comes for the
+    /// next one too (at one scrape a period, every text is then ready when it is asked for,
+    /// and a scrape waits only for its compression), while a scraper coming every 15 periods
+    /// costs two texts in 15, not 15.
+    pub fn take_asked(&self) -> bool {
+        self.asked.swap(false, Ordering::Relaxed)
     }
 
     /// `snapshot`'s families, then the build info and the agent's own process series as of now.
@@ -131,13 +144,26 @@ impl Publication {
     /// The snapshot in Prometheus text format 0.0.4, with the agent's own series (written now if
     /// this is the first request for it).
     pub fn prometheus(&self) -> Bytes {
+        self.text(true)
+    }
+
+    /// Writes the Prometheus text before any request asks for it (not counted as asked).
+    pub(super) fn write_text_ahead(&self) {
+        self.text(false);
+    }
+
+    fn text(&self, asked: bool) -> Bytes {
         match &self.source {
             Source::Ready { prometheus, .. } => prometheus.clone(),
-            Source::Snapshot { snapshot, text } => self
-                .derived
-                .prometheus
-                .get_or_init(|| text.write(snapshot))
-                .clone(),
+            Source::Snapshot { snapshot, text } => {
+                if asked {
+                    text.asked.store(true, Ordering::Relaxed);
+                }
+                self.derived
+                    .prometheus
+                    .get_or_init(|| text.write(snapshot))
+                    .clone()
+            }
         }
     }
 

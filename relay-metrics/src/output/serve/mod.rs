@@ -47,6 +47,8 @@ pub use web::{WebConfig, WebConfigError};
 /// One snapshot, each of its outputs encoded once, on the first request for it: most agents are
 /// scraped less often than they sample (every 15 s for a snapshot a second), and a node's
 /// snapshot with hundreds of cgroups is megabytes of text a period that nobody reads otherwise.
+/// The sampling thread writes the text ahead when the last one was asked for
+/// ([`TextSettings::take_asked`]).
 #[derive(Debug)]
 pub struct Publication {
     source: encode::Source,
@@ -145,7 +147,11 @@ pub fn spawn_sampler(
             if let Some(otlp) = &otlp {
                 otlp.publish(&snapshot);
             }
-            latest.set(Publication::of_snapshot(snapshot, Arc::clone(&text)));
+            let publication = Publication::of_snapshot(snapshot, Arc::clone(&text));
+            if text.take_asked() {
+                publication.write_text_ahead();
+            }
+            latest.set(publication);
         }
         // Detaches the eBPF programs now (see `SamplerStop`).
         drop(collector);

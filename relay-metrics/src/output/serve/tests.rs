@@ -425,15 +425,16 @@ fn openmetrics_has_a_unit_line_for_every_unit_suffixed_family() {
 }
 
 /// The agent's text settings: `relay_metrics` names, every series.
-fn relay_metrics_text() -> std::sync::Arc<TextSettings> {
-    std::sync::Arc::new(TextSettings::new(
+fn relay_metrics_text() -> Arc<TextSettings> {
+    Arc::new(TextSettings::new(
         crate::config::MetricNames::RelayMetrics,
         crate::output::budget::SeriesBudget::everything(),
     ))
 }
 
 /// A publication of a snapshot writes nothing until asked; then its text once, whatever the
-/// number of requests, and the same text the encoder gives with the agent's own series.
+/// number of requests (or once ahead, on the sampling thread, after a text was asked for), and
+/// the same text the encoder gives with the agent's own series.
 #[test]
 fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
     let config = crate::ResourceMetricsConfig::from_text(
@@ -442,12 +443,22 @@ fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
     .unwrap();
     let mut collector = crate::Collector::new(config).unwrap();
     let snapshot = collector.collect();
-    let publication =
-        Publication::of_snapshot(std::sync::Arc::clone(&snapshot), relay_metrics_text());
+    let text = relay_metrics_text();
+    let publication = Publication::of_snapshot(Arc::clone(&snapshot), Arc::clone(&text));
     assert!(publication.derived_prometheus().is_none());
+    assert!(!text.take_asked());
     let first = publication.prometheus();
     let second = publication.prometheus();
     assert_eq!(first.as_ptr(), second.as_ptr(), "written twice");
+    // Asked for: the sampling thread writes the next one ahead, and that is not a request.
+    assert!(text.take_asked());
+    assert!(!text.take_asked());
+    let next = Publication::of_snapshot(Arc::clone(&snapshot), Arc::clone(&text));
+    next.write_text_ahead();
+    let ahead = next.derived_prometheus().cloned().unwrap();
+    assert!(!text.take_asked(), "writing ahead counted as a request");
+    assert_eq!(next.prometheus().as_ptr(), ahead.as_ptr(), "written again");
+    assert!(text.take_asked());
     let mut expected = String::new();
     crate::output::prometheus::encode(
         &snapshot,
