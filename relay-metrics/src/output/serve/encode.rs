@@ -23,10 +23,8 @@ use crate::snapshot::ResourceMetricsSnapshot;
 /// written on the first request for each.
 #[derive(Debug)]
 pub(super) enum Source {
-    Ready {
-        json: Bytes,
-        prometheus: Bytes,
-    },
+    #[cfg(test)]
+    Ready { json: Bytes, prometheus: Bytes },
     Snapshot {
         snapshot: Arc<ResourceMetricsSnapshot>,
         text: Arc<TextSettings>,
@@ -35,7 +33,7 @@ pub(super) enum Source {
 
 /// How the agent writes its snapshots' Prometheus text, and whether it is asked for.
 #[derive(Debug)]
-pub struct TextSettings {
+pub(crate) struct TextSettings {
     names: MetricNames,
     budget: SeriesBudget,
     /// The length of the text written last: the next one is about as long.
@@ -47,7 +45,7 @@ pub struct TextSettings {
 
 impl TextSettings {
     /// Text in `names`' naming, with the series `budget` keeps.
-    pub fn new(names: MetricNames, budget: SeriesBudget) -> Self {
+    pub(crate) fn new(names: MetricNames, budget: SeriesBudget) -> Self {
         Self {
             names,
             budget,
@@ -61,7 +59,7 @@ impl TextSettings {
     /// next one too (at one scrape a period, every text is then ready when it is asked for,
     /// and a scrape waits only for its compression), while a scraper coming every 15 periods
     /// costs two texts in 15, not 15.
-    pub fn take_asked(&self) -> bool {
+    pub(super) fn take_asked(&self) -> bool {
         self.asked.swap(false, Ordering::Relaxed)
     }
 
@@ -120,8 +118,9 @@ impl Publication {
     }
 
     /// The snapshot as JSON (written now if this is the first request for it).
-    pub fn json(&self) -> Bytes {
+    pub(crate) fn json(&self) -> Bytes {
         match &self.source {
+            #[cfg(test)]
             Source::Ready { json, .. } => json.clone(),
             Source::Snapshot { snapshot, .. } => self
                 .derived
@@ -143,7 +142,7 @@ impl Publication {
 
     /// The snapshot in Prometheus text format 0.0.4, with the agent's own series (written now if
     /// this is the first request for it).
-    pub fn prometheus(&self) -> Bytes {
+    pub(crate) fn prometheus(&self) -> Bytes {
         self.text(true)
     }
 
@@ -154,6 +153,7 @@ impl Publication {
 
     fn text(&self, asked: bool) -> Bytes {
         match &self.source {
+            #[cfg(test)]
             Source::Ready { prometheus, .. } => prometheus.clone(),
             Source::Snapshot { snapshot, text } => {
                 if asked {

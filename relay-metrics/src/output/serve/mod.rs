@@ -29,7 +29,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -40,7 +39,7 @@ use crate::Collector;
 pub use agent::{run, AgentError, AgentOptions};
 
 pub use conn::Limits;
-pub use encode::TextSettings;
+pub(crate) use encode::TextSettings;
 pub use logging::{init_logging, LogFormat};
 pub use web::{WebConfig, WebConfigError};
 
@@ -50,10 +49,8 @@ pub use web::{WebConfig, WebConfigError};
 /// The sampling thread writes the text ahead when the last one was asked for
 /// ([`TextSettings::take_asked`]).
 #[derive(Debug)]
-pub struct Publication {
+pub(crate) struct Publication {
     source: encode::Source,
-    /// The collector's snapshot sequence number.
-    pub sequence: u64,
     /// The `scope` label of every series.
     pub scope: &'static str,
     /// When the sampling thread received the snapshot.
@@ -64,10 +61,10 @@ pub struct Publication {
 
 impl Publication {
     /// A publication of already encoded outputs.
-    pub fn new(json: Bytes, prometheus: Bytes, sequence: u64, scope: &'static str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(json: bytes::Bytes, prometheus: bytes::Bytes, scope: &'static str) -> Self {
         Self {
             source: encode::Source::Ready { json, prometheus },
-            sequence,
             scope,
             taken: Instant::now(),
             derived: encode::Derived::default(),
@@ -75,9 +72,11 @@ impl Publication {
     }
 
     /// A publication of `snapshot`, its Prometheus text written as `text` says.
-    pub fn of_snapshot(snapshot: Arc<ResourceMetricsSnapshot>, text: Arc<TextSettings>) -> Self {
+    pub(crate) fn of_snapshot(
+        snapshot: Arc<ResourceMetricsSnapshot>,
+        text: Arc<TextSettings>,
+    ) -> Self {
         Self {
-            sequence: snapshot.extensions.collector.sequence,
             scope: snapshot.measurement_scope.as_str(),
             source: encode::Source::Snapshot { snapshot, text },
             taken: Instant::now(),
@@ -88,7 +87,7 @@ impl Publication {
 
 /// The latest publication, shared between the sampling thread and the request handlers.
 #[derive(Debug, Clone)]
-pub struct Latest {
+pub(crate) struct Latest {
     slot: Arc<watch::Sender<Option<Arc<Publication>>>>,
 }
 
@@ -102,30 +101,30 @@ impl Default for Latest {
 
 impl Latest {
     /// The latest publication (the lock is held only to clone an `Arc`).
-    pub fn get(&self) -> Option<Arc<Publication>> {
+    pub(crate) fn get(&self) -> Option<Arc<Publication>> {
         self.slot.borrow().clone()
     }
 
     /// Replaces the latest publication and wakes whoever waits for a new one.
-    pub fn set(&self, publication: Publication) {
+    pub(crate) fn set(&self, publication: Publication) {
         self.slot.send_replace(Some(Arc::new(publication)));
     }
 }
 
 /// How the sampling thread ended: it never ends on its own, so either way the agent must stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SamplerDied(pub String);
+pub(crate) struct SamplerDied(pub String);
 
 /// Tells the sampling thread to stop: it then drops its collector at once, so that the kernel
 /// detaches the eBPF programs (~1 s of RCU synchronisation on close) while the agent finishes
 /// its requests and last export, not after, when the process exits.
-pub type SamplerStop = crate::sampler::StopSignal;
+pub(crate) type SamplerStop = crate::sampler::StopSignal;
 
 /// Samples with `collector` every `period` (fixed rate: deadlines `start + n × period`, late
 /// ticks skipped and counted) on a thread of its own, publishing into `latest` (and to the OTLP
 /// exporter when given), with the series `budget` keeps, until `stop` is requested. The receiver gets why the thread ended (a
 /// stop, or a panic with its message).
-pub fn spawn_sampler(
+pub(crate) fn spawn_sampler(
     mut collector: Collector,
     period: Duration,
     budget: crate::output::budget::SeriesBudget,
@@ -183,7 +182,7 @@ fn spawn_sampling(
 }
 
 /// Binds `address` (port 0 picks a free port) and returns the listener and its address.
-pub async fn bind(address: &str) -> io::Result<(TcpListener, SocketAddr)> {
+pub(crate) async fn bind(address: &str) -> io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(address).await?;
     let local = listener.local_addr()?;
     Ok((listener, local))

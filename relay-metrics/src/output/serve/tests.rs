@@ -33,7 +33,6 @@ fn publish(app: &App) {
     app.latest.set(Publication::new(
         Bytes::from_static(b"{\"a\":1}"),
         Bytes::from_static(TEXT),
-        1,
         "global",
     ));
 }
