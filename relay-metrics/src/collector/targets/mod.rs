@@ -107,9 +107,7 @@ pub(crate) struct TargetSet {
     entries: HashMap<Arc<str>, Entry>,
     walks: u64,
     buf: Vec<u8>,
-    /// Descriptors the entries may hold open in all (a third of the open-file limit).
-    held_budget: usize,
-    /// The open-file limit, as raised at the start.
+    /// The open-file limit, as raised at the start: the entries may hold a third of it open.
     open_file_limit: usize,
     /// The cAdvisor naming is asked for: read the files only it needs (`memory.stat`, …).
     cadvisor: bool,
@@ -202,7 +200,6 @@ impl TargetSet {
             entries: HashMap::new(),
             walks: 0,
             buf: Vec::with_capacity(4096),
-            held_budget: limit / 3,
             open_file_limit: limit,
             cadvisor: extensions.metric_names == crate::config::MetricNames::Cadvisor,
             warned_dropped: 0,
@@ -555,7 +552,7 @@ impl TargetSet {
             walk: self.walks,
             roots: &self.roots,
             layout: self.layout.as_ref(),
-            held_budget: self.held_budget,
+            held_budget: self.open_file_limit / 3,
             ticks_per_second: reading.ticks_per_second,
             cadvisor: self.cadvisor,
             boot_seconds: self.boot_seconds,

@@ -699,8 +699,8 @@ fn cgroups_beyond_the_held_files_are_read_by_opening_and_said_so() {
     )
     .unwrap()
     .unwrap();
-    // Room for one cgroup's files only.
-    set.held_budget = FILES_PER_TARGET;
+    // Room for one cgroup's files only (a third of the limit is held).
+    set.open_file_limit = 3 * FILES_PER_TARGET;
     let mut out = Targets::default();
     let unheld = |out: &Targets| {
         out.reasons
