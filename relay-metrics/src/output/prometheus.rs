@@ -18,57 +18,74 @@ struct Text<'o> {
     out: &'o mut String,
     /// Histogram bucket bounds as formatted last (`f64` bits and text), by bucket index.
     bounds: Vec<(u64, String)>,
+    /// The family announced last and its metric name as written: a family's series follow its
+    /// announcement, and a node's text has thousands of series per family.
+    announced: Option<(FamilyKey, String)>,
+}
+
+/// What a family's metric name depends on.
+type FamilyKey = (&'static str, Kind, Unit, MetricNames);
+
+fn family_key(family: &Family) -> FamilyKey {
+    (family.name, family.kind, family.unit, family.names)
+}
+
+/// Writes a metric or label name; Relay's and OpenTelemetry's dots become underscores (the
+/// only other character in their names is `_`). Copied in runs between dots: most names have
+/// none.
+fn write_name(out: &mut String, name: &str) {
+    let mut rest = name;
+    while let Some(at) = memchr::memchr(b'.', rest.as_bytes()) {
+        out.push_str(&rest[..at]);
+        out.push('_');
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+}
+
+/// Writes a family's metric name: in `otel` naming, as OpenTelemetry's Prometheus exporters
+/// write it (the unit's suffix: `_seconds`, `_bytes`, none for `{annotations}`; then `_total`
+/// for a monotonic sum), with two exceptions (docs/METRICS.md):
+///
+/// - a `.count` gauge or up-down counter of `{thing}` (`system.process.count`) takes the
+///   plural of its thing instead (`system_processes`): Prometheus reserves `_count` for a
+///   histogram's or summary's count series (promtool lints it);
+/// - a name cAdvisor exports (`container_memory_usage_bytes`, for `container.memory.usage`)
+///   takes the `relay_metrics_` namespace, as OpenTelemetry's Prometheus exporters' namespace
+///   option would give it, so that our series never mix with the kubelet's in one family.
+fn write_family_name(out: &mut String, family: &Family) {
+    if family.names != MetricNames::Otel {
+        write_name(out, family.name);
+        return;
+    }
+    let start = out.len();
+    match counted(family) {
+        Some((stem, thing)) => {
+            write_name(out, stem);
+            out.push('_');
+            out.push_str(thing);
+            out.push_str(if thing.ends_with('s') { "es" } else { "s" });
+        }
+        None => write_name(out, family.name),
+    }
+    if let Some(suffix) = family.unit.suffix() {
+        out.push('_');
+        out.push_str(suffix);
+    }
+    if family.kind == Kind::Counter {
+        out.push_str("_total");
+    }
+    if super::target_metrics::is_cadvisor_name(&out[start..]) {
+        out.insert_str(start, "relay_metrics_");
+    }
 }
 
 impl Text<'_> {
-    /// A metric or label name; Relay's and OpenTelemetry's dots become underscores (the only
-    /// other character in their names is `_`).
-    fn name(&mut self, name: &str) {
-        let mut parts = name.split('.');
-        if let Some(first) = parts.next() {
-            self.out.push_str(first);
-        }
-        for part in parts {
-            self.out.push('_');
-            self.out.push_str(part);
-        }
-    }
-
-    /// A family's metric name: in `otel` naming, as OpenTelemetry's Prometheus exporters write
-    /// it (the unit's suffix: `_seconds`, `_bytes`, none for `{annotations}`; then `_total` for
-    /// a monotonic sum), with two exceptions (docs/METRICS.md):
-    ///
-    /// - a `.count` gauge or up-down counter of `{thing}` (`system.process.count`) takes the
-    ///   plural of its thing instead (`system_processes`): Prometheus reserves `_count` for a
-    ///   histogram's or summary's count series (promtool lints it);
-    /// - a name cAdvisor exports (`container_memory_usage_bytes`, for `container.memory.usage`)
-    ///   takes the `relay_metrics_` namespace, as OpenTelemetry's Prometheus exporters' namespace
-    ///   option would give it, so that our series never mix with the kubelet's in one family.
+    /// The family's metric name, as written when it was announced.
     fn family_name(&mut self, family: &Family) {
-        if family.names != MetricNames::Otel {
-            self.name(family.name);
-            return;
-        }
-        let start = self.out.len();
-        match counted(family) {
-            Some((stem, thing)) => {
-                self.name(stem);
-                self.out.push('_');
-                self.out.push_str(thing);
-                self.out
-                    .push_str(if thing.ends_with('s') { "es" } else { "s" });
-            }
-            None => self.name(family.name),
-        }
-        if let Some(suffix) = family.unit.suffix() {
-            self.out.push('_');
-            self.out.push_str(suffix);
-        }
-        if family.kind == Kind::Counter {
-            self.out.push_str("_total");
-        }
-        if super::target_metrics::is_cadvisor_name(&self.out[start..]) {
-            self.out.insert_str(start, "relay_metrics_");
+        match &self.announced {
+            Some((key, name)) if *key == family_key(family) => self.out.push_str(name),
+            _ => write_family_name(self.out, family),
         }
     }
 }
@@ -99,6 +116,14 @@ impl Sink for Text<'_> {
             Kind::Counter => "counter",
             Kind::Histogram => "histogram",
         };
+        let mut name = self
+            .announced
+            .take()
+            .map(|(_, name)| name)
+            .unwrap_or_default();
+        name.clear();
+        write_family_name(&mut name, family);
+        self.announced = Some((family_key(family), name));
         self.out.push_str("# HELP ");
         self.family_name(family);
         let _ = write!(self.out, " {}", family.help);
@@ -170,7 +195,7 @@ impl Text<'_> {
         self.out.push_str(suffix);
         for (index, (key, label_value)) in labels.iter().enumerate() {
             self.out.push(if index == 0 { '{' } else { ',' });
-            self.name(key);
+            write_name(self.out, key);
             self.out.push_str("=\"");
             match label_value {
                 Label::Str(text) => escape_label(self.out, text),
@@ -227,6 +252,7 @@ pub fn encode_within(
     let mut text = Text {
         out,
         bounds: Vec::new(),
+        announced: None,
     };
     if names == MetricNames::Otel {
         text.target_info();
@@ -243,7 +269,7 @@ impl Text<'_> {
         );
         for (index, (key, value)) in metrics::resource_attributes().iter().enumerate() {
             self.out.push(if index == 0 { '{' } else { ',' });
-            self.name(key);
+            write_name(self.out, key);
             self.out.push_str("=\"");
             escape_label(self.out, value);
             self.out.push('"');
@@ -265,6 +291,7 @@ mod tests {
         let mut text = Text {
             out: &mut out,
             bounds: Vec::new(),
+            announced: None,
         };
         let family = Family {
             name: "m_bytes",
@@ -291,20 +318,54 @@ mod tests {
         );
     }
 
-    /// The otel Prometheus name of a family of `kind` named `name` in `{packet}`s.
-    fn otel_name(name: &'static str, kind: Kind) -> String {
+    #[test]
+    fn a_series_is_named_by_its_own_family_not_the_one_announced_last() {
         let mut out = String::new();
         let mut text = Text {
             out: &mut out,
             bounds: Vec::new(),
+            announced: None,
         };
-        text.family_name(&Family {
+        let family = |name| Family {
             name,
-            kind,
+            kind: Kind::Counter,
             help: "help",
-            unit: Unit::Ucum("{packet}"),
+            unit: Unit::Bytes,
             names: MetricNames::Otel,
-        });
+        };
+        text.begin(&family("a.read"));
+        text.point(&family("a.read"), &[], Number::U64(1));
+        text.begin(&family("b.written"));
+        text.point(&family("a.read"), &[], Number::U64(2));
+        text.point(
+            &family("b.written"),
+            &[("x.y", Label::Int(3))],
+            Number::U64(4),
+        );
+        let series: Vec<_> = out.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            series,
+            [
+                "a_read_bytes_total 1",
+                "a_read_bytes_total 2",
+                "b_written_bytes_total{x_y=\"3\"} 4"
+            ]
+        );
+    }
+
+    /// The otel Prometheus name of a family of `kind` named `name` in `{packet}`s.
+    fn otel_name(name: &'static str, kind: Kind) -> String {
+        let mut out = String::new();
+        write_family_name(
+            &mut out,
+            &Family {
+                name,
+                kind,
+                help: "help",
+                unit: Unit::Ucum("{packet}"),
+                names: MetricNames::Otel,
+            },
+        );
         out
     }
 
