@@ -3,7 +3,15 @@
  * (relay-metrics/src/source/task_iter/). The record mirrors what /proc/<pid>/{stat,statm,io}
  * and the fd/ directory compute from the same kernel fields, so that user space can turn it into
  * identical values; the layout is `struct task_record` below, read field by field by the
- * user side. Every kernel access is a CO-RE read relocated at load time. */
+ * user side. Every kernel access is relocated at load time (CO-RE).
+ *
+ * A field reached through pointers the verifier follows (the iterator's task, and the structs
+ * its fields point to) is a direct load: the JIT makes it a plain load guarded against faults.
+ * bpf_probe_read_kernel, a helper call several times dearer, is left where an address is
+ * computed (the thread list's container_of, a controller's slot in css_set.subsys, per-CPU
+ * parts, the fd bitmap, the reader's pid level), which the verifier refuses to follow. Every
+ * pointer is checked before it is followed: on 6.2+ the verifier marks __rcu pointers it
+ * does not know to be set as possibly NULL. */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -192,15 +200,17 @@ static __always_inline s64 counter_sum(s64 sum, u64 counters)
 static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r)
 {
 	if (bpf_core_field_exists(((struct mm_struct___atomic_rss *)0)->rss_stat)) {
+		/* Read by address: 6.1's verifier does not follow an array of atomic_long_t (a
+		 * typedef of a struct). */
 		struct mm_struct___atomic_rss *old = (void *)mm;
 		r->rss_file = BPF_CORE_READ(old, rss_stat.count[MM_FILEPAGES].counter);
 		r->rss_anon = BPF_CORE_READ(old, rss_stat.count[MM_ANONPAGES].counter);
 		r->rss_shmem = BPF_CORE_READ(old, rss_stat.count[MM_SHMEMPAGES].counter);
 		r->status |= STATUS_RSS_ATOMIC;
 	} else if (bpf_core_field_exists(mm->rss_stat)) {
-		r->rss_file = BPF_CORE_READ(mm, rss_stat[MM_FILEPAGES].count);
-		r->rss_anon = BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count);
-		r->rss_shmem = BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count);
+		r->rss_file = mm->rss_stat[MM_FILEPAGES].count;
+		r->rss_anon = mm->rss_stat[MM_ANONPAGES].count;
+		r->rss_shmem = mm->rss_stat[MM_SHMEMPAGES].count;
 		r->status |= STATUS_RSS_PERCPU;
 		if (sum_rss && cpu_offsets_state == 0)
 			find_cpu_offsets();
@@ -250,15 +260,19 @@ struct task_struct___netns {
 } __attribute__((preserve_access_index));
 
 /* The inode number /proc/<pid>/ns/net has (nsfs gives a namespace's inode ns.inum), 0 where
- * the task has no nsproxy (it is exiting). Without a branch: a failed read (NULL nsproxy)
- * yields 0 and the next read from 0 fails too, so the verifier walks these few instructions
- * once per path and the thread walk's states stay as they were. Unlike procfs the read takes
- * no task_lock: a task exiting meanwhile may give a stale value, which user space checks by a
- * stat after reading a namespace through it anyway. */
+ * the task has no nsproxy (it is exiting). Unlike procfs the read takes no task_lock: a task
+ * exiting meanwhile may give a stale value, which user space checks by a stat after reading a
+ * namespace through it anyway. */
 static __always_inline u64 net_ns_inode(struct task_struct *task)
 {
 	struct task_struct___netns *t = (void *)task;
-	return BPF_CORE_READ(t, nsproxy, net_ns, ns.inum);
+	struct nsproxy___netns *nsproxy = t->nsproxy;
+	if (!nsproxy)
+		return 0;
+	struct net___netns *net = nsproxy->net_ns;
+	if (!net)
+		return 0;
+	return net->ns.inum;
 }
 
 /* One live thread's part of the unchanged-cgroup rule. The switch counts are read before the
@@ -285,24 +299,24 @@ static __always_inline void read_activity(struct task_struct *task, struct css_s
 
 static __always_inline void read_threads(struct task_struct *task, struct task_record *r)
 {
-	struct signal_struct *sig = BPF_CORE_READ(task, signal);
+	struct signal_struct *sig = task->signal;
 	if (!sig)
 		return;
-	r->nr_threads = (u64)BPF_CORE_READ(sig, nr_threads);
-	r->utime_ns = BPF_CORE_READ(sig, utime);
-	r->stime_ns = BPF_CORE_READ(sig, stime);
-	r->runtime_ns = BPF_CORE_READ(sig, sum_sched_runtime);
-	r->prev_utime_ns = BPF_CORE_READ(sig, prev_cputime.utime);
-	r->prev_stime_ns = BPF_CORE_READ(sig, prev_cputime.stime);
-	r->read_bytes = BPF_CORE_READ(sig, ioac.read_bytes);
-	r->write_bytes = BPF_CORE_READ(sig, ioac.write_bytes);
-	r->syscr = BPF_CORE_READ(sig, ioac.syscr);
-	r->syscw = BPF_CORE_READ(sig, ioac.syscw);
+	r->nr_threads = (u64)sig->nr_threads;
+	r->utime_ns = sig->utime;
+	r->stime_ns = sig->stime;
+	r->runtime_ns = sig->sum_sched_runtime;
+	r->prev_utime_ns = sig->prev_cputime.utime;
+	r->prev_stime_ns = sig->prev_cputime.stime;
+	r->read_bytes = sig->ioac.read_bytes;
+	r->write_bytes = sig->ioac.write_bytes;
+	r->syscr = sig->ioac.syscr;
+	r->syscw = sig->ioac.syscw;
+	/* Compared with each thread's css_set as read below: a number, like them. */
 	struct css_set *cset = 0;
 	if (read_activity_fields) {
 		struct signal_struct___activity *sig_activity = (void *)sig;
-		r->switches = BPF_CORE_READ(sig_activity, nvcsw) +
-			      BPF_CORE_READ(sig_activity, nivcsw);
+		r->switches = sig_activity->nvcsw + sig_activity->nivcsw;
 		cset = BPF_CORE_READ(task, cgroups);
 	}
 
@@ -334,12 +348,16 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 
 static __always_inline void read_fds(struct task_struct *task, struct task_record *r)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct files_struct *files = task->files;
+	if (!files)
+		return;
+	struct fdtable *fdt = files->fdt;
 	if (!fdt)
 		return;
 	r->status |= STATUS_HAS_FILES;
-	unsigned int max_fds = BPF_CORE_READ(fdt, max_fds);
-	unsigned long *bits = BPF_CORE_READ(fdt, open_fds);
+	unsigned int max_fds = fdt->max_fds;
+	/* A pointer to numbers: the verifier gives a number, read through by address below. */
+	unsigned long *bits = fdt->open_fds;
 	unsigned int words = (max_fds + 63) / 64;
 	u64 count = 0;
 	unsigned int i;
@@ -389,6 +407,35 @@ static __always_inline u32 pid_nr_in(struct pid *pid, unsigned int level, struct
 	return (u32)BPF_CORE_READ(upid, nr);
 }
 
+/* The task's cgroup ids: unified, the v1 hierarchy of membership, cpuacct's. */
+static __always_inline void read_cgroups(struct task_struct *task, struct task_record *r)
+{
+	struct css_set *cset = task->cgroups;
+	if (!cset)
+		return;
+	struct cgroup *dfl_cgrp = cset->dfl_cgrp;
+	if (!dfl_cgrp)
+		return;
+	struct kernfs_node *kn = dfl_cgrp->kn;
+	if (kn)
+		r->cgroup_id = kn->id;
+	if (membership_v1) {
+		struct cgroup_root *dfl_root = dfl_cgrp->root;
+		if (membership_v1 == 1)
+			r->v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, memory_cgrp_id);
+		else if (membership_v1 == 2)
+			r->v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpu_cgrp_id);
+		else if (membership_v1 == 3)
+			r->v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpuacct_cgrp_id);
+		else if (membership_v1 == 4)
+			r->v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, pids_cgrp_id);
+		if (r->v1_cgroup_id)
+			r->v1_controller = membership_v1;
+	}
+	if (read_activity_fields)
+		r->cpuacct_cgroup_id = V1_CGROUP_ID(cset, dfl_cgrp->root, cpuacct_cgrp_id);
+}
+
 SEC("iter/task")
 int task_leaders(struct bpf_iter__task *ctx)
 {
@@ -427,7 +474,8 @@ int task_leaders(struct bpf_iter__task *ctx)
 	if (level == 0) {
 		/* The initial namespace: its numbers are the task's own. */
 		r.tgid = (u32)tgid;
-		r.ppid = (u32)BPF_CORE_READ(task, real_parent, tgid);
+		struct task_struct *parent = task->real_parent;
+		r.ppid = parent ? (u32)parent->tgid : 0;
 	} else {
 		r.tgid = pid_nr_in(BPF_CORE_READ(task, thread_pid), level, ns);
 		if (!r.tgid)
@@ -436,34 +484,16 @@ int task_leaders(struct bpf_iter__task *ctx)
 		r.ppid = pid_nr_in(BPF_CORE_READ(task, real_parent, group_leader, thread_pid), level,
 				   ns);
 	}
-	r.flags = BPF_CORE_READ(task, flags);
-	r.start_boottime_ns = BPF_CORE_READ(task, start_boottime);
-	struct css_set *cset = BPF_CORE_READ(task, cgroups);
-	struct cgroup *dfl_cgrp = BPF_CORE_READ(cset, dfl_cgrp);
-	r.cgroup_id = BPF_CORE_READ(dfl_cgrp, kn, id);
-	if (membership_v1) {
-		struct cgroup_root *dfl_root = BPF_CORE_READ(dfl_cgrp, root);
-		if (membership_v1 == 1)
-			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, memory_cgrp_id);
-		else if (membership_v1 == 2)
-			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpu_cgrp_id);
-		else if (membership_v1 == 3)
-			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, cpuacct_cgrp_id);
-		else if (membership_v1 == 4)
-			r.v1_cgroup_id = V1_CGROUP_ID(cset, dfl_root, pids_cgrp_id);
-		if (r.v1_cgroup_id)
-			r.v1_controller = membership_v1;
-	}
-	if (read_activity_fields) {
-		r.cpuacct_cgroup_id =
-			V1_CGROUP_ID(cset, BPF_CORE_READ(dfl_cgrp, root), cpuacct_cgrp_id);
+	r.flags = task->flags;
+	r.start_boottime_ns = task->start_boottime;
+	read_cgroups(task, &r);
+	if (read_activity_fields)
 		r.status |= STATUS_ACTIVITY;
-	}
 
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct mm_struct *mm = task->mm;
 	if (mm && !(r.flags & PF_KTHREAD)) {
 		r.status |= STATUS_HAS_MM;
-		r.total_vm_pages = BPF_CORE_READ(mm, total_vm);
+		r.total_vm_pages = mm->total_vm;
 		read_rss(mm, &r);
 	}
 	read_threads(task, &r);
