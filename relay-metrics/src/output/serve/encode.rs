@@ -2,17 +2,15 @@
 //! JSON and Prometheus text, OpenMetrics text (from the Prometheus text) and gzip.
 //!
 //! `/metrics` ends with a few values made per request (the sample's age), so a compressed body
-//! is the publication's part, compressed once and ended with a sync flush, followed by the
-//! request's part compressed on its own: deflate blocks may follow each other that way (the
-//! second part simply refers to nothing before it), and the gzip trailer's CRC-32 is combined
-//! from both parts. A request costs a few hundred bytes of compression, not the whole body.
+//! is the publication's part, compressed once, followed by the request's part compressed on its
+//! own (`super::gzip`). A request costs a few hundred bytes of compression, not the whole body.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
-use flate2::{Compress, Compression, FlushCompress, Status};
 
+use super::gzip::{GzipPrefix, Segments};
 use super::Publication;
 use crate::config::MetricNames;
 use crate::output::budget::SeriesBudget;
@@ -41,6 +39,8 @@ pub(crate) struct TextSettings {
     /// A request asked for the text since the sampling thread last looked
     /// ([`Self::take_asked`]).
     asked: AtomicBool,
+    /// The last compressed body in each [`Format`], whose unchanged segments the next one copies.
+    compressed: [Mutex<Segments>; 3],
 }
 
 impl TextSettings {
@@ -51,6 +51,7 @@ impl TextSettings {
             budget,
             last_length: AtomicUsize::new(16 * 1024),
             asked: AtomicBool::new(false),
+            compressed: Default::default(),
         }
     }
 
@@ -171,83 +172,21 @@ impl Publication {
     /// (`None` if compression failed: then the body is sent uncompressed).
     pub(super) fn gzip(&self, format: Format) -> Option<&GzipPrefix> {
         self.derived.gzip[format.index()]
-            .get_or_init(|| GzipPrefix::new(&self.encoded(format)))
+            .get_or_init(|| {
+                let body = self.encoded(format);
+                match &self.source {
+                    #[cfg(test)]
+                    Source::Ready { .. } => GzipPrefix::new(&body, &mut Segments::default()),
+                    Source::Snapshot { text, .. } => {
+                        let last = &text.compressed[format.index()];
+                        GzipPrefix::new(
+                            &body,
+                            &mut last.lock().unwrap_or_else(PoisonError::into_inner),
+                        )
+                    }
+                }
+            })
             .as_ref()
-    }
-}
-
-/// The start of a gzip stream: header and deflate blocks up to a sync flush, with the CRC-32 and
-/// length of what they hold.
-#[derive(Debug)]
-pub(super) struct GzipPrefix {
-    /// Header and blocks, sent as they are.
-    pub bytes: Bytes,
-    crc: crc32fast::Hasher,
-    length: u64,
-}
-
-/// gzip header: magic, deflate, no flags, no time, no extra flags, OS unknown.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
-
-/// Fast compression: text exposition compresses ~10× at level 1 already, and the work is done
-/// on the serving thread.
-fn compressor() -> Compress {
-    Compress::new(Compression::fast(), false)
-}
-
-impl GzipPrefix {
-    fn new(data: &[u8]) -> Option<Self> {
-        let mut out = Vec::with_capacity(data.len() / 4 + 64);
-        out.extend_from_slice(&GZIP_HEADER);
-        deflate(&mut compressor(), data, &mut out, FlushCompress::Sync)?;
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(data);
-        Some(Self {
-            bytes: Bytes::from(out),
-            crc,
-            length: data.len() as u64,
-        })
-    }
-
-    /// The bytes that end the stream after [`Self::bytes`]: `tail` compressed on its own, the
-    /// final block and the trailer.
-    pub(super) fn finish(&self, tail: &[u8]) -> Option<Bytes> {
-        let mut out = Vec::with_capacity(tail.len() + 32);
-        deflate(&mut compressor(), tail, &mut out, FlushCompress::Finish)?;
-        let mut crc = self.crc.clone();
-        crc.update(tail);
-        out.extend_from_slice(&crc.finalize().to_le_bytes());
-        // ISIZE is the length modulo 2^32 (RFC 1952).
-        let length = (self.length + tail.len() as u64) as u32;
-        out.extend_from_slice(&length.to_le_bytes());
-        Some(Bytes::from(out))
-    }
-}
-
-/// Compresses all of `input` into `out` and completes `flush` (a sync flush or the end of the
-/// stream); `None` if zlib reports an error.
-fn deflate(
-    compress: &mut Compress,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    flush: FlushCompress,
-) -> Option<()> {
-    let start = compress.total_in();
-    loop {
-        if out.capacity() - out.len() < 64 {
-            out.reserve(out.capacity().max(256));
-        }
-        let consumed = usize::try_from(compress.total_in() - start).ok()?;
-        let status = compress.compress_vec(&input[consumed..], out, flush).ok()?;
-        let consumed = usize::try_from(compress.total_in() - start).ok()?;
-        let done = match flush {
-            FlushCompress::Finish => status == Status::StreamEnd,
-            // zlib has flushed everything once it returns with output space left over.
-            _ => consumed == input.len() && out.len() < out.capacity(),
-        };
-        if done {
-            return Some(());
-        }
     }
 }
 

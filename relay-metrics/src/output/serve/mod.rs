@@ -16,6 +16,7 @@ mod agent;
 mod body;
 mod conn;
 mod encode;
+mod gzip;
 mod health;
 mod http;
 mod logging;

@@ -470,3 +470,45 @@ fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
     assert!(own.starts_with("# HELP relay_metrics_build_info "), "{own}");
     assert!(own.contains("\nprocess_cpu_seconds_total "), "{own}");
 }
+
+/// Snapshots published one after another share what was compressed last: each compressed body,
+/// in both text formats, still decodes to its own publication's text.
+#[test]
+fn compressed_bodies_of_successive_snapshots_decode_to_their_own_text() {
+    let config = crate::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "extensions": {"kernel_events": false}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::Collector::new(config).unwrap();
+    let text = relay_metrics_text();
+    let app = app(Duration::from_secs(1));
+    let openmetrics = "application/openmetrics-text; version=1.0.0";
+    for _ in 0..3 {
+        app.latest.set(Publication::of_snapshot(
+            collector.collect(),
+            Arc::clone(&text),
+        ));
+        for accept in ["text/plain", openmetrics] {
+            let get = |headers: &[_]| {
+                let response = app.respond(&request(Method::GET, "/metrics", headers));
+                collect(response.into_body())
+            };
+            let plain = String::from_utf8(get(&[(ACCEPT, accept)])).unwrap();
+            let compressed = get(&[(ACCEPT, accept), (ACCEPT_ENCODING, "gzip")]);
+            let mut decoded = String::new();
+            flate2::read::GzDecoder::new(&compressed[..])
+                .read_to_string(&mut decoded)
+                .unwrap();
+            // Equal up to the sample's age, which each request writes as of its own time.
+            let before_age = |text: &str| {
+                text.split("relay_metrics_sample_age")
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            };
+            assert!(plain.lines().count() > 50, "{plain}");
+            assert_eq!(before_age(&decoded), before_age(&plain));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
