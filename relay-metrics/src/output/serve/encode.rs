@@ -201,10 +201,19 @@ pub(super) fn to_openmetrics(text: &[u8]) -> Vec<u8> {
     let mut help: Option<&[u8]> = None;
     // The last family announced: its name in the input and in the output.
     let mut family: (&[u8], &[u8]) = (b"", b"");
-    for line in text.split(|&b| b == b'\n') {
-        if line.is_empty() {
+    let mut rest = text;
+    while !rest.is_empty() {
+        if rest[0] != b'#' {
+            // Series lines are the same in both formats: a run of them up to the next comment
+            // is copied whole (most of a node's text).
+            let end = memchr::memmem::find(rest, b"\n#").map_or(rest.len(), |at| at + 1);
+            copy_series(&rest[..end], &mut out);
+            rest = &rest[end..];
             continue;
         }
+        let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |at| at + 1);
+        let line = rest[..end].strip_suffix(b"\n").unwrap_or(&rest[..end]);
+        rest = &rest[end..];
         if let Some(rest) = line.strip_prefix(b"# HELP ") {
             help = Some(rest);
         } else if let Some(rest) = line.strip_prefix(b"# UNIT ") {
@@ -251,14 +260,28 @@ pub(super) fn to_openmetrics(text: &[u8]) -> Vec<u8> {
             out.push(b' ');
             out.extend_from_slice(kind);
             out.push(b'\n');
-        } else if line.starts_with(b"#") {
-            continue;
-        } else {
-            out.extend_from_slice(line);
-            out.push(b'\n');
         }
+        // Other comments go.
     }
     out
+}
+
+/// Series lines as they are, each ended by a newline, blank lines left out.
+fn copy_series(run: &[u8], out: &mut Vec<u8>) {
+    let mut rest = run;
+    loop {
+        let start = rest.iter().position(|&b| b != b'\n').unwrap_or(rest.len());
+        rest = &rest[start..];
+        if rest.is_empty() {
+            return;
+        }
+        let end = memchr::memmem::find(rest, b"\n\n").map_or(rest.len(), |at| at + 1);
+        out.extend_from_slice(&rest[..end]);
+        if !rest[..end].ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        rest = &rest[end..];
+    }
 }
 
 /// The first word of `line` and the rest after one space.

@@ -216,6 +216,28 @@ fn openmetrics_conversion_renames_counters_and_escapes_help() {
     );
 }
 
+/// Series lines pass through the conversion as runs: blank lines anywhere among them go, a last
+/// line without its newline gets one, and every other byte is kept.
+#[test]
+fn openmetrics_keeps_series_lines_and_drops_blank_ones() {
+    let text =
+        b"\na 1\n\n\nb{x=\"#\"} 2\n# HELP c_total C.\n# TYPE c_total counter\n\nc_total 3\n\nd 4";
+    assert_eq!(
+        String::from_utf8(to_openmetrics(text)).unwrap(),
+        "a 1\nb{x=\"#\"} 2\n# HELP c C.\n# TYPE c counter\nc_total 3\nd 4\n"
+    );
+    // A node's worth of series: the same lines, in the same order, as a line-by-line reading.
+    let mut big = String::new();
+    for family in 0..20 {
+        big.push_str(&format!("# HELP f{family} H.\n# TYPE f{family} gauge\n"));
+        for series in 0..300 {
+            big.push_str(&format!("f{family}{{cgroup=\"/c-{series}\"}} {series}\n"));
+        }
+    }
+    let converted = String::from_utf8(to_openmetrics(big.as_bytes())).unwrap();
+    assert_eq!(converted, big);
+}
+
 #[test]
 fn gzip_when_accepted_and_the_stream_decodes_to_the_plain_body() {
     let accepts = |value: &str| {
