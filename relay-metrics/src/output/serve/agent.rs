@@ -61,7 +61,10 @@ pub enum AgentError {
 }
 
 /// Runs the agent with `collector` until SIGTERM or SIGINT (`Ok`) or until the sampler dies.
+/// The process's threads share one malloc arena from here on, unless `MALLOC_ARENA_MAX` is set.
 pub async fn run(collector: Collector, options: AgentOptions) -> Result<(), AgentError> {
+    // Before the sampling thread and the connections' tasks allocate.
+    crate::source::allocator::one_arena();
     let period = options.period;
     let budget = options.budget.clone();
     run_with(options, move |latest, resource, stop| {
