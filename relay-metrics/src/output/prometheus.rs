@@ -149,10 +149,7 @@ impl Sink for Text<'_> {
 
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
         self.series(family, "", labels, None);
-        let _ = match value {
-            Number::F64(number) => writeln!(self.out, " {number}"),
-            Number::U64(number) => writeln!(self.out, " {number}"),
-        };
+        write_value(self.out, value);
     }
 
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
@@ -171,14 +168,14 @@ impl Sink for Text<'_> {
             let bound = std::mem::take(&mut self.bounds[at].1);
             self.series(family, "_bucket", labels, Some(&bound));
             self.bounds[at].1 = bound;
-            let _ = writeln!(self.out, " {count}");
+            write_value(self.out, Number::U64(count));
         }
         self.series(family, "_bucket", labels, Some("+Inf"));
-        let _ = writeln!(self.out, " {}", histogram.count);
+        write_value(self.out, Number::U64(histogram.count));
         self.series(family, "_sum", labels, None);
-        let _ = writeln!(self.out, " {}", histogram.sum);
+        write_value(self.out, Number::F64(histogram.sum));
         self.series(family, "_count", labels, None);
-        let _ = writeln!(self.out, " {}", histogram.count);
+        write_value(self.out, Number::U64(histogram.count));
     }
 }
 
@@ -218,6 +215,29 @@ impl Text<'_> {
             self.out.push('}');
         }
     }
+}
+
+/// A series' value after a space, as `Display` writes it, and the line's end. Integers, and
+/// whole `f64`s of magnitude below 2^53 (where `Display`'s shortest digits are the integer's),
+/// are written by `itoa`: most values of a node's text are byte and event counts.
+fn write_value(out: &mut String, value: Number) {
+    const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+    out.push(' ');
+    match value {
+        Number::U64(number) => out.push_str(itoa::Buffer::new().format(number)),
+        Number::F64(number)
+            if number.fract() == 0.0
+                && number.abs() < EXACT_INTEGERS
+                && !(number == 0.0 && number.is_sign_negative()) =>
+        {
+            // Exact: a whole number below 2^53 converts to i64 without loss.
+            out.push_str(itoa::Buffer::new().format(number as i64));
+        }
+        Number::F64(number) => {
+            let _ = write!(out, "{number}");
+        }
+    }
+    out.push('\n');
 }
 
 /// Label values escape backslash, double quote and newline (copied in runs between them: most
@@ -382,5 +402,50 @@ mod tests {
             otel_name(name, Kind::Counter),
             "system_network_packet_count_total"
         );
+    }
+
+    /// Values are written as `Display` writes them, whichever way they are formatted.
+    #[test]
+    fn values_are_written_as_display_writes_them() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            1e-7,
+            123_456.789,
+            4_503_599_627_370_497.0,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            -9_007_199_254_740_991.0,
+            1e21,
+            1.5e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ];
+        // Whole and fractional values over the range, from a fixed sequence.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let shift = state % 64;
+            values.push((state >> shift) as f64);
+            let any = f64::from_bits(state);
+            if any.is_finite() {
+                values.push(any);
+            }
+        }
+        for value in values {
+            let mut out = String::new();
+            write_value(&mut out, Number::F64(value));
+            assert_eq!(out, format!(" {value}\n"), "{value:e}");
+        }
+        for value in [0, 1, u64::MAX, 1 << 53] {
+            let mut out = String::new();
+            write_value(&mut out, Number::U64(value));
+            assert_eq!(out, format!(" {value}\n"));
+        }
     }
 }
