@@ -13,6 +13,7 @@
 
 mod discover;
 mod once;
+#[cfg(feature = "agent")]
 mod own;
 pub(crate) mod parse;
 mod reader;
@@ -23,6 +24,7 @@ pub use once::{children_of, command_line, start_and_exited};
 pub(crate) use once::{
     io_of_same_process, is_kernel_thread, own_allowed_cpu_count, thread_group_id,
 };
+#[cfg(feature = "agent")]
 pub(crate) use own::{open_fd_count, OwnProcess};
 pub use reader::ProcessReader;
 pub(crate) use reader::MAX_SCHEDSTAT_THREADS;
