@@ -29,7 +29,8 @@ pub(super) enum Source {
     },
 }
 
-/// How the agent writes its snapshots' Prometheus text, and whether it is asked for.
+/// How the agent writes its snapshots' Prometheus text, whether it is asked for, and what the
+/// compression of the last body in each format left for the next.
 #[derive(Debug)]
 pub(crate) struct TextSettings {
     names: MetricNames,

@@ -9,9 +9,9 @@
 //! of the last body (compared byte for byte, not by a hash). Between two snapshots a second apart
 //! most series keep their value, so most segments are copied, not compressed.
 //!
-//! A body is the publication's part, compressed and ended with a sync flush, followed by the
+//! A body is the publication's part, its segments each ended with a full flush, followed by the
 //! request's part compressed on its own (the sample's age), and the gzip trailer, whose CRC-32 is
-//! combined from the segments'.
+//! combined from the segments' and the request part's.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -54,8 +54,8 @@ fn compressor() -> Compress {
 /// it holds `MIN_SEGMENT` bytes. Cuts counted in lines from a family's start fall at the same
 /// series from one body to the next whatever the lengths of their values, so a changed value
 /// changes one segment (cuts placed by bytes would move with every longer value after them).
-/// 128 lines of Prometheus text are 16–70 KiB: the segments compress to ~15 % more than the
-/// body in one piece.
+/// 128 lines of Prometheus text are 16–70 KiB: the segments compress to 12–15 % more than the
+/// body in one piece (measured on the agent's bodies at 500 and 2,000 cgroups).
 const LINES_PER_SEGMENT: usize = 128;
 const MIN_SEGMENT: usize = 4 * 1024;
 
