@@ -42,9 +42,10 @@ use labels::path_labels;
 use names::Names;
 use unchanged::{Backstop, Plan, UnchangedRule};
 
-/// Files a measured cgroup holds open at most (v1: cpuacct 2, cpu 1, memory 4, pids 1,
-/// blkio 2; v2 PSI 3; its settings are opened per read).
-const FILES_PER_TARGET: usize = 13;
+/// Files a measured cgroup holds open at most: on a hybrid host cpuacct 2, cpu 3 (the CFS
+/// quota and period), memory 5, pids 2, blkio 2, v2 PSI 3, and for the cAdvisor naming
+/// `cpu.shares` and `memory.stat`.
+const FILES_PER_TARGET: usize = 19;
 
 /// The walk keeps at most this share of the open-file limit of cgroup directories open (a
 /// twelfth: 1,666 at a limit of 20,000).

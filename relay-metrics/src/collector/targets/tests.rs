@@ -747,3 +747,46 @@ fn cgroups_beyond_the_held_files_are_read_by_opening_and_said_so() {
     roomy.fill(None, None, None, 100, None, &mut out);
     assert!(unheld(&out).is_empty(), "{:?}", out.reasons);
 }
+
+/// A measured cgroup holds its settings' descriptors with its counters' (opening a cgroup file
+/// costs a path walk), and a held setting still shows a change at the settings' next read.
+#[test]
+fn a_measured_cgroup_holds_its_settings_open_and_rereads_them_at_their_cadence() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cgroup(root, "/", &[1], &[]);
+    let files = [
+        ("cpu.stat", "usage_usec 5\nuser_usec 3\nsystem_usec 2\n"),
+        ("cpu.max", "50000 100000\n"),
+        ("memory.current", "4096\n"),
+        ("memory.max", "1048576\n"),
+        ("pids.current", "2\n"),
+        ("pids.max", "64\n"),
+    ];
+    cgroup(root, "/a.service", &[], &files);
+    let layout = layout(root);
+    let mut set = TargetSet::new(
+        &config(&["/*.service"], None, 10),
+        &Roots::fixture(root),
+        Some(&layout),
+    )
+    .unwrap()
+    .unwrap();
+    let mut out = Targets::default();
+    set.fill(None, None, None, 100, None, &mut out);
+    assert_eq!(out.cgroups[0].memory_limit_bytes, Some(1_048_576));
+    let reader = &set.entries["/a.service"].reader;
+    assert!(reader.holds_files());
+    // Every file present, settings included; the absent ones (memory.peak, PSI, …) hold none.
+    assert_eq!(reader.held(), files.len());
+
+    std::fs::write(root.join("a.service/memory.max"), "2097152\n").unwrap();
+    let mut limits = Vec::new();
+    for _ in 0..crate::source::cgroup::SETTINGS_EVERY {
+        set.fill(None, None, None, 100, None, &mut out);
+        limits.push(out.cgroups[0].memory_limit_bytes);
+    }
+    let before = crate::source::cgroup::SETTINGS_EVERY as usize - 1;
+    assert_eq!(limits[..before], vec![Some(1_048_576); before]);
+    assert_eq!(limits[before], Some(2_097_152));
+}

@@ -59,6 +59,8 @@ pub(crate) use sample::{CpuSample, MemorySample, PidsSample, PressureSample};
 pub(crate) use scan::{MembershipId, Scan, Scanner, Selection};
 pub(crate) use stat::working_set;
 pub(crate) use target::{resolve, resolve_for_pid, CgroupTarget};
+#[cfg(test)]
+pub(crate) use values::SETTINGS_EVERY;
 pub(crate) use values::{CgroupValuesReader, MeasuredFiles};
 
 /// The cgroup interface a value was read from.

@@ -137,9 +137,9 @@ impl GroupVersions {
 #[derive(Debug)]
 pub(crate) struct CgroupValuesReader {
     files: Vec<File>,
+    /// Every file's descriptor stays open between reads, the settings' too: opening a
+    /// cgroup file costs a path walk through the cgroup filesystem, several times the read.
     hold: bool,
-    /// Settings' descriptors stay open too (the scope's: one cgroup, read often).
-    hold_settings: bool,
     cadence: Cadence,
     /// The cgroup's directories, whose removal makes a read of the scope an error.
     leaves: Vec<PathBuf>,
@@ -229,7 +229,6 @@ impl CgroupValuesReader {
         let totals = totals.map(|_| blkio == BlkioCounting::All);
         let files = Files::scope(target, want, totals);
         let mut reader = Self::with_files(target, files, true, SCOPE_SETTINGS);
-        reader.hold_settings = true;
         if want != CgroupFields::NONE || totals.is_some() {
             let v1 = target.v1.iter().map(|d| d.dir.dir.clone());
             reader.leaves = target.v2.iter().map(|d| d.dir.clone()).chain(v1).collect();
@@ -248,7 +247,6 @@ impl CgroupValuesReader {
         Self {
             files: files.0,
             hold,
-            hold_settings: false,
             cadence,
             leaves: Vec::new(),
             memory_controller,
@@ -310,10 +308,7 @@ impl CgroupValuesReader {
     /// Descriptors this reader holds open between reads.
     pub(crate) fn held(&self) -> usize {
         if self.hold {
-            self.files
-                .iter()
-                .filter(|f| !f.absent && (self.hold_settings || !f.kind.is_setting()))
-                .count()
+            self.files.iter().filter(|f| !f.absent).count()
         } else {
             0
         }
@@ -408,8 +403,7 @@ impl CgroupValuesReader {
             if file.kind == Kind::V1CfsQuota {
                 self.quota.clear();
             }
-            let hold = self.hold && (self.hold_settings || !setting);
-            let bytes = match read_file(file, hold, buf, &mut out.reason) {
+            let bytes = match read_file(file, self.hold, buf, &mut out.reason) {
                 Read::Data(bytes) => bytes,
                 Read::Missing { absent } => {
                     pass.vanished = true;
