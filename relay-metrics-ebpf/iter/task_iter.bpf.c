@@ -8,8 +8,9 @@
  * A field reached through pointers the verifier follows (the iterator's task, and the structs
  * its fields point to) is a direct load: the JIT makes it a plain load guarded against faults.
  * bpf_probe_read_kernel, a helper call several times dearer, is left where an address is
- * computed (the thread list's container_of, a controller's slot in css_set.subsys, per-CPU
- * parts, the fd bitmap, the reader's pid level), which the verifier refuses to follow. Every
+ * computed (the thread list's container_of, walked for processes of several threads only, a
+ * controller's slot in css_set.subsys, per-CPU parts, the fd bitmap, the reader's pid level),
+ * which the verifier refuses to follow. Every
  * pointer is checked before it is followed: on 6.2+ the verifier marks __rcu pointers it
  * does not know to be set as possibly NULL. */
 #include "kernel_types.h"
@@ -275,27 +276,46 @@ static __always_inline u64 net_ns_inode(struct task_struct *task)
 	return net->ns.inum;
 }
 
+/* A field of the iterator's own task: a direct load (see the top of this file). */
+#define DIRECT(t, field) ((t)->field)
+
+/* One live thread's counters, as thread_group_cputime(), /proc/<pid>/io and
+ * task/<tid>/schedstat add them up. READ is DIRECT for the iterator's own task and
+ * BPF_CORE_READ for a thread reached through the thread list. */
+#define ADD_THREAD(r, t, READ)                                                                     \
+	do {                                                                                       \
+		u64 runtime = READ(t, se.sum_exec_runtime);                                        \
+		(r)->utime_ns += READ(t, utime);                                                   \
+		(r)->stime_ns += READ(t, stime);                                                   \
+		(r)->runtime_ns += runtime;                                                        \
+		(r)->live_runtime_ns += runtime;                                                   \
+		(r)->run_delay_ns += READ(t, sched_info.run_delay);                                \
+		(r)->read_bytes += READ(t, ioac.read_bytes);                                       \
+		(r)->write_bytes += READ(t, ioac.write_bytes);                                     \
+		(r)->syscr += READ(t, ioac.syscr);                                                 \
+		(r)->syscw += READ(t, ioac.syscw);                                                 \
+	} while (0)
+
 /* One live thread's part of the unchanged-cgroup rule. The switch counts are read before the
  * state: a thread that sleeps again between the two reads shows a count that moves by the next
  * record. A thread is quiet when it is off every CPU (on_cpu is cleared last in a switch, after
  * the kernel charged its time) and off every run queue, and in neither iowait nor a memstall:
- * then no CPU time is charged to it and it adds to no pressure state. */
-static __always_inline void read_activity(struct task_struct *task, struct css_set *cset,
-					  struct task_record *r)
-{
-	struct task_struct___activity *t = (void *)task;
-	r->switches += BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
-	int busy = BPF_CORE_READ(t, on_rq) != 0;
-	if (BPF_CORE_READ_BITFIELD_PROBED(t, in_iowait))
-		busy = 1;
-	if (bpf_core_field_exists(t->in_memstall) && BPF_CORE_READ_BITFIELD_PROBED(t, in_memstall))
-		busy = 1;
-	if (BPF_CORE_READ(t, on_cpu))
-		busy = 1;
-	r->busy_threads += busy;
-	if (BPF_CORE_READ(t, cgroups) != cset)
-		r->status |= STATUS_SPLIT_CGROUPS;
-}
+ * then no CPU time is charged to it and it adds to no pressure state. READ as for ADD_THREAD;
+ * the bitfields are read by address either way. */
+#define ADD_ACTIVITY(r, thread, READ)                                                              \
+	do {                                                                                       \
+		struct task_struct___activity *a = (void *)(thread);                               \
+		(r)->switches += READ(a, nvcsw) + READ(a, nivcsw);                                 \
+		int busy = READ(a, on_rq) != 0;                                                    \
+		if (BPF_CORE_READ_BITFIELD_PROBED(a, in_iowait))                                   \
+			busy = 1;                                                                  \
+		if (bpf_core_field_exists(a->in_memstall) &&                                       \
+		    BPF_CORE_READ_BITFIELD_PROBED(a, in_memstall))                                 \
+			busy = 1;                                                                  \
+		if (READ(a, on_cpu))                                                               \
+			busy = 1;                                                                  \
+		(r)->busy_threads += busy;                                                         \
+	} while (0)
 
 static __always_inline void read_threads(struct task_struct *task, struct task_record *r)
 {
@@ -320,6 +340,18 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 		cset = BPF_CORE_READ(task, cgroups);
 	}
 
+	/* Most processes have one thread, and then it is this task, the leader: a thread is
+	 * counted in nr_threads from the fork that lists it to the release that unlists it, and a
+	 * leader that exits first stays listed (a zombie) until the last thread is released. Its
+	 * fields are direct loads; the thread list is walked by address only for several
+	 * threads. A single thread is in no other cgroup than its own. */
+	if (r->nr_threads == 1) {
+		ADD_THREAD(r, task, DIRECT);
+		if (read_activity_fields)
+			ADD_ACTIVITY(r, task, DIRECT);
+		return;
+	}
+
 	struct list_head *head = __builtin_preserve_access_index(&sig->thread_head);
 	struct list_head *pos = BPF_CORE_READ(sig, thread_head.next);
 	unsigned long node_offset = bpf_core_field_offset(struct task_struct, thread_node);
@@ -328,18 +360,12 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 		if (pos == head || !pos)
 			return;
 		struct task_struct *t = (void *)pos - node_offset;
-		r->utime_ns += BPF_CORE_READ(t, utime);
-		r->stime_ns += BPF_CORE_READ(t, stime);
-		u64 runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
-		r->runtime_ns += runtime;
-		r->live_runtime_ns += runtime;
-		r->run_delay_ns += BPF_CORE_READ(t, sched_info.run_delay);
-		r->read_bytes += BPF_CORE_READ(t, ioac.read_bytes);
-		r->write_bytes += BPF_CORE_READ(t, ioac.write_bytes);
-		r->syscr += BPF_CORE_READ(t, ioac.syscr);
-		r->syscw += BPF_CORE_READ(t, ioac.syscw);
-		if (read_activity_fields)
-			read_activity(t, cset, r);
+		ADD_THREAD(r, t, BPF_CORE_READ);
+		if (read_activity_fields) {
+			ADD_ACTIVITY(r, t, BPF_CORE_READ);
+			if ((struct css_set *)BPF_CORE_READ(t, cgroups) != cset)
+				r->status |= STATUS_SPLIT_CGROUPS;
+		}
 		pos = BPF_CORE_READ(pos, next);
 	}
 	if (pos != head)
