@@ -21,6 +21,8 @@ struct Text<'o> {
     /// The family announced last and its metric name as written: a family's series follow its
     /// announcement, and a node's text has thousands of series per family.
     announced: Option<(FamilyKey, String)>,
+    /// A series' labels as written, kept for its capacity.
+    labels: String,
 }
 
 /// What a family's metric name depends on.
@@ -153,6 +155,10 @@ impl Sink for Text<'_> {
     }
 
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        // Every line of one histogram has the same labels: they are written once.
+        let mut block = std::mem::take(&mut self.labels);
+        block.clear();
+        write_labels(&mut block, labels);
         for (at, &(le, count)) in histogram.buckets.iter().enumerate() {
             // Every cgroup's histogram has the same bounds: each is formatted once.
             if self
@@ -166,16 +172,17 @@ impl Sink for Text<'_> {
                 self.bounds.push((le.to_bits(), text));
             }
             let bound = std::mem::take(&mut self.bounds[at].1);
-            self.series(family, "_bucket", labels, Some(&bound));
+            self.series_with(family, "_bucket", &block, Some(&bound));
             self.bounds[at].1 = bound;
             write_value(self.out, Number::U64(count));
         }
-        self.series(family, "_bucket", labels, Some("+Inf"));
+        self.series_with(family, "_bucket", &block, Some("+Inf"));
         write_value(self.out, Number::U64(histogram.count));
-        self.series(family, "_sum", labels, None);
+        self.series_with(family, "_sum", &block, None);
         write_value(self.out, Number::F64(histogram.sum));
-        self.series(family, "_count", labels, None);
+        self.series_with(family, "_count", &block, None);
         write_value(self.out, Number::U64(histogram.count));
+        self.labels = block;
     }
 }
 
@@ -188,20 +195,18 @@ impl Text<'_> {
         labels: &[(&str, Label<'_>)],
         le: Option<&str>,
     ) {
+        let mut block = std::mem::take(&mut self.labels);
+        block.clear();
+        write_labels(&mut block, labels);
+        self.series_with(family, suffix, &block, le);
+        self.labels = block;
+    }
+
+    /// [`Self::series`] with the labels as [`write_labels`] wrote them.
+    fn series_with(&mut self, family: &Family, suffix: &str, labels: &str, le: Option<&str>) {
         self.family_name(family);
         self.out.push_str(suffix);
-        for (index, (key, label_value)) in labels.iter().enumerate() {
-            self.out.push(if index == 0 { '{' } else { ',' });
-            write_name(self.out, key);
-            self.out.push_str("=\"");
-            match label_value {
-                Label::Str(text) => escape_label(self.out, text),
-                Label::Int(number) => {
-                    let _ = write!(self.out, "{number}");
-                }
-            }
-            self.out.push('"');
-        }
+        self.out.push_str(labels);
         if let Some(le) = le {
             self.out.push_str(if labels.is_empty() {
                 "{le=\""
@@ -214,6 +219,21 @@ impl Text<'_> {
         if !labels.is_empty() || le.is_some() {
             self.out.push('}');
         }
+    }
+}
+
+/// Labels as a series writes them, without the closing brace: `{key="value",…`, nothing for
+/// none.
+fn write_labels(out: &mut String, labels: &[(&str, Label<'_>)]) {
+    for (index, (key, label_value)) in labels.iter().enumerate() {
+        out.push(if index == 0 { '{' } else { ',' });
+        write_name(out, key);
+        out.push_str("=\"");
+        match label_value {
+            Label::Str(text) => escape_label(out, text),
+            Label::Int(number) => out.push_str(itoa::Buffer::new().format(*number)),
+        }
+        out.push('"');
     }
 }
 
@@ -273,6 +293,7 @@ pub fn encode_within(
         out,
         bounds: Vec::new(),
         announced: None,
+        labels: String::new(),
     };
     if names == MetricNames::Otel {
         text.target_info();
@@ -312,6 +333,7 @@ mod tests {
             out: &mut out,
             bounds: Vec::new(),
             announced: None,
+            labels: String::new(),
         };
         let family = Family {
             name: "m_bytes",
@@ -339,12 +361,58 @@ mod tests {
     }
 
     #[test]
+    fn a_histograms_lines_share_its_labels_and_end_with_le() {
+        let mut out = String::new();
+        let mut text = Text {
+            out: &mut out,
+            bounds: Vec::new(),
+            announced: None,
+            labels: String::new(),
+        };
+        let family = Family {
+            name: "h_seconds",
+            kind: Kind::Histogram,
+            help: "help",
+            unit: Unit::Seconds,
+            names: MetricNames::RelayMetrics,
+        };
+        let histogram = Histogram {
+            buckets: vec![(0.5, 1), (2.0, 3)],
+            count: 4,
+            sum: 2.25,
+        };
+        text.histogram(
+            &family,
+            &[("a.b", Label::Str("x\"y")), ("n", Label::Int(7))],
+            &histogram,
+        );
+        text.histogram(&family, &[], &histogram);
+        let series: Vec<_> = out.lines().collect();
+        assert_eq!(
+            series,
+            [
+                "h_seconds_bucket{a_b=\"x\\\"y\",n=\"7\",le=\"0.5\"} 1",
+                "h_seconds_bucket{a_b=\"x\\\"y\",n=\"7\",le=\"2\"} 3",
+                "h_seconds_bucket{a_b=\"x\\\"y\",n=\"7\",le=\"+Inf\"} 4",
+                "h_seconds_sum{a_b=\"x\\\"y\",n=\"7\"} 2.25",
+                "h_seconds_count{a_b=\"x\\\"y\",n=\"7\"} 4",
+                "h_seconds_bucket{le=\"0.5\"} 1",
+                "h_seconds_bucket{le=\"2\"} 3",
+                "h_seconds_bucket{le=\"+Inf\"} 4",
+                "h_seconds_sum 2.25",
+                "h_seconds_count 4",
+            ]
+        );
+    }
+
+    #[test]
     fn a_series_is_named_by_its_own_family_not_the_one_announced_last() {
         let mut out = String::new();
         let mut text = Text {
             out: &mut out,
             bounds: Vec::new(),
             announced: None,
+            labels: String::new(),
         };
         let family = |name| Family {
             name,
