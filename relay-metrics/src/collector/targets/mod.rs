@@ -42,10 +42,15 @@ use labels::path_labels;
 use names::Names;
 use unchanged::{Backstop, Plan, UnchangedRule};
 
-/// Files a measured cgroup holds open at most: on a hybrid host cpuacct 2, cpu 3 (the CFS
-/// quota and period), memory 5, pids 2, blkio 2, v2 PSI 3, and for the cAdvisor naming
-/// `cpu.shares` and `memory.stat`.
-const FILES_PER_TARGET: usize = 19;
+/// Files a measured cgroup holds open at most, its settings aside (v1: cpuacct 2, cpu 1,
+/// memory 4, pids 1, blkio 2; v2 PSI 3).
+const FILES_PER_TARGET: usize = 13;
+
+/// Settings a measured cgroup holds open at most besides (v1: the CFS quota and period, the
+/// memory and pids limits, `cpu.shares` for the cAdvisor naming). They are held only when every
+/// measured cgroup's files and settings fit the budget: the budget goes to the files read at
+/// every snapshot first.
+const SETTINGS_PER_TARGET: usize = 5;
 
 /// The walk keeps at most this share of the open-file limit of cgroup directories open (a
 /// twelfth: 1,666 at a limit of 20,000).
@@ -562,6 +567,9 @@ impl TargetSet {
             return false;
         };
         entry.seen = self.walks;
+        let settings_fit =
+            self.selected.len() * (FILES_PER_TARGET + SETTINGS_PER_TARGET) <= made.held_budget;
+        entry.reader.hold_settings(settings_fit);
         self.names.label(&mut entry.labels);
         // Read and accumulated as usual (no counter is lost), but not reported until named.
         let held = entry.born.elapsed() < NAME_WAIT && self.names.awaited(&entry.labels);

@@ -749,20 +749,25 @@ fn cgroups_beyond_the_held_files_are_read_by_opening_and_said_so() {
 }
 
 /// A measured cgroup holds its settings' descriptors with its counters' (opening a cgroup file
-/// costs a path walk), and a held setting still shows a change at the settings' next read.
+/// costs a path walk) where every measured cgroup's fit the budget; below that the counters
+/// keep the budget and the settings are opened at their reads. Either way a setting's change
+/// shows at its next read.
 #[test]
-fn a_measured_cgroup_holds_its_settings_open_and_rereads_them_at_their_cadence() {
+fn a_measured_cgroup_holds_its_settings_open_where_the_budget_allows() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     cgroup(root, "/", &[1], &[]);
-    let files = [
+    let counters = [
         ("cpu.stat", "usage_usec 5\nuser_usec 3\nsystem_usec 2\n"),
-        ("cpu.max", "50000 100000\n"),
         ("memory.current", "4096\n"),
-        ("memory.max", "1048576\n"),
         ("pids.current", "2\n"),
+    ];
+    let settings = [
+        ("cpu.max", "50000 100000\n"),
+        ("memory.max", "1048576\n"),
         ("pids.max", "64\n"),
     ];
+    let files: Vec<_> = counters.iter().chain(&settings).copied().collect();
     cgroup(root, "/a.service", &[], &files);
     let layout = layout(root);
     let mut set = TargetSet::new(
@@ -772,21 +777,30 @@ fn a_measured_cgroup_holds_its_settings_open_and_rereads_them_at_their_cadence()
     )
     .unwrap()
     .unwrap();
+    set.open_file_limit = 3 * (FILES_PER_TARGET + SETTINGS_PER_TARGET);
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
     assert_eq!(out.cgroups[0].memory_limit_bytes, Some(1_048_576));
-    let reader = &set.entries["/a.service"].reader;
-    assert!(reader.holds_files());
+    let held = |set: &TargetSet| set.entries["/a.service"].reader.held();
     // Every file present, settings included; the absent ones (memory.peak, PSI, …) hold none.
-    assert_eq!(reader.held(), files.len());
+    assert_eq!(held(&set), files.len());
 
+    // Room for the counters only: the settings' descriptors are closed.
+    set.open_file_limit = 3 * FILES_PER_TARGET;
     std::fs::write(root.join("a.service/memory.max"), "2097152\n").unwrap();
     let mut limits = Vec::new();
     for _ in 0..crate::source::cgroup::SETTINGS_EVERY {
         set.fill(None, None, None, 100, None, &mut out);
+        assert_eq!(held(&set), counters.len());
         limits.push(out.cgroups[0].memory_limit_bytes);
     }
-    let before = crate::source::cgroup::SETTINGS_EVERY as usize - 1;
-    assert_eq!(limits[..before], vec![Some(1_048_576); before]);
-    assert_eq!(limits[before], Some(2_097_152));
+    let changed = limits.iter().position(|l| *l == Some(2_097_152)).unwrap();
+    assert!(
+        limits[..changed].iter().all(|l| *l == Some(1_048_576)),
+        "{limits:?}"
+    );
+    assert!(
+        limits[changed..].iter().all(|l| *l == Some(2_097_152)),
+        "{limits:?}"
+    );
 }

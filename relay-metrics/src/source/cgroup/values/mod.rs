@@ -137,9 +137,10 @@ impl GroupVersions {
 #[derive(Debug)]
 pub(crate) struct CgroupValuesReader {
     files: Vec<File>,
-    /// Every file's descriptor stays open between reads, the settings' too: opening a
-    /// cgroup file costs a path walk through the cgroup filesystem, several times the read.
     hold: bool,
+    /// With `hold`, the settings' descriptors stay open too. They are read one time in ten,
+    /// but an open costs a path walk through the cgroup filesystem, several times the read.
+    hold_settings: bool,
     cadence: Cadence,
     /// The cgroup's directories, whose removal makes a read of the scope an error.
     leaves: Vec<PathBuf>,
@@ -229,6 +230,7 @@ impl CgroupValuesReader {
         let totals = totals.map(|_| blkio == BlkioCounting::All);
         let files = Files::scope(target, want, totals);
         let mut reader = Self::with_files(target, files, true, SCOPE_SETTINGS);
+        reader.hold_settings = true;
         if want != CgroupFields::NONE || totals.is_some() {
             let v1 = target.v1.iter().map(|d| d.dir.dir.clone());
             reader.leaves = target.v2.iter().map(|d| d.dir.clone()).chain(v1).collect();
@@ -247,6 +249,7 @@ impl CgroupValuesReader {
         Self {
             files: files.0,
             hold,
+            hold_settings: false,
             cadence,
             leaves: Vec::new(),
             memory_controller,
@@ -308,10 +311,24 @@ impl CgroupValuesReader {
     /// Descriptors this reader holds open between reads.
     pub(crate) fn held(&self) -> usize {
         if self.hold {
-            self.files.iter().filter(|f| !f.absent).count()
+            self.files
+                .iter()
+                .filter(|f| !f.absent && (self.hold_settings || !f.kind.is_setting()))
+                .count()
         } else {
             0
         }
+    }
+
+    /// Whether a reader that holds its files holds its settings' too; when it stops, their
+    /// descriptors are closed at once.
+    pub(crate) fn hold_settings(&mut self, hold: bool) {
+        if self.hold_settings && !hold {
+            for file in self.files.iter_mut().filter(|f| f.kind.is_setting()) {
+                file.held.close();
+            }
+        }
+        self.hold_settings = hold && self.hold;
     }
 
     /// Reads every file into `out`: its file values are reset first (settings kept between
@@ -403,7 +420,8 @@ impl CgroupValuesReader {
             if file.kind == Kind::V1CfsQuota {
                 self.quota.clear();
             }
-            let bytes = match read_file(file, self.hold, buf, &mut out.reason) {
+            let hold = self.hold && (self.hold_settings || !setting);
+            let bytes = match read_file(file, hold, buf, &mut out.reason) {
                 Read::Data(bytes) => bytes,
                 Read::Missing { absent } => {
                     pass.vanished = true;
