@@ -326,15 +326,19 @@ impl Text<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_family_is_announced_once_and_label_values_are_escaped() {
-        let mut out = String::new();
-        let mut text = Text {
-            out: &mut out,
+    fn text_into(out: &mut String) -> Text<'_> {
+        Text {
+            out,
             bounds: Vec::new(),
             announced: None,
             labels: String::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_family_is_announced_once_and_label_values_are_escaped() {
+        let mut out = String::new();
+        let mut text = text_into(&mut out);
         let family = Family {
             name: "m_bytes",
             kind: Kind::Gauge,
@@ -363,12 +367,7 @@ mod tests {
     #[test]
     fn a_histograms_lines_share_its_labels_and_end_with_le() {
         let mut out = String::new();
-        let mut text = Text {
-            out: &mut out,
-            bounds: Vec::new(),
-            announced: None,
-            labels: String::new(),
-        };
+        let mut text = text_into(&mut out);
         let family = Family {
             name: "h_seconds",
             kind: Kind::Histogram,
@@ -408,12 +407,7 @@ mod tests {
     #[test]
     fn a_series_is_named_by_its_own_family_not_the_one_announced_last() {
         let mut out = String::new();
-        let mut text = Text {
-            out: &mut out,
-            bounds: Vec::new(),
-            announced: None,
-            labels: String::new(),
-        };
+        let mut text = text_into(&mut out);
         let family = |name| Family {
             name,
             kind: Kind::Counter,
