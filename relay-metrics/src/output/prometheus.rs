@@ -150,7 +150,11 @@ impl Sink for Text<'_> {
     }
 
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
-        self.series(family, "", labels, None);
+        self.family_name(family);
+        write_labels(self.out, labels);
+        if !labels.is_empty() {
+            self.out.push('}');
+        }
         write_value(self.out, value);
     }
 
@@ -187,22 +191,8 @@ impl Sink for Text<'_> {
 }
 
 impl Text<'_> {
-    /// A series' name (with `suffix`) and labels (with `le` last when given), without its value.
-    fn series(
-        &mut self,
-        family: &Family,
-        suffix: &str,
-        labels: &[(&str, Label<'_>)],
-        le: Option<&str>,
-    ) {
-        let mut block = std::mem::take(&mut self.labels);
-        block.clear();
-        write_labels(&mut block, labels);
-        self.series_with(family, suffix, &block, le);
-        self.labels = block;
-    }
-
-    /// [`Self::series`] with the labels as [`write_labels`] wrote them.
+    /// A series' name (with `suffix`) and `labels` as [`write_labels`] wrote them (with `le`
+    /// last when given), without its value.
     fn series_with(&mut self, family: &Family, suffix: &str, labels: &str, le: Option<&str>) {
         self.family_name(family);
         self.out.push_str(suffix);
@@ -308,14 +298,12 @@ impl Text<'_> {
         self.out.push_str(
             "# HELP target_info Target metadata (the OpenTelemetry resource).\n# TYPE target_info gauge\ntarget_info",
         );
-        for (index, (key, value)) in metrics::resource_attributes().iter().enumerate() {
-            self.out.push(if index == 0 { '{' } else { ',' });
-            write_name(self.out, key);
-            self.out.push_str("=\"");
-            escape_label(self.out, value);
-            self.out.push('"');
-        }
-        if !metrics::resource_attributes().is_empty() {
+        let attributes: Vec<_> = metrics::resource_attributes()
+            .iter()
+            .map(|(key, value)| (*key, Label::Str(value)))
+            .collect();
+        write_labels(self.out, &attributes);
+        if !attributes.is_empty() {
             self.out.push('}');
         }
         self.out.push_str(" 1\n");
