@@ -1,5 +1,6 @@
 //! Encodings of a publication, each made on the first request that needs it: the snapshot's
-//! JSON and Prometheus text, OpenMetrics text (from the Prometheus text) and gzip.
+//! JSON and Prometheus text, OpenMetrics text (from the Prometheus text) and gzip (compressed
+//! OpenMetrics is converted from the Prometheus text segment by segment, `super::gzip`).
 //!
 //! `/metrics` ends with a few values made per request (the sample's age), so a compressed body
 //! is the publication's part, compressed once, followed by the request's part compressed on its
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
 
-use super::gzip::{GzipPrefix, Segments};
+use super::gzip::{Convert, GzipPrefix, Segments};
 use super::Publication;
 use crate::config::MetricNames;
 use crate::output::budget::SeriesBudget;
@@ -174,14 +175,23 @@ impl Publication {
     pub(super) fn gzip(&self, format: Format) -> Option<&GzipPrefix> {
         self.derived.gzip[format.index()]
             .get_or_init(|| {
-                let body = self.encoded(format);
+                // OpenMetrics is converted segment by segment from the Prometheus text, so an
+                // unchanged segment is neither converted nor compressed again.
+                let (body, convert): (Bytes, Option<Convert>) = match format {
+                    Format::Prometheus => (self.prometheus(), None),
+                    Format::OpenMetrics => (self.prometheus(), Some(to_openmetrics)),
+                    Format::Json => (self.json(), None),
+                };
                 match &self.source {
                     #[cfg(test)]
-                    Source::Ready { .. } => GzipPrefix::new(&body, &mut Segments::default()),
+                    Source::Ready { .. } => {
+                        GzipPrefix::new(&body, convert, &mut Segments::default())
+                    }
                     Source::Snapshot { text, .. } => {
                         let last = &text.compressed[format.index()];
                         GzipPrefix::new(
                             &body,
+                            convert,
                             &mut last.lock().unwrap_or_else(PoisonError::into_inner),
                         )
                     }

@@ -12,6 +12,11 @@
 //! A body is the publication's part, its segments each ended with a full flush, followed by the
 //! request's part compressed on its own (the sample's age), and the gzip trailer, whose CRC-32 is
 //! combined from the segments' and the request part's.
+//!
+//! A format made from another text line by line (OpenMetrics from the Prometheus text) is cut
+//! into segments where its source is, and each segment converted on its own: a segment whose
+//! source is unchanged is copied without being converted again. A cut never falls inside a
+//! family's comment lines, so that each segment converts as it would inside the whole text.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -37,9 +42,16 @@ pub(super) struct Segments {
 
 #[derive(Debug)]
 struct Segment {
+    /// The segment's source text, compared with the next body's.
     text: Bytes,
     deflated: Bytes,
+    /// CRC-32 and length of what `deflated` holds: `text`, or `text` converted.
+    crc: crc32fast::Hasher,
+    length: usize,
 }
+
+/// How a format's text is made from a segment of its source: as it is, or converted.
+pub(super) type Convert = fn(&[u8]) -> Vec<u8>;
 
 /// gzip header: magic, deflate, no flags, no time, no extra flags, OS unknown.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
@@ -50,8 +62,9 @@ fn compressor() -> Compress {
     Compress::new(Compression::fast(), false)
 }
 
-/// A segment ends after its `LINES_PER_SEGMENT`th line, or before a family's `# HELP` line once
-/// it holds `MIN_SEGMENT` bytes. Cuts counted in lines from a family's start fall at the same
+/// A segment ends after its `LINES_PER_SEGMENT`th line (or the first one after it that is not
+/// followed by a comment other than `# HELP`), or before a family's `# HELP` line once it holds
+/// `MIN_SEGMENT` bytes. Cuts counted in lines from a family's start fall at the same
 /// series from one body to the next whatever the lengths of their values, so a changed value
 /// changes one segment (cuts placed by bytes would move with every longer value after them).
 /// 128 lines of Prometheus text are 16–70 KiB: the segments compress to 12–15 % more than the
@@ -60,36 +73,35 @@ const LINES_PER_SEGMENT: usize = 128;
 const MIN_SEGMENT: usize = 4 * 1024;
 
 impl GzipPrefix {
-    /// `body` compressed, its segments equal to one of `last`'s copied from it; `last` then
-    /// holds `body`'s segments. `None` if zlib reports an error.
-    pub(super) fn new(body: &Bytes, last: &mut Segments) -> Option<Self> {
+    /// `body` (each segment converted by `convert` where given) compressed, the segments whose
+    /// source is equal to one of `last`'s copied from it; `last` then holds `body`'s segments.
+    /// `None` if zlib reports an error.
+    pub(super) fn new(body: &Bytes, convert: Option<Convert>, last: &mut Segments) -> Option<Self> {
         let mut bytes = Vec::with_capacity(body.len() / 4 + 64);
         bytes.extend_from_slice(&GZIP_HEADER);
         let mut crc = crc32fast::Hasher::new();
+        let mut length = 0;
         let mut kept = HashMap::with_capacity(last.by_key.len());
         let mut compress = compressor();
         for range in segments(body) {
             let text = body.slice(range);
-            let mut segment_crc = crc32fast::Hasher::new();
-            segment_crc.update(&text);
-            let key = (segment_crc.clone().finalize(), text.len());
-            let deflated = match last.by_key.remove(&key) {
-                Some(same) if same.text == text => same.deflated,
-                _ => {
-                    let mut out = Vec::with_capacity(text.len() / 4 + 64);
-                    deflate(&mut compress, &text, &mut out, FlushCompress::Full)?;
-                    Bytes::from(out)
-                }
+            let mut text_crc = crc32fast::Hasher::new();
+            text_crc.update(&text);
+            let key = (text_crc.clone().finalize(), text.len());
+            let segment = match last.by_key.remove(&key) {
+                Some(same) if same.text == text => same,
+                _ => Segment::compressed(&mut compress, text, text_crc, convert)?,
             };
-            bytes.extend_from_slice(&deflated);
-            crc.combine(&segment_crc);
-            kept.insert(key, Segment { text, deflated });
+            bytes.extend_from_slice(&segment.deflated);
+            crc.combine(&segment.crc);
+            length += segment.length as u64;
+            kept.insert(key, segment);
         }
         last.by_key = kept;
         Some(Self {
             bytes: Bytes::from(bytes),
             crc,
-            length: body.len() as u64,
+            length,
         })
     }
 
@@ -105,6 +117,34 @@ impl GzipPrefix {
         let length = (self.length + tail.len() as u64) as u32;
         out.extend_from_slice(&length.to_le_bytes());
         Some(Bytes::from(out))
+    }
+}
+
+impl Segment {
+    /// `text` (whose CRC-32 is `text_crc`), converted where `convert` is given, and compressed.
+    fn compressed(
+        compress: &mut Compress,
+        text: Bytes,
+        text_crc: crc32fast::Hasher,
+        convert: Option<Convert>,
+    ) -> Option<Self> {
+        let converted = convert.map(|convert| convert(&text));
+        let (crc, made) = match &converted {
+            Some(converted) => {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(converted);
+                (crc, &converted[..])
+            }
+            None => (text_crc, &text[..]),
+        };
+        let mut out = Vec::with_capacity(made.len() / 4 + 64);
+        deflate(compress, made, &mut out, FlushCompress::Full)?;
+        Some(Self {
+            length: made.len(),
+            text,
+            deflated: Bytes::from(out),
+            crc,
+        })
     }
 }
 
@@ -131,8 +171,12 @@ fn segments(body: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
             };
             end += at + 1;
             lines += 1;
-            let family_starts = body[end..].starts_with(b"# HELP ");
-            if lines == LINES_PER_SEGMENT || (family_starts && end - start >= MIN_SEGMENT) {
+            let next = &body[end..];
+            let family_starts = next.starts_with(b"# HELP ");
+            let inside_comments = next.starts_with(b"#") && !family_starts;
+            if (lines >= LINES_PER_SEGMENT && !inside_comments)
+                || (family_starts && end - start >= MIN_SEGMENT)
+            {
                 break end;
             }
         };
@@ -236,7 +280,7 @@ mod tests {
     fn a_body_after_another_copies_the_unchanged_segments_and_decodes_to_itself() {
         let mut last = Segments::default();
         let first = text(1);
-        let compressed = GzipPrefix::new(&first, &mut last).unwrap();
+        let compressed = GzipPrefix::new(&first, None, &mut last).unwrap();
         assert_eq!(
             decoded(&compressed, b"tail 1\n"),
             [&first[..], b"tail 1\n"].concat()
@@ -246,7 +290,7 @@ mod tests {
         // One value changed (and made longer): its segment is compressed again, the rest copied.
         let second = text(123_456_789);
         assert_ne!(first, second);
-        let compressed = GzipPrefix::new(&second, &mut last).unwrap();
+        let compressed = GzipPrefix::new(&second, None, &mut last).unwrap();
         assert_eq!(
             decoded(&compressed, b"tail 2\n"),
             [&second[..], b"tail 2\n"].concat()
@@ -257,19 +301,70 @@ mod tests {
         assert_eq!(copied + 1, after.len(), "{copied} of {}", after.len());
 
         // The same body a third time: every segment copied, the output the same bytes.
-        let again = GzipPrefix::new(&second, &mut last).unwrap();
+        let again = GzipPrefix::new(&second, None, &mut last).unwrap();
         assert_eq!(again.bytes, compressed.bytes);
         assert_eq!(last.deflated_at(), after);
 
         // Nothing kept (a new agent) compresses the same body to a stream that decodes the same.
-        let fresh = GzipPrefix::new(&second, &mut Segments::default()).unwrap();
+        let fresh = GzipPrefix::new(&second, None, &mut Segments::default()).unwrap();
         assert_eq!(decoded(&fresh, b""), &second[..]);
+    }
+
+    /// Short families (`# HELP`, `# TYPE`, `# UNIT` and one to four series) of Prometheus text,
+    /// so that the 128th line of a segment falls on each of a family's lines in turn.
+    fn short_families(changed_value: u64) -> Bytes {
+        let mut text = String::new();
+        for family in 0..400 {
+            let (name, kind) = if family % 2 == 0 {
+                (format!("f{family}_seconds_total"), "counter")
+            } else {
+                (format!("f{family}_seconds"), "gauge")
+            };
+            text.push_str(&format!(
+                "# HELP {name} Help \"{family}\".\n# TYPE {name} {kind}\n# UNIT {name} seconds\n"
+            ));
+            for series in 0..1 + family % 4 {
+                let value = if family == 201 { changed_value } else { 7 };
+                text.push_str(&format!("{name}{{c=\"{series}\"}} {value}\n"));
+            }
+        }
+        Bytes::from(text)
+    }
+
+    #[test]
+    fn openmetrics_converted_by_segment_equals_the_whole_text_converted() {
+        use super::super::encode::to_openmetrics;
+        let first = short_families(1);
+        // No segment starts inside a family's comments.
+        for cut in segments(&first) {
+            let segment = &first[cut];
+            assert!(
+                !segment.starts_with(b"#") || segment.starts_with(b"# HELP "),
+                "{}",
+                String::from_utf8_lossy(&segment[..40])
+            );
+        }
+        let mut last = Segments::default();
+        let compressed = GzipPrefix::new(&first, Some(to_openmetrics), &mut last).unwrap();
+        assert_eq!(
+            decoded(&compressed, b"# EOF\n"),
+            [&to_openmetrics(&first)[..], b"# EOF\n"].concat()
+        );
+        let before = last.deflated_at();
+
+        // One value changed: one segment converted and compressed again, the rest copied.
+        let second = short_families(123_456);
+        let compressed = GzipPrefix::new(&second, Some(to_openmetrics), &mut last).unwrap();
+        assert_eq!(decoded(&compressed, b""), to_openmetrics(&second));
+        let after = last.deflated_at();
+        assert!(after.len() > 10, "{}", after.len());
+        assert_eq!(after.intersection(&before).count() + 1, after.len());
     }
 
     #[test]
     fn an_empty_body_and_a_body_of_one_line_without_its_end_compress() {
         for body in [Bytes::new(), Bytes::from_static(b"no line end")] {
-            let compressed = GzipPrefix::new(&body, &mut Segments::default()).unwrap();
+            let compressed = GzipPrefix::new(&body, None, &mut Segments::default()).unwrap();
             assert_eq!(
                 decoded(&compressed, b"end\n"),
                 [&body[..], b"end\n"].concat()
