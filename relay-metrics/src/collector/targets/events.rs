@@ -8,6 +8,11 @@
 //! Attribution is by pid, through the walk's membership (see the parent module), in the
 //! hierarchy it walks: on hybrid hosts the unified hierarchy's cgroup id, which the eBPF
 //! programs see, is the root for every process.
+//!
+//! Every counter is counted in the process's own context (a switch in or out, a reclaim stall,
+//! a fork): a process that did not run adds nothing. The members of a cgroup that the unchanged
+//! rule (`super::unchanged`) found quiet since the last pass are therefore not looked up again:
+//! their counters as last seen are their counters now.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -54,7 +59,14 @@ impl EventTracker {
     /// Reads every member process's counters and fills [`Self::deltas`] (per scanned cgroup,
     /// its subtree's increase since the previous call). Exits are counted for the cgroup each
     /// process was last seen in, if that cgroup was scanned again.
-    pub(super) fn update(&mut self, source: &EbpfSource, scan: &Scan) {
+    /// `quiet`: whether the cgroup at a scan index is unchanged since the last pass (its members
+    /// did not run).
+    pub(super) fn update(
+        &mut self,
+        source: &EbpfSource,
+        scan: &Scan,
+        quiet: impl Fn(usize) -> bool,
+    ) {
         self.walk += 1;
         self.reset_deltas(scan.cgroups.len());
         let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
@@ -63,7 +75,11 @@ impl EventTracker {
             index_of.insert(path, index);
             if !cgroup.pids.is_empty() {
                 let shared = self.shared_path(path);
-                self.count_members(source, &scan.pids[cgroup.pids.clone()], &shared, index);
+                let pids = &scan.pids[cgroup.pids.clone()];
+                if quiet(index) {
+                    self.keep_quiet(pids, &shared);
+                }
+                self.count_members(source, pids, &shared, index);
             }
         }
         self.count_exits(&index_of);
@@ -106,8 +122,22 @@ impl EventTracker {
         }
     }
 
+    /// Marks those of `pids` (quiet members of `cgroup`) seen before as seen now, with the
+    /// counters they had: [`Self::count_members`] then skips them.
+    fn keep_quiet(&mut self, pids: &[u32], cgroup: &Arc<str>) {
+        for pid in pids {
+            if let Some(seen) = self.seen.get_mut(pid) {
+                seen.walk = self.walk;
+                if !Arc::ptr_eq(&seen.cgroup, cgroup) {
+                    seen.cgroup = Arc::clone(cgroup);
+                }
+            }
+        }
+    }
+
     /// Adds the increase of each of `pids` (members of the cgroup at `index`, `cgroup`) since
-    /// the previous update to that cgroup's delta.
+    /// the previous update to that cgroup's delta; a process already seen in this update
+    /// ([`Self::keep_quiet`]) is skipped.
     fn count_members(
         &mut self,
         source: &EbpfSource,
@@ -117,6 +147,13 @@ impl EventTracker {
     ) {
         let first = self.walk == 1;
         for &pid in pids {
+            if self
+                .seen
+                .get(&pid)
+                .is_some_and(|seen| seen.walk == self.walk)
+            {
+                continue;
+            }
             // A process the programs have not seen run since they attached (one asleep
             // since before the agent started) has counted nothing yet, but it is this
             // cgroup's: its exit and an OOM kill are attributed here.

@@ -272,7 +272,10 @@ impl TargetSet {
             Some(source) => {
                 // Before the update, which forgets the processes that are gone (the victims).
                 let victims = self.events.new_victims(source);
-                self.events.update(source, &self.scan);
+                let rule = self.rule.as_ref();
+                self.events.update(source, &self.scan, |index| {
+                    rule.is_some_and(|rule| rule.unchanged(index))
+                });
                 victims
             }
             None => {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::model::{ProcessCounters, ProcessSet};
+use crate::source::ebpf::{EbpfOptions, EbpfSource};
 use crate::source::task_iter::TaskIter;
 
 /// The cgroups of one test, made in the memory (walked), cpuacct and unified hierarchies, and
@@ -170,8 +171,17 @@ impl Pass {
     }
 
     fn fill(&self, set: &mut TargetSet, out: &mut Targets) {
+        self.fill_with_events(set, out, None);
+    }
+
+    fn fill_with_events(
+        &self,
+        set: &mut TargetSet,
+        out: &mut Targets,
+        kernel: Option<&EbpfSource>,
+    ) {
         let pass = ProcessPass::Sampled(self.set.clone());
-        set.fill(Some(&pass), Some(&self.records), None, 100, None, out);
+        set.fill(Some(&pass), Some(&self.records), None, 100, kernel, out);
     }
 }
 
@@ -429,4 +439,77 @@ fn bench_targets_pass_with_and_without_the_rule() {
         counts.misses
     );
     assert_eq!(counts.misses, 0);
+}
+
+/// The kernel events of each report, as text, by path.
+fn events_by_path(out: &Targets) -> HashMap<String, String> {
+    out.cgroups
+        .iter()
+        .map(|r| (r.cgroup.to_string(), format!("{:?}", r.kernel_events)))
+        .collect()
+}
+
+#[test]
+#[ignore = "root: makes v1 and v2 cgroups, loads the BPF task iterator and the eBPF programs"]
+fn quiet_members_kernel_events_are_not_looked_up_and_a_full_lookup_finds_them_unchanged() {
+    let mut tree = Tree::new(&format!("relay-rule-events-{}", std::process::id()));
+    populate(&mut tree);
+    let source = EbpfSource::load(&EbpfOptions::default()).expect("loading the eBPF programs");
+    let mut with_rule = target_set(&tree);
+    let mut every_lookup = target_set(&tree);
+    every_lookup.rule = None;
+    let (mut ruled, mut full) = (Targets::default(), Targets::default());
+    let mut pass = Pass::new();
+    let (mut ruled_before, mut full_before) = (HashMap::new(), HashMap::new());
+    // Per path found unchanged at a step: whether each collector's events stayed the same.
+    let mut pending: Vec<(String, bool, bool)> = Vec::new();
+    let (mut compared, mut busy_changes) = (0, 0);
+    let mut sleeper = None;
+    for step in 0..48 {
+        churn(&mut tree, step, &mut sleeper);
+        std::thread::sleep(Duration::from_millis(50));
+        pass.read();
+        with_rule.rule.as_mut().unwrap().fixture_moves = Some(tree.moves.get());
+        pass.fill_with_events(&mut with_rule, &mut ruled, Some(&source));
+        pass.fill_with_events(&mut every_lookup, &mut full, Some(&source));
+        // The full lookup came after this pass: a quiet member's counters are checked only
+        // where the rule holds again at the next pass (nothing ran in between).
+        for (path, ruled_same, full_same) in pending.drain(..) {
+            if rule_says_unchanged(&with_rule, &path) {
+                assert!(
+                    ruled_same,
+                    "{path} at step {step}: the skipped lookups changed events"
+                );
+                assert!(
+                    full_same,
+                    "{path} at step {step}: a full lookup found events the rule skipped"
+                );
+                compared += 1;
+            }
+        }
+        let (ruled_now, full_now) = (events_by_path(&ruled), events_by_path(&full));
+        for (path, now) in &full_now {
+            let same = |before: &HashMap<String, String>, now: Option<&String>| {
+                before.get(path).is_some_and(|was| Some(was) == now)
+            };
+            if path.ends_with("/busy") && !same(&full_before, Some(now)) {
+                busy_changes += 1;
+            }
+            if rule_says_unchanged(&with_rule, path) && full_before.contains_key(path) {
+                let ruled_same = same(&ruled_before, ruled_now.get(path));
+                pending.push((path.clone(), ruled_same, same(&full_before, Some(now))));
+            }
+        }
+        (ruled_before, full_before) = (ruled_now, full_now);
+    }
+    eprintln!("compared {compared}, busy cgroup's events changed {busy_changes} times");
+    assert!(compared > 50, "only {compared} quiet cgroups compared");
+    assert!(
+        busy_changes > 20,
+        "the busy cgroup's events changed only {busy_changes} times"
+    );
+    if let Some(mut child) = sleeper {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
