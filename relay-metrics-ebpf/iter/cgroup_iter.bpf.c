@@ -6,7 +6,9 @@
  * iterator cannot continue a walk in a second read() (cgroup_iter_seq_start returns
  * -EOPNOTSUPP once cgroup_mutex was dropped), and one read holds at most 8 pages (~32 KiB). The
  * seq_file carries only the record count, written at the end of the walk. Every kernel access
- * is a CO-RE read relocated at load time. */
+ * is relocated at load time (CO-RE). The cgroup and its controllers' css pointers are direct
+ * loads; a controller's fields are reached from its css by a computed address (container_of),
+ * which the verifier does not follow, so they are read with bpf_probe_read_kernel. */
 #include "cgroup_types.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -62,14 +64,14 @@ struct {
 u64 written;
 
 /* The css of controller `subsys_id` on `cgrp`, NULL where that controller is not on this
- * hierarchy. */
+ * hierarchy. subsys_id is a constant relocated at load time, so the slot is at a known offset
+ * of the iterator's cgroup: a direct load. */
 static __always_inline struct cgroup_subsys_state *css_of(struct cgroup___iter *cgrp, u32 subsys_id)
 {
-	struct cgroup_subsys_state *css = 0;
-	bpf_core_read(&css, sizeof(css),
-		      (void *)cgrp + bpf_core_field_offset(struct cgroup___iter, subsys) +
-			      (u64)subsys_id * sizeof(css));
-	return css;
+	struct cgroup_subsys_state **slot =
+		(void *)cgrp + bpf_core_field_offset(struct cgroup___iter, subsys) +
+		(u64)subsys_id * sizeof(struct cgroup_subsys_state *);
+	return *slot;
 }
 
 #define CSS_OF(cgrp, controller)                                                                  \
@@ -143,8 +145,9 @@ int cgroup_values(struct bpf_iter__cgroup *ctx)
 	if (!r)
 		return 0;
 	__builtin_memset(r, 0, sizeof(*r));
-	r->id = BPF_CORE_READ(cgrp, kn, id);
-	r->level = (u32)BPF_CORE_READ(cgrp, level);
+	struct kernfs_node *kn = cgrp->kn;
+	r->id = kn ? kn->id : 0;
+	r->level = (u32)cgrp->level;
 	if (r->level == 0)
 		r->valid |= VALID_ROOT;
 	struct cgroup_subsys_state *css = CSS_OF(cgrp, memory_cgrp_id);

@@ -8,9 +8,10 @@
  * A field reached through pointers the verifier follows (the iterator's task, and the structs
  * its fields point to) is a direct load: the JIT makes it a plain load guarded against faults.
  * bpf_probe_read_kernel, a helper call several times dearer, is left where an address is
- * computed (the thread list's container_of, walked for processes of several threads only, a
- * controller's slot in css_set.subsys, per-CPU parts, the fd bitmap, the reader's pid level),
- * which the verifier refuses to follow. Every
+ * computed from a value known only at run time (the thread list's container_of, walked for
+ * processes of several threads only, per-CPU parts, the fd bitmap, the reader's pid level),
+ * which the verifier refuses to follow. A controller's slot in css_set.subsys is at an offset
+ * relocated at load time, a constant to the verifier: a direct load. Every
  * pointer is checked before it is followed: on 6.2+ the verifier marks __rcu pointers it
  * does not know to be set as possibly NULL. */
 #include "kernel_types.h"
@@ -174,12 +175,12 @@ static __always_inline void find_cpu_offsets(void)
 	cpu_offsets_state = 1;
 }
 
-/* percpu_counter_sum without the lock: the central count plus every CPU's part. The array
- * index must be a constant where the CO-RE read is written (the kernel's element size differs
- * from the declared one), hence a macro. */
+/* percpu_counter_sum without the lock: the central count plus every CPU's part. The central
+ * count and the per-CPU pointer are direct loads; each CPU's part is at a computed address,
+ * read with bpf_probe_read_kernel. The array index must be a constant where the CO-RE access is
+ * written (the kernel's element size differs from the declared one), hence a macro. */
 #define COUNTER_SUM(mm, kind)                                                                      \
-	counter_sum(BPF_CORE_READ(mm, rss_stat[kind].count),                                      \
-		    (u64)BPF_CORE_READ(mm, rss_stat[kind].counters))
+	counter_sum((mm)->rss_stat[kind].count, (u64)(mm)->rss_stat[kind].counters)
 
 static __always_inline s64 counter_sum(s64 sum, u64 counters)
 {
@@ -404,16 +405,19 @@ static __always_inline void read_fds(struct task_struct *task, struct task_recor
 static __always_inline u64 v1_cgroup_id(struct css_set *cset, struct cgroup_root *dfl_root,
 					u32 subsys_id)
 {
-	struct cgroup_subsys_state *css = 0;
-	bpf_probe_read_kernel(&css, sizeof(css),
-			      (void *)cset + bpf_core_field_offset(struct css_set, subsys) +
-				      (u64)subsys_id * sizeof(css));
+	/* subsys_id is a constant relocated at load time: the slot is at a known offset of the
+	 * css_set, so every load here is direct. */
+	struct cgroup_subsys_state **slot =
+		(void *)cset + bpf_core_field_offset(struct css_set, subsys) +
+		(u64)subsys_id * sizeof(struct cgroup_subsys_state *);
+	struct cgroup_subsys_state *css = *slot;
 	if (!css)
 		return 0;
-	struct cgroup *cgrp = BPF_CORE_READ(css, cgroup);
-	if (!cgrp || BPF_CORE_READ(cgrp, root) == dfl_root)
+	struct cgroup *cgrp = css->cgroup;
+	if (!cgrp || cgrp->root == dfl_root)
 		return 0;
-	return BPF_CORE_READ(cgrp, kn, id);
+	struct kernfs_node *kn = cgrp->kn;
+	return kn ? kn->id : 0;
 }
 
 #define V1_CGROUP_ID(cset, dfl_root, controller)                                                   \
