@@ -58,9 +58,9 @@ pub(super) struct EventTracker {
 impl EventTracker {
     /// Reads every member process's counters and fills [`Self::deltas`] (per scanned cgroup,
     /// its subtree's increase since the previous call). Exits are counted for the cgroup each
-    /// process was last seen in, if that cgroup was scanned again.
-    /// `quiet`: whether the cgroup at a scan index is unchanged since the last pass (its members
-    /// did not run).
+    /// process was last seen in, if that cgroup was scanned again. `quiet` tells whether the
+    /// cgroup at a scan index is unchanged since the last pass: its members, which did not run,
+    /// keep the counters they had.
     pub(super) fn update(
         &mut self,
         source: &EbpfSource,
@@ -69,10 +69,8 @@ impl EventTracker {
     ) {
         self.walk += 1;
         self.reset_deltas(scan.cgroups.len());
-        let mut index_of: HashMap<&str, usize> = HashMap::with_capacity(scan.cgroups.len());
         for (index, cgroup) in scan.cgroups.iter().enumerate() {
             let path = scan.path(cgroup);
-            index_of.insert(path, index);
             if !cgroup.pids.is_empty() {
                 let shared = self.shared_path(path);
                 let pids = &scan.pids[cgroup.pids.clone()];
@@ -82,8 +80,7 @@ impl EventTracker {
                 self.count_members(source, pids, &shared, index);
             }
         }
-        self.count_exits(&index_of);
-        drop(index_of);
+        self.count_exits(scan);
         self.paths.retain(|_, shared| Arc::strong_count(shared) > 1);
         for index in (1..scan.cgroups.len()).rev() {
             if let Some(parent) = scan.cgroups[index].parent {
@@ -187,18 +184,30 @@ impl EventTracker {
 
     /// Processes not seen in this update: exited (or moved out of every scanned cgroup); each
     /// counts as an exit of the cgroup it was last seen in, if that cgroup was scanned again.
-    fn count_exits(&mut self, index_of: &HashMap<&str, usize>) {
+    fn count_exits(&mut self, scan: &Scan) {
         let walk = self.walk;
-        let deltas = &mut self.deltas;
+        let mut exited = Vec::new();
         self.seen.retain(|_, seen| {
-            if seen.walk == walk {
-                return true;
+            let gone = seen.walk != walk;
+            if gone {
+                exited.push(Arc::clone(&seen.cgroup));
             }
-            if let Some(&index) = index_of.get(&*seen.cgroup) {
-                deltas[index].processes_exited += 1;
-            }
-            false
+            !gone
         });
+        if exited.is_empty() {
+            return;
+        }
+        let index_of: HashMap<&str, usize> = scan
+            .cgroups
+            .iter()
+            .enumerate()
+            .map(|(index, cgroup)| (scan.path(cgroup), index))
+            .collect();
+        for cgroup in exited {
+            if let Some(&index) = index_of.get(&*cgroup) {
+                self.deltas[index].processes_exited += 1;
+            }
+        }
     }
 
     /// The scanned cgroup that held `pid` at the last update.
