@@ -197,12 +197,7 @@ impl EventTracker {
         if exited.is_empty() {
             return;
         }
-        let index_of: HashMap<&str, usize> = scan
-            .cgroups
-            .iter()
-            .enumerate()
-            .map(|(index, cgroup)| (scan.path(cgroup), index))
-            .collect();
+        let index_of = scan.index_by_path();
         for cgroup in exited {
             if let Some(&index) = index_of.get(&*cgroup) {
                 self.deltas[index].processes_exited += 1;

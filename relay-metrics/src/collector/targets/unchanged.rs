@@ -252,12 +252,7 @@ impl UnchangedRule {
             .filter(|(_, c)| c.id != 0)
             .map(|(index, c)| (c.id, index))
             .collect();
-        let by_path: HashMap<&str, usize> = scan
-            .cgroups
-            .iter()
-            .enumerate()
-            .map(|(index, c)| (scan.path(c), index))
-            .collect();
+        let by_path = scan.index_by_path();
         let mut places = Places {
             rule: self,
             scan,

@@ -124,6 +124,15 @@ impl Scan {
         &self.text[cgroup.path.clone()]
     }
 
+    /// Each visited cgroup's scan index, by path.
+    pub(crate) fn index_by_path(&self) -> HashMap<&str, usize> {
+        self.cgroups
+            .iter()
+            .enumerate()
+            .map(|(index, cgroup)| (self.path(cgroup), index))
+            .collect()
+    }
+
     /// Sets the processes of the visited cgroups from `members` (scan index, pid), for a walk
     /// that did not list them: the pairs are sorted by index (then pid) in place.
     pub(crate) fn set_members(&mut self, members: &mut [(usize, u32)]) {
