@@ -170,13 +170,30 @@ fn process_values_agree_with_the_kernel_files() {
         nix::sys::signal::Signal::SIGSTOP,
     )
     .unwrap();
-    let snapshot = json_of(&relay_metrics(&[
-        "snapshot",
-        "--pid",
-        &pid.to_string(),
-        "--scope",
-        "application_process",
-    ]));
+    // Private memory counts pages only this process maps, so it moves when another process
+    // sharing a page (another test's `sleep`) starts or exits: the snapshot is taken between
+    // two equal reads of smaps_rollup.
+    let private_kib = || {
+        std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("Private_"))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
+            .sum::<f64>()
+    };
+    let (snapshot, private) = (0..20)
+        .find_map(|_| {
+            let before = private_kib();
+            let snapshot = json_of(&relay_metrics(&[
+                "snapshot",
+                "--pid",
+                &pid.to_string(),
+                "--scope",
+                "application_process",
+            ]));
+            (private_kib() == before).then_some((snapshot, before))
+        })
+        .expect("private memory settled within 20 tries");
 
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
@@ -208,12 +225,6 @@ fn process_values_agree_with_the_kernel_files() {
             .unwrap()
     };
     let total = common::meminfo_total_kib();
-    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
-    let private: f64 = smaps
-        .lines()
-        .filter(|l| l.starts_with("Private_"))
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
-        .sum();
     for (category, name, expected) in [
         ("process", "thread_count", field(20)),
         ("memory", "resident", statm_resident * page_kib),
