@@ -7,7 +7,9 @@
 //! in the `otel` naming the dotted name, `container.cpu.time`): `*` any run of characters, `?`
 //! one. A family is kept when it matches an include glob (or none is given) and no exclude glob.
 
-use super::metrics::{Family, Histogram, Kind, Label, Number, Sink};
+use super::metrics::{
+    join_labels, Family, Histogram, Kind, Label, Number, Sink, CGROUP_SERIES_LABELS,
+};
 
 /// The snapshot's categories that are off (`"cpu": {"enabled": false}`, …): their per-cgroup
 /// families are not exported either.
@@ -264,6 +266,21 @@ impl<S: Sink> Sink for Budgeted<'_, S> {
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
         if self.pass(family, labels) {
             self.sink.point(family, labels, value);
+        }
+    }
+
+    fn cgroup_point<'l>(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        base: &[(&'l str, Label<'l>)],
+        extra: &[(&'l str, Label<'l>)],
+        value: Number,
+    ) {
+        let mut all = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
+        let count = join_labels(base, extra, &mut all);
+        if self.pass(family, &all[..count]) {
+            self.sink.cgroup_point(family, cgroup, base, extra, value);
         }
     }
 

@@ -23,6 +23,9 @@ struct Text<'o> {
     announced: Option<(FamilyKey, String)>,
     /// A series' labels as written, kept for its capacity.
     labels: String,
+    /// Each measured cgroup's labels as written, by its index in the walk's targets, once
+    /// written (see [`Sink::cgroup_point`]): a node's cgroup has ~40 series, all with its labels.
+    cgroup_labels: Vec<Option<String>>,
 }
 
 /// What a family's metric name depends on.
@@ -158,6 +161,36 @@ impl Sink for Text<'_> {
         write_value(self.out, value);
     }
 
+    fn cgroup_point<'l>(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        base: &[(&'l str, Label<'l>)],
+        extra: &[(&'l str, Label<'l>)],
+        value: Number,
+    ) {
+        self.family_name(family);
+        if self.cgroup_labels.len() <= cgroup {
+            self.cgroup_labels.resize(cgroup + 1, None);
+        }
+        let written = self.cgroup_labels[cgroup].get_or_insert_with(|| {
+            let mut written = String::new();
+            write_labels(&mut written, base);
+            written
+        });
+        debug_assert_eq!(*written, {
+            let mut again = String::new();
+            write_labels(&mut again, base);
+            again
+        });
+        self.out.push_str(written);
+        write_more_labels(self.out, extra, !base.is_empty());
+        if !base.is_empty() || !extra.is_empty() {
+            self.out.push('}');
+        }
+        write_value(self.out, value);
+    }
+
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
         // Every line of one histogram has the same labels: they are written once.
         let mut block = std::mem::take(&mut self.labels);
@@ -215,8 +248,13 @@ impl Text<'_> {
 /// Labels as a series writes them, without the closing brace: `{key="value",…`, nothing for
 /// none.
 fn write_labels(out: &mut String, labels: &[(&str, Label<'_>)]) {
+    write_more_labels(out, labels, false);
+}
+
+/// [`write_labels`] after labels already written when `opened` (the brace is open).
+fn write_more_labels(out: &mut String, labels: &[(&str, Label<'_>)], opened: bool) {
     for (index, (key, label_value)) in labels.iter().enumerate() {
-        out.push(if index == 0 { '{' } else { ',' });
+        out.push(if index == 0 && !opened { '{' } else { ',' });
         write_name(out, key);
         out.push_str("=\"");
         match label_value {
@@ -284,6 +322,7 @@ pub fn encode_within(
         bounds: Vec::new(),
         announced: None,
         labels: String::new(),
+        cgroup_labels: Vec::new(),
     };
     if names == MetricNames::Otel {
         text.target_info();
@@ -320,6 +359,93 @@ mod tests {
             bounds: Vec::new(),
             announced: None,
             labels: String::new(),
+            cgroup_labels: Vec::new(),
+        }
+    }
+
+    /// Hands everything to the text through [`Sink::point`]: a cgroup's labels written with
+    /// each series, as [`Sink::cgroup_point`]'s default does.
+    struct PointsOnly<'t, 'o>(&'t mut Text<'o>);
+
+    impl Sink for PointsOnly<'_, '_> {
+        fn begin(&mut self, family: &Family) {
+            self.0.begin(family);
+        }
+
+        fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+            self.0.point(family, labels, value);
+        }
+
+        fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], h: &Histogram) {
+            self.0.histogram(family, labels, h);
+        }
+    }
+
+    /// Measured cgroups whose labels differ in number and need escaping, with per-device and
+    /// per-GPU series (labels of their own after the cgroup's).
+    fn measured_cgroups() -> ResourceMetricsSnapshot {
+        use crate::snapshot::{CgroupTargetReport, TargetDeviceIo, TargetGpuUse, TargetLabels};
+        let report = |index: u64| CgroupTargetReport {
+            cgroup: format!("/pod{index}/c \"{index}\"\\\n").into(),
+            labels: TargetLabels {
+                unit: index.is_multiple_of(2).then(|| format!("u{index}.scope")),
+                container_id: Some(format!("{index:064x}")),
+                pod_name: index.is_multiple_of(3).then(|| format!("p\"{index}")),
+                kubernetes_container: (index % 3 == 1).then(|| "app".to_owned()),
+                ..TargetLabels::default()
+            },
+            cpu_usage_ns: Some(1_000 * index),
+            memory_current_bytes: (index != 2).then_some(4096 * index),
+            devices: (0..index % 3)
+                .map(|d| TargetDeviceIo {
+                    device: format!("8:{d}"),
+                    read_bytes: index + d,
+                    ..TargetDeviceIo::default()
+                })
+                .collect(),
+            gpus: Some(vec![TargetGpuUse {
+                index: 0,
+                uuid: format!("GPU-{index}").into(),
+                processes: 1,
+                memory_used_bytes: Some(index),
+                sm_utilization_percent: None,
+                memory_utilization_percent: Some(1.5),
+            }]),
+            ..CgroupTargetReport::default()
+        };
+        let mut snapshot = ResourceMetricsSnapshot {
+            cpu: Some(Default::default()),
+            memory: Some(Default::default()),
+            disk: Some(Default::default()),
+            gpu: Some(Default::default()),
+            ..ResourceMetricsSnapshot::default()
+        };
+        snapshot.extensions.targets = Some(Box::new(crate::snapshot::Targets {
+            cgroups: (0..7).map(report).collect(),
+            ..Default::default()
+        }));
+        snapshot
+    }
+
+    #[test]
+    fn each_cgroups_labels_written_once_per_walk_give_the_text_of_labels_written_per_series() {
+        let snapshot = measured_cgroups();
+        for names in [
+            MetricNames::RelayMetrics,
+            MetricNames::Cadvisor,
+            MetricNames::Otel,
+        ] {
+            let (mut once, mut per_series) = (String::new(), String::new());
+            metrics::walk(&snapshot, names, &mut text_into(&mut once));
+            metrics::walk(
+                &snapshot,
+                names,
+                &mut PointsOnly(&mut text_into(&mut per_series)),
+            );
+            assert_eq!(once, per_series, "{names:?}");
+            // The walk reached the cgroups' series, with extra labels after theirs.
+            assert!(once.contains("device=\"8:1\"}"), "{names:?}: {once}");
+            assert!(once.contains("p\\\"3"), "{names:?}");
         }
     }
 

@@ -109,6 +109,19 @@ impl<S: Sink> Sink for Without<'_, S> {
         }
     }
 
+    fn cgroup_point<'l>(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        base: &[(&'l str, Label<'l>)],
+        extra: &[(&'l str, Label<'l>)],
+        value: Number,
+    ) {
+        if !self.skip.contains(&family.name) {
+            self.sink.cgroup_point(family, cgroup, base, extra, value);
+        }
+    }
+
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
         if !self.skip.contains(&family.name) {
             self.sink.histogram(family, labels, histogram);

@@ -199,9 +199,43 @@ pub(crate) trait Sink {
     /// One finite value of `family` with all its labels (the scope first, in `relay_metrics`
     /// naming).
     fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number);
+    /// [`Sink::point`] for a series of one measured cgroup: its labels are the cgroup's
+    /// (`base`) then the series' own (`extra`). `cgroup` is the cgroup's index in the walk's
+    /// targets, and every call with the same index in one walk has the same `base` (one cgroup
+    /// has one set of labels), so a sink may write a cgroup's labels once per walk.
+    fn cgroup_point<'l>(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        base: &[(&'l str, Label<'l>)],
+        extra: &[(&'l str, Label<'l>)],
+        value: Number,
+    ) {
+        let _ = cgroup;
+        let mut all = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
+        let count = join_labels(base, extra, &mut all);
+        self.point(family, &all[..count], value);
+    }
     /// One distribution of a [`Kind::Histogram`] family: cumulative counts at each upper bound
     /// (ascending; the `+Inf` bucket is `count`), the total count and the sum.
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram);
+}
+
+/// Most labels a measured cgroup's series has: the cgroup's ten and two of its family.
+pub(crate) const CGROUP_SERIES_LABELS: usize = 12;
+
+/// `base` then `extra` into `all`, as many as fit; returns how many.
+pub(crate) fn join_labels<'l>(
+    base: &[(&'l str, Label<'l>)],
+    extra: &[(&'l str, Label<'l>)],
+    all: &mut [(&'l str, Label<'l>); CGROUP_SERIES_LABELS],
+) -> usize {
+    let mut count = 0;
+    for (slot, &label) in all.iter_mut().zip(base.iter().chain(extra)) {
+        *slot = label;
+        count += 1;
+    }
+    count
 }
 
 /// A distribution handed to [`Sink::histogram`].

@@ -11,11 +11,8 @@ mod table;
 
 pub(crate) use cadvisor::is_cadvisor_name;
 
-use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit};
+use super::metrics::{Family, Histogram, Kind, Label, Number, Sink, Unit, CGROUP_SERIES_LABELS};
 use crate::snapshot::{CgroupTargetReport, TargetGpuUse, TargetInterface, Targets};
-
-/// Most labels a series has: the cgroup's ten and two of its family.
-const MAX_LABELS: usize = 12;
 
 use table::plain;
 
@@ -184,7 +181,7 @@ pub(crate) enum Style {
 fn cgroup_labels<'r>(
     report: &'r CgroupTargetReport,
     style: Style,
-    labels: &mut [(&'static str, Label<'r>); MAX_LABELS],
+    labels: &mut [(&'static str, Label<'r>); CGROUP_SERIES_LABELS],
 ) -> usize {
     let l = &report.labels;
     let mut count = 0;
@@ -225,8 +222,8 @@ fn emit_family<S: Sink>(
     each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, Label<'_>)], f64)),
 ) {
     let mut started = false;
-    for report in &targets.cgroups {
-        let mut labels = [("", Label::Int(0)); MAX_LABELS];
+    for (index, report) in targets.cgroups.iter().enumerate() {
+        let mut labels = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
         let base = cgroup_labels(report, style, &mut labels);
         each(report, &mut |extra, value| {
             if !value.is_finite() {
@@ -236,16 +233,7 @@ fn emit_family<S: Sink>(
                 started = true;
                 sink.begin(family);
             }
-            let mut all = [("", Label::Int(0)); MAX_LABELS];
-            all[..base].copy_from_slice(&labels[..base]);
-            let mut count = base;
-            for &label in extra {
-                if count < MAX_LABELS {
-                    all[count] = label;
-                    count += 1;
-                }
-            }
-            sink.point(family, &all[..count], Number::F64(value));
+            sink.cgroup_point(family, index, &labels[..base], extra, Number::F64(value));
         });
     }
 }
@@ -349,7 +337,7 @@ fn emit_run_queue<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
             started = true;
             sink.begin(&RUN_QUEUE);
         }
-        let mut labels = [("", Label::Int(0)); MAX_LABELS];
+        let mut labels = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
         let count = cgroup_labels(report, style, &mut labels);
         sink.histogram(&RUN_QUEUE, &labels[..count], &histogram);
     }
