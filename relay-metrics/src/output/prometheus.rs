@@ -443,6 +443,15 @@ mod tests {
                 &mut PointsOnly(&mut text_into(&mut per_series)),
             );
             assert_eq!(once, per_series, "{names:?}");
+            // Within a budget that drops some of each cgroup's families.
+            let budget =
+                SeriesBudget::new(vec![], vec!["*gpu*".into()], false, vec![], vec![]).unwrap();
+            let (mut kept_once, mut kept_per_series) = (String::new(), String::new());
+            metrics::walk_within(&snapshot, names, &budget, &mut text_into(&mut kept_once));
+            let mut points_only = text_into(&mut kept_per_series);
+            metrics::walk_within(&snapshot, names, &budget, &mut PointsOnly(&mut points_only));
+            assert_eq!(kept_once, kept_per_series, "{names:?} within a budget");
+            assert!(!kept_once.contains("GPU-") && kept_once.len() < once.len());
             // The walk reached the cgroups' series, with extra labels after theirs.
             assert!(once.contains("device=\"8:1\"}"), "{names:?}: {once}");
             assert!(once.contains("p\\\"3"), "{names:?}");
