@@ -261,23 +261,26 @@ mod tests {
 
     #[test]
     fn a_marker_names_a_live_helper_until_it_is_gone_and_locks_one_holder() {
+        // A lock released is taken within this: a child forked by a test running beside
+        // this one shares the lock's open file until it execs.
+        const FREE: Duration = Duration::from_secs(2);
         let dir = tempfile::tempdir().unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
-        let mut lock = MountLock::acquire(dir.path(), "mount-1", Duration::ZERO).unwrap();
+        let mut lock = MountLock::acquire(dir.path(), "mount-1", FREE).unwrap();
         assert_eq!(lock.stuck_helper(), None);
         // Held: another holder waits, then gives up.
         assert!(MountLock::acquire(dir.path(), "mount-1", Duration::from_millis(20)).is_none());
         lock.mark_stuck(pid, Instant::now());
-        let mut lock = MountLock::acquire(dir.path(), "mount-1", Duration::ZERO).unwrap();
+        let mut lock = MountLock::acquire(dir.path(), "mount-1", FREE).unwrap();
         assert_eq!(lock.stuck_helper().map(|helper| helper.pid), Some(pid));
         drop(lock);
         child.kill().unwrap();
         child.wait().unwrap();
-        let mut lock = MountLock::acquire(dir.path(), "mount-1", Duration::ZERO).unwrap();
+        let mut lock = MountLock::acquire(dir.path(), "mount-1", FREE).unwrap();
         assert_eq!(lock.stuck_helper(), None);
         lock.clear();
         assert!(!dir.path().join("mount-1").exists());
@@ -287,7 +290,7 @@ mod tests {
             format!("{} 1 0\n", std::process::id()),
         )
         .unwrap();
-        let mut lock = MountLock::acquire(dir.path(), "mount-2", Duration::ZERO).unwrap();
+        let mut lock = MountLock::acquire(dir.path(), "mount-2", FREE).unwrap();
         assert_eq!(lock.stuck_helper(), None);
         drop(lock);
         // Markers of mounts that are gone go, unless their helper is still stuck; a mounted
@@ -296,7 +299,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let stuck = MountLock::acquire(dir.path(), "mount-3", Duration::ZERO).unwrap();
+        let stuck = MountLock::acquire(dir.path(), "mount-3", FREE).unwrap();
         stuck.mark_stuck(i32::try_from(sleeper.id()).unwrap(), Instant::now());
         std::fs::write(dir.path().join("mount-22"), "").unwrap();
         remove_stale(dir.path(), MOUNTINFO);
