@@ -248,8 +248,13 @@ pub struct GlobalStats {
     /// `CLONE_INTO_CGROUP`): with `cgroup_migrations`, every way a task enters a cgroup other
     /// than by inheriting its parent's.
     pub clone_into_cgroup: u64,
+    /// Cgroup directories made, removed or renamed (`cgroup:cgroup_mkdir`, `cgroup_rmdir`,
+    /// `cgroup_rename`), on any hierarchy: while it stands still, a walk of a hierarchy's
+    /// directories finds what the last one found. `cgroup_mkdir` fires just before the new
+    /// directory shows, so a walk begun after the count may still miss it.
+    pub cgroup_dir_changes: u64,
 }
-const _: () = assert!(core::mem::size_of::<GlobalStats>() == 80);
+const _: () = assert!(core::mem::size_of::<GlobalStats>() == 88);
 
 /// Per-thread state of the scheduler programs: when the thread was queued, and its tgid (known
 /// from when it last ran, since a wakeup or switch-in record names only the thread id).

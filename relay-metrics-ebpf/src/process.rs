@@ -131,3 +131,30 @@ pub fn cgroup_attach_task(_ctx: TracePointContext) -> u32 {
     }
     0
 }
+
+/// Counts a cgroup directory made, removed or renamed (see `GlobalStats::cgroup_dir_changes`).
+fn cgroup_dir_changed() -> u32 {
+    if let Some(g) = global() {
+        // SAFETY: map value pointer from the kernel.
+        add(unsafe { &raw mut (*g).cgroup_dir_changes }, 1);
+    }
+    0
+}
+
+/// `cgroup:cgroup_mkdir`: a cgroup made (just before its directory shows).
+#[tracepoint]
+pub fn cgroup_mkdir(_ctx: TracePointContext) -> u32 {
+    cgroup_dir_changed()
+}
+
+/// `cgroup:cgroup_rmdir`: a cgroup removed (after its directory went).
+#[tracepoint]
+pub fn cgroup_rmdir(_ctx: TracePointContext) -> u32 {
+    cgroup_dir_changed()
+}
+
+/// `cgroup:cgroup_rename`: a cgroup's directory renamed (after the rename).
+#[tracepoint]
+pub fn cgroup_rename(_ctx: TracePointContext) -> u32 {
+    cgroup_dir_changed()
+}

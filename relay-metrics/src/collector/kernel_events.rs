@@ -249,6 +249,19 @@ impl KernelEventFeed {
         })
     }
 
+    /// The machine-wide count of cgroup directories made, removed or renamed, when the programs
+    /// that count them all run. Reads mapped memory.
+    pub(super) fn cgroup_dir_changes(&self) -> Option<u64> {
+        let source = self.source.as_ref()?;
+        let counted = ["cgroup_mkdir", "cgroup_rmdir", "cgroup_rename"]
+            .iter()
+            .all(|program| source.is_attached(program));
+        counted
+            .then(|| source.global().ok())
+            .flatten()
+            .map(|global| global.cgroup_dir_changes)
+    }
+
     /// Fills `out` with the counters of the processes of this pass.
     pub(super) fn fill(
         &mut self,

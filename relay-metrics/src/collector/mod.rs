@@ -386,6 +386,7 @@ impl Collector {
                     .as_ref()
                     .map(environment::CgroupEpoch::cgroup_entries),
             );
+            targets.dir_changes_before_walk(self.kernel.cgroup_dir_changes());
         }
         let listing_epoch = match self.target {
             Target::Process { tree: true, .. } => self.kernel.tree_epoch().map(ListingEpoch::Tree),

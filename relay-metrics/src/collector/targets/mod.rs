@@ -23,6 +23,7 @@ mod labels;
 mod names;
 mod network;
 mod unchanged;
+mod walk_reuse;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use crate::source::Roots;
 use labels::path_labels;
 use names::Names;
 use unchanged::{Backstop, Plan, UnchangedRule};
+use walk_reuse::WalkReuse;
 
 /// Files a measured cgroup holds open at most, its settings aside (v1: cpuacct 2, cpu 1,
 /// memory 4, pids 1, blkio 2; v2 PSI 3).
@@ -149,6 +151,10 @@ pub(crate) struct TargetSet {
     /// The machine's count of cgroup entries read just before this snapshot's task-iterator
     /// pass ([`Self::entries_before_pass`]).
     entries_before_pass: Option<u64>,
+    /// The machine's count of cgroup directory changes read before this snapshot's walk
+    /// ([`Self::dir_changes_before_walk`]), and whether the last walk still holds.
+    dir_changes: Option<u64>,
+    walk_reuse: WalkReuse,
     /// How often a cgroup is read in full whatever the rule says ([`unchanged::BACKSTOP`];
     /// tests shorten it).
     backstop_every: std::time::Duration,
@@ -200,6 +206,8 @@ impl TargetSet {
             scanner,
             rule_counts: RuleCounts::default(),
             entries_before_pass: None,
+            dir_changes: None,
+            walk_reuse: WalkReuse::default(),
             backstop_every: unchanged::BACKSTOP,
             layout: layout.cloned(),
             scan: Scan::default(),
@@ -238,6 +246,13 @@ impl TargetSet {
     /// one (when it matters), and its cgroup would be reused away.
     pub(crate) fn entries_before_pass(&mut self, entries: Option<u64>) {
         self.entries_before_pass = entries;
+    }
+
+    /// The machine's count of cgroup directories made, removed or renamed, read before this
+    /// snapshot's walk (`None` where it is not counted): while it stands still, the walk is
+    /// reused ([`walk_reuse`]).
+    pub(crate) fn dir_changes_before_walk(&mut self, changes: Option<u64>) {
+        self.dir_changes = changes;
     }
 
     /// Walks, reads every selected cgroup and fills `out`. `records`: the task iterator's
@@ -386,7 +401,13 @@ impl TargetSet {
             ),
             _ => false,
         };
-        scanner.scan(&self.selection, &mut self.scan, !by_id);
+        let now = std::time::Instant::now();
+        if !by_id || !self.walk_reuse.reuse(self.dir_changes, now) {
+            scanner.scan(&self.selection, &mut self.scan, !by_id);
+            let reusable = by_id && self.scan.errors.is_empty();
+            self.walk_reuse
+                .walked(self.dir_changes.filter(|_| reusable), now);
+        }
         let (true, Some(set)) = (by_id, process_set) else {
             return;
         };

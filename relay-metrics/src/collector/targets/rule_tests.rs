@@ -21,6 +21,9 @@ struct Tree {
     /// Processes this test moved between cgroups: the count the rule gets in place of the
     /// machine's (other tests move processes too, which would make every pass read all).
     moves: std::cell::Cell<u64>,
+    /// Cgroup directories this test made or removed: the count the walk's reuse gets in place
+    /// of the machine's (other tests make cgroups too).
+    dir_changes: u64,
 }
 
 impl Tree {
@@ -46,6 +49,7 @@ impl Tree {
             children: Vec::new(),
             made: Vec::new(),
             moves: std::cell::Cell::new(0),
+            dir_changes: 0,
         };
         tree.make("");
         tree
@@ -67,6 +71,7 @@ impl Tree {
         for dir in self.dirs(below) {
             std::fs::create_dir(&dir).unwrap();
         }
+        self.dir_changes += 1;
         self.made.push(below.to_owned());
     }
 
@@ -74,6 +79,7 @@ impl Tree {
         for dir in self.dirs(below) {
             let _ = std::fs::remove_dir(&dir);
         }
+        self.dir_changes += 1;
         self.made.retain(|m| m != below);
     }
 
@@ -340,6 +346,60 @@ fn reused_values_equal_a_full_read_of_every_file_value_for_value() {
 }
 
 /// The full read's values of `path`, as text (`None` where the full collector has no report).
+/// The cgroups a walk found in the test's tree: path and directory id. (The walk lists the
+/// root's other directories too, which tests running beside this one make and remove.)
+fn walked(set: &TargetSet, tree: &Tree) -> Vec<(String, u64)> {
+    let scan = &set.scan;
+    scan.cgroups
+        .iter()
+        .map(|cgroup| (scan.path(cgroup).to_owned(), cgroup.id))
+        .filter(|(path, _)| path.starts_with(&tree.path("")))
+        .collect()
+}
+
+#[test]
+#[ignore = "root: makes v1 and v2 cgroups and loads the BPF task iterator"]
+fn a_reused_walk_finds_what_a_new_walk_finds_while_cgroups_come_and_go() {
+    let mut tree = Tree::new(&format!("relay-walk-{}", std::process::id()));
+    populate(&mut tree);
+    let mut reusing = target_set(&tree);
+    let mut walking = target_set(&tree);
+    let (mut reused_out, mut walked_out) = (Targets::default(), Targets::default());
+    let mut pass = Pass::new();
+    let mut sleeper = None;
+    let reported = |out: &Targets| -> Vec<String> {
+        out.cgroups.iter().map(|c| c.cgroup.to_string()).collect()
+    };
+    for step in 0..48 {
+        churn(&mut tree, step, &mut sleeper);
+        std::thread::sleep(Duration::from_millis(20));
+        pass.read();
+        reusing.dir_changes_before_walk(Some(tree.dir_changes));
+        pass.fill(&mut reusing, &mut reused_out);
+        pass.fill(&mut walking, &mut walked_out);
+        assert_eq!(
+            walked(&reusing, &tree),
+            walked(&walking, &tree),
+            "step {step}"
+        );
+        assert_eq!(reported(&reused_out), reported(&walked_out), "step {step}");
+        // Membership is grouped afresh on a reused walk.
+        for (a, b) in reused_out.cgroups.iter().zip(&walked_out.cgroups) {
+            assert_eq!(
+                a.processes.map(|p| p.count),
+                b.processes.map(|p| p.count),
+                "{} at step {step}",
+                a.cgroup
+            );
+        }
+    }
+    assert!(walked(&walking, &tree).len() > 10, "the tree was walked");
+    // A directory is made or removed at 6 of the 12 fourth steps; each change costs two walks,
+    // so at least 48 - 2 x 6 - 2 (the first two) walks are reused.
+    let reused = reusing.walk_reuse.reused();
+    assert!(reused >= 30, "{reused} walks reused");
+}
+
 fn report_of(out: &Targets, path: &str) -> String {
     format!("{:?}", report(out, path).map(cpu_and_pressure))
 }

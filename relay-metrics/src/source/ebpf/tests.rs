@@ -736,6 +736,47 @@ fn counts_moves_into_a_cgroup_and_clones_into_one_as_root() {
     );
 }
 
+/// The count the walk of measured cgroups is reused by: a cgroup directory made, renamed (v1
+/// only: cgroup2 refuses renames) or removed, on the unified hierarchy and on a v1 one, each
+/// moves it (other processes may move it too, so each step is at least one).
+#[test]
+#[ignore = "root: loads eBPF programs (CAP_BPF, tracefs) and creates cgroups"]
+fn counts_cgroup_directories_made_renamed_and_removed_as_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let source = load_as_root();
+    let layout = crate::source::cgroup::CgroupLayout::discover(&crate::source::Roots::host())
+        .expect("cgroup layout");
+    let unified = layout.v2.clone().expect("this test needs a cgroup2 mount");
+    let v1 = layout
+        .v1_hierarchy("memory")
+        .expect("this test needs a v1 memory hierarchy");
+    let count = || source.global().expect("global counters").cgroup_dir_changes;
+    for (mount, renames) in [(&unified.mount_point, false), (&v1.mount.mount_point, true)] {
+        let name = format!("relay-metrics-test-dirs-{}", std::process::id());
+        let mut dir = mount.join(&name);
+        let before = count();
+        std::fs::create_dir(&dir).expect("making the test cgroup");
+        let made = count();
+        let mut renamed = made;
+        if renames {
+            let new_name = mount.join(format!("{name}-renamed"));
+            if let Err(error) = std::fs::rename(&dir, &new_name) {
+                let _ = std::fs::remove_dir(&dir);
+                panic!("renaming a cgroup under {}: {error}", mount.display());
+            }
+            dir = new_name;
+            renamed = count();
+        }
+        std::fs::remove_dir(&dir).expect("removing the test cgroup");
+        let removed = count();
+        assert!(made > before, "{}: mkdir not counted", mount.display());
+        if renames {
+            assert!(renamed > made, "{}: rename not counted", mount.display());
+        }
+        assert!(removed > renamed, "{}: rmdir not counted", mount.display());
+    }
+}
+
 /// Starts a child with clone3 into `cgroup` (an open cgroup2 directory); the child exits at
 /// once. Returns its pid after reaping it, or -1.
 fn clone_into_cgroup(cgroup: &std::fs::File) -> libc::pid_t {

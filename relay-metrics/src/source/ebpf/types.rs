@@ -122,7 +122,7 @@ const fn spec(
 }
 
 /// Every program of the object.
-pub(crate) const PROGRAMS: [ProgramSpec; 12] = [
+pub(crate) const PROGRAMS: [ProgramSpec; 15] = [
     spec("task_newtask", "task", "task_newtask"),
     spec("sched_process_exit", "sched", "sched_process_exit"),
     spec("sched_switch", "sched", "sched_switch"),
@@ -147,6 +147,9 @@ pub(crate) const PROGRAMS: [ProgramSpec; 12] = [
     ),
     spec("vmscan_throttled", "vmscan", "mm_vmscan_throttled"),
     spec("cgroup_attach_task", "cgroup", "cgroup_attach_task"),
+    spec("cgroup_mkdir", "cgroup", "cgroup_mkdir"),
+    spec("cgroup_rmdir", "cgroup", "cgroup_rmdir"),
+    spec("cgroup_rename", "cgroup", "cgroup_rename"),
 ];
 
 /// Whether a program runs.
