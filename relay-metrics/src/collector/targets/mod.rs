@@ -1,5 +1,6 @@
 //! The cgroups measured one by one besides the scope (`serve --cgroups`, the config's
-//! `extensions.cgroups`): discovered by one walk per snapshot, each read through its own held
+//! `extensions.cgroups`): discovered by a walk of one hierarchy per snapshot (the last one reused
+//! while no cgroup directory changed, [`walk_reuse`]), each read through its own held
 //! files, with per-process sums grouped by cgroup from the collector's one pass over all
 //! processes, and the GPU thread's per-process records joined with that grouping, into
 //! `extensions.targets`.
