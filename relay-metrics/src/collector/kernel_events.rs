@@ -21,7 +21,7 @@ use crate::source::ebpf::{
 use crate::source::Roots;
 
 use super::environment::CgroupEpoch;
-use super::processes::TreeEpoch;
+use super::processes::{MachineEpoch, TreeEpoch};
 use super::Target;
 
 /// Recent OOM victims kept per snapshot.
@@ -246,6 +246,20 @@ impl KernelEventFeed {
             processes_exited: global.processes_exited,
             cgroup_migrations: global.cgroup_migrations,
             clone_into_cgroup: global.clone_into_cgroup,
+        })
+    }
+
+    /// The machine-wide counts of processes created and exited (see [`MachineEpoch`]), when
+    /// the programs that count them run. Reads mapped memory.
+    pub(super) fn machine_epoch(&self) -> Option<MachineEpoch> {
+        let source = self.source.as_ref()?;
+        if !counts_creations_and_exits(source) {
+            return None;
+        }
+        let global = source.global().ok()?;
+        Some(MachineEpoch {
+            processes_created: global.processes_created,
+            processes_exited: global.processes_exited,
         })
     }
 

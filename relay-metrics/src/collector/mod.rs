@@ -391,7 +391,8 @@ impl Collector {
         let listing_epoch = match self.target {
             Target::Process { tree: true, .. } => self.kernel.tree_epoch().map(ListingEpoch::Tree),
             Target::Cgroup { .. } => cgroup_epoch.map(ListingEpoch::Cgroup),
-            _ => None,
+            Target::Global => self.kernel.machine_epoch().map(ListingEpoch::Machine),
+            Target::Process { tree: false, .. } => None,
         };
         sample.processes = self.processes.read(&self.target, listing_epoch, reasons);
         sample.instant = Instant::now();

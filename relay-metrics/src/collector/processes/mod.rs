@@ -47,12 +47,33 @@ pub(super) struct TreeEpoch {
     pub(super) insert_failures: u64,
 }
 
+/// The kernel's machine-wide counts of processes created and exited: the `/proc` listing of the
+/// global scope changes only by a process created (counted once it is in the pid hash, so a
+/// listing after the count's read shows it) or reaped (its exit is counted before; a reused
+/// listing that still names a reaped process reads it as gone, and the next pass lists again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MachineEpoch {
+    pub(super) processes_created: u64,
+    pub(super) processes_exited: u64,
+}
+
 /// What a listing of the target's processes depends on, as counted by the kernel: while it
 /// stands still (and the listing is recent), the listing is reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ListingEpoch {
     Tree(TreeEpoch),
     Cgroup(CgroupEpoch),
+    Machine(MachineEpoch),
+}
+
+impl ListingEpoch {
+    /// The longest a listing taken at this epoch is reused.
+    fn max_age(&self) -> Duration {
+        match self {
+            Self::Tree(_) | Self::Cgroup(_) => LISTING_MAX_AGE,
+            Self::Machine(_) => MACHINE_LISTING_MAX_AGE,
+        }
+    }
 }
 
 /// The longest a listing is reused: a cgroup's membership reading (see [`MEMBERSHIP_MAX_AGE`];
@@ -60,6 +81,10 @@ pub(super) enum ListingEpoch {
 /// no bound (its exits are caught by the parent pids), but the bound costs one walk a second
 /// and limits any error.
 const LISTING_MAX_AGE: Duration = MEMBERSHIP_MAX_AGE;
+
+/// The longest the global scope's listing is reused: it needs no bound (see [`MachineEpoch`]),
+/// but the bound limits any error, as the measured cgroups' backstop does.
+const MACHINE_LISTING_MAX_AGE: Duration = Duration::from_secs(10);
 
 /// How sampling the listed pids ended.
 enum Sampled {
@@ -215,7 +240,7 @@ impl ProcessPassReader {
             return ProcessPass::NotRequested;
         }
         let mut reuse_listing = match (self.listed_at, epoch) {
-            (Some((listed, at)), Some(now)) => listed == now && at.elapsed() < LISTING_MAX_AGE,
+            (Some((listed, at)), Some(now)) => listed == now && at.elapsed() < now.max_age(),
             _ => false,
         };
         let is_tree = matches!(target, Target::Process { tree: true, .. });

@@ -1,9 +1,10 @@
-//! The reuse of a listing (a process-tree walk, a cgroup's process lists) across passes, on
-//! fixture trees: which changes make the next pass (or the same one) list the target again.
+//! The reuse of a listing (a process-tree walk, a cgroup's process lists, the global scope's
+//! `/proc`) across passes, on fixture trees, and the global one on this machine with the kernel's
+//! counts: which changes make the next pass (or the same one) list the target again.
 
 use std::path::Path;
 
-use super::{ListingEpoch, ProcessPassReader, TreeEpoch};
+use super::{ListingEpoch, MachineEpoch, ProcessPassReader, TreeEpoch};
 use crate::collector::environment::CgroupEpoch;
 use crate::collector::reasons::Reasons;
 use crate::collector::test_fixtures::cgroup_v2_machine;
@@ -51,6 +52,12 @@ impl Fixture {
         Self::with(dir, target)
     }
 
+    /// The global scope of a machine with processes 100 to 103.
+    fn global() -> Self {
+        let fixture = Self::new();
+        Self::with(fixture.dir, Target::Global)
+    }
+
     /// The cgroup v2 fixture machine's `/relay-test` (4242, and 4243 in a child cgroup).
     fn cgroup() -> Self {
         let (dir, resolved) = cgroup_v2_machine();
@@ -64,13 +71,17 @@ impl Fixture {
     /// CPU only, nothing held (the reader reopens each file, so a removed directory reads as
     /// gone, as a reaped process's held files do on procfs).
     fn with(dir: tempfile::TempDir, target: Target) -> Self {
+        let roots = Roots::fixture(dir.path());
+        Self::with_roots(dir, &roots, target)
+    }
+
+    fn with_roots(dir: tempfile::TempDir, roots: &Roots, target: Target) -> Self {
         let config = ResourceMetricsConfig::from_text(
             r#"{"memory": {"enabled": false}, "disk": {"enabled": false}, "gpu": {"enabled": false}, "network": {"enabled": false}, "process": {"enabled": false}, "extensions": {"max_held_processes": 0}}"#,
         )
         .unwrap();
         let wanted = Wanted::from_config(&config, target.scope());
-        let reader =
-            ProcessPassReader::new(&Roots::fixture(dir.path()), &config, &target, wanted).unwrap();
+        let reader = ProcessPassReader::new(roots, &config, &target, wanted).unwrap();
         Self {
             dir,
             reader,
@@ -234,4 +245,102 @@ fn cpu_mode_seconds_print_as_the_ticks_divided_by_the_clock_rate() {
     assert_eq!(out[0].idle.to_string(), "3099.74");
     assert_eq!(out[0].idle, 309_974.0 / 100.0);
     assert_eq!(out[0].user.to_string(), "0.07");
+}
+
+fn machine_epoch(processes_created: u64) -> Option<ListingEpoch> {
+    Some(ListingEpoch::Machine(MachineEpoch {
+        processes_created,
+        processes_exited: 2,
+    }))
+}
+
+#[test]
+fn an_unchanged_machine_epoch_reuses_the_proc_listing_and_a_counted_creation_lists_again() {
+    let mut fixture = Fixture::global();
+    assert_eq!(fixture.pids(machine_epoch(5)), [100, 101, 102, 103]);
+    // A process the kernel has not counted is not looked for: the listing is reused.
+    write_process(&fixture.proc(), 104, 1, &[]);
+    assert_eq!(fixture.pids(machine_epoch(5)), [100, 101, 102, 103]);
+    assert_eq!(fixture.reader.listings(), 1);
+    // Its creation counted, the next pass lists `/proc` again.
+    assert_eq!(fixture.pids(machine_epoch(6)), [100, 101, 102, 103, 104]);
+    assert_eq!(fixture.reader.listings(), 2);
+    // Without the count, every pass lists.
+    write_process(&fixture.proc(), 105, 1, &[]);
+    assert_eq!(fixture.pids(None), [100, 101, 102, 103, 104, 105]);
+}
+
+#[test]
+fn a_reaped_process_in_a_reused_machine_listing_makes_the_next_pass_list_again() {
+    let mut fixture = Fixture::global();
+    assert_eq!(fixture.pids(machine_epoch(5)), [100, 101, 102, 103]);
+    // 101 reaped after its exit was counted in an earlier pass: dropped as gone now...
+    std::fs::remove_dir_all(fixture.proc().join("101")).unwrap();
+    assert_eq!(fixture.pids(machine_epoch(5)), [100, 102, 103]);
+    assert_eq!(fixture.reader.listings(), 1);
+    // ...and the next pass lists `/proc` again with the same epoch.
+    assert_eq!(fixture.pids(machine_epoch(5)), [100, 102, 103]);
+    assert_eq!(fixture.reader.listings(), 2);
+}
+
+/// The global scope's listing reused by the kernel's live counts: over passes taken while this
+/// test starts and reaps processes of its own (other tests run beside it), every pass has each
+/// of them from its start to its reaping and none after. Counts how many passes reused.
+#[test]
+#[ignore = "root: loads the eBPF programs"]
+fn the_global_listing_reused_by_the_kernels_counts_has_every_process_started_and_none_reaped() {
+    use crate::source::ebpf::{EbpfOptions, EbpfSource};
+    let source = EbpfSource::load(&EbpfOptions::default()).expect("loading the eBPF programs");
+    let epoch = || {
+        let global = source.global().expect("global counters");
+        Some(ListingEpoch::Machine(MachineEpoch {
+            processes_created: global.processes_created,
+            processes_exited: global.processes_exited,
+        }))
+    };
+    let mut fixture =
+        Fixture::with_roots(tempfile::tempdir().unwrap(), &Roots::host(), Target::Global);
+    let mut live: Vec<std::process::Child> = Vec::new();
+    let mut reaped: Vec<u32> = Vec::new();
+    let passes = 60;
+    for step in 0..passes {
+        match step % 6 {
+            0 => live.push(
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap(),
+            ),
+            3 if live.len() > 1 => {
+                let mut child = live.remove(0);
+                child.kill().unwrap();
+                child.wait().unwrap();
+                reaped.push(child.id());
+            }
+            _ => {}
+        }
+        let pids = fixture.pids(epoch());
+        for child in &live {
+            assert!(
+                pids.contains(&child.id()),
+                "{} missing at {step}",
+                child.id()
+            );
+        }
+        for pid in &reaped {
+            // A reaped pid the machine gave to a new process may be listed again.
+            let reused = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            assert!(
+                reused || !pids.contains(pid),
+                "{pid} still listed at {step}"
+            );
+        }
+    }
+    for mut child in live {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let listings = fixture.reader.listings();
+    eprintln!("{listings} listings in {passes} passes");
+    assert!(listings >= 10, "a listing after each start: {listings}");
 }
