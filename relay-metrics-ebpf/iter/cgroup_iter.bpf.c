@@ -31,7 +31,8 @@
 #define COUNT_TRUNCATED (1ULL << 63)
 
 /* All fields 64-bit: no padding, the same layout on every compiler. Raw kernel units: pages
- * for the memory page counters, ns for throttled time. */
+ * for the memory page counters, ns for throttled time and the CFS quota and period (a quota of
+ * RUNTIME_INF, all ones, is no quota). */
 struct cgroup_record {
 	u64 id;
 	u64 valid;
@@ -50,6 +51,8 @@ struct cgroup_record {
 	u64 cfs_nr_periods;
 	u64 cfs_nr_throttled;
 	u64 cfs_throttled_time_ns;
+	u64 cfs_quota_ns;
+	u64 cfs_period_ns;
 };
 
 struct {
@@ -121,6 +124,8 @@ static __always_inline void read_cpu(struct cgroup_record *r, struct cgroup_subs
 	r->cfs_nr_periods = (u32)BPF_CORE_READ(tg, cfs_bandwidth.nr_periods);
 	r->cfs_nr_throttled = (u32)BPF_CORE_READ(tg, cfs_bandwidth.nr_throttled);
 	r->cfs_throttled_time_ns = BPF_CORE_READ(tg, cfs_bandwidth.throttled_time);
+	r->cfs_quota_ns = BPF_CORE_READ(tg, cfs_bandwidth.quota);
+	r->cfs_period_ns = (u64)BPF_CORE_READ(tg, cfs_bandwidth.period);
 }
 
 SEC("iter/cgroup")

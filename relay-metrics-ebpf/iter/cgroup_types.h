@@ -36,6 +36,8 @@ struct pids_cgroup {
 };
 
 struct cfs_bandwidth {
+	s64 period;
+	u64 quota;
 	int nr_periods;
 	int nr_throttled;
 	u64 throttled_time;

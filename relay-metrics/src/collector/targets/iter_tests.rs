@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::CgroupSource;
 use crate::snapshot::CgroupTargetReport;
-use crate::source::cgroup_iter::exact::{read_value, Kind};
+use crate::source::cgroup_iter::exact::{read_value, Field, Kind};
 use crate::source::cgroup_iter::pass::{BPF_ITER, FILES};
 
 const MEMORY_LIMIT: &str = "8388608";
@@ -141,10 +141,10 @@ fn tree(v2: bool, test: &str) -> Tree {
     let cpu: Vec<PathBuf> = cpu.filter(|path| path.exists()).collect();
     let mem = tree.parents[0].join("mem").join(usage);
     let start = std::time::Instant::now();
-    while read_value(&mem, None) < Some(3_000_000)
+    while read_value(&mem, Field::Whole) < Some(3_000_000)
         || cpu
             .iter()
-            .any(|path| read_value(path, Some("nr_throttled")) < Some(1))
+            .any(|path| read_value(path, Field::Keyed("nr_throttled")) < Some(1))
     {
         assert!(
             start.elapsed() < Duration::from_secs(60),
@@ -258,6 +258,10 @@ pub(crate) fn exercise(v2: bool) {
         assert_eq!(report(&served, "pids").pids_current, Some(1));
         let cpu = report(&served, "cpu");
         assert!(cpu.cpu_throttled_periods >= Some(1), "{cpu:?}");
+        // The limits the test set, served by the iterator and equal to the files' above.
+        assert_eq!(memory.memory_limit_bytes, MEMORY_LIMIT.parse().ok());
+        assert_eq!(report(&served, "pids").pids_limit, Some(10));
+        assert_eq!(cpu.cpu_limit_cores, Some(0.1));
         if !v2 {
             assert!(memory.memory_events.max >= Some(1), "{memory:?}");
         }
@@ -283,6 +287,17 @@ pub(crate) fn exercise(v2: bool) {
     let reason = reason.unwrap();
     assert!(
         reason.starts_with("pids_current from files: ") && reason.contains("iterator "),
+        "{reason}"
+    );
+
+    // A limit made to disagree likewise: the pids limit is read from its file again.
+    iter.kernel_values
+        .recheck_skewed(Some((Kind::PidsLimit, 1)));
+    let served = fill(&mut iter);
+    assert_eq!(report(&served, "pids").pids_limit, Some(10));
+    let reason = iter.cgroup_source().1.unwrap();
+    assert!(
+        reason.starts_with("pids_limit from files: ") && reason.contains("iterator 11, file 10"),
         "{reason}"
     );
     drop(tree);

@@ -45,14 +45,28 @@ pub fn parse_limit(bytes: &[u8]) -> Option<LimitValue> {
     parse_u64_trimmed(bytes).map(LimitValue::Value)
 }
 
-/// Parses v1 `memory.limit_in_bytes`; the kernel's "unlimited" sentinel becomes `Unlimited`.
-pub fn parse_v1_memory_limit(bytes: &[u8]) -> Option<LimitValue> {
-    let value = parse_u64_trimmed(bytes)?;
-    Some(if value >= V1_UNLIMITED_BYTES {
+/// A limit file's value as a number, `u64::MAX` standing for `max`: what [`parse_limit`] gives
+/// for its text (the cgroup iterator's limits are in this form).
+pub(crate) fn limit_of(value: u64) -> LimitValue {
+    if value == u64::MAX {
         LimitValue::Unlimited
     } else {
         LimitValue::Value(value)
-    })
+    }
+}
+
+/// Parses v1 `memory.limit_in_bytes`; the kernel's "unlimited" sentinel becomes `Unlimited`.
+pub fn parse_v1_memory_limit(bytes: &[u8]) -> Option<LimitValue> {
+    parse_u64_trimmed(bytes).map(v1_memory_limit_of)
+}
+
+/// v1 `memory.limit_in_bytes` as a number: the kernel's "unlimited" sentinel is `Unlimited`.
+pub(crate) fn v1_memory_limit_of(value: u64) -> LimitValue {
+    if value >= V1_UNLIMITED_BYTES {
+        LimitValue::Unlimited
+    } else {
+        LimitValue::Value(value)
+    }
 }
 
 /// Finds `key value` in a flat-keyed file (`cpu.stat`, `memory.events`, `pids.events`,
@@ -75,11 +89,11 @@ pub fn parse_cpu_max(bytes: &[u8]) -> Option<CpuQuota> {
     if fields.next().is_some() {
         return None;
     }
-    if quota == "max" {
-        return Some(CpuQuota::Unlimited);
-    }
-    let quota = positive(quota)?;
-    Some(CpuQuota::LogicalProcessors(quota as f64 / period as f64))
+    let quota = match quota {
+        "max" => None,
+        quota => Some(positive(quota)?),
+    };
+    cpu_quota_of(quota, period)
 }
 
 /// Parses v1 `cpu.cfs_quota_us` + `cpu.cfs_period_us`. Quota `-1` means no limit; any other
@@ -87,11 +101,24 @@ pub fn parse_cpu_max(bytes: &[u8]) -> Option<CpuQuota> {
 pub fn parse_v1_cpu_quota(quota: &[u8], period: &[u8]) -> Option<CpuQuota> {
     let quota = std::str::from_utf8(quota.trim_ascii()).ok()?;
     let period = positive(std::str::from_utf8(period.trim_ascii()).ok()?)?;
-    if quota == "-1" {
-        return Some(CpuQuota::Unlimited);
+    let quota = match quota {
+        "-1" => None,
+        quota => Some(positive(quota)?),
+    };
+    cpu_quota_of(quota, period)
+}
+
+/// A CPU limit from its quota (`None`: no quota) and period, both in µs, as the files give them
+/// and the cgroup iterator's record does; `None` where either is 0.
+pub(crate) fn cpu_quota_of(quota_us: Option<u64>, period_us: u64) -> Option<CpuQuota> {
+    if period_us == 0 {
+        return None;
     }
-    let quota = positive(quota)?;
-    Some(CpuQuota::LogicalProcessors(quota as f64 / period as f64))
+    match quota_us {
+        None => Some(CpuQuota::Unlimited),
+        Some(0) => None,
+        Some(quota) => Some(CpuQuota::LogicalProcessors(quota as f64 / period_us as f64)),
+    }
 }
 
 fn positive(text: &str) -> Option<u64> {

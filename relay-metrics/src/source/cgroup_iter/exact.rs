@@ -21,8 +21,7 @@ const PID_MAX_LIMIT: u64 = 4 * 1024 * 1024;
     not(test),
     expect(
         dead_code,
-        reason = "the limit and memsw kinds are checked in tests only: the collector reads \
-                  limits as settings, and no memsw value"
+        reason = "the memsw kinds are checked in tests only: the collector reads no memsw value"
     )
 )]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +40,19 @@ pub(crate) enum Kind {
     CfsPeriods,
     CfsThrottledPeriods,
     CfsThrottledTime,
+    CfsQuota,
+    CfsPeriod,
+}
+
+/// Where in its file a kind's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// The whole file.
+    Whole,
+    /// The value after this key on its line (`cpu.stat`, `memory.events`).
+    Keyed(&'static str),
+    /// The nth whitespace-separated value (v2 `cpu.max`: quota, then period).
+    Column(usize),
 }
 
 /// How a kind is compared with its file.
@@ -56,7 +68,7 @@ enum Compare {
 
 impl Kind {
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 14] = [
+    pub(crate) const ALL: [Kind; 16] = [
         Kind::MemoryUsage,
         Kind::MemoryPeak,
         Kind::MemoryLimit,
@@ -71,32 +83,39 @@ impl Kind {
         Kind::CfsPeriods,
         Kind::CfsThrottledPeriods,
         Kind::CfsThrottledTime,
+        Kind::CfsQuota,
+        Kind::CfsPeriod,
     ];
 
-    /// The file holding this kind and the key within it (`None`: the whole file is the value),
-    /// on a v1 or v2 hierarchy; `None` where that version has no such file.
-    fn file(self, v2: bool) -> Option<(&'static str, Option<&'static str>)> {
+    /// The file holding this kind and where in it, on a v1 or v2 hierarchy; `None` where that
+    /// version has no such file.
+    fn file(self, v2: bool) -> Option<(&'static str, Field)> {
+        use Field::*;
         use Kind::*;
         Some(match (self, v2) {
-            (MemoryUsage, false) => ("memory.usage_in_bytes", None),
-            (MemoryUsage, true) => ("memory.current", None),
-            (MemoryPeak, false) => ("memory.max_usage_in_bytes", None),
-            (MemoryPeak, true) => ("memory.peak", None),
-            (MemoryLimit, false) => ("memory.limit_in_bytes", None),
-            (MemoryLimit, true) => ("memory.max", None),
-            (MemoryFailcnt, false) => ("memory.failcnt", None),
-            (MemswUsage, false) => ("memory.memsw.usage_in_bytes", None),
-            (MemswPeak, false) => ("memory.memsw.max_usage_in_bytes", None),
-            (MemswLimit, false) => ("memory.memsw.limit_in_bytes", None),
-            (MemswFailcnt, false) => ("memory.memsw.failcnt", None),
-            (OomKill, false) => ("memory.oom_control", Some("oom_kill")),
-            (OomKill, true) => ("memory.events", Some("oom_kill")),
-            (PidsCurrent, _) => ("pids.current", None),
-            (PidsLimit, _) => ("pids.max", None),
-            (CfsPeriods, _) => ("cpu.stat", Some("nr_periods")),
-            (CfsThrottledPeriods, _) => ("cpu.stat", Some("nr_throttled")),
-            (CfsThrottledTime, false) => ("cpu.stat", Some("throttled_time")),
-            (CfsThrottledTime, true) => ("cpu.stat", Some("throttled_usec")),
+            (MemoryUsage, false) => ("memory.usage_in_bytes", Whole),
+            (MemoryUsage, true) => ("memory.current", Whole),
+            (MemoryPeak, false) => ("memory.max_usage_in_bytes", Whole),
+            (MemoryPeak, true) => ("memory.peak", Whole),
+            (MemoryLimit, false) => ("memory.limit_in_bytes", Whole),
+            (MemoryLimit, true) => ("memory.max", Whole),
+            (MemoryFailcnt, false) => ("memory.failcnt", Whole),
+            (MemswUsage, false) => ("memory.memsw.usage_in_bytes", Whole),
+            (MemswPeak, false) => ("memory.memsw.max_usage_in_bytes", Whole),
+            (MemswLimit, false) => ("memory.memsw.limit_in_bytes", Whole),
+            (MemswFailcnt, false) => ("memory.memsw.failcnt", Whole),
+            (OomKill, false) => ("memory.oom_control", Keyed("oom_kill")),
+            (OomKill, true) => ("memory.events", Keyed("oom_kill")),
+            (PidsCurrent, _) => ("pids.current", Whole),
+            (PidsLimit, _) => ("pids.max", Whole),
+            (CfsPeriods, _) => ("cpu.stat", Keyed("nr_periods")),
+            (CfsThrottledPeriods, _) => ("cpu.stat", Keyed("nr_throttled")),
+            (CfsThrottledTime, false) => ("cpu.stat", Keyed("throttled_time")),
+            (CfsThrottledTime, true) => ("cpu.stat", Keyed("throttled_usec")),
+            (CfsQuota, false) => ("cpu.cfs_quota_us", Whole),
+            (CfsQuota, true) => ("cpu.max", Column(0)),
+            (CfsPeriod, false) => ("cpu.cfs_period_us", Whole),
+            (CfsPeriod, true) => ("cpu.max", Column(1)),
             _ => return None,
         })
     }
@@ -119,6 +138,8 @@ impl Kind {
             CfsPeriods => "cfs_periods",
             CfsThrottledPeriods => "cfs_throttled_periods",
             CfsThrottledTime => "cfs_throttled_time",
+            CfsQuota => "cfs_quota",
+            CfsPeriod => "cfs_period",
         }
     }
 
@@ -126,13 +147,14 @@ impl Kind {
         use Kind::*;
         match self {
             MemoryUsage | MemswUsage | PidsCurrent => Compare::Gauge,
-            MemoryLimit | MemswLimit | PidsLimit => Compare::Limit,
+            MemoryLimit | MemswLimit | PidsLimit | CfsQuota | CfsPeriod => Compare::Limit,
             _ => Compare::Counter,
         }
     }
 
-    /// The record's value in the file's unit (bytes, µs on v2's `throttled_usec`), `u64::MAX`
-    /// for a limit the file prints as `max`.
+    /// The record's value in the file's unit (bytes, µs on v2's `throttled_usec` and on the
+    /// CFS quota and period), `u64::MAX` for a limit the file prints as `max` (or v1's CFS quota
+    /// as `-1`).
     pub(crate) fn value(self, record: &CgroupRecord, page_bytes: u64, v2: bool) -> Option<u64> {
         use Kind::*;
         let bytes = |pages: u64| pages.checked_mul(page_bytes);
@@ -166,6 +188,15 @@ impl Kind {
             CfsThrottledPeriods => Some(record.cfs?.1),
             CfsThrottledTime if v2 => Some(record.cfs?.2 / 1000),
             CfsThrottledTime => Some(record.cfs?.2),
+            // The files print the ns values divided by 1000 (`do_div` by NSEC_PER_USEC).
+            CfsQuota => Some(record.cfs_bandwidth?.0).map(|quota_ns| {
+                if quota_ns == u64::MAX {
+                    u64::MAX
+                } else {
+                    quota_ns / 1000
+                }
+            }),
+            CfsPeriod => Some(record.cfs_bandwidth?.1 / 1000),
         }
     }
 }
@@ -248,7 +279,7 @@ fn attempt(
     page_bytes: u64,
     skew: u64,
 ) -> Result<usize, String> {
-    let Some((file, key)) = kind.file(v2) else {
+    let Some((file, field)) = kind.file(v2) else {
         return Err(format!(
             "no file holds it on a cgroup v{}",
             if v2 { 2 } else { 1 }
@@ -264,10 +295,10 @@ fn attempt(
             paths.push(root.join(path).join(file));
         }
     }
-    let before: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, key)).collect();
+    let before: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, field)).collect();
     iter.read(&mut records)
         .map_err(|error| format!("reading the iterator: {error}"))?;
-    let after: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, key)).collect();
+    let after: Vec<Option<u64>> = paths.iter().map(|path| read_value(path, field)).collect();
     let by_path: std::collections::HashMap<_, _> = records
         .iter()
         .filter(|record| record.level > 0)
@@ -310,19 +341,20 @@ fn attempt(
     Ok(compared)
 }
 
-/// A file's value: the whole file, or the value after `key` on its line; `max` as `u64::MAX`.
-pub(crate) fn read_value(path: &Path, key: Option<&str>) -> Option<u64> {
+/// A file's value at `field`; `max` (and v1's CFS quota `-1`) as `u64::MAX`.
+pub(crate) fn read_value(path: &Path, field: Field) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
-    let field = match key {
-        None => text.trim(),
-        Some(key) => text.lines().find_map(|line| {
+    let value = match field {
+        Field::Whole => text.trim(),
+        Field::Keyed(key) => text.lines().find_map(|line| {
             let (name, value) = line.split_once(' ')?;
             (name == key).then_some(value.trim())
         })?,
+        Field::Column(at) => text.split_ascii_whitespace().nth(at)?,
     };
-    if field == "max" {
+    if value == "max" || value == "-1" {
         Some(u64::MAX)
     } else {
-        field.parse().ok()
+        value.parse().ok()
     }
 }

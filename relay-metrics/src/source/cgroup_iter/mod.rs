@@ -6,7 +6,7 @@
 //! descendants in pre-order. For each cgroup it writes one fixed-size record ([`CgroupRecord`])
 //! into an mmap-able array map: its kernfs id (the inode number of its directory), and the
 //! memory page counters (usage, watermark, limit, failcnt; memsw likewise), the OOM-kill count,
-//! pids current and limit, and the CFS bandwidth counters. The iterator's own output is only the
+//! pids current and limit, and the CFS bandwidth counters, quota and period. The iterator's own output is only the
 //! record count: a cgroup walk cannot continue in a second `read()` (the kernel ends it with
 //! `EOPNOTSUPP` once it dropped `cgroup_mutex`), and one read holds at most ~32 KiB.
 //!
@@ -45,7 +45,7 @@ const RECORD_MAP: &str = "records";
 pub(crate) const MAX_CGROUPS: usize = 16384;
 
 /// Fields of one record (`struct cgroup_record`), each a native-endian 64-bit value.
-const RECORD_FIELDS: usize = 17;
+const RECORD_FIELDS: usize = 19;
 /// Size of one record.
 const RECORD_BYTES: usize = RECORD_FIELDS * 8;
 
@@ -84,6 +84,9 @@ pub(crate) struct CgroupRecord {
     pub pids: Option<(u64, u64)>,
     /// `tg->cfs_bandwidth`: periods, throttled periods, throttled time (ns).
     pub cfs: Option<(u64, u64, u64)>,
+    /// `tg->cfs_bandwidth`: quota (ns; `u64::MAX`, the kernel's `RUNTIME_INF`: none) and
+    /// period (ns).
+    pub cfs_bandwidth: Option<(u64, u64)>,
 }
 
 impl CgroupRecord {
@@ -112,6 +115,7 @@ impl CgroupRecord {
             oom_kill: has(VALID_MEMORY).then_some(f[11]),
             pids: has(VALID_PIDS).then_some((f[12], f[13])),
             cfs: has(VALID_CFS_BANDWIDTH).then_some((f[14], f[15], f[16])),
+            cfs_bandwidth: has(VALID_CFS_BANDWIDTH).then_some((f[17], f[18])),
         })
         .filter(|record| (valid & VALID_ROOT != 0) == (record.level == 0))
     }

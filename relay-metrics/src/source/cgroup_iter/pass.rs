@@ -59,37 +59,46 @@ impl Controller {
 
     /// The kinds whose every file the values reader can leave unread when they are served
     /// (v2 `memory.events` and `cpu.stat` hold other values too, so their kinds are not here).
+    /// The limits are settings: served, their files are not opened at the settings' reads.
     fn kinds(self, v2: bool) -> &'static [Kind] {
         match (self, v2) {
             (Controller::Memory, false) => &[
                 Kind::MemoryUsage,
                 Kind::MemoryPeak,
+                Kind::MemoryLimit,
                 Kind::MemoryFailcnt,
                 Kind::OomKill,
             ],
-            (Controller::Memory, true) => &[Kind::MemoryUsage, Kind::MemoryPeak],
-            (Controller::Pids, _) => &[Kind::PidsCurrent],
+            (Controller::Memory, true) => &[Kind::MemoryUsage, Kind::MemoryPeak, Kind::MemoryLimit],
+            (Controller::Pids, _) => &[Kind::PidsCurrent, Kind::PidsLimit],
             (Controller::Cpu, false) => &[
                 Kind::CfsPeriods,
                 Kind::CfsThrottledPeriods,
                 Kind::CfsThrottledTime,
+                Kind::CfsQuota,
+                Kind::CfsPeriod,
             ],
-            (Controller::Cpu, true) => &[],
+            (Controller::Cpu, true) => &[Kind::CfsQuota, Kind::CfsPeriod],
         }
     }
 }
 
-/// One measured cgroup's values from the iterator, in its files' units (bytes, ns), each only
-/// where its kind passed the check and the record has it.
+/// One measured cgroup's values from the iterator, in its files' units (bytes, ns; µs for the
+/// CFS quota and period), each only where its kind passed the check and the record has it.
+/// A limit the file prints as `max` (v1's CFS quota: `-1`) is `u64::MAX`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct KernelValues {
     pub memory_usage_bytes: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
     pub memory_failcnt: Option<u64>,
     pub oom_kill: Option<u64>,
+    pub memory_limit_bytes: Option<u64>,
     pub pids_current: Option<u64>,
+    pub pids_limit: Option<u64>,
     /// CFS periods, throttled periods and throttled time (ns): all three, or none.
     pub cfs: Option<(u64, u64, u64)>,
+    /// CFS quota and period (µs): both, or none.
+    pub cfs_limit: Option<(u64, u64)>,
 }
 
 /// A measured cgroup's directory inode in each controller's hierarchy ([`Controller::ALL`]
@@ -185,13 +194,18 @@ impl Hierarchy {
                     out.memory_peak_bytes = value(Kind::MemoryPeak);
                     out.memory_failcnt = value(Kind::MemoryFailcnt);
                     out.oom_kill = value(Kind::OomKill);
+                    out.memory_limit_bytes = value(Kind::MemoryLimit);
                 }
-                Controller::Pids => out.pids_current = value(Kind::PidsCurrent),
+                Controller::Pids => {
+                    out.pids_current = value(Kind::PidsCurrent);
+                    out.pids_limit = value(Kind::PidsLimit);
+                }
                 Controller::Cpu => {
                     out.cfs = value(Kind::CfsPeriods)
                         .zip(value(Kind::CfsThrottledPeriods))
                         .zip(value(Kind::CfsThrottledTime))
                         .map(|((periods, throttled), ns)| (periods, throttled, ns));
+                    out.cfs_limit = value(Kind::CfsQuota).zip(value(Kind::CfsPeriod));
                 }
             }
         }

@@ -205,12 +205,20 @@ pub(crate) fn exercise(layout: &Layout) {
     let record = record_of(&mut cpu, &fixture.cpu.dir);
     let (periods, throttled, time) = record.cfs.unwrap();
     assert!(periods >= 2 && throttled >= 1 && time > 0, "{record:?}");
+    // The quota the fixture set (10 ms per 100 ms period), in ns.
+    assert_eq!(
+        record.cfs_bandwidth,
+        Some((10_000_000, 100_000_000)),
+        "{record:?}"
+    );
     assert_from_iterator(
         &mut cpu,
         &[
             Kind::CfsPeriods,
             Kind::CfsThrottledPeriods,
             Kind::CfsThrottledTime,
+            Kind::CfsQuota,
+            Kind::CfsPeriod,
         ],
     );
 

@@ -554,8 +554,98 @@ fn values_reader_takes_served_values_instead_of_their_files() {
     // Not served: from the files, as before.
     assert_eq!(served.memory_peak_bytes, files.memory_peak_bytes);
     assert_eq!(served.memory_limit_bytes, files.memory_limit_bytes);
+    assert_eq!(served.pids_limit, files.pids_limit);
+    assert_eq!(served.cpu_limit_cores, files.cpu_limit_cores);
     assert_eq!(served.cpu_usage_ns, files.cpu_usage_ns);
     assert!(served.cpu_usage_ns.is_some());
+}
+
+/// The limits the iterator serves are taken as their files' text would be (the fixture's files
+/// hold other values), unlimited ones included, with the cAdvisor naming's raw CPU settings.
+#[test]
+fn values_reader_takes_served_limits_instead_of_their_files() {
+    use crate::snapshot::{CgroupTargetReport, TargetCpuSpec};
+    use crate::source::cgroup_iter::pass::KernelValues;
+    let (roots, layout) = layout("cgroup-v1");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let read = |kernel: Option<&KernelValues>| {
+        let mut reader = CgroupValuesReader::measured(
+            &target,
+            true,
+            MeasuredFiles {
+                ticks_per_second: 100,
+                cadvisor: true,
+            },
+            &roots,
+        );
+        let mut out = CgroupTargetReport::default();
+        reader.read(&mut Vec::new(), &mut out, false, kernel);
+        out
+    };
+    let files = read(None);
+    let file_limits = (
+        files.memory_limit_bytes,
+        files.pids_limit,
+        files.cpu_limit_cores,
+    );
+    assert!(file_limits.0.is_some() && file_limits.1.is_some() && file_limits.2.is_some());
+    let limited = KernelValues {
+        memory_limit_bytes: Some(1 << 20),
+        pids_limit: Some(5),
+        cfs_limit: Some((25_000, 100_000)),
+        ..KernelValues::default()
+    };
+    let served = read(Some(&limited));
+    assert_ne!(
+        (
+            served.memory_limit_bytes,
+            served.pids_limit,
+            served.cpu_limit_cores
+        ),
+        file_limits
+    );
+    assert_eq!(
+        (
+            served.memory_limit_bytes,
+            served.pids_limit,
+            served.cpu_limit_cores
+        ),
+        (Some(1 << 20), Some(5), Some(0.25))
+    );
+    let spec = served.cpu_spec.unwrap();
+    assert_eq!(
+        (spec.quota_us, spec.period_us),
+        (Some(25_000), Some(100_000))
+    );
+    assert_eq!(
+        spec.shares,
+        files.cpu_spec.unwrap().shares,
+        "cpu.shares: its file"
+    );
+    // `max` / v1's sentinel / `-1`: no limit, as the files' text gives.
+    let unlimited = KernelValues {
+        memory_limit_bytes: Some(0x7FFF_FFFF_FFFF_F000),
+        pids_limit: Some(u64::MAX),
+        cfs_limit: Some((u64::MAX, 100_000)),
+        ..KernelValues::default()
+    };
+    let served = read(Some(&unlimited));
+    assert_eq!(
+        (
+            served.memory_limit_bytes,
+            served.pids_limit,
+            served.cpu_limit_cores
+        ),
+        (None, None, None)
+    );
+    assert_eq!(
+        served.cpu_spec,
+        Some(TargetCpuSpec {
+            quota_us: None,
+            period_us: Some(100_000),
+            ..files.cpu_spec.unwrap()
+        })
+    );
 }
 
 /// The cumulative totals' files, read with the scope's: the high-water mark and the storage

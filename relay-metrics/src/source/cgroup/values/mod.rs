@@ -414,7 +414,7 @@ impl CgroupValuesReader {
             {
                 continue;
             }
-            if kernel.is_some_and(|kernel| store_served(file.kind, kernel, out)) {
+            if kernel.is_some_and(|kernel| store_served(file, kernel, out, &mut limits)) {
                 continue;
             }
             if file.kind == Kind::V1CfsQuota {

@@ -3,8 +3,9 @@
 
 use super::super::io::{parse_blkio, parse_io_stat, DeviceCounters};
 use super::super::parse::{
-    keyed_u64, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi, parse_u64_trimmed,
-    parse_v1_cpu_quota, parse_v1_memory_limit, CpuQuota, LimitValue,
+    cpu_quota_of, keyed_u64, limit_of, parse_cpu_list_count, parse_cpu_max, parse_limit, parse_psi,
+    parse_u64_trimmed, parse_v1_cpu_quota, parse_v1_memory_limit, v1_memory_limit_of, CpuQuota,
+    LimitValue,
 };
 use super::super::stat::{parse_cpu_max_raw, parse_memory_stat, parse_shares, parse_v1_quota_raw};
 use super::super::CgroupVersion;
@@ -217,20 +218,25 @@ fn fold_quota(fold: &mut Fold<f64>, quota: Option<CpuQuota>) {
     }
 }
 
-/// Stores the values of a file of `kind` from `kernel` where it holds them all: true, and the
-/// file is left unread.
+/// Stores the values of `file` from `kernel` where it holds them all: true, and the file is
+/// left unread. A setting goes into `limits` (and the cAdvisor naming's raw CPU settings) as
+/// its file's text would; `kernel` holds the cgroup's own, so an ancestor's are read.
 pub(super) fn store_served(
-    kind: Kind,
+    file: &File,
     kernel: &KernelValues,
     out: &mut CgroupTargetReport,
+    limits: &mut Limits,
 ) -> bool {
+    if file.kind.is_setting() {
+        return !file.ancestor && store_served_setting(file.kind, kernel, out, limits);
+    }
     let set = |field: &mut Option<u64>, value: Option<u64>| {
         if value.is_some() {
             *field = value;
         }
         value.is_some()
     };
-    match kind {
+    match file.kind {
         Kind::MemoryCurrent => set(&mut out.memory_current_bytes, kernel.memory_usage_bytes),
         Kind::MemoryPeak => set(&mut out.memory_peak_bytes, kernel.memory_peak_bytes),
         Kind::V1MemoryFailcnt => set(&mut out.memory_events.max, kernel.memory_failcnt),
@@ -248,6 +254,41 @@ pub(super) fn store_served(
             }
             None => false,
         },
+        _ => false,
+    }
+}
+
+/// [`store_served`] for a setting of the cgroup itself.
+fn store_served_setting(
+    kind: Kind,
+    kernel: &KernelValues,
+    out: &mut CgroupTargetReport,
+    limits: &mut Limits,
+) -> bool {
+    match kind {
+        Kind::MemoryLimit(version) => kernel.memory_limit_bytes.is_some_and(|value| {
+            let limit = match version {
+                CgroupVersion::V1 => v1_memory_limit_of(value),
+                CgroupVersion::V2 => limit_of(value),
+            };
+            fold_limit(&mut limits.memory, Some(limit));
+            true
+        }),
+        Kind::PidsMax => kernel.pids_limit.is_some_and(|value| {
+            fold_limit(&mut limits.pids, Some(limit_of(value)));
+            true
+        }),
+        // Both v1 files are served or neither: the period's folds the pair.
+        Kind::V1CfsQuota => kernel.cfs_limit.is_some(),
+        Kind::V1CfsPeriod | Kind::V2CpuMax => kernel.cfs_limit.is_some_and(|(quota, period)| {
+            let quota = (quota != u64::MAX).then_some(quota);
+            fold_quota(&mut limits.cpu, cpu_quota_of(quota, period));
+            if let Some(spec) = out.cpu_spec.as_mut() {
+                spec.quota_us = quota.filter(|&quota| quota > 0);
+                spec.period_us = Some(period);
+            }
+            true
+        }),
         _ => false,
     }
 }
