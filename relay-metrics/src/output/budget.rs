@@ -289,6 +289,19 @@ impl<S: Sink> Sink for Budgeted<'_, S> {
             self.sink.histogram(family, labels, histogram);
         }
     }
+
+    fn cgroup_histogram(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        labels: &[(&str, Label<'_>)],
+        histogram: &Histogram,
+    ) {
+        if self.pass(family, labels) {
+            self.sink
+                .cgroup_histogram(family, cgroup, labels, histogram);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,10 +35,18 @@ fn family_key(family: &Family) -> FamilyKey {
     (family.name, family.kind, family.unit, family.names)
 }
 
+/// The length up to which [`write_name`] and [`escape_label`] scan a text byte by byte for what
+/// they replace, rather than with `memchr`.
+const SHORT: usize = 16;
+
 /// Writes a metric or label name; Relay's and OpenTelemetry's dots become underscores (the
 /// only other character in their names is `_`). Copied in runs between dots: most names have
 /// none.
 fn write_name(out: &mut String, name: &str) {
+    if name.len() <= SHORT && !name.bytes().any(|b| b == b'.') {
+        out.push_str(name);
+        return;
+    }
     let mut rest = name;
     while let Some(at) = memchr::memchr(b'.', rest.as_bytes()) {
         out.push_str(&rest[..at]);
@@ -170,20 +178,9 @@ impl Sink for Text<'_> {
         value: Number,
     ) {
         self.family_name(family);
-        if self.cgroup_labels.len() <= cgroup {
-            self.cgroup_labels.resize(cgroup + 1, None);
-        }
-        let written = self.cgroup_labels[cgroup].get_or_insert_with(|| {
-            let mut written = String::new();
-            write_labels(&mut written, base);
-            written
-        });
-        debug_assert_eq!(*written, {
-            let mut again = String::new();
-            write_labels(&mut again, base);
-            again
-        });
-        self.out.push_str(written);
+        let written = self.take_cgroup_labels(cgroup, base);
+        self.out.push_str(&written);
+        self.cgroup_labels[cgroup] = Some(written);
         write_more_labels(self.out, extra, !base.is_empty());
         if !base.is_empty() || !extra.is_empty() {
             self.out.push('}');
@@ -196,6 +193,45 @@ impl Sink for Text<'_> {
         let mut block = std::mem::take(&mut self.labels);
         block.clear();
         write_labels(&mut block, labels);
+        self.histogram_lines(family, &block, histogram);
+        self.labels = block;
+    }
+
+    fn cgroup_histogram(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        labels: &[(&str, Label<'_>)],
+        histogram: &Histogram,
+    ) {
+        let block = self.take_cgroup_labels(cgroup, labels);
+        self.histogram_lines(family, &block, histogram);
+        self.cgroup_labels[cgroup] = Some(block);
+    }
+}
+
+impl Text<'_> {
+    /// The labels of the walk's measured cgroup `cgroup` as [`write_labels`] writes them,
+    /// written the first time the walk asks (taken out of the cache: the caller puts them back).
+    fn take_cgroup_labels(&mut self, cgroup: usize, base: &[(&str, Label<'_>)]) -> String {
+        if self.cgroup_labels.len() <= cgroup {
+            self.cgroup_labels.resize(cgroup + 1, None);
+        }
+        let written = self.cgroup_labels[cgroup].take().unwrap_or_else(|| {
+            let mut written = String::new();
+            write_labels(&mut written, base);
+            written
+        });
+        debug_assert_eq!(written, {
+            let mut again = String::new();
+            write_labels(&mut again, base);
+            again
+        });
+        written
+    }
+
+    /// One histogram's lines, each with the labels `block` (as [`write_labels`] writes them).
+    fn histogram_lines(&mut self, family: &Family, block: &str, histogram: &Histogram) {
         for (at, &(le, count)) in histogram.buckets.iter().enumerate() {
             // Every cgroup's histogram has the same bounds: each is formatted once.
             if self
@@ -209,21 +245,18 @@ impl Sink for Text<'_> {
                 self.bounds.push((le.to_bits(), text));
             }
             let bound = std::mem::take(&mut self.bounds[at].1);
-            self.series_with(family, "_bucket", &block, Some(&bound));
+            self.series_with(family, "_bucket", block, Some(&bound));
             self.bounds[at].1 = bound;
             write_value(self.out, Number::U64(count));
         }
-        self.series_with(family, "_bucket", &block, Some("+Inf"));
+        self.series_with(family, "_bucket", block, Some("+Inf"));
         write_value(self.out, Number::U64(histogram.count));
-        self.series_with(family, "_sum", &block, None);
+        self.series_with(family, "_sum", block, None);
         write_value(self.out, Number::F64(histogram.sum));
-        self.series_with(family, "_count", &block, None);
+        self.series_with(family, "_count", block, None);
         write_value(self.out, Number::U64(histogram.count));
-        self.labels = block;
     }
-}
 
-impl Text<'_> {
     /// A series' name (with `suffix`) and `labels` as [`write_labels`] wrote them (with `le`
     /// last when given), without its value.
     fn series_with(&mut self, family: &Family, suffix: &str, labels: &str, le: Option<&str>) {
@@ -291,6 +324,12 @@ fn write_value(out: &mut String, value: Number) {
 /// Label values escape backslash, double quote and newline (copied in runs between them: most
 /// values have none).
 fn escape_label(out: &mut String, value: &str) {
+    // Most values are short words (`some`, `8:0`, a unit's name): a plain scan of those costs
+    // less than a vectorised search's setup.
+    if value.len() <= SHORT && !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(value);
+        return;
+    }
     let mut rest = value;
     while let Some(at) = memchr::memchr3(b'\\', b'"', b'\n', rest.as_bytes()) {
         out.push_str(&rest[..at]);
@@ -382,9 +421,12 @@ mod tests {
     }
 
     /// Measured cgroups whose labels differ in number and need escaping, with per-device and
-    /// per-GPU series (labels of their own after the cgroup's).
+    /// per-GPU series (labels of their own after the cgroup's), and run-queue histograms for
+    /// some.
     fn measured_cgroups() -> ResourceMetricsSnapshot {
-        use crate::snapshot::{CgroupTargetReport, TargetDeviceIo, TargetGpuUse, TargetLabels};
+        use crate::snapshot::{
+            CgroupTargetReport, TargetDeviceIo, TargetGpuUse, TargetKernelEvents, TargetLabels,
+        };
         let report = |index: u64| CgroupTargetReport {
             cgroup: format!("/pod{index}/c \"{index}\"\\\n").into(),
             labels: TargetLabels {
@@ -411,6 +453,12 @@ mod tests {
                 sm_utilization_percent: None,
                 memory_utilization_percent: Some(1.5),
             }]),
+            kernel_events: (index != 4).then(|| TargetKernelEvents {
+                run_queue_count: 3 * index,
+                run_queue_total_ns: 5_000 * index,
+                run_queue_histogram: (0..32).map(|bucket| index * (bucket % 3)).collect(),
+                ..TargetKernelEvents::default()
+            }),
             ..CgroupTargetReport::default()
         };
         let mut snapshot = ResourceMetricsSnapshot {
@@ -454,6 +502,7 @@ mod tests {
             assert!(!kept_once.contains("GPU-") && kept_once.len() < once.len());
             // The walk reached the cgroups' series, with extra labels after theirs.
             assert!(once.contains("device=\"8:1\"}"), "{names:?}: {once}");
+            assert!(once.contains("le=\"+Inf\"} 18\n"), "{names:?}: {once}");
             assert!(once.contains("p\\\"3"), "{names:?}");
         }
     }
@@ -485,6 +534,41 @@ mod tests {
              m_bytes{scope=\"global\"} 2.5\n\
              m_bytes 3\n"
         );
+    }
+
+    /// Short texts (scanned byte by byte) and long ones (searched with `memchr`) are written
+    /// alike: each replaced character replaced, the rest copied.
+    #[test]
+    fn short_and_long_names_and_label_values_are_written_alike() {
+        let escaped = |text: &str| {
+            text.chars()
+                .map(|c| match c {
+                    '\\' => "\\\\".to_owned(),
+                    '"' => "\\\"".to_owned(),
+                    '\n' => "\\n".to_owned(),
+                    c => c.to_string(),
+                })
+                .collect::<String>()
+        };
+        for text in [
+            "",
+            "some",
+            "8:0",
+            "a\"b",
+            "x\\",
+            "line\n",
+            "sixteen-bytes-ok",
+            "seventeen-bytes-x",
+            "/kubepods.slice/pod\"1\"/c\\d\n",
+            "a long value with no character to escape at all",
+        ] {
+            let mut out = String::new();
+            escape_label(&mut out, text);
+            assert_eq!(out, escaped(text), "{text:?}");
+            let mut name = String::new();
+            write_name(&mut name, &text.replace(['"', '\\', '\n'], "."));
+            assert_eq!(name, text.replace(['"', '\\', '\n', '.'], "_"), "{text:?}");
+        }
     }
 
     #[test]

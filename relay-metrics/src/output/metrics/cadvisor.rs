@@ -127,4 +127,17 @@ impl<S: Sink> Sink for Without<'_, S> {
             self.sink.histogram(family, labels, histogram);
         }
     }
+
+    fn cgroup_histogram(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        labels: &[(&str, Label<'_>)],
+        histogram: &Histogram,
+    ) {
+        if !self.skip.contains(&family.name) {
+            self.sink
+                .cgroup_histogram(family, cgroup, labels, histogram);
+        }
+    }
 }

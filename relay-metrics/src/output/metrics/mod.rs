@@ -219,6 +219,18 @@ pub(crate) trait Sink {
     /// One distribution of a [`Kind::Histogram`] family: cumulative counts at each upper bound
     /// (ascending; the `+Inf` bucket is `count`), the total count and the sum.
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram);
+    /// [`Sink::histogram`] for one measured cgroup, whose labels are `labels`: `cgroup` as in
+    /// [`Sink::cgroup_point`].
+    fn cgroup_histogram(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        labels: &[(&str, Label<'_>)],
+        histogram: &Histogram,
+    ) {
+        let _ = cgroup;
+        self.histogram(family, labels, histogram);
+    }
 }
 
 /// Most labels a measured cgroup's series has: the cgroup's ten and two of its family.

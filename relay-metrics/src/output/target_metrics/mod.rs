@@ -312,7 +312,7 @@ fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
 /// The run-queue delay histogram of every cgroup with kernel events.
 fn emit_run_queue<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
     let mut started = false;
-    for report in &targets.cgroups {
+    for (index, report) in targets.cgroups.iter().enumerate() {
         let Some(kernel) = &report.kernel_events else {
             continue;
         };
@@ -339,7 +339,7 @@ fn emit_run_queue<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
         }
         let mut labels = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
         let count = cgroup_labels(report, style, &mut labels);
-        sink.histogram(&RUN_QUEUE, &labels[..count], &histogram);
+        sink.cgroup_histogram(&RUN_QUEUE, index, &labels[..count], &histogram);
     }
 }
 
