@@ -14,7 +14,9 @@
 //! rule (`super::unchanged`) found quiet since the last pass are therefore not looked up again:
 //! their counters as last seen are their counters now.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use crate::FastMap;
 use std::sync::Arc;
 
 use crate::snapshot::{TargetKernelEvents, TargetOomVictim};
@@ -44,7 +46,7 @@ struct Seen {
 /// The per-process state between snapshots.
 #[derive(Debug, Default)]
 pub(super) struct EventTracker {
-    seen: HashMap<u32, Seen>,
+    seen: FastMap<u32, Seen>,
     walk: u64,
     /// Victims already attributed (pid, boot time).
     attributed: HashSet<(u32, u64)>,
@@ -52,7 +54,7 @@ pub(super) struct EventTracker {
     /// attributed by [`Self::new_victims`]).
     pub(super) deltas: Vec<TargetKernelEvents>,
     /// Scratch: scanned cgroup paths, shared with `seen`.
-    paths: HashMap<Box<str>, Arc<str>>,
+    paths: FastMap<Box<str>, Arc<str>>,
 }
 
 impl EventTracker {

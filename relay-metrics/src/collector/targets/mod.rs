@@ -26,7 +26,7 @@ mod network;
 mod unchanged;
 mod walk_reuse;
 
-use std::collections::HashMap;
+use crate::FastMap;
 use std::sync::Arc;
 
 use crate::config::ResourceMetricsConfig;
@@ -113,7 +113,7 @@ pub(crate) struct TargetSet {
     layout: Option<CgroupLayout>,
     scanner: Option<Scanner>,
     scan: Scan,
-    entries: HashMap<Arc<str>, Entry>,
+    entries: FastMap<Arc<str>, Entry>,
     walks: u64,
     buf: Vec<u8>,
     /// The open-file limit, as raised at the start: the entries may hold a third of it open.
@@ -127,14 +127,14 @@ pub(crate) struct TargetSet {
     /// Scratch: per scanned cgroup, its subtree's process sums.
     sums: Vec<Sums>,
     /// Scratch: pid → index in the process pass.
-    by_pid: HashMap<u32, usize>,
+    by_pid: FastMap<u32, usize>,
     /// Scratch: per process of the pass, the scan index of the cgroup listing it (`usize::MAX`:
     /// none).
     cgroup_of: Vec<usize>,
     /// Scratch: per process of the pass, its cgroup id in the walked hierarchy.
     member_ids: Vec<u64>,
     /// Scratch: cgroup id → scan index.
-    index_of_id: HashMap<u64, usize>,
+    index_of_id: FastMap<u64, usize>,
     /// Scratch: (scan index, pid) of every process in a scanned cgroup.
     members: Vec<(usize, u32)>,
     /// Container and pod names from the runtimes' APIs, when their sockets are given.
@@ -212,7 +212,7 @@ impl TargetSet {
             backstop_every: unchanged::BACKSTOP,
             layout: layout.cloned(),
             scan: Scan::default(),
-            entries: HashMap::new(),
+            entries: FastMap::default(),
             walks: 0,
             buf: Vec::with_capacity(4096),
             open_file_limit: limit,
@@ -220,10 +220,10 @@ impl TargetSet {
             warned_dropped: 0,
             selected: Vec::new(),
             sums: Vec::new(),
-            by_pid: HashMap::new(),
+            by_pid: FastMap::default(),
             cgroup_of: Vec::new(),
             member_ids: Vec::new(),
-            index_of_id: HashMap::new(),
+            index_of_id: FastMap::default(),
             members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
@@ -667,7 +667,7 @@ struct Made<'l> {
 /// or found in more hierarchies at the next walk ([`Entry::remake`]); `None` when it was
 /// removed since the walk.
 fn entry<'e>(
-    entries: &'e mut HashMap<Arc<str>, Entry>,
+    entries: &'e mut FastMap<Arc<str>, Entry>,
     path: &str,
     walked_id: u64,
     made: &Made<'_>,

@@ -2,6 +2,7 @@
 //! every sample, over live cgroups (v1 memory and cpuacct, and the unified hierarchy for
 //! pressure) with idle, busy, waking, nested and churning members. Needs root.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;

@@ -68,6 +68,8 @@
 //! processes' activity marks the parent instead.
 
 use std::collections::{HashMap, HashSet};
+
+use crate::FastMap;
 use std::time::{Duration, Instant};
 
 use crate::source::cgroup::{self, CgroupLayout, MembershipId, Scan};
@@ -122,8 +124,8 @@ pub(super) struct UnchangedRule {
     /// The hierarchies whose files are skipped (one or two).
     hierarchies: Vec<Hierarchy>,
     /// The processes of the last pass, by pid.
-    previous: HashMap<u32, Seen>,
-    current: HashMap<u32, Seen>,
+    previous: FastMap<u32, Seen>,
+    current: FastMap<u32, Seen>,
     /// The walked cgroup ids of the last pass.
     previous_ids: HashSet<u64>,
     /// Cgroup paths by id (per hierarchy), for ids outside the walked hierarchy's scan.
@@ -158,8 +160,8 @@ impl UnchangedRule {
             roots: roots.clone(),
             walked,
             hierarchies,
-            previous: HashMap::new(),
-            current: HashMap::new(),
+            previous: FastMap::default(),
+            current: FastMap::default(),
             previous_ids: HashSet::new(),
             paths: [HashMap::new(), HashMap::new()],
             root_ids: [0; 2],
@@ -245,7 +247,7 @@ impl UnchangedRule {
     /// Records this pass's processes and marks the cgroups of every changed one (where it is
     /// now and where it was); false when one cannot be placed (every cgroup is then read).
     fn mark_changed(&mut self, scan: &Scan, records: &[TaskRecord], changed: &mut [bool]) -> bool {
-        let walked_index: HashMap<u64, usize> = scan
+        let walked_index: FastMap<u64, usize> = scan
             .cgroups
             .iter()
             .enumerate()
@@ -355,9 +357,9 @@ struct Places<'p> {
     rule: &'p mut UnchangedRule,
     scan: &'p Scan,
     /// Walked cgroup id → scan index.
-    walked_index: &'p HashMap<u64, usize>,
+    walked_index: &'p FastMap<u64, usize>,
     /// Path → scan index.
-    by_path: &'p HashMap<&'p str, usize>,
+    by_path: &'p FastMap<&'p str, usize>,
     /// Per hierarchy: its directories of the scanned paths were looked up this update.
     refreshed: [bool; 2],
 }

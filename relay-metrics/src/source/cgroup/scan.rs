@@ -125,7 +125,7 @@ impl Scan {
     }
 
     /// Each visited cgroup's scan index, by path.
-    pub(crate) fn index_by_path(&self) -> HashMap<&str, usize> {
+    pub(crate) fn index_by_path(&self) -> crate::FastMap<&str, usize> {
         self.cgroups
             .iter()
             .enumerate()

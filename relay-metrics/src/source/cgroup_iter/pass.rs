@@ -9,7 +9,7 @@
 //! past [`MAX_CGROUPS`] of a walk, and every cgroup of a walk that failed read their files, and
 //! [`CgroupIterPass::describe`] says so.
 
-use std::collections::HashMap;
+use crate::FastMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -126,7 +126,7 @@ struct Hierarchy {
     records: Vec<CgroupRecord>,
     /// kernfs id → index in [`Self::records`] (the root left out: its files are computed from
     /// global counters, or absent).
-    index: HashMap<u64, usize>,
+    index: FastMap<u64, usize>,
     /// Why the last read left some or all of its cgroups to their files.
     note: Option<String>,
 }
@@ -426,7 +426,7 @@ fn load(layout: &CgroupLayout) -> Result<Vec<Hierarchy>, String> {
             controllers,
             verdicts,
             records: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             note: None,
         });
     }
