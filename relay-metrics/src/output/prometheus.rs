@@ -35,18 +35,10 @@ fn family_key(family: &Family) -> FamilyKey {
     (family.name, family.kind, family.unit, family.names)
 }
 
-/// The length up to which [`write_name`] and [`escape_label`] scan a text byte by byte for what
-/// they replace, rather than with `memchr`.
-const SHORT: usize = 16;
-
 /// Writes a metric or label name; Relay's and OpenTelemetry's dots become underscores (the
 /// only other character in their names is `_`). Copied in runs between dots: most names have
 /// none.
 fn write_name(out: &mut String, name: &str) {
-    if name.len() <= SHORT && !name.bytes().any(|b| b == b'.') {
-        out.push_str(name);
-        return;
-    }
     let mut rest = name;
     while let Some(at) = memchr::memchr(b'.', rest.as_bytes()) {
         out.push_str(&rest[..at]);
@@ -324,12 +316,6 @@ fn write_value(out: &mut String, value: Number) {
 /// Label values escape backslash, double quote and newline (copied in runs between them: most
 /// values have none).
 fn escape_label(out: &mut String, value: &str) {
-    // Most values are short words (`some`, `8:0`, a unit's name): a plain scan of those costs
-    // less than a vectorised search's setup.
-    if value.len() <= SHORT && !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
-        out.push_str(value);
-        return;
-    }
     let mut rest = value;
     while let Some(at) = memchr::memchr3(b'\\', b'"', b'\n', rest.as_bytes()) {
         out.push_str(&rest[..at]);
@@ -536,10 +522,10 @@ mod tests {
         );
     }
 
-    /// Short texts (scanned byte by byte) and long ones (searched with `memchr`) are written
-    /// alike: each replaced character replaced, the rest copied.
+    /// Names and label values, short and long: each character to replace replaced, the rest
+    /// copied.
     #[test]
-    fn short_and_long_names_and_label_values_are_written_alike() {
+    fn names_and_label_values_are_written_with_their_replacements() {
         let escaped = |text: &str| {
             text.chars()
                 .map(|c| match c {
