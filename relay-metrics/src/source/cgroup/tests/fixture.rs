@@ -499,29 +499,35 @@ fn a_removed_cgroup_is_gone_not_zero() {
         .is_gone());
 }
 
+/// One read of the v1 fixture's `/relay-test` as a measured cgroup, with the cgroup iterator's
+/// `kernel` values where given.
+fn read_measured_v1(
+    cadvisor: bool,
+    kernel: Option<&crate::source::cgroup_iter::pass::KernelValues>,
+) -> crate::snapshot::CgroupTargetReport {
+    let (roots, layout) = layout("cgroup-v1");
+    let target = resolve(&layout, "/relay-test").unwrap();
+    let mut reader = CgroupValuesReader::measured(
+        &target,
+        true,
+        MeasuredFiles {
+            ticks_per_second: 100,
+            cadvisor,
+        },
+        &roots,
+    );
+    let mut out = crate::snapshot::CgroupTargetReport::default();
+    reader.read(&mut Vec::new(), &mut out, false, kernel);
+    out
+}
+
 /// The iterator's values replace exactly the files they cover: a served value is taken (it
 /// differs from its fixture file here), a value not served, or in a file not wholly served,
 /// comes from the file.
 #[test]
 fn values_reader_takes_served_values_instead_of_their_files() {
-    use crate::snapshot::CgroupTargetReport;
     use crate::source::cgroup_iter::pass::KernelValues;
-    let (roots, layout) = layout("cgroup-v1");
-    let target = resolve(&layout, "/relay-test").unwrap();
-    let read = |kernel: Option<&KernelValues>| {
-        let mut reader = CgroupValuesReader::measured(
-            &target,
-            true,
-            MeasuredFiles {
-                ticks_per_second: 100,
-                cadvisor: false,
-            },
-            &roots,
-        );
-        let mut out = CgroupTargetReport::default();
-        reader.read(&mut Vec::new(), &mut out, false, kernel);
-        out
-    };
+    let read = |kernel| read_measured_v1(false, kernel);
     let files = read(None);
     assert_eq!(files.memory_current_bytes, Some(8654848));
     assert_eq!(files.memory_events.max, Some(3));
@@ -564,24 +570,9 @@ fn values_reader_takes_served_values_instead_of_their_files() {
 /// hold other values), unlimited ones included, with the cAdvisor naming's raw CPU settings.
 #[test]
 fn values_reader_takes_served_limits_instead_of_their_files() {
-    use crate::snapshot::{CgroupTargetReport, TargetCpuSpec};
+    use crate::snapshot::TargetCpuSpec;
     use crate::source::cgroup_iter::pass::KernelValues;
-    let (roots, layout) = layout("cgroup-v1");
-    let target = resolve(&layout, "/relay-test").unwrap();
-    let read = |kernel: Option<&KernelValues>| {
-        let mut reader = CgroupValuesReader::measured(
-            &target,
-            true,
-            MeasuredFiles {
-                ticks_per_second: 100,
-                cadvisor: true,
-            },
-            &roots,
-        );
-        let mut out = CgroupTargetReport::default();
-        reader.read(&mut Vec::new(), &mut out, false, kernel);
-        out
-    };
+    let read = |kernel| read_measured_v1(true, kernel);
     let files = read(None);
     let file_limits = (
         files.memory_limit_bytes,
