@@ -38,14 +38,13 @@ pub mod report;
 pub mod sampler;
 pub mod snapshot;
 pub(crate) mod source;
-
-/// A hash map for the keys the collector builds and probes thousands of times a snapshot
-/// (pids, cgroup ids and paths, one entry per process or cgroup): foldhash's fast hasher,
-/// several times cheaper on such short keys than the standard SipHash, and still seeded per
-/// process.
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub mod summary;
 pub mod units;
+
+/// A hash map for the keys the collector builds and probes thousands of times a snapshot
+/// (pids, cgroup ids and paths, one entry per process or cgroup): foldhash's fast hasher, cheaper
+/// on such short keys than the standard SipHash, and still seeded per process.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 pub use collector::{
     AsyncCollector, Collector, CollectorError, FixedRateSnapshots, KernelEventsPreload,

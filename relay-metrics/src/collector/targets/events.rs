@@ -15,13 +15,12 @@
 //! their counters as last seen are their counters now.
 
 use std::collections::HashSet;
-
-use crate::FastMap;
 use std::sync::Arc;
 
 use crate::snapshot::{TargetKernelEvents, TargetOomVictim};
 use crate::source::cgroup::Scan;
 use crate::source::ebpf::EbpfSource;
+use crate::FastMap;
 use relay_metrics_common::RUNQ_HIST_BUCKETS;
 
 /// Victims kept per cgroup (the newest).

@@ -26,7 +26,6 @@ mod network;
 mod unchanged;
 mod walk_reuse;
 
-use crate::FastMap;
 use std::sync::Arc;
 
 use crate::config::ResourceMetricsConfig;
@@ -39,6 +38,7 @@ use crate::source::cgroup::{
 use crate::source::cgroup_iter::pass::{CgroupIds, CgroupIterPass, KernelValues};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
 use crate::source::Roots;
+use crate::FastMap;
 
 use labels::path_labels;
 use names::Names;

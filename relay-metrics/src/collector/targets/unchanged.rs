@@ -68,13 +68,12 @@
 //! processes' activity marks the parent instead.
 
 use std::collections::{HashMap, HashSet};
-
-use crate::FastMap;
 use std::time::{Duration, Instant};
 
 use crate::source::cgroup::{self, CgroupLayout, MembershipId, Scan};
 use crate::source::task_iter::{TaskRecord, V1_CONTROLLERS};
 use crate::source::Roots;
+use crate::FastMap;
 
 /// A cgroup is read in full at least this often, whatever the rule says.
 pub(super) const BACKSTOP: Duration = Duration::from_secs(10);

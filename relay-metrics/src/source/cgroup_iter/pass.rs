@@ -9,7 +9,6 @@
 //! past [`MAX_CGROUPS`] of a walk, and every cgroup of a walk that failed read their files, and
 //! [`CgroupIterPass::describe`] says so.
 
-use crate::FastMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use super::exact::{self, Kind, Source, Verdict};
 use super::{CgroupIter, CgroupRecord, MAX_CGROUPS};
 use crate::config::CgroupSource;
 use crate::source::cgroup::{cgroup_id, CgroupLayout, CgroupTarget};
+use crate::FastMap;
 
 /// The `extensions.collector.cgroup_source` values.
 pub(crate) const BPF_ITER: &str = "bpf_iter";
