@@ -329,17 +329,8 @@ fn the_records_cgroup_ids_are_the_inodes_of_the_process_cgroup_directories() {
 #[ignore = "root: loads the BPF task iterator"]
 fn every_still_processes_resident_size_is_statms() {
     assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
-    let mut sleepers: Vec<_> = (0..30)
-        .map(|_| {
-            std::process::Command::new("sleep")
-                .arg("60")
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    // Each has exec'ed sleep once its statm stops changing; a process still starting is left
-    // out by the before/after comparison below anyway.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // A process still starting is left out by the before/after comparison below.
+    let _sleepers = crate::long_files::Sleepers::new(30);
     let statm = |pid: u32| -> Option<u64> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
         text.split_whitespace().nth(1)?.parse().ok()
@@ -350,7 +341,7 @@ fn every_still_processes_resident_size_is_statms() {
         .collect();
     let mut iter = TaskIter::load(&Roots::host(), true).unwrap();
     let mut records = Vec::new();
-    let before: std::collections::HashMap<u32, u64> = pids
+    let before: HashMap<u32, u64> = pids
         .iter()
         .filter_map(|&pid| Some((pid, statm(pid)?)))
         .collect();
@@ -375,10 +366,6 @@ fn every_still_processes_resident_size_is_statms() {
         assert_eq!(from_record, resident, "pid {}: {record:?}", record.tgid);
         compared += 1;
         with_parts += usize::from(from_record != record.stat_rss_pages());
-    }
-    for sleeper in &mut sleepers {
-        let _ = sleeper.kill();
-        let _ = sleeper.wait();
     }
     assert!(compared >= 20, "only {compared} processes compared");
     if iter.statm_sums() {
