@@ -320,6 +320,12 @@ fn the_records_cgroup_ids_are_the_inodes_of_the_process_cgroup_directories() {
     }
 }
 
+/// `/proc/<pid>/statm`'s resident pages; `None` once the process is gone.
+fn statm_resident_pages(pid: u32) -> Option<u64> {
+    let text = std::fs::read(format!("/proc/{pid}/statm")).ok()?;
+    crate::source::procfs::parse::parse_statm_resident_pages(&text)
+}
+
 /// Every process whose resident size stands still across the read (its `statm` the same before
 /// and after) has the record's: summed where `statm` sums the per-CPU parts (this host), the
 /// central counts where they are exact. Thirty fresh processes are among them: a process's
@@ -331,10 +337,6 @@ fn every_still_processes_resident_size_is_statms() {
     assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
     // A process still starting is left out by the before/after comparison below.
     let _sleepers = crate::long_files::Sleepers::new(30);
-    let statm = |pid: u32| -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-        text.split_whitespace().nth(1)?.parse().ok()
-    };
     let pids: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
@@ -343,7 +345,7 @@ fn every_still_processes_resident_size_is_statms() {
     let mut records = Vec::new();
     let before: HashMap<u32, u64> = pids
         .iter()
-        .filter_map(|&pid| Some((pid, statm(pid)?)))
+        .filter_map(|&pid| Some((pid, statm_resident_pages(pid)?)))
         .collect();
     iter.read(&mut records).unwrap();
     let (mut compared, mut with_parts) = (0, 0);
@@ -355,7 +357,7 @@ fn every_still_processes_resident_size_is_statms() {
         let Some(&resident) = before.get(&record.tgid) else {
             continue;
         };
-        if statm(record.tgid) != Some(resident) {
+        if statm_resident_pages(record.tgid) != Some(resident) {
             continue;
         }
         let from_record = match record.resident_source(iter.statm_sums()) {
@@ -402,13 +404,7 @@ fn the_records_resident_size_is_statms_for_a_stopped_process() {
     let mut records = Vec::new();
     iter.read(&mut records).unwrap();
     let record = *records.iter().find(|record| record.tgid == pid).unwrap();
-    let statm: u64 = std::fs::read_to_string(format!("/proc/{pid}/statm"))
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let statm = statm_resident_pages(pid).unwrap();
     let _ = child.kill();
     let _ = child.wait();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
