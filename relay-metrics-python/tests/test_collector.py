@@ -177,16 +177,29 @@ def test_hundred_concurrent_awaits_on_one_collector_collect_in_turn() -> None:
 
 
 def test_a_cancelled_await_leaves_the_collector_usable() -> None:
-    async def run() -> ResourceMetricsSnapshot:
+    # A task's first step either finds the worker's result there and completes without yielding
+    # (nothing left to cancel), or yields the loop's future; the loop runs this coroutine again in
+    # the same turn, before it can see the worker's wake-up, so a task not done here is surely in
+    # flight. Requests are tried until one is caught in flight.
+    async def run() -> tuple[int, ResourceMetricsSnapshot]:
         with relay_metrics.Collector(FAST) as collector:
-            task = asyncio.ensure_future(collector.acollect())
-            await asyncio.sleep(0)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            return await collector.acollect()
+            for completed in range(100):
+                task = asyncio.ensure_future(collector.acollect())
+                await asyncio.sleep(0)
+                if task.done():
+                    assert task.result().cpu is not None
+                    continue
+                assert task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                return completed, await collector.acollect()
+            pytest.fail("each of 100 collections ended before its task could be cancelled")
 
-    assert asyncio.run(run()).cpu is not None
+    completed, after = asyncio.run(run())
+    # The worker still made the cancelled request's collection, in turn, before the next one.
+    assert after.extensions is not None
+    assert after.extensions["collector"]["sequence"] == completed + 2
+    assert after.cpu is not None
 
 
 def test_a_cancelled_await_whose_loop_closed_before_the_collection_ended_is_harmless() -> None:
