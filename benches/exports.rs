@@ -6,7 +6,9 @@
 //! Also a node agent's `/metrics` body: the same snapshot with 500 measured cgroups (Kubernetes
 //! pods' paths and labels, every value present, one disk each), encoded in the `relay_metrics`
 //! and the `cadvisor` naming, and that text compressed as the agent compresses a scrape (gzip,
-//! fastest level, zlib-rs).
+//! fastest level, zlib-rs). `prometheus_after_last` writes two texts in a row as the agent does
+//! (`CgroupLines`): the first after the other case's, then the case's, whose unchanged cgroups'
+//! lines are copied.
 //!
 //! Run with `cargo bench -p relay-metrics-suite --bench exports`.
 
@@ -82,6 +84,32 @@ fn node_scrape(c: &mut Criterion) {
     ] {
         group.bench_function(format!("prometheus/{name}"), |b| {
             b.iter(|| prometheus::encode(&snapshot, names, &mut text))
+        });
+    }
+    // As the agent writes its texts: the next snapshot's, every cgroup's report unchanged (an
+    // idle node) or one in ten changed (a value each), copying the unchanged cgroups' lines.
+    let unchanged = std::sync::Arc::new(snapshot.clone());
+    let mut changed = snapshot.clone();
+    if let Some(targets) = changed.extensions.targets.as_mut() {
+        for report in targets.cgroups.iter_mut().step_by(10) {
+            report.memory_current_bytes = report.memory_current_bytes.map(|bytes| bytes + 4096);
+        }
+    }
+    let changed = std::sync::Arc::new(changed);
+    let budget = relay_metrics::output::budget::SeriesBudget::everything();
+    for (name, next) in [("unchanged", &unchanged), ("tenth_changed", &changed)] {
+        let mut lines = prometheus::CgroupLines::default();
+        group.bench_function(format!("prometheus_after_last/{name}"), |b| {
+            b.iter(|| {
+                lines.write(
+                    &unchanged,
+                    MetricNames::RelayMetrics,
+                    &budget,
+                    4 << 20,
+                    |_| {},
+                );
+                lines.write(next, MetricNames::RelayMetrics, &budget, 4 << 20, |_| {})
+            })
         });
     }
     prometheus::encode(&snapshot, MetricNames::RelayMetrics, &mut text);

@@ -238,14 +238,18 @@ impl<'s, S: Sink> Budgeted<'s, S> {
         self.budget.keeps_family(family) && !self.off.drops(family.name)
     }
 
-    /// Whether a series of `family` with `labels` goes through; announces the family first.
-    fn pass(&mut self, family: &Family, labels: &[(&str, Label<'_>)]) -> bool {
+    /// Whether `family` is kept, taking it as the current family.
+    fn keeps_current(&mut self, family: &Family) -> bool {
         if self.current.map(|(name, _)| name) != Some(family.name) {
             self.current = Some((family.name, self.keeps(family)));
             self.announced = false;
         }
-        if !self.current.is_some_and(|(_, kept)| kept) || !self.budget.keeps_series(family, labels)
-        {
+        self.current.is_some_and(|(_, kept)| kept)
+    }
+
+    /// Whether a series of `family` with `labels` goes through; announces the family first.
+    fn pass(&mut self, family: &Family, labels: &[(&str, Label<'_>)]) -> bool {
+        if !self.keeps_current(family) || !self.budget.keeps_series(family, labels) {
             return false;
         }
         if !self.announced {
@@ -282,6 +286,16 @@ impl<S: Sink> Sink for Budgeted<'_, S> {
         if self.pass(family, &all[..count]) {
             self.sink.cgroup_point(family, cgroup, base, extra, value);
         }
+    }
+
+    /// Lines copied from the last walk were written under the same budget: they pass whole.
+    fn cgroup_lines(&mut self, family: &Family, cgroup: usize, _announced: bool) -> bool {
+        if !self.keeps_current(family) {
+            return false;
+        }
+        let copied = self.sink.cgroup_lines(family, cgroup, self.announced);
+        self.announced |= copied;
+        copied
     }
 
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {

@@ -3,8 +3,10 @@
 //! `# UNIT` line where it has a unit (a comment to Prometheus 0.0.4; kept in OpenMetrics).
 
 use std::fmt::Write;
+use std::ops::Range;
+use std::sync::Arc;
 
-use super::budget::SeriesBudget;
+use super::budget::{CategoriesOff, SeriesBudget};
 use super::metrics::{self, Family, Histogram, Kind, Label, Number, Sink, Unit};
 use crate::config::MetricNames;
 use crate::snapshot::ResourceMetricsSnapshot;
@@ -26,6 +28,169 @@ struct Text<'o> {
     /// Each measured cgroup's labels as written, by its index in the walk's targets, once
     /// written (see [`Sink::cgroup_point`]): a node's cgroup has ~40 series, all with its labels.
     cgroup_labels: Vec<Option<String>>,
+    /// The last text's lines of measured cgroups, for those whose report did not change.
+    reuse: Option<Reuse<'o>>,
+}
+
+/// Where each measured cgroup's lines of each family are in a text: per family, in the order
+/// the walk reached them, a range per cgroup (by its index in the walk's targets; empty: none).
+#[derive(Debug, Default)]
+struct Blocks {
+    families: Vec<(&'static str, Vec<Range<usize>>)>,
+}
+
+impl Blocks {
+    /// The family named `name` (there are some 40: a scan costs less than a hash).
+    fn find(&self, name: &str) -> Option<usize> {
+        self.families.iter().position(|(known, _)| *known == name)
+    }
+
+    fn get(&self, family: usize, cgroup: usize) -> Option<Range<usize>> {
+        let range = self.families.get(family)?.1.get(cgroup)?;
+        (!range.is_empty()).then(|| range.clone())
+    }
+
+    fn insert(&mut self, family: usize, cgroup: usize, range: Range<usize>) {
+        let Some((_, ranges)) = self.families.get_mut(family) else {
+            return;
+        };
+        if ranges.len() <= cgroup {
+            ranges.resize(cgroup + 1, 0..0);
+        }
+        ranges[cgroup] = range;
+    }
+}
+
+/// What the text being written copies from the last one, and what it records for the next.
+struct Reuse<'o> {
+    last: Option<&'o LastText>,
+    /// For each measured cgroup of this walk, the index in the last text's targets of a report
+    /// equal to its own: its lines (labels and values) are then those the last text has.
+    equal: Vec<Option<usize>>,
+    /// This text's blocks.
+    blocks: Blocks,
+    /// The family whose cgroups' lines are being written: its name, its place in `blocks` and
+    /// in the last text's.
+    family: Option<(&'static str, usize, Option<usize>)>,
+    /// The block being written: its cgroup and where it starts (its family is `family`).
+    open: Option<(usize, usize)>,
+    /// Blocks copied from the last text.
+    copied: usize,
+}
+
+impl Reuse<'_> {
+    /// Takes `name` as the family being written: its place here and in the last text.
+    fn enter(&mut self, name: &'static str) -> (usize, Option<usize>) {
+        match self.family {
+            Some((known, here, there)) if known == name => (here, there),
+            _ => {
+                let here = self.blocks.find(name).unwrap_or_else(|| {
+                    self.blocks.families.push((name, Vec::new()));
+                    self.blocks.families.len() - 1
+                });
+                let there = self.last.and_then(|last| last.blocks.find(name));
+                self.family = Some((name, here, there));
+                (here, there)
+            }
+        }
+    }
+}
+
+/// The last text written by a [`CgroupLines`], with what it was written from.
+#[derive(Debug)]
+struct LastText {
+    snapshot: Arc<ResourceMetricsSnapshot>,
+    names: MetricNames,
+    off: CategoriesOff,
+    body: Arc<String>,
+    blocks: Blocks,
+    /// Blocks it copied from the text before it.
+    copied: usize,
+}
+
+/// Writes texts one after another, each copying from the last the lines of the measured
+/// cgroups whose reports are equal to those the last was written from (family by family: a
+/// node's cgroups are mostly idle, and an idle cgroup's ~40 lines do not change between
+/// snapshots). Every other line is written as [`encode_within`] writes it, and so is the text.
+/// Only the `relay_metrics` and `cadvisor` namings copy (`otel` renames labels per series);
+/// cAdvisor's `container_last_seen`, the snapshot's time, is written every time.
+#[derive(Debug, Default)]
+pub struct CgroupLines {
+    last: Option<LastText>,
+}
+
+impl CgroupLines {
+    /// The text of `snapshot` in `names`' naming within `budget` (as [`encode_within`] writes
+    /// it), followed by what `tail` appends; `capacity` is the text's expected length.
+    pub fn write(
+        &mut self,
+        snapshot: &Arc<ResourceMetricsSnapshot>,
+        names: MetricNames,
+        budget: &SeriesBudget,
+        capacity: usize,
+        tail: impl FnOnce(&mut String),
+    ) -> Arc<String> {
+        let off = CategoriesOff::of(snapshot);
+        let last = self
+            .last
+            .as_ref()
+            .filter(|last| last.names == names && last.off == off);
+        let mut out = String::with_capacity(capacity);
+        let reuse = Reuse {
+            last,
+            equal: last.map_or_else(Vec::new, |last| equal_reports(&last.snapshot, snapshot)),
+            blocks: Blocks::default(),
+            family: None,
+            open: None,
+            copied: 0,
+        };
+        let (blocks, copied) = write_text(snapshot, names, budget, &mut out, Some(reuse))
+            .map(|reuse| (reuse.blocks, reuse.copied))
+            .unwrap_or_default();
+        tail(&mut out);
+        let body = Arc::new(out);
+        self.last = Some(LastText {
+            snapshot: Arc::clone(snapshot),
+            names,
+            off,
+            body: Arc::clone(&body),
+            blocks,
+            copied,
+        });
+        body
+    }
+
+    /// How many cgroups' lines of a family the last text copied.
+    pub fn copied(&self) -> usize {
+        self.last.as_ref().map_or(0, |last| last.copied)
+    }
+}
+
+/// For each measured cgroup of `now`, the index of an equal report among `last`'s (the same
+/// index first: the walk keeps the cgroups' order).
+fn equal_reports(
+    last: &ResourceMetricsSnapshot,
+    now: &ResourceMetricsSnapshot,
+) -> Vec<Option<usize>> {
+    let (Some(last), Some(now)) = (&last.extensions.targets, &now.extensions.targets) else {
+        return Vec::new();
+    };
+    let mut by_path: Option<crate::FastMap<&str, usize>> = None;
+    let reports = now.cgroups.iter().enumerate();
+    reports
+        .map(|(index, report)| {
+            let at = match last.cgroups.get(index) {
+                Some(same) if same.cgroup == report.cgroup => index,
+                _ => *by_path
+                    .get_or_insert_with(|| {
+                        let paths = last.cgroups.iter().enumerate();
+                        paths.map(|(at, r)| (&*r.cgroup, at)).collect()
+                    })
+                    .get(&*report.cgroup)?,
+            };
+            (last.cgroups[at] == *report).then_some(at)
+        })
+        .collect()
 }
 
 /// What a family's metric name depends on.
@@ -116,6 +281,122 @@ fn counted(family: &Family) -> Option<(&'static str, &'static str)> {
 
 impl Sink for Text<'_> {
     fn begin(&mut self, family: &Family) {
+        // A block opened just before its family's first series starts after the announcement.
+        let empty_block = self.reuse.as_ref().and_then(|reuse| reuse.open);
+        let empty_block = empty_block.filter(|&(_, start)| start == self.out.len());
+        self.close_block();
+        self.announce(family);
+        if let (Some(reuse), Some((cgroup, _))) = (self.reuse.as_mut(), empty_block) {
+            reuse.open = Some((cgroup, self.out.len()));
+        }
+    }
+
+    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
+        self.close_block();
+        self.family_name(family);
+        write_labels(self.out, labels);
+        if !labels.is_empty() {
+            self.out.push('}');
+        }
+        write_value(self.out, value);
+    }
+
+    fn cgroup_lines(&mut self, family: &Family, cgroup: usize, announced: bool) -> bool {
+        self.close_block();
+        let Some(reuse) = &mut self.reuse else {
+            return false;
+        };
+        let (here, there) = reuse.enter(family.name);
+        let lines = reuse.equal.get(cgroup).copied().flatten().and_then(|at| {
+            let last = reuse.last?;
+            last.body.get(last.blocks.get(there?, at)?)
+        });
+        let Some(lines) = lines else {
+            reuse.open = Some((cgroup, self.out.len()));
+            return false;
+        };
+        if !announced {
+            self.announce(family);
+        }
+        let start = self.out.len();
+        self.out.push_str(lines);
+        if let Some(reuse) = &mut self.reuse {
+            reuse.blocks.insert(here, cgroup, start..self.out.len());
+            reuse.copied += 1;
+        }
+        true
+    }
+
+    fn cgroup_point<'l>(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        base: &[(&'l str, Label<'l>)],
+        extra: &[(&'l str, Label<'l>)],
+        value: Number,
+    ) {
+        self.close_block_unless(family, cgroup);
+        self.family_name(family);
+        let written = self.take_cgroup_labels(cgroup, base);
+        self.out.push_str(&written);
+        self.cgroup_labels[cgroup] = Some(written);
+        write_more_labels(self.out, extra, !base.is_empty());
+        if !base.is_empty() || !extra.is_empty() {
+            self.out.push('}');
+        }
+        write_value(self.out, value);
+    }
+
+    fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
+        self.close_block();
+        // Every line of one histogram has the same labels: they are written once.
+        let mut block = std::mem::take(&mut self.labels);
+        block.clear();
+        write_labels(&mut block, labels);
+        self.histogram_lines(family, &block, histogram);
+        self.labels = block;
+    }
+
+    fn cgroup_histogram(
+        &mut self,
+        family: &Family,
+        cgroup: usize,
+        labels: &[(&str, Label<'_>)],
+        histogram: &Histogram,
+    ) {
+        self.close_block_unless(family, cgroup);
+        let block = self.take_cgroup_labels(cgroup, labels);
+        self.histogram_lines(family, &block, histogram);
+        self.cgroup_labels[cgroup] = Some(block);
+    }
+}
+
+impl Text<'_> {
+    /// Ends the block being written: its lines are recorded for the next text.
+    fn close_block(&mut self) {
+        let Some(reuse) = &mut self.reuse else {
+            return;
+        };
+        if let (Some((cgroup, start)), Some((_, here, _))) = (reuse.open.take(), reuse.family) {
+            if self.out.len() > start {
+                reuse.blocks.insert(here, cgroup, start..self.out.len());
+            }
+        }
+    }
+
+    /// Ends the block being written unless it is `cgroup`'s of `family`.
+    fn close_block_unless(&mut self, family: &Family, cgroup: usize) {
+        let Some(reuse) = &self.reuse else {
+            return;
+        };
+        let same = reuse.family.is_some_and(|(name, _, _)| name == family.name);
+        if reuse.open.is_some_and(|(open, _)| !same || open != cgroup) {
+            self.close_block();
+        }
+    }
+
+    /// The family's HELP, TYPE and UNIT lines.
+    fn announce(&mut self, family: &Family) {
         let kind = match family.kind {
             Kind::Gauge | Kind::UpDownCounter => "gauge",
             Kind::Counter => "counter",
@@ -150,55 +431,6 @@ impl Sink for Text<'_> {
             self.family_name(family);
             let _ = writeln!(self.out, " {unit}");
         }
-    }
-
-    fn point(&mut self, family: &Family, labels: &[(&str, Label<'_>)], value: Number) {
-        self.family_name(family);
-        write_labels(self.out, labels);
-        if !labels.is_empty() {
-            self.out.push('}');
-        }
-        write_value(self.out, value);
-    }
-
-    fn cgroup_point<'l>(
-        &mut self,
-        family: &Family,
-        cgroup: usize,
-        base: &[(&'l str, Label<'l>)],
-        extra: &[(&'l str, Label<'l>)],
-        value: Number,
-    ) {
-        self.family_name(family);
-        let written = self.take_cgroup_labels(cgroup, base);
-        self.out.push_str(&written);
-        self.cgroup_labels[cgroup] = Some(written);
-        write_more_labels(self.out, extra, !base.is_empty());
-        if !base.is_empty() || !extra.is_empty() {
-            self.out.push('}');
-        }
-        write_value(self.out, value);
-    }
-
-    fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
-        // Every line of one histogram has the same labels: they are written once.
-        let mut block = std::mem::take(&mut self.labels);
-        block.clear();
-        write_labels(&mut block, labels);
-        self.histogram_lines(family, &block, histogram);
-        self.labels = block;
-    }
-
-    fn cgroup_histogram(
-        &mut self,
-        family: &Family,
-        cgroup: usize,
-        labels: &[(&str, Label<'_>)],
-        histogram: &Histogram,
-    ) {
-        let block = self.take_cgroup_labels(cgroup, labels);
-        self.histogram_lines(family, &block, histogram);
-        self.cgroup_labels[cgroup] = Some(block);
     }
 }
 
@@ -342,17 +574,32 @@ pub fn encode_within(
     out: &mut String,
 ) {
     out.clear();
+    write_text(snapshot, names, budget, out, None);
+}
+
+/// Writes the exposition into `out`, copying and recording cgroups' lines with `reuse`;
+/// returns `reuse` with this text's blocks.
+fn write_text<'o>(
+    snapshot: &ResourceMetricsSnapshot,
+    names: MetricNames,
+    budget: &SeriesBudget,
+    out: &'o mut String,
+    reuse: Option<Reuse<'o>>,
+) -> Option<Reuse<'o>> {
     let mut text = Text {
         out,
         bounds: Vec::new(),
         announced: None,
         labels: String::new(),
         cgroup_labels: Vec::new(),
+        reuse,
     };
     if names == MetricNames::Otel {
         text.target_info();
     }
     metrics::walk_within(snapshot, names, budget, &mut text);
+    text.close_block();
+    text.reuse
 }
 
 impl Text<'_> {
@@ -377,6 +624,7 @@ impl Text<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::CgroupTargetReport;
 
     fn text_into(out: &mut String) -> Text<'_> {
         Text {
@@ -385,6 +633,7 @@ mod tests {
             announced: None,
             labels: String::new(),
             cgroup_labels: Vec::new(),
+            reuse: None,
         }
     }
 
@@ -410,9 +659,7 @@ mod tests {
     /// per-GPU series (labels of their own after the cgroup's), and run-queue histograms for
     /// some.
     fn measured_cgroups() -> ResourceMetricsSnapshot {
-        use crate::snapshot::{
-            CgroupTargetReport, TargetDeviceIo, TargetGpuUse, TargetKernelEvents, TargetLabels,
-        };
+        use crate::snapshot::{TargetDeviceIo, TargetGpuUse, TargetKernelEvents, TargetLabels};
         let report = |index: u64| CgroupTargetReport {
             cgroup: format!("/pod{index}/c \"{index}\"\\\n").into(),
             labels: TargetLabels {
@@ -490,6 +737,128 @@ mod tests {
             assert!(once.contains("device=\"8:1\"}"), "{names:?}: {once}");
             assert!(once.contains("le=\"+Inf\"} 18\n"), "{names:?}: {once}");
             assert!(once.contains("p\\\"3"), "{names:?}");
+        }
+    }
+
+    /// Snapshots one after another, each changed from the one before in one way.
+    fn changing_snapshots() -> Vec<(&'static str, ResourceMetricsSnapshot)> {
+        let first = measured_cgroups();
+        let mut steps = vec![("first", first.clone()), ("the same again", first)];
+        let mut change = |what: &'static str, edit: &dyn Fn(&mut Vec<CgroupTargetReport>)| {
+            let mut next = steps.last().map(|(_, s)| s.clone()).unwrap_or_default();
+            if let Some(targets) = next.extensions.targets.as_mut() {
+                edit(&mut targets.cgroups);
+            }
+            steps.push((what, next));
+        };
+        change("one value", &|c| c[3].memory_current_bytes = Some(1));
+        change("one label", &|c| {
+            c[1].labels.pod_name = Some("renamed".into())
+        });
+        change("the first cgroup's value gone", &|c| {
+            c[0].cpu_usage_ns = None
+        });
+        change("a cgroup removed", &|c| drop(c.remove(2)));
+        change("reversed, one added", &|c| {
+            c.reverse();
+            let mut added = c[0].clone();
+            added.cgroup = "/added".into();
+            c.push(added);
+        });
+        change("a histogram gone", &|c| c[1].kernel_events = None);
+        change("every CPU value gone", &|c| {
+            c.iter_mut().for_each(|r| r.cpu_usage_ns = None)
+        });
+        change("a device added", &|c| {
+            let mut device = c[0].devices.first().cloned().unwrap_or_default();
+            device.device = "9:9".into();
+            c[0].devices.push(device);
+        });
+        change("the same again", &|_| {});
+        let mut off = steps.last().map(|(_, s)| s.clone()).unwrap_or_default();
+        off.cpu = None;
+        steps.push(("CPU off", off));
+        steps
+    }
+
+    /// The namings that copy: `otel` renames labels per series and `relay` has no per-cgroup
+    /// families.
+    fn copies(names: MetricNames) -> bool {
+        matches!(names, MetricNames::RelayMetrics | MetricNames::Cadvisor)
+    }
+
+    /// Each family and cgroup that has a cgroup's series.
+    #[derive(Default)]
+    struct CgroupFamilies(std::collections::HashSet<(&'static str, usize)>);
+
+    impl Sink for CgroupFamilies {
+        fn begin(&mut self, _: &Family) {}
+
+        fn point(&mut self, _: &Family, _: &[(&str, Label<'_>)], _: Number) {}
+
+        fn cgroup_point<'l>(
+            &mut self,
+            family: &Family,
+            cgroup: usize,
+            _: &[(&'l str, Label<'l>)],
+            _: &[(&'l str, Label<'l>)],
+            _: Number,
+        ) {
+            self.0.insert((family.name, cgroup));
+        }
+
+        fn histogram(&mut self, _: &Family, _: &[(&str, Label<'_>)], _: &Histogram) {}
+
+        fn cgroup_histogram(
+            &mut self,
+            family: &Family,
+            cgroup: usize,
+            _: &[(&str, Label<'_>)],
+            _: &Histogram,
+        ) {
+            self.0.insert((family.name, cgroup));
+        }
+    }
+
+    #[test]
+    fn a_text_that_copies_unchanged_cgroups_lines_is_the_text_written_whole() {
+        let tail = |out: &mut String| out.push_str("# tail\n");
+        let everything = SeriesBudget::everything();
+        let no_gpu = SeriesBudget::new(vec![], vec!["*gpu*".into()], false, vec![], vec![]);
+        for names in [
+            MetricNames::RelayMetrics,
+            MetricNames::Cadvisor,
+            MetricNames::Otel,
+            MetricNames::Relay,
+        ] {
+            for budget in [&everything, no_gpu.as_ref().unwrap()] {
+                let mut lines = CgroupLines::default();
+                let mut copied = 0;
+                for (step, snapshot) in changing_snapshots() {
+                    let snapshot = Arc::new(snapshot);
+                    let written = lines.write(&snapshot, names, budget, 0, tail);
+                    if step == "the same again" && copies(names) {
+                        // Each cgroup's lines of each family of an unchanged snapshot are
+                        // copied, but for the snapshot's time.
+                        let mut pairs = CgroupFamilies::default();
+                        metrics::walk_within(&snapshot, names, budget, &mut pairs);
+                        pairs
+                            .0
+                            .retain(|(family, _)| *family != "container_last_seen");
+                        assert_eq!(lines.copied(), pairs.0.len(), "{names:?}, after {step}");
+                    }
+                    let mut whole = String::new();
+                    encode_within(&snapshot, names, budget, &mut whole);
+                    tail(&mut whole);
+                    assert_eq!(*written, whole, "{names:?}, after {step}");
+                    copied += lines.copied();
+                }
+                assert_eq!(
+                    copied > 100,
+                    copies(names),
+                    "{names:?}: {copied} blocks copied"
+                );
+            }
         }
     }
 

@@ -122,6 +122,10 @@ impl<S: Sink> Sink for Without<'_, S> {
         }
     }
 
+    fn cgroup_lines(&mut self, family: &Family, cgroup: usize, announced: bool) -> bool {
+        !self.skip.contains(&family.name) && self.sink.cgroup_lines(family, cgroup, announced)
+    }
+
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram) {
         if !self.skip.contains(&family.name) {
             self.sink.histogram(family, labels, histogram);

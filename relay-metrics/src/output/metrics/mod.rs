@@ -216,6 +216,14 @@ pub(crate) trait Sink {
         let count = join_labels(base, extra, &mut all);
         self.point(family, &all[..count], value);
     }
+    /// Offered before the series of measured cgroup `cgroup` in `family`, where they depend on
+    /// the cgroup's report alone: true when the sink wrote them itself, copied from its last
+    /// walk (it announced the family first unless `announced`), and the walker then hands over
+    /// none of them. A sink that keeps nothing says false.
+    fn cgroup_lines(&mut self, family: &Family, cgroup: usize, announced: bool) -> bool {
+        let _ = (family, cgroup, announced);
+        false
+    }
     /// One distribution of a [`Kind::Histogram`] family: cumulative counts at each upper bound
     /// (ascending; the `+Inf` bucket is `count`), the total count and the sum.
     fn histogram(&mut self, family: &Family, labels: &[(&str, Label<'_>)], histogram: &Histogram);

@@ -43,6 +43,8 @@ pub(crate) struct TextSettings {
     asked: AtomicBool,
     /// The last compressed body in each [`Format`], whose unchanged segments the next one copies.
     compressed: [Mutex<Segments>; 3],
+    /// The last text, whose unchanged cgroups' lines the next one copies.
+    lines: Mutex<prometheus::CgroupLines>,
 }
 
 impl TextSettings {
@@ -54,6 +56,7 @@ impl TextSettings {
             last_length: AtomicUsize::new(16 * 1024),
             asked: AtomicBool::new(false),
             compressed: Default::default(),
+            lines: Mutex::default(),
         }
     }
 
@@ -67,12 +70,27 @@ impl TextSettings {
     }
 
     /// `snapshot`'s families, then the build info and the agent's own process series as of now.
-    fn write(&self, snapshot: &ResourceMetricsSnapshot) -> Bytes {
-        let mut text = String::with_capacity(self.last_length.load(Ordering::Relaxed) + 1024);
-        prometheus::encode_within(snapshot, self.names, &self.budget, &mut text);
-        super::own::append(&mut text);
+    fn write(&self, snapshot: &Arc<ResourceMetricsSnapshot>) -> Bytes {
+        let capacity = self.last_length.load(Ordering::Relaxed) + 1024;
+        let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = lines.write(
+            snapshot,
+            self.names,
+            &self.budget,
+            capacity,
+            super::own::append,
+        );
         self.last_length.store(text.len(), Ordering::Relaxed);
-        Bytes::from(text)
+        Bytes::from_owner(SharedText(text))
+    }
+}
+
+/// A text served as [`Bytes`] while the next text copies from it.
+struct SharedText(Arc<String>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
     }
 }
 

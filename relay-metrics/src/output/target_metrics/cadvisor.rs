@@ -6,7 +6,7 @@
 //! docs/METRICS.md maps each to its file and says where a meaning differs.
 
 use super::table::{ns, plain};
-use super::{emit_family, Style, Targets};
+use super::{emit_family, emit_values, Style, Targets};
 use crate::output::metrics::{Family, Kind, Label, Unit};
 use crate::snapshot::{CgroupTargetReport, TargetDeviceIo};
 
@@ -188,7 +188,8 @@ pub(super) fn walk<S: crate::output::metrics::Sink>(
         });
     }
     super::emit_network(sink, NETWORK, targets, style, lists_interface);
-    emit_family(sink, &LAST_SEEN, targets, style, |_, emit| {
+    // The snapshot's time, not the report's: never copied from the last text.
+    emit_values(sink, &LAST_SEEN, targets, style, false, |_, emit| {
         emit(&[], last_seen)
     });
 }

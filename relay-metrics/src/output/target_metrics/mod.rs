@@ -213,7 +213,9 @@ fn cgroup_labels<'r>(
     count
 }
 
-/// Emits one family over every cgroup; `each` hands `(extra labels, value)` pairs to `emit`.
+/// Emits one family over every cgroup; `each` hands `(extra labels, value)` pairs to `emit`
+/// from the cgroup's report alone (a sink may copy a cgroup's lines from its last walk instead,
+/// [`Sink::cgroup_lines`]).
 fn emit_family<S: Sink>(
     sink: &mut S,
     family: &Family,
@@ -221,8 +223,25 @@ fn emit_family<S: Sink>(
     style: Style,
     each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, Label<'_>)], f64)),
 ) {
+    emit_values(sink, family, targets, style, true, each);
+}
+
+/// [`emit_family`]; with `reusable` false (values that do not come from the report alone) no
+/// line is copied.
+fn emit_values<S: Sink>(
+    sink: &mut S,
+    family: &Family,
+    targets: &Targets,
+    style: Style,
+    reusable: bool,
+    each: impl Fn(&CgroupTargetReport, &mut dyn FnMut(&[(&'static str, Label<'_>)], f64)),
+) {
     let mut started = false;
     for (index, report) in targets.cgroups.iter().enumerate() {
+        if reusable && sink.cgroup_lines(family, index, started) {
+            started = true;
+            continue;
+        }
         let mut labels = [("", Label::Int(0)); CGROUP_SERIES_LABELS];
         let base = cgroup_labels(report, style, &mut labels);
         each(report, &mut |extra, value| {
@@ -316,6 +335,10 @@ fn emit_run_queue<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
         let Some(kernel) = &report.kernel_events else {
             continue;
         };
+        if sink.cgroup_lines(&RUN_QUEUE, index, started) {
+            started = true;
+            continue;
+        }
         // Bucket i of the kernel's histogram holds waits of 2^i ..< 2^(i+1) ns.
         let buckets = RUN_QUEUE_BOUNDS
             .iter()
