@@ -98,17 +98,11 @@ fn node_scrape(c: &mut Criterion) {
     let changed = std::sync::Arc::new(changed);
     let budget = relay_metrics::output::budget::SeriesBudget::everything();
     for (name, next) in [("unchanged", &unchanged), ("tenth_changed", &changed)] {
-        let mut lines = prometheus::CgroupLines::default();
+        let mut lines = prometheus::CgroupLines::new(MetricNames::RelayMetrics, budget.clone());
         group.bench_function(format!("prometheus_after_last/{name}"), |b| {
             b.iter(|| {
-                lines.write(
-                    &unchanged,
-                    MetricNames::RelayMetrics,
-                    &budget,
-                    4 << 20,
-                    |_| {},
-                );
-                lines.write(next, MetricNames::RelayMetrics, &budget, 4 << 20, |_| {})
+                lines.write(&unchanged, |_| {});
+                lines.write(next, |_| {})
             })
         });
     }

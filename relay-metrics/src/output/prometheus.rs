@@ -100,7 +100,6 @@ impl Reuse<'_> {
 #[derive(Debug)]
 struct LastText {
     snapshot: Arc<ResourceMetricsSnapshot>,
-    names: MetricNames,
     off: CategoriesOff,
     body: Arc<String>,
     blocks: Blocks,
@@ -113,28 +112,37 @@ struct LastText {
 /// node's cgroups are mostly idle, and an idle cgroup's ~40 lines do not change between
 /// snapshots). Every other line is written as [`encode_within`] writes it, and so is the text.
 /// Only the `relay_metrics` and `cadvisor` namings copy (`otel` renames labels per series);
-/// cAdvisor's `container_last_seen`, the snapshot's time, is written every time.
-#[derive(Debug, Default)]
+/// cAdvisor's `container_last_seen`, the snapshot's time, is written every time. The naming
+/// and the budget are fixed when it is made, so that every text it copies from was written
+/// with them.
+#[derive(Debug)]
 pub struct CgroupLines {
+    names: MetricNames,
+    budget: SeriesBudget,
     last: Option<LastText>,
 }
 
 impl CgroupLines {
-    /// The text of `snapshot` in `names`' naming within `budget` (as [`encode_within`] writes
-    /// it), followed by what `tail` appends; `capacity` is the text's expected length.
+    /// Texts in `names`' naming, of the series `budget` keeps.
+    pub fn new(names: MetricNames, budget: SeriesBudget) -> Self {
+        Self {
+            names,
+            budget,
+            last: None,
+        }
+    }
+
+    /// The text of `snapshot` (as [`encode_within`] writes it), followed by what `tail`
+    /// appends.
     pub fn write(
         &mut self,
         snapshot: &Arc<ResourceMetricsSnapshot>,
-        names: MetricNames,
-        budget: &SeriesBudget,
-        capacity: usize,
         tail: impl FnOnce(&mut String),
     ) -> Arc<String> {
         let off = CategoriesOff::of(snapshot);
-        let last = self
-            .last
-            .as_ref()
-            .filter(|last| last.names == names && last.off == off);
+        let last = self.last.as_ref().filter(|last| last.off == off);
+        // The next text is about as long as the last one.
+        let capacity = last.map_or(16 * 1024, |last| last.body.len() + 1024);
         let mut out = String::with_capacity(capacity);
         let reuse = Reuse {
             last,
@@ -144,14 +152,14 @@ impl CgroupLines {
             open: None,
             copied: 0,
         };
-        let (blocks, copied) = write_text(snapshot, names, budget, &mut out, Some(reuse))
-            .map(|reuse| (reuse.blocks, reuse.copied))
-            .unwrap_or_default();
+        let (blocks, copied) =
+            write_text(snapshot, self.names, &self.budget, &mut out, Some(reuse))
+                .map(|reuse| (reuse.blocks, reuse.copied))
+                .unwrap_or_default();
         tail(&mut out);
         let body = Arc::new(out);
         self.last = Some(LastText {
             snapshot: Arc::clone(snapshot),
-            names,
             off,
             body: Arc::clone(&body),
             blocks,
@@ -832,11 +840,11 @@ mod tests {
             MetricNames::Relay,
         ] {
             for budget in [&everything, no_gpu.as_ref().unwrap()] {
-                let mut lines = CgroupLines::default();
+                let mut lines = CgroupLines::new(names, budget.clone());
                 let mut copied = 0;
                 for (step, snapshot) in changing_snapshots() {
                     let snapshot = Arc::new(snapshot);
-                    let written = lines.write(&snapshot, names, budget, 0, tail);
+                    let written = lines.write(&snapshot, tail);
                     if step == "the same again" && copies(names) {
                         // Each cgroup's lines of each family of an unchanged snapshot are
                         // copied, but for the snapshot's time.

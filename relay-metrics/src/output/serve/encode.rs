@@ -6,7 +6,7 @@
 //! is the publication's part, compressed once, followed by the request's part compressed on its
 //! own (`super::gzip`). A request costs a few hundred bytes of compression, not the whole body.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
@@ -34,16 +34,13 @@ pub(super) enum Source {
 /// compression of the last body in each format left for the next.
 #[derive(Debug)]
 pub(crate) struct TextSettings {
-    names: MetricNames,
-    budget: SeriesBudget,
-    /// The length of the text written last: the next one is about as long.
-    last_length: AtomicUsize,
     /// A request asked for the text since the sampling thread last looked
     /// ([`Self::take_asked`]).
     asked: AtomicBool,
     /// The last compressed body in each [`Format`], whose unchanged segments the next one copies.
     compressed: [Mutex<Segments>; 3],
-    /// The last text, whose unchanged cgroups' lines the next one copies.
+    /// The naming, the series budget and the last text, whose unchanged cgroups' lines the
+    /// next one copies.
     lines: Mutex<prometheus::CgroupLines>,
 }
 
@@ -51,12 +48,9 @@ impl TextSettings {
     /// Text in `names`' naming, with the series `budget` keeps.
     pub(crate) fn new(names: MetricNames, budget: SeriesBudget) -> Self {
         Self {
-            names,
-            budget,
-            last_length: AtomicUsize::new(16 * 1024),
             asked: AtomicBool::new(false),
             compressed: Default::default(),
-            lines: Mutex::default(),
+            lines: Mutex::new(prometheus::CgroupLines::new(names, budget)),
         }
     }
 
@@ -71,16 +65,8 @@ impl TextSettings {
 
     /// `snapshot`'s families, then the build info and the agent's own process series as of now.
     fn write(&self, snapshot: &Arc<ResourceMetricsSnapshot>) -> Bytes {
-        let capacity = self.last_length.load(Ordering::Relaxed) + 1024;
         let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
-        let text = lines.write(
-            snapshot,
-            self.names,
-            &self.budget,
-            capacity,
-            super::own::append,
-        );
-        self.last_length.store(text.len(), Ordering::Relaxed);
+        let text = lines.write(snapshot, super::own::append);
         Bytes::from_owner(SharedText(text))
     }
 }
