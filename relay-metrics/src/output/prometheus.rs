@@ -120,6 +120,10 @@ pub struct CgroupLines {
     names: MetricNames,
     budget: SeriesBudget,
     last: Option<LastText>,
+    /// The text before the last, whose buffer the next text is written into once nothing else
+    /// holds it: a node's text is megabytes, and a fresh buffer costs a page fault for each of
+    /// its pages.
+    spare: Option<Arc<String>>,
 }
 
 impl CgroupLines {
@@ -129,6 +133,7 @@ impl CgroupLines {
             names,
             budget,
             last: None,
+            spare: None,
         }
     }
 
@@ -141,9 +146,14 @@ impl CgroupLines {
     ) -> Arc<String> {
         let off = CategoriesOff::of(snapshot);
         let last = self.last.as_ref().filter(|last| last.off == off);
+        let mut out = self
+            .spare
+            .take()
+            .and_then(|spare| Arc::try_unwrap(spare).ok())
+            .unwrap_or_default();
+        out.clear();
         // The next text is about as long as the last one.
-        let capacity = last.map_or(16 * 1024, |last| last.body.len() + 1024);
-        let mut out = String::with_capacity(capacity);
+        out.reserve(last.map_or(16 * 1024, |last| last.body.len() + 1024));
         let reuse = Reuse {
             last,
             equal: last.map_or_else(Vec::new, |last| equal_reports(&last.snapshot, snapshot)),
@@ -158,13 +168,14 @@ impl CgroupLines {
                 .unwrap_or_default();
         tail(&mut out);
         let body = Arc::new(out);
-        self.last = Some(LastText {
+        let last = self.last.replace(LastText {
             snapshot: Arc::clone(snapshot),
             off,
             body: Arc::clone(&body),
             blocks,
             copied,
         });
+        self.spare = last.map(|last| last.body);
         body
     }
 
@@ -867,6 +878,29 @@ mod tests {
                     "{names:?}: {copied} blocks copied"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_text_is_written_into_the_buffer_of_the_text_before_the_last_unless_it_is_held() {
+        let snapshot = Arc::new(measured_cgroups());
+        let mut whole = String::new();
+        encode(&snapshot, MetricNames::RelayMetrics, &mut whole);
+        let mut lines = CgroupLines::new(MetricNames::RelayMetrics, SeriesBudget::everything());
+        let mut write = || lines.write(&snapshot, |_| {});
+        drop(write());
+        let second = write();
+        let second_at = second.as_ptr();
+        drop(second);
+        let third = write();
+        // The second text's buffer, held by nothing but the writer, is the fourth's.
+        let fourth = write();
+        assert_eq!(fourth.as_ptr(), second_at);
+        // The third's is still held here: the fifth is written elsewhere, the third unchanged.
+        let fifth = write();
+        assert_ne!(fifth.as_ptr(), third.as_ptr());
+        for text in [&third, &fourth, &fifth] {
+            assert_eq!(***text, whole);
         }
     }
 

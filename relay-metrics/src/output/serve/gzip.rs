@@ -43,8 +43,10 @@ pub(super) struct Segments {
 
 #[derive(Debug)]
 struct Segment {
-    /// The segment's source text, compared with the next body's.
-    text: Bytes,
+    /// The segment's source text, compared with the next body's. A copy, not a slice of the
+    /// body: a segment may outlive many bodies, and a slice would keep its whole body
+    /// allocated (and the text's writer from writing the next body into it again).
+    text: Box<[u8]>,
     deflated: Bytes,
     /// CRC-32 and length of what `deflated` holds: `text`, or `text` converted.
     crc: crc32fast::Hasher,
@@ -77,7 +79,7 @@ impl GzipPrefix {
     /// `body` (each segment converted by `convert` where given) compressed, the segments whose
     /// source is equal to one of `last`'s copied from it; `last` then holds `body`'s segments.
     /// `None` if zlib reports an error.
-    pub(super) fn new(body: &Bytes, convert: Option<Convert>, last: &mut Segments) -> Option<Self> {
+    pub(super) fn new(body: &[u8], convert: Option<Convert>, last: &mut Segments) -> Option<Self> {
         let mut bytes = Vec::with_capacity(body.len() / 4 + 64);
         bytes.extend_from_slice(&GZIP_HEADER);
         let mut crc = crc32fast::Hasher::new();
@@ -86,12 +88,12 @@ impl GzipPrefix {
             crate::FastMap::with_capacity_and_hasher(last.by_key.len(), Default::default());
         let mut compress = compressor();
         for range in segments(body) {
-            let text = body.slice(range);
-            let key = segment_key(&text);
+            let text = &body[range];
+            let key = segment_key(text);
             // Two segments of one body with the same key (the same first line and length) are
             // not both found: the second is compressed again, which is only slower.
             let segment = match last.by_key.remove(&key) {
-                Some(same) if same.text == text => same,
+                Some(same) if *same.text == *text => same,
                 _ => Segment::compressed(&mut compress, text, convert)?,
             };
             bytes.extend_from_slice(&segment.deflated);
@@ -124,16 +126,16 @@ impl GzipPrefix {
 
 impl Segment {
     /// `text`, converted where `convert` is given, and compressed.
-    fn compressed(compress: &mut Compress, text: Bytes, convert: Option<Convert>) -> Option<Self> {
-        let converted = convert.map(|convert| convert(&text));
-        let made = converted.as_deref().unwrap_or(&text);
+    fn compressed(compress: &mut Compress, text: &[u8], convert: Option<Convert>) -> Option<Self> {
+        let converted = convert.map(|convert| convert(text));
+        let made = converted.as_deref().unwrap_or(text);
         let mut crc = crc32fast::Hasher::new();
         crc.update(made);
         let mut out = Vec::with_capacity(made.len() / 4 + 64);
         deflate(compress, made, &mut out, FlushCompress::Full)?;
         Some(Self {
             length: made.len(),
-            text,
+            text: text.into(),
             deflated: Bytes::from(out),
             crc,
         })
