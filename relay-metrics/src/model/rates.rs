@@ -9,20 +9,20 @@
 //! so). A long-running process that merely joined the scope (moved into the cgroup, re-parented)
 //! contributes nothing for that one interval, instead of its entire history as a spike.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::aggregate::Coverage;
 use super::{CpuTicks, InterfaceValues, ProcessCounters};
+use crate::FastMap;
 
 /// Per-series state for rates.
 #[derive(Debug, Default)]
 pub(crate) struct Baselines {
     process_clock: Option<PassClock>,
-    processes: HashMap<ProcessKey, ProcessBaseline>,
+    processes: FastMap<ProcessKey, ProcessBaseline>,
     /// Scratch map swapped with `processes` each pass, so steady state does not allocate.
-    next_processes: HashMap<ProcessKey, ProcessBaseline>,
+    next_processes: FastMap<ProcessKey, ProcessBaseline>,
     system_cpu: Option<(Instant, Vec<CpuTicks>)>,
     interfaces: Vec<InterfaceBaseline>,
     /// Per-interface rates of the last reading, reused between passes.
