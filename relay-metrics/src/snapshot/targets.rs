@@ -81,7 +81,9 @@ pub struct CgroupTargetReport {
     pub cpu_spec: Option<TargetCpuSpec>,
     /// When the cgroup was made, seconds since the epoch, as cAdvisor tells a container's
     /// creation time (the earliest modification time of its directories and their
-    /// `cgroup.clone_children` / `cgroup.events`, never before boot); absent when unreadable.
+    /// `cgroup.clone_children` / `cgroup.events`, never before boot); never before the
+    /// creation, later where nothing looked the cgroup up as it was made (docs/METRICS.md);
+    /// absent when unreadable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_seconds: Option<f64>,
     /// The counters of the network namespace its processes share, read from one member

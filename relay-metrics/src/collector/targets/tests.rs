@@ -314,9 +314,13 @@ fn membership_comes_from_the_records_cgroup_ids_and_proc_for_the_few_without_one
     assert_eq!(count(&out), [("/s/a".into(), 0, 0), ("/s/b".into(), 1, 1)]);
 }
 
-/// The creation time of a v1 cgroup this test makes, against the clock read right before and
-/// after the `mkdir` (the witness); kept after a child is made below it (which moves the
-/// directory's own time).
+/// The creation time of a v1 cgroup this test makes, against the clock read right before the
+/// `mkdir` and right after the directory's first lookup (the witness). The kernel stamps a
+/// cgroup's directory when it is first looked up, not at `mkdir`; the test looks it up at once,
+/// as a runtime does when it writes the first process into `cgroup.procs`, and the agent first
+/// sees it more than a second later. The value is read once, so a child made below the cgroup
+/// later does not move it. A second cgroup that nobody looked up is stamped no later than the
+/// agent's first read of it.
 #[test]
 #[ignore = "root: makes v1 cgroups"]
 fn a_cgroups_start_time_is_when_it_was_made() {
@@ -329,22 +333,27 @@ fn a_cgroups_start_time_is_when_it_was_made() {
             .unwrap()
             .as_secs_f64()
     };
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let before = now();
-    std::fs::create_dir(&dir).unwrap();
-    let after = now();
-    struct Remove<'p>(&'p Path);
+    let unseen = dir.with_file_name(format!("{name}-unseen"));
+    struct Remove<'p>(&'p Path, &'p Path);
     impl Drop for Remove<'_> {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir(self.0.join("child"));
             let _ = std::fs::remove_dir(self.0);
+            let _ = std::fs::remove_dir(self.1);
         }
     }
-    let _remove = Remove(&dir);
+    let _remove = Remove(&dir, &unseen);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let before = now();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::metadata(&dir).unwrap();
+    let after = now();
+    std::fs::create_dir(&unseen).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let roots = Roots::host();
     let layout = CgroupLayout::discover(&roots).unwrap();
     let mut set = TargetSet::new(
-        &config(&[&format!("/{name}")], None, 10),
+        &config(&[&format!("/{name}"), &format!("/{name}-unseen")], None, 10),
         &roots,
         Some(&layout),
     )
@@ -352,15 +361,26 @@ fn a_cgroups_start_time_is_when_it_was_made() {
     .unwrap();
     let mut out = Targets::default();
     set.fill(None, None, None, 100, None, &mut out);
-    let created = out.cgroups[0].created_seconds.unwrap();
+    let read = now();
+    let created_of = |out: &Targets, path: &Path| {
+        let path = format!("/{}", path.file_name().unwrap().to_str().unwrap());
+        let target = out.cgroups.iter().find(|c| *c.cgroup == *path);
+        target.unwrap().created_seconds.unwrap()
+    };
+    let created = created_of(&out, &dir);
+    let unseen_created = created_of(&out, &unseen);
     std::thread::sleep(std::time::Duration::from_millis(1100));
     std::fs::create_dir(dir.join("child")).unwrap();
     set.fill(None, None, None, 100, None, &mut out);
-    assert_eq!(out.cgroups[0].created_seconds, Some(created));
+    assert_eq!(created_of(&out, &dir), created);
     // File times come from the kernel's coarse clock: up to a tick (≤ 10 ms) behind.
     assert!(
         before - 0.011 <= created && created <= after,
         "{before} <= {created} <= {after}"
+    );
+    assert!(
+        after - 0.011 <= unseen_created && unseen_created <= read,
+        "{after} <= {unseen_created} <= {read}"
     );
     let mut text = String::new();
     crate::output::prometheus::encode(

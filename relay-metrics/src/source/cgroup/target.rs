@@ -95,9 +95,12 @@ impl CgroupTarget {
     /// `cgroup.clone_children`, v2 `cgroup.events`), never before `boot` (seconds since the
     /// epoch). `None` when no time can be read.
     ///
-    /// Exact while no child cgroup has been made below it: the kernel moves a directory's time
-    /// to each child's creation, and gives a file first looked at its first look's time. So
-    /// the caller reads it once, when it first sees the cgroup (the walk after it was made).
+    /// Never before the creation, and exact only if the directory was looked up as it was made
+    /// (a runtime writing the first process into `cgroup.procs` does): the kernel stamps a
+    /// cgroup's directory and each of its files when they are first looked up, not at `mkdir`,
+    /// and once the directory's attributes are set (`chmod`, `chown`) it moves the directory's
+    /// time to that moment and to each child's creation. So the caller reads it once, when it
+    /// first sees the cgroup (at latest the walk after it was made).
     pub(crate) fn creation_time(&self, boot: Option<u64>) -> Option<f64> {
         let modified = |path: &Path| {
             let time = std::fs::metadata(path).ok()?.modified().ok()?;
