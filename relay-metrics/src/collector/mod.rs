@@ -99,7 +99,10 @@ pub struct Collector {
     reasons: Reasons,
     sample: Sample,
     baselines: Baselines,
-    last: Option<Arc<ResourceMetricsSnapshot>>,
+    /// The last snapshot and the one before it, whose memory the next snapshot is written into
+    /// once nobody else holds it: a consumer that keeps the last one until the next arrives
+    /// (the agent's publication) leaves the one before it free.
+    recent: [Option<Arc<ResourceMetricsSnapshot>>; 2],
     sequence: u64,
 }
 
@@ -192,7 +195,7 @@ impl Collector {
             kernel,
             reasons: Reasons::default(),
             baselines: Baselines::default(),
-            last: None,
+            recent: [None, None],
             sequence: 0,
         })
     }
@@ -295,17 +298,12 @@ impl Collector {
     fn collect_inner(&mut self, sampler: Option<SamplerInfo>) -> Arc<ResourceMetricsSnapshot> {
         let started = Instant::now();
         self.sample();
-        // Reuse the previous snapshot's memory when nobody else holds it any more.
-        let mut shared = self
-            .last
-            .take()
-            .filter(|previous| Arc::strong_count(previous) == 1 && Arc::weak_count(previous) == 0)
-            .unwrap_or_else(|| Arc::new(ResourceMetricsSnapshot::default()));
+        let mut shared = take_reusable(&mut self.recent);
         self.sequence += 1;
         if let Some(snapshot) = Arc::get_mut(&mut shared) {
             model::derive_into(
                 &self.config,
-                &self.sample,
+                &mut self.sample,
                 &mut self.baselines,
                 Utc::now(),
                 snapshot,
@@ -343,7 +341,7 @@ impl Collector {
             extensions.target.clone_from(&self.target_info);
             extensions.sampler = sampler;
         }
-        self.last = Some(Arc::clone(&shared));
+        self.recent[0] = Some(Arc::clone(&shared));
         shared
     }
 
@@ -580,6 +578,25 @@ pub(crate) fn age_ms(instant: Instant) -> u64 {
     u64::try_from(instant.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The snapshot to write the next one into: of `recent` (the last snapshot and the one before
+/// it), the older that nobody else holds, or a new one when both are held. `recent` then keeps
+/// the last one second, unless it was taken.
+fn take_reusable(
+    recent: &mut [Option<Arc<ResourceMetricsSnapshot>>; 2],
+) -> Arc<ResourceMetricsSnapshot> {
+    let [last, before] = std::mem::take(recent);
+    let free = |snapshot: &Arc<ResourceMetricsSnapshot>| {
+        Arc::strong_count(snapshot) == 1 && Arc::weak_count(snapshot) == 0
+    };
+    let (reused, kept) = match (before, last) {
+        (Some(before), last) if free(&before) => (before, last),
+        (_, Some(last)) if free(&last) => (last, None),
+        (_, last) => (Arc::new(ResourceMetricsSnapshot::default()), last),
+    };
+    recent[1] = kept;
+    reused
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,6 +626,46 @@ mod tests {
         assert_eq!(second.extensions.target.root_pid, Some(std::process::id()));
         assert!(first.cpu.as_ref().unwrap().consumption_rate.is_none());
         assert!(second.cpu.as_ref().unwrap().consumption_rate.is_some());
+    }
+
+    /// A consumer that holds each snapshot until the next one arrives (the agent's publication)
+    /// leaves the one before it free: it is written into next. A snapshot still held is never
+    /// written into: then the last is, if free, or a new one.
+    #[test]
+    fn a_snapshot_is_written_into_the_one_before_the_last_unless_it_is_held() {
+        let marked = |sequence| {
+            let mut snapshot = ResourceMetricsSnapshot::default();
+            snapshot.extensions.collector.sequence = sequence;
+            Some(Arc::new(snapshot))
+        };
+        let sequence =
+            |snapshot: &Arc<ResourceMetricsSnapshot>| snapshot.extensions.collector.sequence;
+        let mut recent = [marked(2), marked(1)];
+        assert_eq!(sequence(&take_reusable(&mut recent)), 1);
+        assert_eq!(recent[1].as_ref().map(sequence), Some(2));
+
+        let mut recent = [marked(2), marked(1)];
+        let held = recent[1].clone();
+        assert_eq!(sequence(&take_reusable(&mut recent)), 2);
+        assert!(recent[1].is_none());
+        assert_eq!(held.as_ref().map(sequence), Some(1));
+
+        let mut recent = [marked(2), marked(1)];
+        // A weak reference holds it too: it could be upgraded while the snapshot is written.
+        let held = (recent[0].clone(), recent[1].as_ref().map(Arc::downgrade));
+        assert_eq!(sequence(&take_reusable(&mut recent)), 0);
+        assert_eq!(recent[1].as_ref().map(sequence), Some(2));
+        assert!(held.0.is_some() && held.1.is_some());
+
+        // Through the collector: a consumer keeping the first snapshot and each last one.
+        let mut collector = Collector::new(own_tree_config()).unwrap();
+        let kept = collector.collect();
+        let mut last = collector.collect();
+        for _ in 0..4 {
+            last = collector.collect();
+        }
+        assert_eq!(kept.extensions.collector.sequence, 1);
+        assert_eq!(last.extensions.collector.sequence, 6);
     }
 
     #[test]

@@ -58,15 +58,23 @@ pub(super) fn derive(
     timestamp: DateTime<Utc>,
 ) -> ResourceMetricsSnapshot {
     let mut snapshot = ResourceMetricsSnapshot::default();
-    derive_into(config, sample, baselines, timestamp, &mut snapshot);
+    derive_into(
+        config,
+        &mut sample.clone(),
+        baselines,
+        timestamp,
+        &mut snapshot,
+    );
     snapshot
 }
 
 /// Like [`derive`], but overwrites `out` in place, reusing its lists: once `out` has held a
-/// snapshot of the same shape, this allocates nothing.
+/// snapshot of the same shape, this allocates nothing. The measured cgroups are moved, not
+/// copied: `out`'s take their place in `sample`, whose next pass writes over them (a node's are
+/// hundreds of reports).
 pub(crate) fn derive_into(
     config: &ResourceMetricsConfig,
-    sample: &Sample,
+    sample: &mut Sample,
     baselines: &mut Baselines,
     timestamp: DateTime<Utc>,
     out: &mut ResourceMetricsSnapshot,
@@ -74,6 +82,8 @@ pub(crate) fn derive_into(
     out.timestamp = timestamp;
     out.operating_system = OperatingSystem::Linux;
     out.measurement_scope = sample.scope;
+    std::mem::swap(&mut out.extensions.targets, &mut sample.targets);
+    let sample = &*sample;
     fill_extensions(&mut out.extensions, sample);
 
     if let ProcessPass::RootUnavailable(_) = &sample.processes {
@@ -253,7 +263,6 @@ fn fill_extensions(extensions: &mut Extensions, sample: &Sample) {
         ..*source
     };
     extensions.cgroups.clone_from(&sample.cgroup_reports);
-    extensions.targets.clone_from(&sample.targets);
     extensions.unavailable.clone_from(&sample.unavailable);
     extensions.gpu.clone_from(&sample.gpu.extension);
     extensions.sample_ages = SampleAges {

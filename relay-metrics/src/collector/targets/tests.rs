@@ -824,3 +824,64 @@ fn a_measured_cgroup_holds_its_settings_open_where_the_budget_allows() {
         "{limits:?}"
     );
 }
+
+/// A pass writes the same reports into a `Targets` that still holds the reports of two passes
+/// ago (the collector hands it the snapshot before the last to write over) as into an empty one,
+/// while cgroups go, come back and change their values.
+#[test]
+fn a_pass_into_the_reports_of_two_passes_ago_equals_a_pass_into_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let service = |name: &str, pid: u32, usage: u64| {
+        cgroup(
+            root,
+            &format!("/system.slice/{name}"),
+            &[pid],
+            &[
+                ("cpu.stat", &format!("usage_usec {usage}\nuser_usec 3\nsystem_usec 2\nnr_periods 7\nnr_throttled 1\nthrottled_usec 4\n")),
+                ("cpu.max", "50000 100000\n"),
+                ("memory.current", &format!("{}\n", usage * 4096)),
+                ("memory.events", "low 5\nhigh 1\nmax 2\noom 3\noom_kill 4\n"),
+                ("pids.current", "1\n"),
+                ("io.stat", &format!("8:0 rbytes={usage} wbytes=2 rios=3 wios=4\n")),
+            ],
+        );
+    };
+    cgroup(root, "/", &[1], &[]);
+    for (at, name) in ["a.service", "b.service", "c.service"].iter().enumerate() {
+        service(name, 10 + at as u32, 5 + at as u64);
+    }
+    let layout = layout(root);
+    let set = || {
+        TargetSet::new(
+            &config(&["/system.slice/*.service"], None, 10),
+            &Roots::fixture(root),
+            Some(&layout),
+        )
+        .unwrap()
+        .unwrap()
+    };
+    let (mut fresh, mut recycling) = (set(), set());
+    let mut recycled = [Targets::default(), Targets::default()];
+    let pass = ProcessPass::Sampled(ProcessSet {
+        visible: 4,
+        incomplete: None,
+        processes: (10..14).map(|pid| process(pid, 4096, 1, 3)).collect(),
+    });
+    let b = root.join("system.slice/b.service");
+    for step in 0..6 {
+        match step {
+            1 => std::fs::remove_dir_all(&b).unwrap(),
+            2 => service("d.service", 13, 40),
+            3 => service("b.service", 11, 90),
+            4 => service("a.service", 10, 70),
+            _ => {}
+        }
+        let mut out = Targets::default();
+        fresh.fill(Some(&pass), None, None, 100, None, &mut out);
+        let into = &mut recycled[step % 2];
+        recycling.fill(Some(&pass), None, None, 100, None, into);
+        assert_eq!(*into, out, "step {step}");
+        assert!(out.cgroups.len() >= 2, "step {step}: {:?}", paths(&out));
+    }
+}

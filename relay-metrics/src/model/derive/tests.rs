@@ -441,7 +441,7 @@ fn kernel_events_are_copied_whole_into_a_reused_snapshot() {
         ring_buffer_drops: Some(1),
         ..Default::default()
     };
-    derive_into(&config, &first, &mut baselines, Utc::now(), &mut out);
+    derive_into(&config, &mut first, &mut baselines, Utc::now(), &mut out);
     assert_eq!(out.extensions.kernel_events, first.kernel_events);
     let mut second = sample(
         MeasurementScope::Global,
@@ -453,14 +453,15 @@ fn kernel_events_are_copied_whole_into_a_reused_snapshot() {
         recent_oom_victims: vec![victim(9)],
         ..Default::default()
     };
-    derive_into(&config, &second, &mut baselines, Utc::now(), &mut out);
+    derive_into(&config, &mut second, &mut baselines, Utc::now(), &mut out);
     assert_eq!(out.extensions.kernel_events, second.kernel_events);
 }
 
-/// The measured cgroups reach the extensions through the model, whole, and a pass without them
-/// leaves none of an earlier pass's in a reused snapshot.
+/// The measured cgroups move from the sample into the extensions, whole, leaving the reused
+/// snapshot's in the sample for its next pass to write over; a pass without them leaves none
+/// of an earlier pass's in a reused snapshot.
 #[test]
-fn measured_cgroups_are_copied_from_the_sample_and_cleared_without_them() {
+fn measured_cgroups_are_moved_from_the_sample_and_cleared_without_them() {
     let config = ResourceMetricsConfig::default();
     let mut baselines = Baselines::default();
     let mut out = ResourceMetricsSnapshot::default();
@@ -476,13 +477,20 @@ fn measured_cgroups_are_copied_from_the_sample_and_cleared_without_them() {
         }],
         ..Default::default()
     }));
-    derive_into(&config, &first, &mut baselines, Utc::now(), &mut out);
-    assert_eq!(out.extensions.targets, first.targets);
-    let second = sample(
+    let measured = first.targets.clone();
+    let earlier = Some(Box::new(crate::snapshot::Targets {
+        matched: 7,
+        ..Default::default()
+    }));
+    out.extensions.targets.clone_from(&earlier);
+    derive_into(&config, &mut first, &mut baselines, Utc::now(), &mut out);
+    assert_eq!(out.extensions.targets, measured);
+    assert_eq!(first.targets, earlier);
+    let mut second = sample(
         MeasurementScope::Global,
         origin + Duration::from_secs(1),
         vec![],
     );
-    derive_into(&config, &second, &mut baselines, Utc::now(), &mut out);
+    derive_into(&config, &mut second, &mut baselines, Utc::now(), &mut out);
     assert_eq!(out.extensions.targets, None);
 }
