@@ -76,6 +76,8 @@ struct Reuse<'o> {
     open: Option<(usize, usize)>,
     /// Blocks copied from the last text.
     copied: usize,
+    /// Where the copied bytes are, in this text and in the last.
+    runs: Vec<CopiedRun>,
 }
 
 impl Reuse<'_> {
@@ -105,6 +107,56 @@ struct LastText {
     blocks: Blocks,
     /// Blocks it copied from the text before it.
     copied: usize,
+    /// Its number and the bytes it copied from the text before it.
+    copies: Arc<Copies>,
+}
+
+/// The bytes a text copied from the text written before it by the same [`CgroupLines`]: a
+/// reader that compares the two texts (the gzip segments) need not compare these. Texts are
+/// numbered in the order they were written.
+// Read by the agent's gzip only (`output/serve/gzip.rs`).
+#[cfg_attr(not(feature = "agent"), allow(dead_code))]
+#[derive(Debug, Default)]
+pub(crate) struct Copies {
+    /// The text's number.
+    pub(crate) text: u64,
+    /// The number of the text its bytes were copied from (`text - 1`).
+    pub(crate) source: u64,
+    /// In the order of `at`, not overlapping.
+    pub(crate) runs: Vec<CopiedRun>,
+}
+
+/// `len` bytes at `at` in a text, copied from `from` in the text before it.
+// Read by the agent's gzip only (`output/serve/gzip.rs`).
+#[cfg_attr(not(feature = "agent"), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CopiedRun {
+    pub(crate) at: usize,
+    pub(crate) from: usize,
+    pub(crate) len: usize,
+}
+
+// Read by the agent's gzip only (`output/serve/gzip.rs`).
+#[cfg_attr(not(feature = "agent"), allow(dead_code))]
+impl Copies {
+    /// The runs that overlap `range` of the text.
+    pub(crate) fn overlapping(&self, range: Range<usize>) -> impl Iterator<Item = &CopiedRun> {
+        let first = self
+            .runs
+            .partition_point(|run| run.at + run.len <= range.start);
+        let runs = self.runs[first..].iter();
+        runs.take_while(move |run| run.at < range.end)
+    }
+}
+
+/// Adds a run after the last of `runs`, joined to it where both its places continue the last's.
+fn push_run(runs: &mut Vec<CopiedRun>, run: CopiedRun) {
+    match runs.last_mut() {
+        Some(last) if last.at + last.len == run.at && last.from + last.len == run.from => {
+            last.len += run.len;
+        }
+        _ => runs.push(run),
+    }
 }
 
 /// Writes texts one after another, each copying from the last the lines of the measured
@@ -119,6 +171,8 @@ struct LastText {
 pub struct CgroupLines {
     names: MetricNames,
     budget: SeriesBudget,
+    /// Texts written so far: the last one's number.
+    written: u64,
     last: Option<LastText>,
     /// The text before the last, whose buffer the next text is written into once nothing else
     /// holds it: a node's text is megabytes, and a fresh buffer costs a page fault for each of
@@ -132,6 +186,7 @@ impl CgroupLines {
         Self {
             names,
             budget,
+            written: 0,
             last: None,
             spare: None,
         }
@@ -161,19 +216,27 @@ impl CgroupLines {
             family: None,
             open: None,
             copied: 0,
+            runs: Vec::new(),
         };
-        let (blocks, copied) =
+        let (blocks, copied, runs) =
             write_text(snapshot, self.names, &self.budget, &mut out, Some(reuse))
-                .map(|reuse| (reuse.blocks, reuse.copied))
+                .map(|reuse| (reuse.blocks, reuse.copied, reuse.runs))
                 .unwrap_or_default();
         tail(&mut out);
         let body = Arc::new(out);
+        self.written += 1;
+        let copies = Copies {
+            text: self.written,
+            source: self.written - 1,
+            runs,
+        };
         let last = self.last.replace(LastText {
             snapshot: Arc::clone(snapshot),
             off,
             body: Arc::clone(&body),
             blocks,
             copied,
+            copies: Arc::new(copies),
         });
         self.spare = last.map(|last| last.body);
         body
@@ -182,6 +245,12 @@ impl CgroupLines {
     /// How many cgroups' lines of a family the last text copied.
     pub fn copied(&self) -> usize {
         self.last.as_ref().map_or(0, |last| last.copied)
+    }
+
+    /// The bytes the last text copied from the one before it.
+    #[cfg_attr(not(feature = "agent"), allow(dead_code))]
+    pub(crate) fn copies(&self) -> Option<Arc<Copies>> {
+        self.last.as_ref().map(|last| Arc::clone(&last.copies))
     }
 }
 
@@ -328,9 +397,10 @@ impl Sink for Text<'_> {
         let (here, there) = reuse.enter(family.name);
         let lines = reuse.equal.get(cgroup).copied().flatten().and_then(|at| {
             let last = reuse.last?;
-            last.body.get(last.blocks.get(there?, at)?)
+            let range = last.blocks.get(there?, at)?;
+            Some((last.body.get(range.clone())?, range.start))
         });
-        let Some(lines) = lines else {
+        let Some((lines, from)) = lines else {
             reuse.open = Some((cgroup, self.out.len()));
             return false;
         };
@@ -342,6 +412,12 @@ impl Sink for Text<'_> {
         if let Some(reuse) = &mut self.reuse {
             reuse.blocks.insert(here, cgroup, start..self.out.len());
             reuse.copied += 1;
+            let run = CopiedRun {
+                at: start,
+                from,
+                len: lines.len(),
+            };
+            push_run(&mut reuse.runs, run);
         }
         true
     }
@@ -839,6 +915,23 @@ mod tests {
         }
     }
 
+    /// Each run's bytes are where it says in `text` and in `previous` (there are none without
+    /// one), and the runs are in order without overlapping.
+    fn check_runs(runs: &[CopiedRun], text: &str, previous: Option<&String>) {
+        assert!(runs.is_empty() || previous.is_some());
+        let mut end = 0;
+        for run in runs {
+            assert!(run.at >= end, "{run:?} after {end}");
+            end = run.at + run.len;
+            let previous = previous.unwrap();
+            assert_eq!(
+                text.get(run.at..end),
+                previous.get(run.from..run.from + run.len),
+                "{run:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_text_that_copies_unchanged_cgroups_lines_is_the_text_written_whole() {
         let tail = |out: &mut String| out.push_str("# tail\n");
@@ -853,9 +946,14 @@ mod tests {
             for budget in [&everything, no_gpu.as_ref().unwrap()] {
                 let mut lines = CgroupLines::new(names, budget.clone());
                 let mut copied = 0;
+                let mut previous: Option<Arc<String>> = None;
                 for (step, snapshot) in changing_snapshots() {
                     let snapshot = Arc::new(snapshot);
                     let written = lines.write(&snapshot, tail);
+                    let runs = lines.copies().unwrap();
+                    assert_eq!(runs.source + 1, runs.text);
+                    check_runs(&runs.runs, &written, previous.as_deref());
+                    previous = Some(Arc::clone(&written));
                     if step == "the same again" && copies(names) {
                         // Each cgroup's lines of each family of an unchanged snapshot are
                         // copied, but for the snapshot's time.

@@ -63,12 +63,24 @@ impl TextSettings {
         self.asked.swap(false, Ordering::Relaxed)
     }
 
-    /// `snapshot`'s families, then the build info and the agent's own process series as of now.
-    fn write(&self, snapshot: &Arc<ResourceMetricsSnapshot>) -> Bytes {
+    /// `snapshot`'s families, then the build info and the agent's own process series as of now;
+    /// with the bytes it copied from the text written before it.
+    fn write(&self, snapshot: &Arc<ResourceMetricsSnapshot>) -> WrittenText {
         let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         let text = lines.write(snapshot, super::own::append);
-        Bytes::from_owner(SharedText(text))
+        WrittenText {
+            bytes: Bytes::from_owner(SharedText(text)),
+            copies: lines.copies(),
+        }
     }
+}
+
+/// A publication's Prometheus text and the bytes it copied from the text before it, which its
+/// gzip segments need not compare with that text's.
+#[derive(Debug)]
+struct WrittenText {
+    bytes: Bytes,
+    copies: Option<Arc<prometheus::Copies>>,
 }
 
 /// A text served as [`Bytes`] while the next text copies from it.
@@ -105,7 +117,7 @@ impl Format {
 #[derive(Debug, Default)]
 pub(super) struct Derived {
     json: OnceLock<Bytes>,
-    prometheus: OnceLock<Bytes>,
+    prometheus: OnceLock<WrittenText>,
     openmetrics: OnceLock<Bytes>,
     gzip: [OnceLock<Option<GzipPrefix>>; 3],
 }
@@ -144,7 +156,7 @@ impl Publication {
     /// The Prometheus text if it was written already.
     #[cfg(test)]
     pub(super) fn derived_prometheus(&self) -> Option<&Bytes> {
-        self.derived.prometheus.get()
+        self.derived.prometheus.get().map(|text| &text.bytes)
     }
 
     /// The snapshot in Prometheus text format 0.0.4, with the agent's own series (written now if
@@ -169,6 +181,7 @@ impl Publication {
                 self.derived
                     .prometheus
                     .get_or_init(|| text.write(snapshot))
+                    .bytes
                     .clone()
             }
         }
@@ -186,16 +199,22 @@ impl Publication {
                     Format::OpenMetrics => (self.prometheus(), Some(to_openmetrics)),
                     Format::Json => (self.json(), None),
                 };
+                let copies = match format {
+                    Format::Prometheus | Format::OpenMetrics => self.derived.prometheus.get(),
+                    Format::Json => None,
+                };
+                let copies = copies.and_then(|text| text.copies.as_deref());
                 match &self.source {
                     #[cfg(test)]
                     Source::Ready { .. } => {
-                        GzipPrefix::new(&body, convert, &mut Segments::default())
+                        GzipPrefix::new(&body, convert, None, &mut Segments::default())
                     }
                     Source::Snapshot { text, .. } => {
                         let last = &text.compressed[format.index()];
                         GzipPrefix::new(
                             &body,
                             convert,
+                            copies,
                             &mut last.lock().unwrap_or_else(PoisonError::into_inner),
                         )
                     }

@@ -6,9 +6,10 @@
 //! with a full flush: its deflate blocks refer to nothing before them and end on a byte, so
 //! segments may follow each other in any order and a segment's compressed bytes from the last
 //! body may be used again in this one. They are, when the segment's bytes are equal to a segment
-//! of the last body (found by its length and first line, then compared byte for byte). Between
-//! two snapshots a second apart most series keep their value, so most segments are copied, not
-//! compressed, and their CRC-32 is the one kept with them.
+//! of the last body (found by its length and first line, then compared byte for byte, except
+//! the bytes the text's writer copied from the same place of the last body: those are equal by
+//! construction). Between two snapshots a second apart most series keep their value, so most
+//! segments are copied, not compressed, and their CRC-32 is the one kept with them.
 //!
 //! A body is the publication's part, its segments each ended with a full flush, followed by the
 //! request's part compressed on its own (the sample's age), and the gzip trailer, whose CRC-32 is
@@ -25,6 +26,10 @@ use std::ops::Range;
 use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
+#[cfg(test)]
+use crate::output::prometheus::CopiedRun;
+use crate::output::prometheus::Copies;
+
 /// The start of a gzip stream: header and deflate blocks up to a flush, with the CRC-32 and
 /// length of what they hold.
 #[derive(Debug)]
@@ -39,10 +44,14 @@ pub(super) struct GzipPrefix {
 #[derive(Debug, Default)]
 pub(super) struct Segments {
     by_key: crate::FastMap<(u64, usize), Segment>,
+    /// The number of the text the last body was (its [`Copies::text`]), if it had one.
+    text: Option<u64>,
 }
 
 #[derive(Debug)]
 struct Segment {
+    /// Where it starts in the last body.
+    start: usize,
     /// The segment's source text, compared with the next body's. A copy, not a slice of the
     /// body: a segment may outlive many bodies, and a slice would keep its whole body
     /// allocated (and the text's writer from writing the next body into it again).
@@ -78,8 +87,14 @@ const MIN_SEGMENT: usize = 4 * 1024;
 impl GzipPrefix {
     /// `body` (each segment converted by `convert` where given) compressed, the segments whose
     /// source is equal to one of `last`'s copied from it; `last` then holds `body`'s segments.
-    /// `None` if zlib reports an error.
-    pub(super) fn new(body: &[u8], convert: Option<Convert>, last: &mut Segments) -> Option<Self> {
+    /// `copies` says which bytes `body`'s writer copied from the text before it. `None` if zlib
+    /// reports an error.
+    pub(super) fn new(
+        body: &[u8],
+        convert: Option<Convert>,
+        copies: Option<&Copies>,
+        last: &mut Segments,
+    ) -> Option<Self> {
         let mut bytes = Vec::with_capacity(body.len() / 4 + 64);
         bytes.extend_from_slice(&GZIP_HEADER);
         let mut crc = crc32fast::Hasher::new();
@@ -87,21 +102,26 @@ impl GzipPrefix {
         let mut kept =
             crate::FastMap::with_capacity_and_hasher(last.by_key.len(), Default::default());
         let mut compress = compressor();
+        // Copies from the last body: its segments' starts are where those bytes came from.
+        let from_last = copies.filter(|copies| last.text == Some(copies.source));
         for range in segments(body) {
+            let start = range.start;
             let text = &body[range];
             let key = segment_key(text);
             // Two segments of one body with the same key (the same first line and length) are
             // not both found: the second is compressed again, which is only slower.
-            let segment = match last.by_key.remove(&key) {
-                Some(same) if *same.text == *text => same,
+            let mut segment = match last.by_key.remove(&key) {
+                Some(same) if same.equals(text, start, from_last) => same,
                 _ => Segment::compressed(&mut compress, text, convert)?,
             };
+            segment.start = start;
             bytes.extend_from_slice(&segment.deflated);
             crc.combine(&segment.crc);
             length += segment.length as u64;
             kept.insert(key, segment);
         }
         last.by_key = kept;
+        last.text = copies.map(|copies| copies.text);
         Some(Self {
             bytes: Bytes::from(bytes),
             crc,
@@ -134,11 +154,48 @@ impl Segment {
         let mut out = Vec::with_capacity(made.len() / 4 + 64);
         deflate(compress, made, &mut out, FlushCompress::Full)?;
         Some(Self {
+            start: 0,
             length: made.len(),
             text: text.into(),
             deflated: Bytes::from(out),
             crc,
         })
+    }
+}
+
+impl Segment {
+    /// Whether `text`, at `start` in its body, is this segment's source text. Bytes that `copies`
+    /// (of the body's text from the last one) says were copied from the same place of the last
+    /// body as this segment's bytes are equal without being compared; the others are compared.
+    fn equals(&self, text: &[u8], start: usize, copies: Option<&Copies>) -> bool {
+        if self.text.len() != text.len() {
+            return false;
+        }
+        let Some(copies) = copies else {
+            return *self.text == *text;
+        };
+        // Equal up to `equal` (an offset into both texts).
+        let mut equal = 0;
+        for run in copies.overlapping(start..start + text.len()) {
+            // The run maps this text's bytes onto this segment's: it moved them by as much.
+            if run.at + self.start != start + run.from {
+                continue;
+            }
+            let covered =
+                run.at.max(start) - start..(run.at + run.len).min(start + text.len()) - start;
+            if covered.start > equal
+                && text[equal..covered.start] != self.text[equal..covered.start]
+            {
+                return false;
+            }
+            equal = equal.max(covered.end);
+        }
+        let same = text[equal..] == self.text[equal..];
+        debug_assert!(
+            !same || *self.text == *text,
+            "a copied run is not what it says"
+        );
+        same
     }
 }
 
@@ -328,7 +385,7 @@ mod tests {
     fn a_body_after_another_copies_the_unchanged_segments_and_decodes_to_itself() {
         let mut last = Segments::default();
         let first = text(1);
-        let compressed = GzipPrefix::new(&first, None, &mut last).unwrap();
+        let compressed = GzipPrefix::new(&first, None, None, &mut last).unwrap();
         assert_eq!(
             decoded(&compressed, b"tail 1\n"),
             [&first[..], b"tail 1\n"].concat()
@@ -338,7 +395,7 @@ mod tests {
         // One value changed (and made longer): its segment is compressed again, the rest copied.
         let second = text(123_456_789);
         assert_ne!(first, second);
-        let compressed = GzipPrefix::new(&second, None, &mut last).unwrap();
+        let compressed = GzipPrefix::new(&second, None, None, &mut last).unwrap();
         assert_eq!(
             decoded(&compressed, b"tail 2\n"),
             [&second[..], b"tail 2\n"].concat()
@@ -349,13 +406,125 @@ mod tests {
         assert_eq!(copied + 1, after.len(), "{copied} of {}", after.len());
 
         // The same body a third time: every segment copied, the output the same bytes.
-        let again = GzipPrefix::new(&second, None, &mut last).unwrap();
+        let again = GzipPrefix::new(&second, None, None, &mut last).unwrap();
         assert_eq!(again.bytes, compressed.bytes);
         assert_eq!(last.deflated_at(), after);
 
         // Nothing kept (a new agent) compresses the same body to a stream that decodes the same.
-        let fresh = GzipPrefix::new(&second, None, &mut Segments::default()).unwrap();
+        let fresh = GzipPrefix::new(&second, None, None, &mut Segments::default()).unwrap();
         assert_eq!(decoded(&fresh, b""), &second[..]);
+    }
+
+    /// The runs of a writer that copied `second` from `first` but for the bytes at `changed`
+    /// (in `first`) and a line put first: what is before and after the change, moved.
+    fn copies_around(
+        first: &[u8],
+        changed: Range<usize>,
+        second: &[u8],
+        put_first: usize,
+    ) -> Copies {
+        let after_in_second = second.len() - (first.len() - changed.end);
+        Copies {
+            text: 2,
+            source: 1,
+            runs: vec![
+                CopiedRun {
+                    at: put_first,
+                    from: 0,
+                    len: changed.start,
+                },
+                CopiedRun {
+                    at: after_in_second,
+                    from: changed.end,
+                    len: first.len() - changed.end,
+                },
+            ],
+        }
+    }
+
+    /// The byte range of the one line that differs between `text(1)` and `text(value)`.
+    fn changed_line(first: &[u8], value: u64) -> Range<usize> {
+        let other = text(value);
+        let start = first
+            .iter()
+            .zip(other.iter())
+            .position(|(a, b)| a != b)
+            .unwrap();
+        let start = first[..start]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let end = start + memchr::memchr(b'\n', &first[start..]).unwrap() + 1;
+        start..end
+    }
+
+    #[test]
+    fn bytes_copied_from_the_last_body_keep_the_same_segments_as_bytes_compared() {
+        let first = text(1);
+        let changed = changed_line(&first, 123_456_789);
+        let put_first = b"# a line put first\n";
+        let second = [&put_first[..], &text(123_456_789)].concat();
+        let copies = copies_around(&first, changed, &second, put_first.len());
+        let (mut compared, mut trusted) = (Segments::default(), Segments::default());
+        GzipPrefix::new(&first, None, None, &mut compared).unwrap();
+        let numbered = Copies {
+            text: 1,
+            ..Copies::default()
+        };
+        GzipPrefix::new(&first, None, Some(&numbered), &mut trusted).unwrap();
+        let before = (compared.deflated_at(), trusted.deflated_at());
+        let by_comparing = GzipPrefix::new(&second, None, None, &mut compared).unwrap();
+        let by_copies = GzipPrefix::new(&second, None, Some(&copies), &mut trusted).unwrap();
+        assert_eq!(by_copies.bytes, by_comparing.bytes);
+        assert_eq!(decoded(&by_copies, b""), second);
+        // The same segments are copied: all but the first family's (whose cuts the line put
+        // first moved) and the changed line's.
+        let kept = |before: &std::collections::HashSet<_>, after: &Segments| {
+            before.intersection(&after.deflated_at()).count()
+        };
+        assert_eq!(kept(&before.1, &trusted), kept(&before.0, &compared));
+        assert_eq!(kept(&before.1, &trusted) + 5, trusted.deflated_at().len());
+
+        // Copies from a text the segments are not of are not taken: all is compared.
+        let stale = Copies {
+            source: 7,
+            ..copies_around(&first, changed_line(&first, 5), &text(5), 0)
+        };
+        let third = text(5);
+        let compressed = GzipPrefix::new(&third, None, Some(&stale), &mut trusted).unwrap();
+        assert_eq!(decoded(&compressed, b""), third);
+    }
+
+    /// A run's bytes are not compared: a run whose bytes differ is not seen in a release build,
+    /// and debug builds (the tests) check every run they trust.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        should_panic(expected = "a copied run is not what it says")
+    )]
+    fn a_copied_run_is_trusted_and_debug_builds_check_it() {
+        let first = text(1);
+        let mut last = Segments::default();
+        let numbered = Copies {
+            text: 1,
+            ..Copies::default()
+        };
+        GzipPrefix::new(&first, None, Some(&numbered), &mut last).unwrap();
+        // The same length, one byte different, said to be copied whole from the same place.
+        let mut second = first.to_vec();
+        let at = second.len() / 2;
+        second[at] = if second[at] == b'0' { b'1' } else { b'0' };
+        let lie = Copies {
+            text: 2,
+            source: 1,
+            runs: vec![CopiedRun {
+                at: 0,
+                from: 0,
+                len: second.len(),
+            }],
+        };
+        let compressed = GzipPrefix::new(&second, None, Some(&lie), &mut last).unwrap();
+        assert_eq!(decoded(&compressed, b""), first);
     }
 
     /// Short families (`# HELP`, `# TYPE`, `# UNIT` and one to four series) of Prometheus text,
@@ -393,7 +562,7 @@ mod tests {
             );
         }
         let mut last = Segments::default();
-        let compressed = GzipPrefix::new(&first, Some(to_openmetrics), &mut last).unwrap();
+        let compressed = GzipPrefix::new(&first, Some(to_openmetrics), None, &mut last).unwrap();
         assert_eq!(
             decoded(&compressed, b"# EOF\n"),
             [&to_openmetrics(&first)[..], b"# EOF\n"].concat()
@@ -402,7 +571,7 @@ mod tests {
 
         // One value changed: one segment converted and compressed again, the rest copied.
         let second = short_families(123_456);
-        let compressed = GzipPrefix::new(&second, Some(to_openmetrics), &mut last).unwrap();
+        let compressed = GzipPrefix::new(&second, Some(to_openmetrics), None, &mut last).unwrap();
         assert_eq!(decoded(&compressed, b""), to_openmetrics(&second));
         let after = last.deflated_at();
         assert!(after.len() > 10, "{}", after.len());
@@ -437,10 +606,11 @@ mod tests {
             let body = &bodies[round % 2];
             let start = std::time::Instant::now();
             let converted = Bytes::from(to_openmetrics(body));
-            let a = GzipPrefix::new(&converted, None, &mut whole_last).unwrap();
+            let a = GzipPrefix::new(&converted, None, None, &mut whole_last).unwrap();
             let a_seconds = start.elapsed().as_secs_f64();
             let start = std::time::Instant::now();
-            let b = GzipPrefix::new(body, Some(to_openmetrics), &mut by_segment_last).unwrap();
+            let b =
+                GzipPrefix::new(body, Some(to_openmetrics), None, &mut by_segment_last).unwrap();
             let b_seconds = start.elapsed().as_secs_f64();
             // The first two rounds fill the segment caches.
             if round >= 2 {
@@ -538,7 +708,7 @@ mod tests {
         let body = Bytes::from([&half[..], &half[..]].concat());
         let mut last = Segments::default();
         for _ in 0..3 {
-            let compressed = GzipPrefix::new(&body, None, &mut last).unwrap();
+            let compressed = GzipPrefix::new(&body, None, None, &mut last).unwrap();
             assert_eq!(decoded(&compressed, b""), &body[..]);
         }
     }
@@ -546,7 +716,7 @@ mod tests {
     #[test]
     fn an_empty_body_and_a_body_of_one_line_without_its_end_compress() {
         for body in [Bytes::new(), Bytes::from_static(b"no line end")] {
-            let compressed = GzipPrefix::new(&body, None, &mut Segments::default()).unwrap();
+            let compressed = GzipPrefix::new(&body, None, None, &mut Segments::default()).unwrap();
             assert_eq!(
                 decoded(&compressed, b"end\n"),
                 [&body[..], b"end\n"].concat()
