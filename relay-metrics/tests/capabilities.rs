@@ -44,8 +44,7 @@ fn assert_root() {
 fn binary(dir: &Path) -> PathBuf {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = dir.join("relay-metrics");
-    std::fs::copy(env!("CARGO_BIN_EXE_relay-metrics"), &path).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::copy_binary(&path);
     path
 }
 

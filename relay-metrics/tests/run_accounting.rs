@@ -46,18 +46,12 @@ impl Workdir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::write(dir.path().join("tree.sh"), TREE).unwrap();
-        std::fs::copy(
-            env!("CARGO_BIN_EXE_relay-metrics"),
-            dir.path().join("relay-metrics"),
+        std::fs::set_permissions(
+            dir.path().join("tree.sh"),
+            std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
-        for file in ["tree.sh", "relay-metrics"] {
-            std::fs::set_permissions(
-                dir.path().join(file),
-                std::fs::Permissions::from_mode(0o755),
-            )
-            .unwrap();
-        }
+        common::copy_binary(&dir.path().join("relay-metrics"));
         Self { dir }
     }
 

@@ -130,12 +130,7 @@ impl Work {
         std::fs::write(dir.path().join("writer.py"), WRITER).unwrap();
         std::fs::write(dir.path().join("pool.py"), POOL).unwrap();
         std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
-        std::fs::copy(common::binary(), dir.path().join("relay-metrics")).unwrap();
-        std::fs::set_permissions(
-            dir.path().join("relay-metrics"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
+        common::copy_binary(&dir.path().join("relay-metrics"));
         let make = dir.path().join("make");
         std::fs::create_dir(&make).unwrap();
         std::fs::set_permissions(&make, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -39,6 +39,32 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_relay-metrics")
 }
 
+/// Copies the binary to `path`, executable by anyone, and returns once it can be executed.
+/// While the copy is open for writing, a child that another test's thread forks holds it open
+/// too until that child execs its own program, and executing the copy fails meanwhile with
+/// "Text file busy" (ETXTBSY). Once one execution of the copy succeeds, no process holds it
+/// open for writing and none can come to.
+pub fn copy_binary(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy(binary(), path)
+        .unwrap_or_else(|error| panic!("copy to {}: {error}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|error| panic!("chmod {}: {error}", path.display()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Command::new(path).arg("--version").output() {
+            Ok(output) if output.status.success() => return,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => panic!("{} --version: {other:?}", path.display()),
+        }
+    }
+}
+
 /// Runs the binary with `args` (stdin closed) to completion.
 pub fn relay_metrics(args: &[&str]) -> Output {
     Command::new(binary())
