@@ -197,7 +197,39 @@ static __always_inline s64 counter_sum(s64 sum, u64 counters)
 
 #define MM_FILEPAGES 0
 #define MM_ANONPAGES 1
+#define MM_SWAPENTS 2
 #define MM_SHMEMPAGES 3
+#define NR_MM_COUNTERS 4
+
+/* From 6.6 an mm's counters are allocated in one per-CPU block (percpu_counter_init_many), so
+ * each CPU's parts of the four lie side by side, one s32 each, in counter order: one read per
+ * CPU then gets all three instead of one read per counter. The pointers are compared for every
+ * process, so a kernel that places them otherwise is summed counter by counter. */
+static __always_inline int counters_adjacent(u64 file, u64 anon, u64 swap, u64 shmem)
+{
+	return anon == file + sizeof(s32) && swap == file + 2 * sizeof(s32) &&
+	       shmem == file + 3 * sizeof(s32);
+}
+
+static __always_inline void sum_adjacent(struct mm_struct *mm, u64 parts, struct task_record *r)
+{
+	s64 file = mm->rss_stat[MM_FILEPAGES].count;
+	s64 anon = mm->rss_stat[MM_ANONPAGES].count;
+	s64 shmem = mm->rss_stat[MM_SHMEMPAGES].count;
+	u32 cpu;
+	for (cpu = 0; cpu < MAX_SUM_CPUS; cpu++) {
+		if (cpu >= cpu_count)
+			break;
+		s32 part[NR_MM_COUNTERS] = {};
+		bpf_probe_read_kernel(part, sizeof(part), (void *)(parts + cpu_offsets[cpu]));
+		file += part[MM_FILEPAGES];
+		anon += part[MM_ANONPAGES];
+		shmem += part[MM_SHMEMPAGES];
+	}
+	r->rss_sum_file = file;
+	r->rss_sum_anon = anon;
+	r->rss_sum_shmem = shmem;
+}
 
 static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r)
 {
@@ -217,9 +249,16 @@ static __always_inline void read_rss(struct mm_struct *mm, struct task_record *r
 		if (sum_rss && cpu_offsets_state == 0)
 			find_cpu_offsets();
 		if (sum_rss && cpu_offsets_state == 1) {
-			r->rss_sum_file = COUNTER_SUM(mm, MM_FILEPAGES);
-			r->rss_sum_anon = COUNTER_SUM(mm, MM_ANONPAGES);
-			r->rss_sum_shmem = COUNTER_SUM(mm, MM_SHMEMPAGES);
+			u64 file = (u64)mm->rss_stat[MM_FILEPAGES].counters;
+			if (counters_adjacent(file, (u64)mm->rss_stat[MM_ANONPAGES].counters,
+					      (u64)mm->rss_stat[MM_SWAPENTS].counters,
+					      (u64)mm->rss_stat[MM_SHMEMPAGES].counters)) {
+				sum_adjacent(mm, file, r);
+			} else {
+				r->rss_sum_file = COUNTER_SUM(mm, MM_FILEPAGES);
+				r->rss_sum_anon = COUNTER_SUM(mm, MM_ANONPAGES);
+				r->rss_sum_shmem = COUNTER_SUM(mm, MM_SHMEMPAGES);
+			}
 			r->status |= STATUS_RSS_SUMMED;
 		}
 	}
@@ -302,16 +341,16 @@ static __always_inline u64 net_ns_inode(struct task_struct *task)
  * record. A thread is quiet when it is off every CPU (on_cpu is cleared last in a switch, after
  * the kernel charged its time) and off every run queue, and in neither iowait nor a memstall:
  * then no CPU time is charged to it and it adds to no pressure state. READ as for ADD_THREAD;
- * the bitfields are read by address either way. */
-#define ADD_ACTIVITY(r, thread, READ)                                                              \
+ * BITFIELD is BPF_CORE_READ_BITFIELD with it (a direct load of the bits' storage unit, which
+ * the verifier takes as a number) and BPF_CORE_READ_BITFIELD_PROBED with BPF_CORE_READ. */
+#define ADD_ACTIVITY(r, thread, READ, BITFIELD)                                                    \
 	do {                                                                                       \
 		struct task_struct___activity *a = (void *)(thread);                               \
 		(r)->switches += READ(a, nvcsw) + READ(a, nivcsw);                                 \
 		int busy = READ(a, on_rq) != 0;                                                    \
-		if (BPF_CORE_READ_BITFIELD_PROBED(a, in_iowait))                                   \
+		if (BITFIELD(a, in_iowait))                                                        \
 			busy = 1;                                                                  \
-		if (bpf_core_field_exists(a->in_memstall) &&                                       \
-		    BPF_CORE_READ_BITFIELD_PROBED(a, in_memstall))                                 \
+		if (bpf_core_field_exists(a->in_memstall) && BITFIELD(a, in_memstall))             \
 			busy = 1;                                                                  \
 		if (READ(a, on_cpu))                                                               \
 			busy = 1;                                                                  \
@@ -349,7 +388,7 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 	if (r->nr_threads == 1) {
 		ADD_THREAD(r, task, DIRECT);
 		if (read_activity_fields)
-			ADD_ACTIVITY(r, task, DIRECT);
+			ADD_ACTIVITY(r, task, DIRECT, BPF_CORE_READ_BITFIELD);
 		return;
 	}
 
@@ -363,7 +402,7 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 		struct task_struct *t = (void *)pos - node_offset;
 		ADD_THREAD(r, t, BPF_CORE_READ);
 		if (read_activity_fields) {
-			ADD_ACTIVITY(r, t, BPF_CORE_READ);
+			ADD_ACTIVITY(r, t, BPF_CORE_READ, BPF_CORE_READ_BITFIELD_PROBED);
 			if ((struct css_set *)BPF_CORE_READ(t, cgroups) != cset)
 				r->status |= STATUS_SPLIT_CGROUPS;
 		}

@@ -198,9 +198,8 @@ impl EventTracker {
         if exited.is_empty() {
             return;
         }
-        let index_of = scan.index_by_path();
         for cgroup in exited {
-            if let Some(&index) = index_of.get(&*cgroup) {
+            if let Some(index) = scan.index_of_path(&cgroup) {
                 self.deltas[index].processes_exited += 1;
             }
         }

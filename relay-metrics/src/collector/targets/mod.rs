@@ -133,8 +133,6 @@ pub(crate) struct TargetSet {
     cgroup_of: Vec<usize>,
     /// Scratch: per process of the pass, its cgroup id in the walked hierarchy.
     member_ids: Vec<u64>,
-    /// Scratch: cgroup id → scan index.
-    index_of_id: FastMap<u64, usize>,
     /// Scratch: (scan index, pid) of every process in a scanned cgroup.
     members: Vec<(usize, u32)>,
     /// Container and pod names from the runtimes' APIs, when their sockets are given.
@@ -223,7 +221,6 @@ impl TargetSet {
             by_pid: FastMap::default(),
             cgroup_of: Vec::new(),
             member_ids: Vec::new(),
-            index_of_id: FastMap::default(),
             members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
@@ -412,18 +409,9 @@ impl TargetSet {
         let (true, Some(set)) = (by_id, process_set) else {
             return;
         };
-        self.index_of_id.clear();
-        self.index_of_id.extend(
-            self.scan
-                .cgroups
-                .iter()
-                .enumerate()
-                .filter(|(_, cgroup)| cgroup.id != 0)
-                .map(|(index, cgroup)| (cgroup.id, index)),
-        );
         self.members.clear();
         for (process, id) in set.processes.iter().zip(&self.member_ids) {
-            if let Some(&index) = self.index_of_id.get(id) {
+            if let Some(index) = self.scan.index_of_id(*id) {
                 self.members.push((index, process.pid));
             }
         }

@@ -246,19 +246,9 @@ impl UnchangedRule {
     /// Records this pass's processes and marks the cgroups of every changed one (where it is
     /// now and where it was); false when one cannot be placed (every cgroup is then read).
     fn mark_changed(&mut self, scan: &Scan, records: &[TaskRecord], changed: &mut [bool]) -> bool {
-        let walked_index: FastMap<u64, usize> = scan
-            .cgroups
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.id != 0)
-            .map(|(index, c)| (c.id, index))
-            .collect();
-        let by_path = scan.index_by_path();
         let mut places = Places {
             rule: self,
             scan,
-            walked_index: &walked_index,
-            by_path: &by_path,
             refreshed: [false; 2],
         };
         let mut current = std::mem::take(&mut places.rule.current);
@@ -355,10 +345,6 @@ impl UnchangedRule {
 struct Places<'p> {
     rule: &'p mut UnchangedRule,
     scan: &'p Scan,
-    /// Walked cgroup id → scan index.
-    walked_index: &'p FastMap<u64, usize>,
-    /// Path → scan index.
-    by_path: &'p FastMap<&'p str, usize>,
     /// Per hierarchy: its directories of the scanned paths were looked up this update.
     refreshed: [bool; 2],
 }
@@ -385,7 +371,7 @@ impl Places<'_> {
         }
         let hierarchy = self.rule.hierarchies[at];
         if self.rule.is_walked(hierarchy) {
-            if let Some(&index) = self.walked_index.get(&id) {
+            if let Some(index) = self.scan.index_of_id(id) {
                 return Some(index);
             }
         }
@@ -398,7 +384,7 @@ impl Places<'_> {
         }
         let mut path = self.rule.paths[at].get(&id)?.as_str();
         loop {
-            if let Some(&index) = self.by_path.get(path) {
+            if let Some(index) = self.scan.index_of_path(path) {
                 return Some(index);
             }
             path = match path.rfind('/') {

@@ -110,11 +110,10 @@ impl GzipPrefix {
             let key = segment_key(text);
             // Two segments of one body with the same key (the same first line and length) are
             // not both found: the second is compressed again, which is only slower.
-            let mut segment = match last.by_key.remove(&key) {
-                Some(same) if same.equals(text, start, from_last) => same,
-                _ => Segment::compressed(&mut compress, text, convert)?,
+            let segment = match last.by_key.remove(&key) {
+                Some(same) if same.equals(text, start, from_last) => Segment { start, ..same },
+                _ => Segment::compressed(&mut compress, text, start, convert)?,
             };
-            segment.start = start;
             bytes.extend_from_slice(&segment.deflated);
             crc.combine(&segment.crc);
             length += segment.length as u64;
@@ -145,8 +144,13 @@ impl GzipPrefix {
 }
 
 impl Segment {
-    /// `text`, converted where `convert` is given, and compressed.
-    fn compressed(compress: &mut Compress, text: &[u8], convert: Option<Convert>) -> Option<Self> {
+    /// `text`, at `start` in its body, converted where `convert` is given, and compressed.
+    fn compressed(
+        compress: &mut Compress,
+        text: &[u8],
+        start: usize,
+        convert: Option<Convert>,
+    ) -> Option<Self> {
         let converted = convert.map(|convert| convert(text));
         let made = converted.as_deref().unwrap_or(text);
         let mut crc = crc32fast::Hasher::new();
@@ -154,16 +158,14 @@ impl Segment {
         let mut out = Vec::with_capacity(made.len() / 4 + 64);
         deflate(compress, made, &mut out, FlushCompress::Full)?;
         Some(Self {
-            start: 0,
+            start,
             length: made.len(),
             text: text.into(),
             deflated: Bytes::from(out),
             crc,
         })
     }
-}
 
-impl Segment {
     /// Whether `text`, at `start` in its body, is this segment's source text. Bytes that `copies`
     /// (of the body's text from the last one) says were copied from the same place of the last
     /// body as this segment's bytes are equal without being compared; the others are compared.

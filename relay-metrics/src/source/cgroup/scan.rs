@@ -116,21 +116,49 @@ pub(crate) struct Scan {
     /// Why part of the tree could not be walked (a directory or `cgroup.procs` that cannot be
     /// read), one line per cause; the walk goes on without it.
     pub errors: Vec<String>,
+    /// Each visited cgroup's index by its id (those with one), made once per walk: a walk is
+    /// reused for many passes, and each pass looks every process's cgroup up.
+    by_id: crate::FastMap<u64, usize>,
+    /// The indexes of the visited cgroups in the order of their paths, made once per walk.
+    by_path: Vec<usize>,
 }
 
 impl Scan {
+    /// The index of the visited cgroup with id `id` (not 0).
+    pub(crate) fn index_of_id(&self, id: u64) -> Option<usize> {
+        self.by_id.get(&id).copied()
+    }
+
+    /// The index of the visited cgroup at `path`.
+    pub(crate) fn index_of_path(&self, path: &str) -> Option<usize> {
+        let at = self
+            .by_path
+            .binary_search_by(|&index| self.path(&self.cgroups[index]).cmp(path))
+            .ok()?;
+        Some(self.by_path[at])
+    }
+
+    /// Makes the indexes of the cgroups as walked.
+    fn index(&mut self) {
+        self.by_id.clear();
+        self.by_id.extend(
+            self.cgroups
+                .iter()
+                .enumerate()
+                .filter(|(_, cgroup)| cgroup.id != 0)
+                .map(|(index, cgroup)| (cgroup.id, index)),
+        );
+        self.by_path.clear();
+        self.by_path.extend(0..self.cgroups.len());
+        let (cgroups, text) = (&self.cgroups, &self.text);
+        self.by_path.sort_unstable_by(|&a, &b| {
+            text[cgroups[a].path.clone()].cmp(&text[cgroups[b].path.clone()])
+        });
+    }
+
     /// The path of `cgroup`.
     pub(crate) fn path(&self, cgroup: &ScannedCgroup) -> &str {
         &self.text[cgroup.path.clone()]
-    }
-
-    /// Each visited cgroup's scan index, by path.
-    pub(crate) fn index_by_path(&self) -> crate::FastMap<&str, usize> {
-        self.cgroups
-            .iter()
-            .enumerate()
-            .map(|(index, cgroup)| (self.path(cgroup), index))
-            .collect()
     }
 
     /// Sets the processes of the visited cgroups from `members` (scan index, pid), for a walk
@@ -248,6 +276,11 @@ impl Scanner {
     /// every cgroup inside a selected subtree are read from its `cgroup.procs`; without, the
     /// caller sets them from the cgroup ids ([`Scan::set_members`]).
     pub(crate) fn scan(&mut self, selection: &Selection, scan: &mut Scan, list_members: bool) {
+        self.walk(selection, scan, list_members);
+        scan.index();
+    }
+
+    fn walk(&mut self, selection: &Selection, scan: &mut Scan, list_members: bool) {
         scan.cgroups.clear();
         scan.pids.clear();
         scan.text.clear();

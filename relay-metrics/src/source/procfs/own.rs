@@ -3,7 +3,10 @@
 //! `process_max_fds`, `process_start_time_seconds`), from `/proc/self`. A figure that cannot be
 //! read is `None`, never guessed.
 
+use std::path::Path;
+
 use super::parse::{parse_stat, parse_statm_resident_pages};
+use crate::source::file::read_once;
 
 /// The agent's own figures.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -14,41 +17,44 @@ pub(crate) struct OwnProcess {
     pub resident_bytes: Option<u64>,
     /// Open file descriptors ([`open_fd_count`]).
     pub open_fds: Option<u64>,
-    /// The soft open-file limit (`Max open files` of `/proc/self/limits`; `None` when
-    /// unlimited).
+    /// The soft open-file limit (`getrlimit(RLIMIT_NOFILE)`, what `Max open files` of
+    /// `/proc/self/limits` shows; `None` when unlimited).
     pub max_fds: Option<u64>,
     /// When the agent started, seconds since the epoch: `/proc/stat` `btime` plus
     /// `/proc/self/stat` `starttime` (clock ticks after boot), as the Prometheus Go client
-    /// computes it.
+    /// computes it. Found at the first read that has both, then kept: it cannot change, and
+    /// `/proc/stat` (every CPU's and interrupt's counters) is not read again for it at each
+    /// scrape.
     pub start_time_seconds: Option<f64>,
 }
 
 impl OwnProcess {
     /// Reads the figures now.
     pub(crate) fn read() -> Self {
+        static START_TIME_SECONDS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
         let ticks = super::clock_ticks_per_second();
         let page = super::page_size_bytes();
-        let stat = std::fs::read("/proc/self/stat")
+        let mut buf = Vec::new();
+        let stat = read_once(Path::new("/proc/self/stat"), &mut buf)
             .ok()
-            .and_then(|bytes| parse_stat(&bytes));
-        let statm = std::fs::read("/proc/self/statm").ok();
-        let limits = std::fs::read_to_string("/proc/self/limits").ok();
-        let btime = crate::source::system::boot_time_seconds();
+            .and_then(parse_stat);
+        let resident_pages = read_once(Path::new("/proc/self/statm"), &mut buf)
+            .ok()
+            .and_then(parse_statm_resident_pages);
+        let start_time_seconds = START_TIME_SECONDS.get().copied().or_else(|| {
+            let btime = crate::source::system::boot_time_seconds()?;
+            let (stat, hz) = stat.zip(ticks)?;
+            let start = btime as f64 + stat.start_time_ticks as f64 / hz as f64;
+            Some(*START_TIME_SECONDS.get_or_init(|| start))
+        });
         Self {
             cpu_seconds: stat
                 .zip(ticks)
                 .map(|(s, hz)| (s.utime_ticks + s.stime_ticks) as f64 / hz as f64),
-            resident_bytes: statm
-                .as_deref()
-                .and_then(parse_statm_resident_pages)
-                .zip(page)
-                .map(|(pages, size)| pages * size),
+            resident_bytes: resident_pages.zip(page).map(|(pages, size)| pages * size),
             open_fds: open_fd_count(),
-            max_fds: limits.as_deref().and_then(soft_open_files),
-            start_time_seconds: stat
-                .zip(ticks)
-                .zip(btime)
-                .map(|((s, hz), boot)| boot as f64 + s.start_time_ticks as f64 / hz as f64),
+            max_fds: soft_open_file_limit(),
+            start_time_seconds,
         }
     }
 }
@@ -68,18 +74,25 @@ pub(crate) fn open_fd_count() -> Option<u64> {
         })
 }
 
-/// The soft limit of the `Max open files` line of `/proc/<pid>/limits` (`None`: unlimited or
-/// missing).
-fn soft_open_files(limits: &str) -> Option<u64> {
-    limits
-        .lines()
-        .find_map(|line| line.strip_prefix("Max open files"))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+/// The soft open-file limit, `None` when unlimited (or, never seen, when the call fails).
+fn soft_open_file_limit() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (soft != RLIM_INFINITY).then_some(soft)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The soft limit of the `Max open files` line of `/proc/<pid>/limits` (`None`: unlimited or
+    /// missing): the witness of [`soft_open_file_limit`].
+    fn soft_open_files(limits: &str) -> Option<u64> {
+        limits
+            .lines()
+            .find_map(|line| line.strip_prefix("Max open files"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    }
 
     #[test]
     fn parses_the_soft_open_file_limit() {
@@ -92,14 +105,14 @@ mod tests {
         assert_eq!(soft_open_files(unlimited), None);
     }
 
-    /// Against witnesses that read nothing of ours: `getrlimit(2)` for the limit and `ps`'s
-    /// elapsed time for the start.
+    /// Against witnesses that read nothing of ours: `/proc/self/limits` for the limit and `ps`'s
+    /// elapsed time for the start, which a second read keeps.
     #[test]
     fn the_agent_reads_its_own_figures_against_witnesses() {
         let own = OwnProcess::read();
-        let (soft, _) =
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
-        assert_eq!(own.max_fds, Some(soft));
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        assert_eq!(own.max_fds, soft_open_files(&limits));
+        assert!(own.max_fds.is_some(), "{limits}");
         // `now`, `ps`'s elapsed seconds for this process and how long `ps` took.
         let witness = || {
             let now = std::time::SystemTime::now()
@@ -140,6 +153,7 @@ mod tests {
             -(ps_took + 0.05) <= difference && difference < 2.05,
             "start {start}, now {now}, ps elapsed {elapsed} (took {ps_took} s)"
         );
+        assert_eq!(OwnProcess::read().start_time_seconds, Some(start));
         assert!(own.cpu_seconds.unwrap() >= 0.0);
         assert!(own.resident_bytes.unwrap() > 1 << 20, "{own:?}");
         assert!(own.open_fds.unwrap() >= 3, "{own:?}");

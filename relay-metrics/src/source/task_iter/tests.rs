@@ -419,3 +419,31 @@ fn the_records_resident_size_is_statms_for_a_stopped_process() {
         }
     }
 }
+
+/// Where the unchanged-cgroup rule's per-thread reads are tried (6.6+, this host), the verifier
+/// takes them: the load falls back to a program without them, which would leave the rule off
+/// with every other test passing. Elsewhere the program without them loads.
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn the_verifier_takes_the_rules_reads_where_they_are_tried() {
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let tried = super::tries_activity_fields(&release);
+    for sum_rss in [false, true] {
+        let loaded = super::load_and_attach_with(sum_rss, tried);
+        assert!(
+            loaded.is_ok(),
+            "kernel {release}: activity fields {tried}, sums {sum_rss}: {loaded:?}"
+        );
+    }
+    let mut iter = TaskIter::load(&Roots::host(), true).unwrap();
+    let mut records = Vec::new();
+    iter.read(&mut records).unwrap();
+    assert!(records.len() > 10, "{} records", records.len());
+    assert!(
+        records
+            .iter()
+            .all(|record| record.has_activity_fields() == tried),
+        "kernel {release}: activity fields tried {tried}"
+    );
+}
