@@ -511,6 +511,10 @@ fn events_by_path(out: &Targets) -> HashMap<String, String> {
         .collect()
 }
 
+/// The most passes [`quiet_members_kernel_events_are_not_looked_up_and_a_full_lookup_finds_them_unchanged`]
+/// makes while too few quiet cgroups have been compared.
+const MAX_STEPS: usize = 400;
+
 #[test]
 #[ignore = "root: makes v1 and v2 cgroups, loads the BPF task iterator and the eBPF programs"]
 fn quiet_members_kernel_events_are_not_looked_up_and_a_full_lookup_finds_them_unchanged() {
@@ -527,7 +531,13 @@ fn quiet_members_kernel_events_are_not_looked_up_and_a_full_lookup_finds_them_un
     let mut pending: Vec<(String, bool, bool)> = Vec::new();
     let (mut compared, mut busy_changes) = (0, 0);
     let mut sleeper = None;
-    for step in 0..48 {
+    // A pass finds no cgroup unchanged where a process that ran exited before it could be
+    // placed (the rule then reads every cgroup): with other tests starting and reaping processes
+    // beside this one, fewer passes compare, so it runs on until enough have, within a bound.
+    for step in 0..MAX_STEPS {
+        if step >= 48 && compared > 50 {
+            break;
+        }
         churn(&mut tree, step, &mut sleeper);
         std::thread::sleep(Duration::from_millis(50));
         pass.read();
