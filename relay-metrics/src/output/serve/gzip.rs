@@ -219,74 +219,67 @@ fn segment_key(text: &[u8]) -> (u64, usize) {
     (hash, text.len())
 }
 
-/// `body` cut into segments at line ends (the last one ends where `body` does). The cuts are
-/// found by searching, not line by line: the next family start at least `MIN_SEGMENT` bytes on
-/// (found once per family) and the end of the `LINES_PER_SEGMENT`th line (newlines counted a
-/// block at a time).
+/// `body` cut into segments at line ends (the last one ends where `body` does).
 fn segments(body: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
     let mut start = 0;
-    // The last search for a family start: where it began, and the newline before the `# HELP`
-    // it found.
-    let mut family: Option<(usize, Option<usize>)> = None;
     std::iter::from_fn(move || {
         if start == body.len() {
             return None;
         }
-        let from = start + MIN_SEGMENT - 1;
-        let found = match family {
-            Some((searched, Some(at))) if searched <= from && at >= from => Some(at),
-            Some((searched, None)) if searched <= from => None,
-            _ if from >= body.len() => None,
-            _ => {
-                let found = family_start(body, from);
-                family = Some((from, found));
-                found
-            }
-        };
-        let family_cut = found.map_or(body.len(), |at| at + 1);
-        let cut = family_cut.min(lines_cut(body, start));
+        let cut = segment_end(body, start);
         let segment = start..cut;
         start = cut;
         Some(segment)
     })
 }
 
-/// Where the first `\n# HELP ` at or after `from` begins. Found by its `#`, a byte that Prometheus
-/// text has only in comments and the odd label value: a search for one byte runs at memchr's
-/// full speed, a substring search for the whole pattern did not on these bodies (measured in
-/// docs/PERFORMANCE.md, "The gzip segments' passes").
-fn family_start(body: &[u8], from: usize) -> Option<usize> {
-    let after = body.get(from + 1..)?;
-    memchr::memchr_iter(b'#', after)
-        .map(|at| from + 1 + at)
-        .find(|&at| body[at - 1] == b'\n' && body[at..].starts_with(b"# HELP "))
-        .map(|at| at - 1)
-}
-
-/// Newlines are counted this many bytes at a time (a vectorized count) before the block that
-/// holds the segment's last one is searched newline by newline.
+/// Newlines are counted this many bytes at a time (a vectorized count); a block is searched for
+/// a family's start while it is in cache.
 const COUNTED_BLOCK: usize = 4096;
 
-/// The end of the `LINES_PER_SEGMENT`th line from `start`, or of the first line after it that
-/// is not followed by a comment other than `# HELP` (a family's comments stay together);
-/// `body`'s end if there are fewer lines.
-fn lines_cut(body: &[u8], start: usize) -> usize {
+/// The end of the segment that starts at `start`: the start of the first family (its `# HELP`
+/// line) at least `MIN_SEGMENT` bytes on, if it comes before the end of the
+/// `LINES_PER_SEGMENT`th line; else the end of that line, or of the first line after it that is
+/// not followed by a comment other than `# HELP` (a family's comments stay together); `body`'s
+/// end if there is neither. One pass over the bytes, a block at a time: its newlines counted,
+/// its `#`s looked at (a family starts at a `#` after a newline), so each block is read from
+/// memory once (docs/PERFORMANCE.md, "The gzip segments cut in one pass").
+fn segment_end(body: &[u8], start: usize) -> usize {
+    let families_from = start + MIN_SEGMENT;
     let mut left = LINES_PER_SEGMENT;
     let mut at = start;
-    let mut end = body.len();
     for block in body[start..].chunks(COUNTED_BLOCK) {
         let count = memchr::memchr_iter(b'\n', block).count();
-        if count < left {
-            left -= count;
-            at += block.len();
-            continue;
+        let lines_end = (count >= left)
+            .then(|| memchr::memchr_iter(b'\n', block).nth(left - 1))
+            .flatten()
+            .map(|index| at + index + 1);
+        let searched = families_from.max(at)..lines_end.unwrap_or(at + block.len());
+        if let Some(family) = family_start(body, searched) {
+            return family;
         }
-        let within = memchr::memchr_iter(b'\n', block)
-            .nth(left - 1)
-            .map_or(block.len(), |index| index + 1);
-        end = at + within;
-        break;
+        if let Some(end) = lines_end {
+            return past_comments(body, end);
+        }
+        left -= count;
+        at += block.len();
     }
+    body.len()
+}
+
+/// The first `# HELP ` line that begins within `range` of `body`. Found by its `#`, a byte that
+/// Prometheus text has only in comments and the odd label value: a search for one byte runs at
+/// memchr's full speed, a substring search for the whole pattern did not on these bodies
+/// (docs/PERFORMANCE.md, "The gzip segments' passes").
+fn family_start(body: &[u8], range: Range<usize>) -> Option<usize> {
+    let within = body.get(range.clone())?;
+    memchr::memchr_iter(b'#', within)
+        .map(|index| range.start + index)
+        .find(|&at| at > 0 && body[at - 1] == b'\n' && body[at..].starts_with(b"# HELP "))
+}
+
+/// `end`, or past the comment lines other than `# HELP` that begin there.
+fn past_comments(body: &[u8], mut end: usize) -> usize {
     while end < body.len() && body[end] == b'#' && !body[end..].starts_with(b"# HELP ") {
         end = memchr::memchr(b'\n', &body[end..]).map_or(body.len(), |at| end + at + 1);
     }
