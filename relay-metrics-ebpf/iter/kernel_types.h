@@ -132,7 +132,21 @@ struct mm_struct___atomic_rss {
 	struct mm_rss_stat rss_stat;
 };
 
+/* A seqlock_t's count, odd while a writer is inside its write section. */
+struct seqcount {
+	unsigned int sequence;
+};
+
+struct seqcount_spinlock {
+	struct seqcount seqcount;
+};
+
+typedef struct {
+	struct seqcount_spinlock seqcount;
+} seqlock_t;
+
 struct signal_struct {
+	seqlock_t stats_lock;
 	int nr_threads;
 	struct list_head thread_head;
 	struct prev_cputime prev_cputime;

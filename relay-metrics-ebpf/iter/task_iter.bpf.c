@@ -38,6 +38,12 @@
 /* The unchanged-cgroup rule's fields (switches, busy_threads, cpuacct_cgroup_id, the split bit)
  * were read: `read_activity_fields` was set at load. */
 #define STATUS_ACTIVITY 256
+/* A thread exited while the process was read: its counters may be in neither the dead
+ * threads' totals nor the live threads' sums (see read_threads). */
+#define STATUS_TORN 512
+
+/* Keeps the compiler from moving memory reads across it. */
+#define compiler_barrier() asm volatile("" ::: "memory")
 
 /* The most CPUs whose per-CPU rss parts the program adds up: beyond this, three reads per CPU
  * per process cost more than reading statm, which user space then does. */
@@ -336,32 +342,35 @@ static __always_inline u64 net_ns_inode(struct task_struct *task)
 		(r)->syscw += READ(t, ioac.syscw);                                                 \
 	} while (0)
 
-/* One live thread's part of the unchanged-cgroup rule. The switch counts are read before the
- * state: a thread that sleeps again between the two reads shows a count that moves by the next
- * record. A thread is quiet when it is off every CPU (on_cpu is cleared last in a switch, after
- * the kernel charged its time) and off every run queue, and in neither iowait nor a memstall:
- * then no CPU time is charged to it and it adds to no pressure state. READ as for ADD_THREAD;
- * BITFIELD is BPF_CORE_READ_BITFIELD with it (a direct load of the bits' storage unit, which
- * the verifier takes as a number) and BPF_CORE_READ_BITFIELD_PROBED with BPF_CORE_READ. */
+/* One live thread's part of the unchanged-cgroup rule. A thread is quiet when it is off every
+ * CPU (on_cpu is cleared last in a switch, after the kernel counted the switch and charged its
+ * time) and off every run queue, and in neither iowait nor a memstall: then no CPU time is
+ * charged to it and it adds to no pressure state. The state is read before the switch counts:
+ * a thread quiet when its state was read that ran since the last record has switched out since,
+ * so its count moved by the time it is read, and a quiet record with the last record's count
+ * means the thread did not run between the two. (Read the other way round, a thread could run
+ * and sleep again between the count and the state, and look quiet with the old count.) READ as
+ * for ADD_THREAD; BITFIELD is BPF_CORE_READ_BITFIELD with it (a direct load of the bits'
+ * storage unit, which the verifier takes as a number) and BPF_CORE_READ_BITFIELD_PROBED with
+ * BPF_CORE_READ. */
 #define ADD_ACTIVITY(r, thread, READ, BITFIELD)                                                    \
 	do {                                                                                       \
 		struct task_struct___activity *a = (void *)(thread);                               \
-		(r)->switches += READ(a, nvcsw) + READ(a, nivcsw);                                 \
-		int busy = READ(a, on_rq) != 0;                                                    \
+		int busy = READ(a, on_cpu) != 0;                                                   \
+		if (READ(a, on_rq))                                                                \
+			busy = 1;                                                                  \
 		if (BITFIELD(a, in_iowait))                                                        \
 			busy = 1;                                                                  \
 		if (bpf_core_field_exists(a->in_memstall) && BITFIELD(a, in_memstall))             \
 			busy = 1;                                                                  \
-		if (READ(a, on_cpu))                                                               \
-			busy = 1;                                                                  \
+		compiler_barrier();                                                                \
+		(r)->switches += READ(a, nvcsw) + READ(a, nivcsw);                                 \
 		(r)->busy_threads += busy;                                                         \
 	} while (0)
 
-static __always_inline void read_threads(struct task_struct *task, struct task_record *r)
+static __always_inline void read_thread_group(struct task_struct *task, struct signal_struct *sig,
+					     struct task_record *r)
 {
-	struct signal_struct *sig = task->signal;
-	if (!sig)
-		return;
 	r->nr_threads = (u64)sig->nr_threads;
 	r->utime_ns = sig->utime;
 	r->stime_ns = sig->stime;
@@ -410,6 +419,25 @@ static __always_inline void read_threads(struct task_struct *task, struct task_r
 	}
 	if (pos != head)
 		r->status |= STATUS_THREADS_TRUNCATED;
+}
+
+/* The process's counters: the dead threads' totals in signal_struct plus every live thread's.
+ * __exit_signal adds an exiting thread to the totals and unlists it inside one write section of
+ * sig->stats_lock (whose count is odd inside it), and thread_group_cputime() and
+ * /proc/<pid>/io read under that lock. Here the totals and the live threads are read between
+ * two reads of the count: a record read across an exit, which may hold the thread in neither
+ * sum, is marked torn, and user space reads that process through procfs for the pass. */
+static __always_inline void read_threads(struct task_struct *task, struct task_record *r)
+{
+	struct signal_struct *sig = task->signal;
+	if (!sig)
+		return;
+	unsigned int before = sig->stats_lock.seqcount.seqcount.sequence;
+	compiler_barrier();
+	read_thread_group(task, sig, r);
+	compiler_barrier();
+	if ((before & 1) || sig->stats_lock.seqcount.seqcount.sequence != before)
+		r->status |= STATUS_TORN;
 }
 
 static __always_inline void read_fds(struct task_struct *task, struct task_record *r)

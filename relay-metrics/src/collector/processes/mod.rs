@@ -318,7 +318,7 @@ impl ProcessPassReader {
                 }
                 records
                     .get(next)
-                    .filter(|record| record.tgid == pid && !record.is_truncated())
+                    .filter(|record| record.tgid == pid && record.is_complete())
             });
             if records.is_some() && record.is_none() {
                 // Not shown by the iterator (pid 1 on some hosts, a process started after the

@@ -21,7 +21,12 @@
 //!   adds both to its `signal_struct`: the per-process sum the task iterator reports
 //!   ([`TaskRecord::switches`]) only grows, and a thread that woke and ran either switched out
 //!   (the sum moved), is still busy, or died (the thread count moved; a new thread that is
-//!   alive and quiet switched out at least once).
+//!   alive and quiet switched out at least once). The program reads each thread's state before
+//!   its switch counts: a thread found quiet that ran since the last pass switched out before
+//!   its state was read, so its count had moved by the time the count was read.
+//! - A thread's exit adds its counters to the `signal_struct` totals and takes it off the thread
+//!   list in one step; a record read across an exit ([`TaskRecord::is_torn`]) may hold the
+//!   thread in neither sum, so its process counts as active.
 //!
 //! - A task enters a cgroup by inheriting its parent's at fork (the parent ran, so its own
 //!   cgroup is read), by a move (`cgroup_attach_task`) or by clone3's `CLONE_INTO_CGROUP`. A
@@ -61,7 +66,12 @@
 //! moving. On v2 only the pressure files are reused; on v1 `cpuacct.usage` and `cpuacct.stat`
 //! too (v1 `cpu.stat` is the cpu hierarchy's, read every time).
 //!
-//! Not covered (the backstop would count either): a v1 `cpuacct.usage` reset by a write of 0,
+//! Not covered (the backstop would count each): an exiting thread's last instants (after the
+//! kernel took it off the thread list, so the pass that sees it gone reads its cgroup, it may
+//! still wait on a run queue or run for microseconds before its final switch; if that lasts past
+//! the cgroup's read in that pass and nothing else happens there by the next pass, that pass
+//! reuses a value without them: on kernels before 6.18 a throttled cgroup can hold an exiting
+//! thread for up to its CFS period), a v1 `cpuacct.usage` reset by a write of 0,
 //! on a hybrid host a cpuacct or unified directory removed and made again at the same path
 //! while the walked hierarchy's stays, and a v1 cgroup renamed (`rename(2)`, which v1 allows
 //! within its parent): the id of a hierarchy that is not walked keeps its old path here, so its
@@ -303,7 +313,8 @@ impl UnchangedRule {
             ids,
             quiet: record.busy_threads == 0
                 && !record.has_split_cgroups()
-                && record.walked_every_thread(),
+                && record.walked_every_thread()
+                && !record.is_torn(),
         }
     }
 

@@ -60,6 +60,7 @@ const STATUS_RSS_PERCPU: u64 = 16;
 const STATUS_RSS_SUMMED: u64 = 64;
 const STATUS_SPLIT_CGROUPS: u64 = 128;
 const STATUS_ACTIVITY: u64 = 256;
+const STATUS_TORN: u64 = 512;
 
 /// `PF_KTHREAD` in `task_struct.flags`.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -88,6 +89,9 @@ pub(crate) struct TaskRecord {
     pub prev_utime_ns: u64,
     /// `signal->prev_cputime.stime`.
     pub prev_stime_ns: u64,
+    /// `(utime, stime)`, ns, as `/proc/<pid>/stat` would print them to this reader: set by
+    /// [`TaskIter::read`] (see [`Splits`]); `(0, 0)` in a record only parsed.
+    pub split_ns: (u64, u64),
     /// `signal->nr_threads`.
     pub nr_threads: u64,
     /// `mm->total_vm`, pages.
@@ -176,6 +180,7 @@ impl TaskRecord {
             runtime_ns: fields[7],
             prev_utime_ns: fields[8],
             prev_stime_ns: fields[9],
+            split_ns: (0, 0),
             nr_threads: fields[10],
             total_vm_pages: fields[11],
             rss_pages: [signed(fields[12]), signed(fields[13]), signed(fields[14])],
@@ -203,10 +208,18 @@ impl TaskRecord {
         self.flags & PF_KTHREAD != 0
     }
 
-    /// The program stopped walking the thread list or the fd bitmap at its bound: CPU time,
-    /// I/O or the fd count would be short, so this process must be read through procfs.
-    pub(crate) fn is_truncated(&self) -> bool {
-        self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED) != 0
+    /// The record holds the whole process: the program walked every thread and the whole fd
+    /// bitmap (it stops at its bounds), and no thread exited while it read the process (such a
+    /// thread's counters may be in neither the dead threads' totals nor the live threads'
+    /// sums). Otherwise CPU time, I/O or the fd count could be short, and this process must be
+    /// read through procfs.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.status & (STATUS_THREADS_TRUNCATED | STATUS_FDS_TRUNCATED | STATUS_TORN) == 0
+    }
+
+    /// A thread exited while the program read the process (see [`Self::is_complete`]).
+    pub(crate) fn is_torn(&self) -> bool {
+        self.status & STATUS_TORN != 0
     }
 
     /// The program walked every live thread (it stops at its bound).
@@ -262,16 +275,65 @@ impl TaskRecord {
         })
     }
 
-    /// `(utime, stime)` in ns as `/proc/<pid>/stat` computes them now (`cputime_adjust` with the
-    /// kernel's clamp state, which only procfs-like readers advance).
-    pub(crate) fn adjusted_cputime_ns(&self) -> (u64, u64) {
+    /// `(utime, stime)` in ns as `/proc/<pid>/stat` would compute them now after a read that
+    /// reported `prev` (`cputime_adjust`).
+    fn split_after(&self, prev: (u64, u64)) -> (u64, u64) {
         cputime_adjust(
             self.utime_ns,
             self.stime_ns,
             self.runtime_ns,
-            self.prev_utime_ns,
-            self.prev_stime_ns,
+            prev.0,
+            prev.1,
         )
+    }
+}
+
+/// The whole-process utime/stime split this reader last gave each process, which later splits
+/// start from as `stat`'s do.
+///
+/// The kernel splits a process's precise run time in the ratio of its tick-sampled user and
+/// system time and keeps the last split it printed (`signal->prev_cputime`): no later read of
+/// `stat` gives less user or system time than an earlier one. Only a read of `stat` advances
+/// that state, and the iterator does not read `stat`, so a split recomputed from the kernel's
+/// state alone can go back from one record to the next (a timer-driven process whose few ticks
+/// moved from system to user time: 20 ms of system time, then 11). As a reader of `stat` would,
+/// each record's split starts from the one this reader gave the process last, or from the
+/// kernel's state for a process it has not seen.
+#[derive(Debug, Default)]
+struct Splits {
+    /// The last read's processes in its order (ascending pid): pid, start time, split.
+    last: Vec<(u32, u64, (u64, u64))>,
+    next: Vec<(u32, u64, (u64, u64))>,
+}
+
+impl Splits {
+    /// Sets each of `records`' [`TaskRecord::split_ns`] and keeps them for the next read. A
+    /// torn record's split is not kept: its run time may be short.
+    fn apply(&mut self, records: &mut [TaskRecord]) {
+        self.next.clear();
+        let mut last = self.last.iter().peekable();
+        for record in records {
+            // Both lists ascend by pid: a process missed here (were the order ever broken)
+            // only starts from the kernel's state.
+            while last.next_if(|(pid, ..)| *pid < record.tgid).is_some() {}
+            let known = last
+                .next_if(|(pid, start, _)| {
+                    *pid == record.tgid && *start == record.start_boottime_ns
+                })
+                .map(|&(_, _, split)| split);
+            let kernel = (record.prev_utime_ns, record.prev_stime_ns);
+            record.split_ns = record.split_after(known.unwrap_or(kernel));
+            let kept = match known {
+                Some(split) if record.is_torn() => Some(split),
+                _ if record.is_torn() => None,
+                _ => Some(record.split_ns),
+            };
+            if let Some(split) = kept {
+                self.next
+                    .push((record.tgid, record.start_boottime_ns, split));
+            }
+        }
+        std::mem::swap(&mut self.last, &mut self.next);
     }
 }
 
@@ -388,6 +450,7 @@ pub(crate) struct TaskIter {
     held_at_read: usize,
     /// This process's id (`getpid` once, not once per record).
     own_pid: u32,
+    splits: Splits,
 }
 
 impl TaskIter {
@@ -419,6 +482,7 @@ impl TaskIter {
             sched_info_on: sched_info_on(roots),
             held_at_read: 0,
             own_pid: std::process::id(),
+            splits: Splits::default(),
         };
         let mut records = Vec::new();
         iter.read(&mut records)
@@ -467,6 +531,7 @@ impl TaskIter {
                 out.push(record);
             }
         }
+        self.splits.apply(out);
         Ok(())
     }
 }

@@ -21,7 +21,7 @@ impl TaskIter {
     ) -> (ProcessSample, bool) {
         let ticks = |ns| ns_to_ticks(ns, self.ticks_per_second).unwrap_or(0);
         let bytes = |pages: u64| pages.saturating_mul(self.page_size_bytes);
-        let (utime_ns, stime_ns) = record.adjusted_cputime_ns();
+        let (utime_ns, stime_ns) = record.split_ns;
         let resident = record.resident_source(self.statm_sums);
         let rss_bytes = match resident {
             ResidentSource::None => 0,

@@ -78,7 +78,7 @@ fn a_record_parses_field_by_field() {
     // A negative counter counts as 0, as get_mm_counter clamps it.
     assert_eq!(record.stat_rss_pages(), 27);
     assert_eq!(record.resident_source(true), ResidentSource::Exact);
-    assert!(!record.is_truncated());
+    assert!(record.is_complete());
 
     fields[3] = STATUS_HAS_MM | STATUS_RSS_PERCPU | STATUS_RSS_SUMMED;
     fields[25] = u64::MAX; // summed shmem = -1
@@ -163,7 +163,7 @@ fn short_long_and_out_of_range_records_are_refused() {
 }
 
 #[test]
-fn status_bits_choose_the_resident_source_and_flag_truncation() {
+fn status_bits_choose_the_resident_source_and_flag_incomplete_records() {
     let with = |status: u64| TaskRecord {
         status,
         ..TaskRecord::default()
@@ -173,8 +173,73 @@ fn status_bits_choose_the_resident_source_and_flag_truncation() {
         with(STATUS_HAS_MM | STATUS_RSS_PERCPU).resident_source(true),
         ResidentSource::CentralCountOnly
     );
-    assert!(with(STATUS_THREADS_TRUNCATED).is_truncated());
-    assert!(with(STATUS_FDS_TRUNCATED).is_truncated());
+    assert!(with(STATUS_HAS_MM).is_complete());
+    for incomplete in [STATUS_THREADS_TRUNCATED, STATUS_FDS_TRUNCATED, STATUS_TORN] {
+        assert!(!with(STATUS_HAS_MM | incomplete).is_complete());
+    }
+    assert!(with(STATUS_TORN).is_torn() && !with(STATUS_THREADS_TRUNCATED).is_torn());
+}
+
+/// A record of process `pid` (started at 7) with these CPU times and the kernel's clamp state.
+fn cpu_record(pid: u32, (utime, stime, runtime): (u64, u64, u64), prev: (u64, u64)) -> TaskRecord {
+    TaskRecord {
+        tgid: pid,
+        start_boottime_ns: 7,
+        utime_ns: utime,
+        stime_ns: stime,
+        runtime_ns: runtime,
+        prev_utime_ns: prev.0,
+        prev_stime_ns: prev.1,
+        ..TaskRecord::default()
+    }
+}
+
+#[test]
+fn a_split_never_goes_back_from_one_read_to_the_next() {
+    const MS: u64 = 1_000_000;
+    let mut splits = Splits::default();
+    // 4 ms of system ticks, no user tick, 20 ms run: all of it system time.
+    let mut first = [cpu_record(10, (0, 4 * MS, 20 * MS), (0, 0))];
+    splits.apply(&mut first);
+    assert_eq!(first[0].split_ns, (0, 20 * MS));
+    // Then a user tick: from the kernel's state alone (no `stat` read advanced it) the split
+    // would be 11 ms and 11 ms, system time going back from 20 ms.
+    let record = cpu_record(10, (4 * MS, 4 * MS, 22 * MS), (0, 0));
+    assert_eq!(record.split_after((0, 0)), (11 * MS, 11 * MS));
+    let mut second = [record];
+    splits.apply(&mut second);
+    assert_eq!(second[0].split_ns, (2 * MS, 20 * MS));
+    // Another process with the same pid starts from the kernel's state.
+    let mut reused = [cpu_record(10, (4 * MS, 4 * MS, 22 * MS), (0, 0))];
+    reused[0].start_boottime_ns = 8;
+    splits.apply(&mut reused);
+    assert_eq!(reused[0].split_ns, (11 * MS, 11 * MS));
+}
+
+#[test]
+fn splits_follow_each_process_through_reads_of_other_processes() {
+    const MS: u64 = 1_000_000;
+    let mut splits = Splits::default();
+    let mut first = [
+        cpu_record(3, (0, 4 * MS, 20 * MS), (0, 0)),
+        cpu_record(5, (0, 4 * MS, 20 * MS), (0, 0)),
+        cpu_record(9, (0, 4 * MS, 20 * MS), (0, 0)),
+    ];
+    splits.apply(&mut first);
+    // 3 is gone, 4 is new, 5 was read across a thread's exit, 9 ran on.
+    let mut second = [
+        cpu_record(4, (4 * MS, 4 * MS, 22 * MS), (0, 0)),
+        cpu_record(5, (4 * MS, 4 * MS, 22 * MS), (0, 0)),
+        cpu_record(9, (4 * MS, 4 * MS, 22 * MS), (0, 0)),
+    ];
+    second[1].status = STATUS_TORN;
+    splits.apply(&mut second);
+    assert_eq!(second[0].split_ns, (11 * MS, 11 * MS));
+    assert_eq!(second[2].split_ns, (2 * MS, 20 * MS));
+    // The torn read of 5 is not what its next split starts from: the one before it is.
+    let mut third = [cpu_record(5, (4 * MS, 4 * MS, 24 * MS), (0, 0))];
+    splits.apply(&mut third);
+    assert_eq!(third[0].split_ns, (4 * MS, 20 * MS));
 }
 
 #[test]
@@ -445,5 +510,86 @@ fn the_verifier_takes_the_rules_reads_where_they_are_tried() {
             .iter()
             .all(|record| record.has_activity_fields() == tried),
         "kernel {release}: activity fields tried {tried}"
+    );
+}
+
+/// Threads of this process start and exit while the iterator reads it again and again. The
+/// program reads the dead threads' totals and then walks the live threads; an exit in between
+/// (the kernel adds the thread to the totals and unlists it in one step) would leave its run
+/// time in neither: the program marks such a record torn, and user space reads that process
+/// through procfs. Each other record's run time must be at least the one read before it.
+#[test]
+#[ignore = "root: loads the BPF task iterator"]
+fn records_read_while_threads_exit_never_lose_run_time() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    assert_eq!(nix::unistd::geteuid().as_raw(), 0, "run as root");
+    let mut iter = TaskIter::load(&Roots::host(), true).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // Idle threads make the walk of the live ones longer, and an exit during it likelier.
+    let idle: Vec<_> = (0..64)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    let churn = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut started = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let threads: Vec<_> = (0..8)
+                    .map(|_| {
+                        std::thread::spawn(|| {
+                            let until = Instant::now() + Duration::from_micros(300);
+                            while Instant::now() < until {
+                                std::hint::spin_loop();
+                            }
+                        })
+                    })
+                    .collect();
+                for thread in threads {
+                    thread.join().unwrap();
+                }
+                started += 8;
+            }
+            started
+        })
+    };
+    let pid = std::process::id();
+    let mut records = Vec::new();
+    let (mut reads, mut torn, mut last, mut lost) = (0, 0, 0u64, Vec::new());
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        iter.read(&mut records).unwrap();
+        reads += 1;
+        let own = records.iter().find(|record| record.tgid == pid).unwrap();
+        if own.is_torn() {
+            torn += 1;
+            continue;
+        }
+        if own.runtime_ns < last {
+            lost.push(last - own.runtime_ns);
+        }
+        last = last.max(own.runtime_ns);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let started = churn.join().unwrap();
+    for thread in idle {
+        thread.join().unwrap();
+    }
+    eprintln!(
+        "{reads} reads ({torn} torn), {started} threads started, {} lost run time",
+        lost.len()
+    );
+    assert!(started > 1000, "{started} threads started in {reads} reads");
+    assert!(
+        lost.is_empty(),
+        "{} of {reads} reads lost run time ({torn} torn, {started} threads started): {lost:?}",
+        lost.len()
     );
 }
