@@ -87,6 +87,8 @@ enum Mode {
     NoCgroup,
     /// The nobody user (no cgroup of its own: the process tree).
     Nobody,
+    /// Root, `--no-cgroup`, `run` itself on CPU 0 only (`taskset -c 0`).
+    OneCpu,
 }
 
 impl Mode {
@@ -102,6 +104,10 @@ impl Mode {
             ])
             .arg(program);
             c
+        } else if self == Self::OneCpu {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0"]).arg(program);
+            c
         } else {
             Command::new(program)
         }
@@ -112,6 +118,7 @@ impl Mode {
             Self::Cgroup => "root, cgroup",
             Self::NoCgroup => "root, --no-cgroup",
             Self::Nobody => "nobody",
+            Self::OneCpu => "root, --no-cgroup, run on CPU 0",
         }
     }
 }
@@ -155,7 +162,7 @@ impl Work {
             "--output".into(),
             stream.display().to_string(),
         ];
-        if mode == Mode::NoCgroup {
+        if matches!(mode, Mode::NoCgroup | Mode::OneCpu) {
             args.push("--no-cgroup".into());
         }
         args.push("--".into());
@@ -507,6 +514,66 @@ fn max_rss(work: &Work, mode: Mode) {
     }
 }
 
+/// The CPUs online (`nproc` counts only those of the caller's affinity).
+fn online_cpus() -> usize {
+    let output = Command::new("getconf")
+        .arg("_NPROCESSORS_ONLN")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `run` started on one CPU (`taskset -c 0`) of a command that widens the affinity it inherits
+/// to every CPU online and keeps them busy for 3 s: its CPU is counted whole, as GNU time
+/// counts it, not refused as more than `run`'s own CPUs could give.
+fn widened_affinity(work: &Work) {
+    let online = online_cpus();
+    assert!(
+        online >= 2,
+        "{online} CPU online: no affinity of one CPU to widen"
+    );
+    let time_report = work.path("time-widened");
+    let every_cpu = format!("0-{}", online - 1);
+    let spin = format!(
+        "import multiprocessing, time\n\
+         def spin(_):\n    end = time.monotonic() + 3\n    while time.monotonic() < end: pass\n\
+         if __name__ == '__main__':\n    multiprocessing.Pool({online}).map(spin, range({online}))"
+    );
+    let command = [
+        "/usr/bin/time",
+        "-v",
+        "-o",
+        time_report.to_str().unwrap(),
+        "taskset",
+        "-c",
+        &every_cpu,
+        "python3",
+        "-c",
+        &spin,
+    ];
+    let measured = work.run(Mode::OneCpu, "widened affinity", &command);
+    let witness = time_cpu_s(&time_report);
+    let wall = measured.summary["wall_time_s"].as_f64().unwrap();
+    // The case at hand: more CPU time than one CPU gives in the wall time (the summary's
+    // bound allows 1.25 times it and half a second).
+    assert!(
+        witness > 1.25 * wall + 0.5,
+        "{witness} s of CPU in {wall} s: the machine was too busy for the workload to use more \
+         than one CPU"
+    );
+    let allowed = (0.02 * witness).max(0.020) + 0.005;
+    measured.check(
+        "cpu.total_s",
+        measured.summary_f64("cpu", "total_s"),
+        witness,
+        allowed,
+    );
+    measured.check_cores(online as f64);
+}
+
 /// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
 /// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
 /// sees and GNU time's does not.
@@ -537,6 +604,13 @@ fn witnesses_agree_without_a_cgroup() {
     max_rss(&work, Mode::NoCgroup);
     storage(&work, Mode::NoCgroup);
     cpu(&work, Mode::NoCgroup);
+}
+
+#[test]
+#[ignore = "tools: GNU time, taskset, python3"]
+fn a_command_that_widens_its_affinity_is_counted_whole() {
+    let _alone = one_mode_at_a_time();
+    widened_affinity(&Work::new());
 }
 
 #[test]

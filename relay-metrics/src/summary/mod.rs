@@ -385,8 +385,8 @@ pub struct SummaryBuilder {
     write_window: RateWindow,
     /// Where the window of a snapshot's own rate began (no cumulative CPU).
     rate_from: Option<DateTime<Utc>>,
-    /// The CPUs the processes may use: this process's affinity where they run here (`run`,
-    /// a recording), else the largest effective CPU limit the snapshots carry.
+    /// The CPUs the processes may use: the CPUs online where they run here (`run`, a
+    /// recording), else the largest effective CPU limit the snapshots carry.
     local_cpus: Option<f64>,
     seen_cpu_limit: Option<f64>,
     /// A stream recorded elsewhere: its own CPU limits come first.
@@ -553,12 +553,12 @@ pub mod values {
 
 impl SummaryBuilder {
     /// A builder whose totals start at `baseline`, for snapshots of processes that run on
-    /// this machine (`run`, a recording): CPU rates are bounded by this process's CPUs.
+    /// this machine (`run`, a recording): CPU rates are bounded by its CPUs online.
     pub fn new(baseline: Baseline) -> Self {
         Self {
             baseline,
             victims: Vec::with_capacity(8),
-            local_cpus: rates::cpus_of_this_process(),
+            local_cpus: rates::cpus_online(),
             ..Self::default()
         }
     }

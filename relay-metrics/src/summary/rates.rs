@@ -50,11 +50,11 @@ impl RateWindow {
     }
 }
 
-/// The number of CPUs this process may run on (its affinity, `Cpus_allowed_list` of
-/// `/proc/self/status`), which the processes it starts inherit: the bound of `run`'s and a
-/// recording's CPU rates.
-pub(crate) fn cpus_of_this_process() -> Option<f64> {
-    crate::source::procfs::own_allowed_cpu_count(&crate::source::Roots::host()).map(f64::from)
+/// The number of CPUs online: the bound of `run`'s and a recording's CPU rates. Not this
+/// process's affinity: the processes it starts inherit that, but may widen it (`taskset`,
+/// `sched_setaffinity`) to any CPU of their cpuset.
+pub(crate) fn cpus_online() -> Option<f64> {
+    crate::source::procfs::online_cpu_count().map(|cpus| cpus as f64)
 }
 
 /// Rates a CPU rate may exceed the bound by before it is named in the warnings (a snapshot's
@@ -141,8 +141,8 @@ mod tests {
     }
 
     #[test]
-    fn this_process_may_use_at_least_one_cpu() {
-        let cpus = cpus_of_this_process().unwrap();
+    fn at_least_one_cpu_is_online() {
+        let cpus = cpus_online().unwrap();
         assert!((1.0..=4096.0).contains(&cpus), "{cpus}");
     }
 }

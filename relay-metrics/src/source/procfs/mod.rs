@@ -21,9 +21,7 @@ pub(crate) mod sys;
 
 pub(crate) use discover::{PidLister, ProcessTreeWalker};
 pub use once::{children_of, command_line, start_and_exited};
-pub(crate) use once::{
-    io_of_same_process, is_kernel_thread, own_allowed_cpu_count, thread_group_id,
-};
+pub(crate) use once::{io_of_same_process, is_kernel_thread, thread_group_id};
 #[cfg(feature = "agent")]
 pub(crate) use own::{open_fd_count, OwnProcess};
 pub use reader::ProcessReader;
@@ -178,6 +176,13 @@ pub(crate) fn clock_ticks_per_second() -> Option<u64> {
 /// falls back to 4096 silently.
 pub(crate) fn page_size_bytes() -> Option<u64> {
     positive_sysconf(SysconfVar::PAGE_SIZE)
+}
+
+/// `sysconf(_SC_NPROCESSORS_ONLN)`: the CPUs online, the most that processes started here can
+/// run on at once (a process may widen the affinity it inherited, within its cpuset). `None` if
+/// sysconf fails.
+pub(crate) fn online_cpu_count() -> Option<u64> {
+    positive_sysconf(SysconfVar::_NPROCESSORS_ONLN)
 }
 
 /// `sysconf` of a variable whose only valid values are positive (-1 means unknown).

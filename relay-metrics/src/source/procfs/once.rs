@@ -2,10 +2,7 @@
 //! held descriptors: what kind of task a pid is, a zombie's storage bytes, the CPUs this process
 //! may run on.
 
-use super::parse::{
-    parse_children, parse_io, parse_stat, parse_status_cpus_allowed_count, parse_status_tgid,
-    PF_KTHREAD,
-};
+use super::parse::{parse_children, parse_io, parse_stat, parse_status_tgid, PF_KTHREAD};
 use super::IoCounters;
 use crate::source::file::read_once;
 use crate::source::roots::Roots;
@@ -42,14 +39,6 @@ pub(crate) fn io_of_same_process(
         return None;
     }
     read_once(&dir.join("io"), buf).ok().and_then(parse_io)
-}
-
-/// How many CPUs this process may run on (`Cpus_allowed_list` of `/proc/self/status`, its
-/// affinity), which the processes it starts inherit.
-pub(crate) fn own_allowed_cpu_count(roots: &Roots) -> Option<u32> {
-    let mut buf = Vec::new();
-    let status = read_once(&roots.proc.join("self/status"), &mut buf).ok()?;
-    parse_status_cpus_allowed_count(status)
 }
 
 /// The children of every thread of `pid` (`/proc/<pid>/task/<tid>/children`); empty when `pid`
@@ -148,12 +137,6 @@ mod tests {
         assert_eq!(is_kernel_thread(&roots, 7, &mut buf), Some(true));
         std::fs::write(pid.join("stat"), include_bytes!("testdata/sleep_stat")).unwrap();
         assert_eq!(is_kernel_thread(&roots, 7, &mut buf), Some(false));
-    }
-
-    #[test]
-    fn this_process_may_use_at_least_one_cpu() {
-        let cpus = own_allowed_cpu_count(&Roots::host()).unwrap();
-        assert!((1..=4096).contains(&cpus), "{cpus}");
     }
 
     #[test]

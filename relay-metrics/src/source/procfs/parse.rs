@@ -134,17 +134,6 @@ pub(crate) fn parse_status_tgid(bytes: &[u8]) -> Option<u32> {
     parse_u32(trim(value))
 }
 
-/// Counts the CPUs of `Cpus_allowed_list` (`0-3,8,10-11`) in `/proc/<pid>/status`: the CPUs
-/// the process may run on.
-pub(crate) fn parse_status_cpus_allowed_count(bytes: &[u8]) -> Option<u32> {
-    let value = bytes
-        .split(|&b| b == b'\n')
-        .filter_map(split_key)
-        .find(|(key, _)| *key == b"Cpus_allowed_list")?
-        .1;
-    crate::source::cgroup::parse_cpu_list_count(value)
-}
-
 /// `/proc/<pid>/statm`: the second field, resident pages (exact, unlike stat's rss).
 pub fn parse_statm_resident_pages(bytes: &[u8]) -> Option<u64> {
     let mut fields = bytes
@@ -263,22 +252,6 @@ pub(crate) fn parse_u32(bytes: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_gives_the_allowed_cpus() {
-        assert_eq!(parse_status_cpus_allowed_count(SLEEP_STATUS), Some(2));
-        assert_eq!(
-            parse_status_cpus_allowed_count(
-                b"Cpus_allowed:\tff\nCpus_allowed_list:\t0-3,8,10-11\n"
-            ),
-            Some(7)
-        );
-        assert_eq!(parse_status_cpus_allowed_count(b"Cpus_allowed:\t3\n"), None);
-        assert_eq!(
-            parse_status_cpus_allowed_count(b"Cpus_allowed_list:\t3-1\n"),
-            None
-        );
-    }
 
     #[test]
     fn status_gives_the_thread_group_id() {
