@@ -44,6 +44,23 @@ io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines()
 print(int(io["write_bytes"]), flush=True)
 "#;
 
+/// A process that leaves the command's session (started by `setsid`): 0.3 s of CPU, then 16 MiB
+/// written and synced; prints what its own `/proc/self/io` and `times()` say it did.
+const ORPHAN: &str = r#"
+import os, sys, time
+end = time.process_time() + 0.3
+while time.process_time() < end:
+    pass
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for _ in range(16):
+    os.write(fd, b"x" * (1 << 20))
+os.fsync(fd)
+os.close(fd)
+io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+times = os.times()
+print(int(io["write_bytes"]), times.user + times.system, flush=True)
+"#;
+
 /// A pool of two workers over CPU-bound tasks.
 const POOL: &str = r#"
 from multiprocessing import Pool
@@ -136,6 +153,7 @@ impl Work {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::write(dir.path().join("writer.py"), WRITER).unwrap();
         std::fs::write(dir.path().join("pool.py"), POOL).unwrap();
+        std::fs::write(dir.path().join("orphan.py"), ORPHAN).unwrap();
         std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
         common::copy_binary(&dir.path().join("relay-metrics"));
         let make = dir.path().join("make");
@@ -151,12 +169,15 @@ impl Work {
 
     /// `relay-metrics run` of `command` in `mode`; what it and the report of its stream say.
     fn run(&self, mode: Mode, name: &str, command: &[&str]) -> Measured {
+        self.run_with(mode, name, &["--interval-ms", "20"], command)
+    }
+
+    /// [`Self::run`] with these `options` of `run` (the interval among them).
+    fn run_with(&self, mode: Mode, name: &str, options: &[&str], command: &[&str]) -> Measured {
         let stream = self.path(&format!("{name}.ndjson"));
         let binary = self.path("relay-metrics");
         let mut args: Vec<String> = vec![
             "run".into(),
-            "--interval-ms".into(),
-            "20".into(),
             "--summary-format".into(),
             "json".into(),
             "--output".into(),
@@ -165,6 +186,7 @@ impl Work {
         if matches!(mode, Mode::NoCgroup | Mode::OneCpu) {
             args.push("--no-cgroup".into());
         }
+        args.extend(options.iter().map(|s| (*s).to_owned()));
         args.push("--".into());
         args.extend(command.iter().map(|s| (*s).to_owned()));
         let output = mode
@@ -574,6 +596,45 @@ fn widened_affinity(work: &Work) {
     measured.check_cores(online as f64);
 }
 
+/// A command whose child leaves its session (`setsid`) and outlives it, waited for with
+/// `--wait-all`: the orphan's CPU time and written bytes are counted, as the orphan itself
+/// counts them. Sampled once a second, so that the orphan (half a second) starts and ends
+/// between two samples: what it did is known only by reaping it.
+fn setsid_orphan(work: &Work, mode: Mode) {
+    let file = work.path("written-by-orphan");
+    let script = format!(
+        "setsid python3 orphan.py {} & sleep 0.05",
+        file.to_str().unwrap()
+    );
+    let measured = work.run_with(
+        mode,
+        "setsid orphan",
+        &["--interval-ms", "1000", "--wait-all=20"],
+        &["sh", "-c", &script],
+    );
+    let (written, cpu) = measured
+        .stdout
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("the orphan printed {:?}", measured.stdout));
+    let (written, cpu): (f64, f64) = (written.parse().unwrap(), cpu.parse().unwrap());
+    assert!(written >= 16.0 * MIB, "{written}");
+    measured.check(
+        "io.written_bytes vs the orphan's /proc/self/io",
+        measured.summary_f64("io", "written_bytes"),
+        written,
+        0.0,
+    );
+    // The orphan's CPU and its starters' (a shell, setsid, Python's start): at most 0.3 s more.
+    let total = measured.summary_f64("cpu", "total_s");
+    measured.check(
+        "cpu.total_s vs the orphan's times() (+0.15 s for the others)",
+        total,
+        cpu + 0.15,
+        0.15,
+    );
+}
+
 /// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
 /// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
 /// sees and GNU time's does not.
@@ -604,6 +665,16 @@ fn witnesses_agree_without_a_cgroup() {
     max_rss(&work, Mode::NoCgroup);
     storage(&work, Mode::NoCgroup);
     cpu(&work, Mode::NoCgroup);
+}
+
+#[test]
+#[ignore = "root: run makes its own cgroup; tools: python3, setsid"]
+fn a_setsid_orphans_cpu_and_writes_are_counted() {
+    common::assert_root("run makes its own cgroup");
+    let _alone = one_mode_at_a_time();
+    let work = Work::new();
+    setsid_orphan(&work, Mode::Cgroup);
+    setsid_orphan(&work, Mode::NoCgroup);
 }
 
 #[test]

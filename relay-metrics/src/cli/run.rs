@@ -551,27 +551,36 @@ impl Orphans {
         });
     }
 
-    /// Reaps the exited orphans of the command's process group while the command runs (it is
-    /// not a zombie then, so a peek finds only orphans).
+    /// Reaps the exited orphans while the command runs (it is not a zombie then, so a peek
+    /// finds only orphans): first those of the command's process group, then any other child
+    /// outside `run`'s own group (an orphan that left the command's group or session, e.g. by
+    /// `setsid`). `run`'s helpers stay in its own group and are left to those that wait for
+    /// them: a peek that finds one stops there until its owner has reaped it.
     fn reap_exited(&mut self, command: Pid, group: Pid, collector: &mut Collector) {
+        let own_group = nix::unistd::getpgrp();
         let peek = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        while let Ok(status) = waitid(Id::PGid(group), peek) {
-            match status.pid() {
-                Some(pid) if pid != command => match wait4(pid.as_raw(), true) {
-                    Ok(Some(reaped)) => self.add(&reaped, collector),
-                    _ => return,
-                },
-                _ => return,
+        for in_group in [true, false] {
+            let id = || if in_group { Id::PGid(group) } else { Id::All };
+            while let Ok(status) = waitid(id(), peek) {
+                let orphan = status.pid().filter(|&pid| {
+                    pid != command && nix::unistd::getpgid(Some(pid)).is_ok_and(|g| g != own_group)
+                });
+                match orphan.map(|pid| wait4(pid.as_raw(), true)) {
+                    Some(Ok(Some(reaped))) => self.add(&reaped, collector),
+                    _ => break,
+                }
             }
         }
     }
 
-    /// Reaps every exited orphan of the command's process group once the command exited (a
-    /// zombie itself, it would hide the others from a peek): `run`'s children are listed.
-    fn reap_exited_at_end(&mut self, command: Pid, group: Pid, collector: &mut Collector) {
+    /// Reaps every exited orphan once the command exited (a zombie itself, it would hide the
+    /// others from a peek): `run`'s children outside its own process group (its helpers stay
+    /// in it) are listed.
+    fn reap_exited_at_end(&mut self, command: Pid, collector: &mut Collector) {
+        let own_group = nix::unistd::getpgrp();
         for pid in own_children() {
             let pid = Pid::from_raw(pid);
-            if pid == command || nix::unistd::getpgid(Some(pid)) != Ok(group) {
+            if pid == command || nix::unistd::getpgid(Some(pid)).is_ok_and(|g| g == own_group) {
                 continue;
             }
             if let Ok(Some(reaped)) = wait4(pid.as_raw(), true) {

@@ -117,7 +117,7 @@ pub(super) fn stream_until_exit(
     }
     stream
         .orphans
-        .reap_exited_at_end(stream.group.pid, stream.group.group, collector);
+        .reap_exited_at_end(stream.group.pid, collector);
     write_line(stream.builder, lines, &collector.collect(), true)?;
     Ok(started)
 }
