@@ -241,7 +241,7 @@ pub(crate) fn check_kinds(
 ) -> Vec<Verdict> {
     let v2 = iter.root().join("cgroup.controllers").exists();
     let page_bytes = crate::source::procfs::page_size_bytes().unwrap_or(4096);
-    kinds
+    let verdicts = kinds
         .iter()
         .map(|&kind| {
             let skew = skew
@@ -267,7 +267,36 @@ pub(crate) fn check_kinds(
                 },
             }
         })
-        .collect()
+        .collect();
+    peaks_with_their_usage(verdicts)
+}
+
+/// A peak is read where its usage is: the iterator's walk and the files are read at different
+/// moments of a pass (up to the whole pass apart), and a peak from the walk with a usage read
+/// later from its file could show the usage above the peak (a busy cgroup's usage moves, and
+/// fails its check, more often than its peak).
+pub(super) fn peaks_with_their_usage(mut verdicts: Vec<Verdict>) -> Vec<Verdict> {
+    for (peak, usage) in [
+        (Kind::MemoryPeak, Kind::MemoryUsage),
+        (Kind::MemswPeak, Kind::MemswUsage),
+    ] {
+        let usage_from_file = verdicts
+            .iter()
+            .any(|v| v.kind == usage && v.source == Source::File);
+        if let Some(verdict) = verdicts
+            .iter_mut()
+            .find(|v| v.kind == peak && v.source == Source::Iterator)
+            .filter(|_| usage_from_file)
+        {
+            verdict.source = Source::File;
+            verdict.reason = format!(
+                "read with {}, which its file serves ({})",
+                usage.name(),
+                verdict.reason
+            );
+        }
+    }
+    verdicts
 }
 
 /// One bracketed comparison of `kind` on every cgroup that has its file: the number compared,

@@ -238,7 +238,34 @@ pub(crate) fn exercise(layout: &Layout) {
         .find(|v| v.kind == Kind::PidsCurrent)
         .unwrap();
     assert_eq!(current.source, Source::Iterator, "{current:?}");
+    // A usage left to its file takes its peak with it.
+    let verdicts = exact::check_skewed(&mut memory, Some((Kind::MemoryUsage, 1)));
+    let source = |kind| verdicts.iter().find(|v| v.kind == kind).unwrap().source;
+    assert_eq!(source(Kind::MemoryUsage), Source::File, "{verdicts:?}");
+    assert_eq!(source(Kind::MemoryPeak), Source::File, "{verdicts:?}");
+    assert_eq!(source(Kind::MemoryLimit), Source::Iterator, "{verdicts:?}");
     drop(fixture);
+}
+
+#[test]
+fn a_peak_is_read_where_its_usage_is() {
+    let verdict = |kind, source| exact::Verdict {
+        kind,
+        source,
+        reason: "equal to its file on 3 cgroups (bracketed)".into(),
+    };
+    let verdicts = exact::peaks_with_their_usage(vec![
+        verdict(Kind::MemoryUsage, Source::File),
+        verdict(Kind::MemoryPeak, Source::Iterator),
+        verdict(Kind::MemswUsage, Source::Iterator),
+        verdict(Kind::MemswPeak, Source::Iterator),
+    ]);
+    assert_eq!(verdicts[1].source, Source::File);
+    assert_eq!(
+        verdicts[1].reason,
+        "read with memory_usage, which its file serves (equal to its file on 3 cgroups (bracketed))"
+    );
+    assert_eq!(verdicts[3].source, Source::Iterator);
 }
 
 #[test]
