@@ -25,7 +25,8 @@ impl OtlpResource {
     /// This host's resource (`service.name` `relay-metrics`, `service.version`, `host.name`,
     /// `os.type`, `service.instance.id`),
     /// with `extra` attributes (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`) replacing
-    /// same-named ones, and cumulative sums starting at `start`.
+    /// same-named ones, and non-monotonic sums starting at `start` (a monotonic sum's start is its
+    /// own, chosen by the exporter's `StartTimes`).
     pub fn new(start: SystemTime, extra: &[(String, String)]) -> Self {
         let host = crate::source::system::hostname().unwrap_or_default();
         let host = host.as_str();
@@ -188,7 +189,7 @@ struct Points<'s> {
     families: usize,
     time_unix_nano: u64,
     start_time_unix_nano: u64,
-    /// The exporter's start times per series (`None`: every series starts with the agent).
+    /// The exporter's start times per series (`None`: every series starts at its point).
     starts: Option<super::starts::Export<'s>>,
 }
 
@@ -196,12 +197,12 @@ struct Points<'s> {
 type Identity = Vec<(&'static str, String)>;
 
 impl Points<'_> {
-    /// The start time of a monotonic series with `value` now.
+    /// The start time of a monotonic series with `value` now: without the exporter's history,
+    /// an unknown-start reset point (see [`super::starts`]).
     fn start(&mut self, labels: &[(&str, Label<'_>)], value: f64) -> u64 {
-        let agent = self.start_time_unix_nano;
         match (&mut self.starts, &self.family) {
-            (Some(starts), Some(metric)) => starts.start(&metric.name, labels, value, agent),
-            _ => agent,
+            (Some(starts), Some(metric)) => starts.start(&metric.name, labels, value),
+            _ => self.time_unix_nano,
         }
     }
 
