@@ -247,11 +247,11 @@ impl EventTracker {
 }
 
 fn add(delta: &mut TargetKernelEvents, now: &Seen, before: Option<&Seen>) {
-    // A counter below its previous value is a new process under a reused pid: all of it.
-    let diff = |now: u64, before: Option<u64>| match before {
-        Some(before) if now >= before => now - before,
-        _ => now,
-    };
+    // The programs keep a process's entry after it exits (a reused pid counts on), so counters
+    // go down only when the entry was evicted and made again: then all of it is new. One
+    // verdict for every counter, so that the histogram's buckets add up to its count.
+    let before = before.filter(|before| !restarted(now, before));
+    let diff = |now: u64, before: Option<u64>| now - before.unwrap_or(0);
     delta.run_queue_count += diff(now.runq_count, before.map(|b| b.runq_count));
     delta.run_queue_total_ns += diff(now.runq_total_ns, before.map(|b| b.runq_total_ns));
     for (bucket, (n, b)) in delta
@@ -266,6 +266,17 @@ fn add(delta: &mut TargetKernelEvents, now: &Seen, before: Option<&Seen>) {
     delta.reclaim_stalls += diff(now.reclaim_count, before.map(|b| b.reclaim_count));
     delta.reclaim_stall_ns += diff(now.reclaim_ns, before.map(|b| b.reclaim_ns));
     delta.processes_created += diff(now.created, before.map(|b| b.created));
+}
+
+/// Whether any of a process's counters is below its value at the previous snapshot.
+fn restarted(now: &Seen, before: &Seen) -> bool {
+    now.runq_count < before.runq_count
+        || now.runq_total_ns < before.runq_total_ns
+        || now.runq_hist.iter().zip(&before.runq_hist).any(|(n, b)| n < b)
+        || now.preemptions < before.preemptions
+        || now.reclaim_count < before.reclaim_count
+        || now.reclaim_ns < before.reclaim_ns
+        || now.created < before.created
 }
 
 /// Adds an increase (a cgroup's own, or a child's subtree) to running totals; victims are
@@ -296,4 +307,55 @@ pub(super) fn push_victim(totals: &mut TargetKernelEvents, victim: TargetOomVict
         totals.oom_victims.remove(0);
     }
     totals.oom_victims.push(victim);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(runq_count: u64, runq_hist: [u64; 2], preemptions: u64) -> Seen {
+        let mut hist = [0; RUNQ_HIST_BUCKETS];
+        hist[..2].copy_from_slice(&runq_hist);
+        Seen {
+            runq_count,
+            runq_total_ns: runq_count * 1000,
+            runq_hist: hist,
+            preemptions,
+            reclaim_count: 0,
+            reclaim_ns: 0,
+            created: 0,
+            cgroup: Arc::from("/a"),
+            walk: 1,
+        }
+    }
+
+    fn delta_of(now: &Seen, before: Option<&Seen>) -> TargetKernelEvents {
+        let mut delta = TargetKernelEvents {
+            run_queue_histogram: vec![0; RUNQ_HIST_BUCKETS],
+            ..TargetKernelEvents::default()
+        };
+        add(&mut delta, now, before);
+        delta
+    }
+
+    #[test]
+    fn a_restarted_entry_counts_whole_in_every_counter_so_buckets_add_up_to_the_count() {
+        // Evicted and made again: the count (5) is above the old one (3) but a bucket is below.
+        let delta = delta_of(&seen(5, [1, 4], 2), Some(&seen(3, [2, 1], 7)));
+        assert_eq!(delta.run_queue_count, 5);
+        assert_eq!(delta.run_queue_total_ns, 5000);
+        assert_eq!(delta.run_queue_histogram[..2], [1, 4]);
+        assert_eq!(delta.preemptions, 2);
+        let buckets: u64 = delta.run_queue_histogram.iter().sum();
+        assert_eq!(buckets, delta.run_queue_count);
+    }
+
+    #[test]
+    fn a_process_that_counted_on_adds_its_increase() {
+        let delta = delta_of(&seen(5, [2, 3], 9), Some(&seen(3, [2, 1], 7)));
+        assert_eq!(delta.run_queue_count, 2);
+        assert_eq!(delta.run_queue_histogram[..2], [0, 2]);
+        assert_eq!(delta.preemptions, 2);
+        assert_eq!(delta_of(&seen(5, [2, 3], 9), None).run_queue_count, 5);
+    }
 }
