@@ -61,6 +61,20 @@ times = os.times()
 print(int(io["write_bytes"]), times.user + times.system, flush=True)
 "#;
 
+/// A spinner that runs until it is killed and writes its own CPU time (`times()`, seconds) to
+/// the file it is given every 10 ms of it.
+const SPINNER: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+mark = 0.0
+while True:
+    times = os.times()
+    cpu = times.user + times.system
+    if cpu >= mark:
+        os.pwrite(fd, b"%-20.6f" % cpu, 0)
+        mark = cpu + 0.01
+"#;
+
 /// A pool of two workers over CPU-bound tasks.
 const POOL: &str = r#"
 from multiprocessing import Pool
@@ -154,6 +168,7 @@ impl Work {
         std::fs::write(dir.path().join("writer.py"), WRITER).unwrap();
         std::fs::write(dir.path().join("pool.py"), POOL).unwrap();
         std::fs::write(dir.path().join("orphan.py"), ORPHAN).unwrap();
+        std::fs::write(dir.path().join("spinner.py"), SPINNER).unwrap();
         std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
         common::copy_binary(&dir.path().join("relay-metrics"));
         let make = dir.path().join("make");
@@ -635,6 +650,34 @@ fn setsid_orphan(work: &Work, mode: Mode) {
     );
 }
 
+/// A process the command leaves running is ended by `run` when the command exits (no
+/// `--wait-all`): the CPU it used until then is counted, also for one that left the command's
+/// process group and session (`setsid`). Its witness is the last CPU time it wrote, a lower
+/// bound; above it are its last 10 ms, what it ran while `run` ended the command's stream, and
+/// its starters (a shell, `setsid`, `sleep`): at most 0.12 s in all.
+fn ended_leftover(work: &Work, mode: Mode) {
+    let file = work.path("spinner-cpu");
+    let script = format!(
+        "setsid python3 spinner.py {} & sleep 1",
+        file.to_str().unwrap()
+    );
+    let measured = work.run_with(
+        mode,
+        "ended leftover",
+        &["--interval-ms", "200"],
+        &["sh", "-c", &script],
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    let cpu: f64 = written.trim().parse().unwrap();
+    assert!(cpu >= 0.5, "the spinner ran {cpu} s");
+    measured.check(
+        "cpu.total_s vs the leftover's last times() (0 to +0.12 s for the rest)",
+        measured.summary_f64("cpu", "total_s"),
+        cpu + 0.06,
+        0.06,
+    );
+}
+
 /// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
 /// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
 /// sees and GNU time's does not.
@@ -675,6 +718,16 @@ fn a_setsid_orphans_cpu_and_writes_are_counted() {
     let work = Work::new();
     setsid_orphan(&work, Mode::Cgroup);
     setsid_orphan(&work, Mode::NoCgroup);
+}
+
+#[test]
+#[ignore = "root: run makes its own cgroup; tools: python3"]
+fn a_leftover_that_run_ends_is_counted_until_its_end() {
+    common::assert_root("run makes its own cgroup");
+    let _alone = one_mode_at_a_time();
+    let work = Work::new();
+    ended_leftover(&work, Mode::Cgroup);
+    ended_leftover(&work, Mode::NoCgroup);
 }
 
 #[test]

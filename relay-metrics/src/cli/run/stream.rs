@@ -115,6 +115,9 @@ pub(super) fn stream_until_exit(
         };
         snapshots.collector_mut().note_cumulative(&note);
     }
+    // Without a cgroup, what is left is ended before the last snapshot and counted by its
+    // reaping: one that left the command's tree (`setsid`) is counted no other way.
+    stream.group.end_descendants();
     stream
         .orphans
         .reap_exited_at_end(stream.group.pid, collector);

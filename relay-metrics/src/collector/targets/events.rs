@@ -272,7 +272,11 @@ fn add(delta: &mut TargetKernelEvents, now: &Seen, before: Option<&Seen>) {
 fn restarted(now: &Seen, before: &Seen) -> bool {
     now.runq_count < before.runq_count
         || now.runq_total_ns < before.runq_total_ns
-        || now.runq_hist.iter().zip(&before.runq_hist).any(|(n, b)| n < b)
+        || now
+            .runq_hist
+            .iter()
+            .zip(&before.runq_hist)
+            .any(|(n, b)| n < b)
         || now.preemptions < before.preemptions
         || now.reclaim_count < before.reclaim_count
         || now.reclaim_ns < before.reclaim_ns
