@@ -138,6 +138,24 @@ const NETWORK: &[(Family, super::InterfaceGetter)] = &[
     (family("container_network_transmit_errors_total", Kind::Counter, Unit::Count, "Cumulative count of errors encountered while transmitting"), |i| i.transmit_errors),
 ];
 
+/// Whether cAdvisor reports the network of a cgroup whose processes share a namespace of their
+/// own: not for a pod's own cgroup (a raw cgroup to it) nor for a container of a pod, which
+/// shares the namespace of the pod's sandbox (its `pause` container, the one reported), so
+/// that a sum over a pod counts its traffic once. A pod's containers are told from its sandbox
+/// by their Kubernetes container name (the CRI's, or the Docker API's label, `POD` for the
+/// sandbox); without one (no runtime API) the sandbox cannot be told and all report it.
+fn owns_its_network(report: &CgroupTargetReport) -> bool {
+    let labels = &report.labels;
+    let in_a_pod = labels.pod_uid.is_some() || labels.pod_name.is_some();
+    let pods_own_cgroup = in_a_pod && labels.container_id.is_none();
+    let a_pods_container = in_a_pod
+        && labels
+            .kubernetes_container
+            .as_deref()
+            .is_some_and(|name| name != "POD");
+    !pods_own_cgroup && !a_pods_container
+}
+
 /// Whether cAdvisor lists an interface of a container's namespace: it leaves out the names
 /// starting (case aside) with `lo`, `veth`, `docker` or `nerdctl` (`isIgnoredDevice` of its
 /// libcontainer handler).
@@ -187,7 +205,13 @@ pub(super) fn walk<S: crate::output::metrics::Sink>(
             }
         });
     }
-    super::emit_network(sink, NETWORK, targets, style, lists_interface);
+    super::emit_network(
+        sink,
+        NETWORK,
+        targets,
+        style,
+        (owns_its_network, lists_interface),
+    );
     // The snapshot's time, not the report's: never copied from the last text.
     emit_values(sink, &LAST_SEEN, targets, style, false, |_, emit| {
         emit(&[], last_seen)

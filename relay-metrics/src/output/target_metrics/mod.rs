@@ -133,18 +133,22 @@ const NETWORK: &[(Family, InterfaceGetter)] = &[
         "Packets dropped on transmit on the interface of the cgroup's network namespace."), |i| i.transmit_dropped),
 ];
 
-/// Emits each family of `table` per interface of each cgroup's network namespace, the
-/// interfaces `keep` keeps.
+/// Which cgroups report their network, and which of its interfaces are listed.
+type NetworkFilter = (fn(&CgroupTargetReport) -> bool, fn(&str) -> bool);
+
+/// Emits each family of `table` per interface of each cgroup's network namespace, for the
+/// cgroups and the interfaces the filter keeps.
 fn emit_network<S: Sink>(
     sink: &mut S,
     table: &[(Family, InterfaceGetter)],
     targets: &Targets,
     style: Style,
-    keep: fn(&str) -> bool,
+    (reports, keep): NetworkFilter,
 ) {
     for (family, get) in table {
         emit_family(sink, family, targets, style, |report, emit| {
-            let interfaces = report.network.iter().flat_map(|n| &n.interfaces);
+            let network = report.network.as_ref().filter(|_| reports(report));
+            let interfaces = network.iter().flat_map(|n| &n.interfaces);
             for interface in interfaces.filter(|i| keep(&i.name)) {
                 if let Some(value) = get(interface) {
                     emit(&[("interface", Label::Str(&interface.name))], value as f64);
@@ -301,7 +305,7 @@ fn emit_extras<S: Sink>(targets: &Targets, style: Style, sink: &mut S) {
     // cAdvisor's `container_fs_*` and `container_network_*` families carry the per-device and
     // per-interface counters in its naming.
     if style == Style::RelayMetrics {
-        emit_network(sink, NETWORK, targets, style, |_| true);
+        emit_network(sink, NETWORK, targets, style, (|_| true, |_| true));
     }
     for (family, get) in DEVICES.iter().filter(|_| style == Style::RelayMetrics) {
         emit_family(sink, family, targets, style, |report, emit| {

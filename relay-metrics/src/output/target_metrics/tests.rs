@@ -353,6 +353,85 @@ fn network_per_cgroup_in_every_naming_and_within_the_interface_globs() {
     );
 }
 
+/// A pod's cgroup, its sandbox and its containers share one namespace: in cAdvisor's naming
+/// only the sandbox reports it (as cAdvisor's CRI handlers do), so that a sum by pod counts its
+/// traffic once; a container of its own (no pod) reports its own; the `relay_metrics` naming
+/// reports it for every cgroup that shares it.
+#[test]
+fn cadvisor_naming_reports_a_pods_network_once_on_its_sandbox() {
+    let mut snapshot = snapshot();
+    let targets = snapshot.extensions.targets.as_mut().unwrap();
+    let template = targets.cgroups[0].clone();
+    let pod = |cgroup: &str, container_id: Option<&str>, container: Option<&str>| {
+        let mut report = template.clone();
+        report.cgroup = cgroup.into();
+        report.labels = TargetLabels {
+            container_id: container_id.map(Into::into),
+            pod_uid: Some("uid-1".into()),
+            pod_name: Some("web-0".into()),
+            pod_namespace: Some("shop".into()),
+            kubernetes_container: container.map(Into::into),
+            ..TargetLabels::default()
+        };
+        report
+    };
+    targets.cgroups = vec![
+        pod("/kubepods/pod1", None, None),
+        pod("/kubepods/pod1/sandbox", Some("sandbox"), None),
+        pod("/kubepods/pod1/app", Some("app"), Some("app")),
+        pod("/kubepods/pod1/sidecar", Some("sidecar"), Some("sidecar")),
+        // A Docker-API runtime under the kubelet names the sandbox `POD`.
+        pod("/kubepods/pod2/infra", Some("infra"), Some("POD")),
+        template.clone(),
+    ];
+    for report in &mut targets.cgroups {
+        report.network = Some(crate::snapshot::TargetNetwork {
+            namespace_inode: 4_026_532_000,
+            interfaces: vec![TargetInterface {
+                name: "eth0".into(),
+                receive_bytes: Some(100),
+                ..TargetInterface::default()
+            }],
+        });
+    }
+    let reported = |names: MetricNames, family: &str| {
+        let mut text = String::new();
+        crate::output::prometheus::encode(&snapshot, names, &mut text);
+        let ids: Vec<String> = text
+            .lines()
+            .filter(|line| line.starts_with(&format!("{family}{{")))
+            .filter_map(|line| {
+                let (_, rest) = line.split_once(['{', ','].as_slice())?;
+                let id = rest.split(',').find_map(|l| {
+                    l.strip_prefix("id=\"")
+                        .or_else(|| l.strip_prefix("cgroup=\""))
+                })?;
+                Some(id.trim_end_matches('"').to_owned())
+            })
+            .collect();
+        ids
+    };
+    assert_eq!(
+        reported(
+            MetricNames::Cadvisor,
+            "container_network_receive_bytes_total"
+        ),
+        [
+            "/kubepods/pod1/sandbox",
+            "/kubepods/pod2/infra",
+            "/machine.slice/a"
+        ]
+    );
+    assert_eq!(
+        reported(
+            MetricNames::RelayMetrics,
+            "relay_metrics_cgroup_network_received_bytes_total"
+        )
+        .len(),
+        6
+    );
+}
+
 /// The family names of a Prometheus exposition (its `# TYPE` lines).
 fn family_names(text: &str) -> std::collections::BTreeSet<String> {
     text.lines()
