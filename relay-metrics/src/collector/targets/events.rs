@@ -246,6 +246,50 @@ impl EventTracker {
     }
 }
 
+/// The kernel events of the cgroups that dropped out of the measured set while the walk still
+/// finds them (beyond `max_targets`, or empty and not selected), counted on from each pass's
+/// increase: a cgroup measured again goes on from its totals, not from zero. One that the walk
+/// no longer finds under the same directory id (removed, or made again) is forgotten.
+#[derive(Debug, Default)]
+pub(super) struct Parked {
+    cgroups: FastMap<Arc<str>, (u64, TargetKernelEvents)>,
+}
+
+impl Parked {
+    /// Adds this pass's increase (`deltas`, per scan index) to each parked cgroup; `find` gives
+    /// a path's scan index and directory id in this walk.
+    pub(super) fn count_on(
+        &mut self,
+        find: impl Fn(&str) -> Option<(usize, u64)>,
+        deltas: &[TargetKernelEvents],
+    ) {
+        self.cgroups.retain(|path, (id, totals)| match find(path) {
+            Some((index, walked)) if walked == *id => {
+                accumulate(totals, &deltas[index]);
+                true
+            }
+            _ => false,
+        });
+    }
+
+    /// Keeps `totals` (this pass's increase included) of the cgroup at `path`, directory `id`.
+    pub(super) fn park(&mut self, path: Arc<str>, id: u64, totals: TargetKernelEvents) {
+        self.cgroups.insert(path, (id, totals));
+    }
+
+    /// The totals of the cgroup at `path` if it was parked under directory `id`.
+    pub(super) fn take(&mut self, path: &str, id: u64) -> Option<TargetKernelEvents> {
+        match self.cgroups.remove(path) {
+            Some((parked, totals)) if parked == id => Some(totals),
+            _ => None,
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.cgroups.clear();
+    }
+}
+
 fn add(delta: &mut TargetKernelEvents, now: &Seen, before: Option<&Seen>) {
     // The programs keep a process's entry after it exits (a reused pid counts on), so counters
     // go down only when the entry was evicted and made again: then all of it is new. One
@@ -352,6 +396,36 @@ mod tests {
         assert_eq!(delta.preemptions, 2);
         let buckets: u64 = delta.run_queue_histogram.iter().sum();
         assert_eq!(buckets, delta.run_queue_count);
+    }
+
+    #[test]
+    fn a_parked_cgroup_counts_on_until_it_is_measured_again_or_gone() {
+        let delta = |preemptions| TargetKernelEvents {
+            preemptions,
+            run_queue_histogram: vec![0; RUNQ_HIST_BUCKETS],
+            ..TargetKernelEvents::default()
+        };
+        let mut parked = Parked::default();
+        parked.park(Arc::from("/a"), 7, delta(10));
+        parked.park(Arc::from("/b"), 8, delta(1));
+        parked.park(Arc::from("/c"), 9, delta(1));
+        // /a still walked under its id, /b made again (another id), /c gone.
+        let find = |path: &str| match path {
+            "/a" => Some((0, 7)),
+            "/b" => Some((1, 80)),
+            _ => None,
+        };
+        parked.count_on(find, &[delta(5), delta(3)]);
+        assert_eq!(parked.take("/b", 80), None);
+        assert_eq!(parked.take("/c", 9), None);
+        assert_eq!(
+            parked.take("/a", 70),
+            None,
+            "another directory at the same path"
+        );
+        parked.park(Arc::from("/a"), 7, delta(15));
+        assert_eq!(parked.take("/a", 7).map(|t| t.preemptions), Some(15));
+        assert_eq!(parked.take("/a", 7), None);
     }
 
     #[test]

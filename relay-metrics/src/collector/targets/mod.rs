@@ -139,6 +139,8 @@ pub(crate) struct TargetSet {
     names: Names,
     /// Per-process kernel event counters between snapshots.
     events: events::EventTracker,
+    /// The kernel events of the cgroups measured before and not now.
+    parked: events::Parked,
     /// When the machine booted (seconds since the epoch).
     boot_seconds: Option<u64>,
     /// The measured cgroups' network namespaces (`None`: the network category is off).
@@ -224,6 +226,7 @@ impl TargetSet {
             members: Vec::new(),
             names: Names::start(extensions),
             events: events::EventTracker::default(),
+            parked: events::Parked::default(),
             boot_seconds: crate::source::system::boot_time_seconds(),
             network: config
                 .network
@@ -326,9 +329,37 @@ impl TargetSet {
             |index| scan.path(&scan.cgroups[index]),
             &mut out.cgroups,
         );
-        // Cgroups no walk selects any more (removed, or beyond max_targets) close their files.
+        self.drop_unselected(kernel.is_some());
+    }
+
+    /// Closes the files of the cgroups this walk did not select (removed, beyond `max_targets`,
+    /// or empty); with kernel events, those the walk still finds keep their totals counting on
+    /// ([`events::Parked`]).
+    fn drop_unselected(&mut self, kernel: bool) {
+        let scan = &self.scan;
+        let find = |path: &str| {
+            let index = scan.index_of_path(path)?;
+            Some((index, scan.cgroups[index].id))
+        };
+        let deltas = &self.events.deltas;
+        let parked = &mut self.parked;
+        if !kernel {
+            parked.clear();
+        }
+        parked.count_on(find, deltas);
         let walks = self.walks;
-        self.entries.retain(|_, entry| entry.seen == walks);
+        self.entries.retain(|path, entry| {
+            if entry.seen == walks {
+                return true;
+            }
+            let found = find(path).filter(|&(_, id)| kernel && id == entry.walked_id);
+            if let Some((index, id)) = found {
+                let mut totals = std::mem::take(&mut entry.kernel);
+                events::accumulate(&mut totals, &deltas[index]);
+                parked.park(Arc::clone(path), id, totals);
+            }
+            false
+        });
     }
 
     /// Says how many of the cgroups measured this time open their files at every read because
@@ -579,6 +610,9 @@ impl TargetSet {
         let Some(entry) = entry(&mut self.entries, path, walked_id, &made) else {
             return false;
         };
+        if let Some(totals) = self.parked.take(path, walked_id) {
+            entry.kernel = totals;
+        }
         entry.seen = self.walks;
         let settings_fit =
             self.selected.len() * (FILES_PER_TARGET + SETTINGS_PER_TARGET) <= made.held_budget;

@@ -585,3 +585,54 @@ fn quiet_members_kernel_events_are_not_looked_up_and_a_full_lookup_finds_them_un
         let _ = child.wait();
     }
 }
+
+/// Run-queue waits counted for the cgroup at `path` by the last fill.
+fn run_queue_count(out: &Targets, path: &str) -> Option<u64> {
+    report(out, path)?
+        .kernel_events
+        .as_ref()
+        .map(|events| events.run_queue_count)
+}
+
+#[test]
+#[ignore = "root: makes v1 and v2 cgroups, loads the BPF task iterator and the eBPF programs"]
+fn a_cgroup_pushed_out_by_max_targets_goes_on_from_its_kernel_event_totals() {
+    let mut tree = Tree::new(&format!("relay-parked-{}", std::process::id()));
+    tree.make("/b");
+    // Wakes every 50 ms: a run-queue wait each time.
+    tree.spawn("/b", &WAKER);
+    let source = EbpfSource::load(&EbpfOptions::default()).expect("loading the eBPF programs");
+    // The tree's own cgroup and /b fit; /a, made later, comes before /b in path order.
+    let mut set = target_set_of(&tree, 2);
+    let mut out = Targets::default();
+    let mut pass = Pass::new();
+    let mut fill = |set: &mut TargetSet, out: &mut Targets| {
+        pass.read();
+        pass.fill_with_events(set, out, Some(&source));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let b = tree.path("/b");
+    for _ in 0..6 {
+        fill(&mut set, &mut out);
+    }
+    let before = run_queue_count(&out, &b).expect("/b measured");
+    assert!(before >= 10, "{before} run-queue waits in 1.2 s");
+    tree.make("/a");
+    let mut sleeper = Command::new("sleep").arg("1000").spawn().unwrap();
+    assert!(tree.place("/a", sleeper.id()));
+    for _ in 0..6 {
+        fill(&mut set, &mut out);
+        assert_eq!(run_queue_count(&out, &b), None, "/b beyond max_targets");
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    tree.remove("/a");
+    fill(&mut set, &mut out);
+    let after = run_queue_count(&out, &b).expect("/b measured again");
+    // The 1.2 s it was not measured for: about 24 more waits. From zero it would show the
+    // last pass's few.
+    assert!(
+        after >= before + 12,
+        "{after} run-queue waits after, {before} before"
+    );
+}
