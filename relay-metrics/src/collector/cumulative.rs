@@ -1,13 +1,14 @@
 //! `extensions.cumulative`: what a scope consumed since counting began, including the processes
 //! that exited, from the kernel's own accounting for each scope:
-//! - global: `/proc/stat` (CPU, forks; read by the system reader anyway), `/proc/diskstats`
-//!   (storage of the physical disks), `/proc/loadavg` (live tasks, for the exits);
+//! - global: `/proc/stat` (CPU; read by the system reader anyway), `/proc/diskstats`
+//!   (storage of the physical disks);
 //! - cgroup: the cgroup's own counters (`cpu.stat` / `cpuacct`, `io.stat` / `blkio`,
 //!   `memory.peak` / `max_usage_in_bytes`), which include exited tasks;
 //! - process tree: the live processes' own times plus their `cutime`/`cstime` (the reaped
 //!   descendants), and what the collector's owner reaped itself ([`Accounting::add_reaped`]).
 //!
-//! Creations and exits outside global come from the eBPF event counters.
+//! Process creations and exits come from the eBPF event counters in every scope (`/proc/stat`'s
+//! `processes` counts threads too).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use crate::model::{ProcessPass, Sample};
 use crate::snapshot::{Cumulative, CumulativeMethod, DeviceIo, TargetDeviceIo};
 use crate::source::cgroup::{CgroupVersion, ScopeTotals};
 use crate::source::procfs::io_of_same_process;
-use crate::source::system::{is_physical_disk, DiskstatsReader, LoadavgReader, StatCounters};
+use crate::source::system::{is_physical_disk, DiskstatsReader, StatCounters};
 use crate::source::Roots;
 
 use super::Target;
@@ -76,8 +77,6 @@ pub(super) struct Accounting {
     reaps_orphans: bool,
     /// The physical disks' bytes (global scope only).
     diskstats: Option<DiskstatsReader>,
-    /// The tasks alive now, for the exits (global scope only).
-    loadavg: Option<LoadavgReader>,
     /// The high-water mark read in this pass.
     memory_peak: Option<u64>,
     /// The cgroup's bytes per device, from the same read of `io` as the totals.
@@ -126,7 +125,6 @@ impl Accounting {
             reaped_write_bytes: 0,
             reaps_orphans: false,
             diskstats: global.then(|| DiskstatsReader::new(roots)),
-            loadavg: global.then(|| LoadavgReader::new(roots)),
             memory_peak: None,
             devices: Vec::new(),
             physical: Vec::new(),
@@ -182,7 +180,7 @@ impl Accounting {
         let mut causes = 0;
         let ticks = sample.clock_ticks_per_second;
         let raw = match self.method {
-            CumulativeMethod::ProcStat => self.global(stat, ticks, &mut causes),
+            CumulativeMethod::ProcStat => self.global(sample, stat, ticks, &mut causes),
             CumulativeMethod::CgroupV1 | CumulativeMethod::CgroupV2 => {
                 self.cgroup(sample, cgroup_cpu, totals, &mut causes)
             }
@@ -283,7 +281,13 @@ impl Accounting {
         totals
     }
 
-    fn global(&mut self, stat: Option<&StatCounters>, ticks: u64, causes: &mut u32) -> Totals {
+    fn global(
+        &mut self,
+        sample: &Sample,
+        stat: Option<&StatCounters>,
+        ticks: u64,
+        causes: &mut u32,
+    ) -> Totals {
         *causes |= cause::NO_SYSCALL_BYTES;
         let mut totals = Totals::default();
         match stat.and_then(|s| s.aggregate) {
@@ -307,15 +311,7 @@ impl Accounting {
                 *causes |= cause::NO_IO;
             }
         }
-        // `processes` counts every task created (threads too); `/proc/loadavg` gives the tasks
-        // alive now, so created − alive-growth is the number that exited.
-        let created = stat.and_then(|s| s.processes);
-        let alive = self.loadavg.as_mut().and_then(LoadavgReader::tasks);
-        totals.processes_created = created;
-        totals.processes_exited = match (created, alive) {
-            (Some(created), Some(alive)) => Some(created.saturating_sub(alive)),
-            _ => None,
-        };
+        self.events(sample, &mut totals, causes);
         totals
     }
 

@@ -395,7 +395,10 @@ fn fill_counts(
         Target::Process { tree: false, .. } => Some(counters.processes_created),
         _ => scope.map(|_| counters.processes_created),
     };
-    out.processes_exited = scope.map(|_| counters.processes_exited);
+    out.processes_exited = match target {
+        Target::Global => global_stats.map(|stats| stats.processes_exited),
+        _ => scope.map(|_| counters.processes_exited),
+    };
     out.oom_kills = match target {
         Target::Global => global_stats.map(|stats| stats.oom_kills),
         _ => scope.map(|_| counters.oom_kills),

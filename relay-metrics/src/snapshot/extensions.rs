@@ -349,7 +349,8 @@ pub struct TargetInfo {
 /// Nanosecond CPU time, summed over the processes in scope.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PreciseCpu {
-    /// Σ `/proc/<pid>/schedstat` run time (user + system, ns).
+    /// Σ each process's scheduler run time (user + system, ns), its exited threads included:
+    /// from the task iterator only (`null` on procfs, whose `schedstat` covers live threads).
     pub run_time_ns: Option<u64>,
     /// Σ time spent runnable but waiting for a CPU (ns).
     pub run_queue_wait_ns: Option<u64>,

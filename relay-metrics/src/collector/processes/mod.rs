@@ -475,8 +475,7 @@ fn counters(sample: &ProcessSample) -> ProcessCounters {
             read_syscalls: io.read_syscalls,
             write_syscalls: io.write_syscalls,
         }),
-        // Summed over the process's threads by the reader (see ProcessSample::schedstat).
-        run_time_ns: sample.schedstat.map(|s| s.run_ns),
+        run_time_ns: sample.run_time_ns,
         run_queue_wait_ns: sample.schedstat.map(|s| s.wait_ns),
     }
 }

@@ -90,6 +90,11 @@ pub struct ProcessSample {
     /// process, else the sum over its live threads' `task/<tid>/schedstat` (`None` above
     /// `reader::MAX_SCHEDSTAT_THREADS` threads).
     pub schedstat: Option<SchedStat>,
+    /// The process's scheduler run time, ns, its exited threads included (the kernel's
+    /// `signal->sum_sched_runtime` plus each live thread's `se.sum_exec_runtime`): from the task
+    /// iterator's record only. No procfs file has it (`schedstat` covers the live threads, so a
+    /// sum of them falls when a thread exits), so the procfs reader leaves it `None`.
+    pub run_time_ns: Option<u64>,
     /// `VmHWM` of `/proc/<pid>/status`, KiB.
     pub peak_resident_kib: Option<u64>,
     /// `Private_Clean + Private_Dirty (+ Private_Hugetlb)` of `/proc/<pid>/smaps_rollup`, KiB.

@@ -70,6 +70,7 @@ impl TaskIter {
                 bytes(record.total_vm_pages)
             },
             schedstat,
+            run_time_ns: fields.schedstat.then_some(record.runtime_ns),
             peak_resident_kib: None,
             private_kib: None,
             open_fd_count,

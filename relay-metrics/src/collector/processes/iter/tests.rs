@@ -280,6 +280,20 @@ pub(crate) fn assert_paths_agree_on_stopped_processes(scope: Scope) -> usize {
             // The children's CPU times come from procfs only.
             assert!(a.cutime_ticks.is_none() && b.cutime_ticks.is_some());
             (b.cutime_ticks, b.cstime_ticks) = (None, None);
+            // The whole process's run time (exited threads included) comes from the iterator
+            // only. `stat`'s user and system times are the kernel's split of that same run
+            // time, so in clock ticks they are its truncation, each part truncated.
+            assert_eq!(b.run_time_ns, None);
+            if let Some(run_ns) = a.run_time_ns {
+                let tick_ns =
+                    1_000_000_000 / crate::source::procfs::clock_ticks_per_second().unwrap();
+                let ticks = b.utime_ticks + b.stime_ticks;
+                assert!(
+                    (ticks..=ticks + 2).contains(&(run_ns / tick_ns)),
+                    "{scope:?}: run time {run_ns} ns, stat {ticks} ticks"
+                );
+            }
+            b.run_time_ns = a.run_time_ns;
             assert_eq!(
                 a,
                 b,

@@ -316,6 +316,7 @@ impl ProcessReader {
                 rss_bytes: statm_resident_bytes.unwrap_or(rss_bytes),
                 vsize_bytes: stat.vsize_bytes,
                 schedstat,
+                run_time_ns: None,
                 peak_resident_kib,
                 private_kib,
                 open_fd_count,

@@ -411,6 +411,7 @@ fn reads_a_fixture_tree_through_held_descriptors() {
             run_ns: 701_341,
             wait_ns: 687_110,
         }),
+        run_time_ns: None,
         peak_resident_kib: Some(1804),
         private_kib: parse::parse_smaps_rollup_private_kib(include_bytes!(
             "../testdata/sleep_smaps_rollup"
