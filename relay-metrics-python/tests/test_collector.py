@@ -394,3 +394,30 @@ def test_a_fork_child_can_activate_anew() -> None:
     finally:
         loop.run_until_complete(activation.close())
         loop.close()
+
+
+def test_a_fork_child_that_inherited_a_collector_exits_normally() -> None:
+    # The parent's collector is freed when the child's interpreter exits: its helper threads do
+    # not exist there, and joining them must not abort the child. Both before and after the
+    # parent awaited a collection, for the synchronous collector and Relay's plugin.
+    programs = [
+        "c = relay_metrics.Collector({})\nc.collect()\n",
+        "c = relay_metrics.Collector({})\n",
+        "import asyncio, relay_metrics.plugin as plugin\n"
+        "config = plugin.PluginConfig(components=[plugin.ComponentSpec(kind='resource_metrics', config={})])\n"
+        "activation = asyncio.run(plugin.initialize(config))\n",
+    ]
+    for setup in programs:
+        program = (
+            "import os, sys, relay_metrics\n"
+            + setup
+            + "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    sys.exit(0)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print(os.waitstatus_to_exitcode(status))\n"
+            "os._exit(0)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (setup, done.returncode, done.stderr[-2000:])
+        assert done.stdout.strip() == "0", (setup, done.stdout, done.stderr[-2000:])

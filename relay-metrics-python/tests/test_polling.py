@@ -93,6 +93,7 @@ def test_a_failing_subscriber_is_logged_once_with_its_traceback_then_at_most_onc
         with caplog.at_level(logging.ERROR, logger="relay_metrics"):
             for _ in range(50):  # 50 ticks within a second
                 subscribers._emit_mark("2026-01-01T00:00:00Z", [])
+                subscribers.flush()
                 now[0] += 0.02
             assert calls[0] == 50
             [first] = caplog.records
@@ -100,12 +101,14 @@ def test_a_failing_subscriber_is_logged_once_with_its_traceback_then_at_most_onc
             assert "'failing-often' failed" in first.getMessage()
             now[0] += 60.0
             subscribers._emit_mark("2026-01-01T00:01:00Z", [])
+            subscribers.flush()
             [_, second] = caplog.records
             assert second.exc_info is None
             message = second.getMessage()
             assert "ValueError: failure 51" in message, message
             assert "49 failures not reported since the last report" in message, message
             subscribers._emit_mark("2026-01-01T00:01:01Z", [])
+            subscribers.flush()
             assert len(caplog.records) == 2
     finally:
         subscribers.deregister("failing-often")
@@ -114,6 +117,7 @@ def test_a_failing_subscriber_is_logged_once_with_its_traceback_then_at_most_onc
     try:
         with caplog.at_level(logging.ERROR, logger="relay_metrics"):
             subscribers._emit_mark("2026-01-01T00:02:00Z", [])
+            subscribers.flush()
             assert caplog.records[-1].exc_info is not None and len(caplog.records) == 3
     finally:
         subscribers.deregister("failing-often")
@@ -144,3 +148,56 @@ def test_a_subscriber_failing_on_every_polling_tick_logs_one_traceback(caplog: p
 async def _until(condition: Any) -> None:
     while not condition():
         await asyncio.sleep(0.02)
+
+
+def test_a_slow_subscriber_delays_its_events_not_the_samples() -> None:
+    # Relay queues the callbacks: sampling keeps its interval (100 ms) while a subscriber takes
+    # 0.5 s per event, and every subscriber gets every sample, in order.
+    import time
+    from datetime import datetime
+
+    slow: list[Any] = []
+    fast: list[Any] = []
+
+    def sleepy(event: Any) -> None:
+        time.sleep(0.5)
+        slow.append(event)
+
+    async def run() -> None:
+        subscribers.register("slow", sleepy)
+        subscribers.register("fast", fast.append)
+        try:
+            async with plugin.activate(CONFIG):
+                await asyncio.sleep(1.5)
+            await subscribers.flush_async()
+        finally:
+            subscribers.deregister("slow")
+            subscribers.deregister("fast")
+
+    asyncio.run(run())
+    assert len(fast) >= 10, len(fast)
+    assert [e.timestamp for e in slow] == [e.timestamp for e in fast]
+    stamps = [datetime.fromisoformat(e.timestamp) for e in fast]
+    gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:])]
+    assert max(gaps) < 0.35, gaps
+
+
+def test_subscriber_names_are_strings_as_in_relay() -> None:
+    import nemo_relay.subscribers as relays
+
+    for module in (subscribers, relays):
+        with pytest.raises(TypeError, match="'int' object is not an instance of 'str'"):
+            module.register(3, print)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("config", [None, [], 3, "x"])
+def test_a_component_config_that_is_no_map_is_refused_as_relay_refuses_it(config: Any) -> None:
+    import nemo_relay.plugin as relays
+
+    messages = []
+    for module in (plugin, relays):
+        spec = module.PluginConfig(components=[module.ComponentSpec(kind="resource_metrics", config=config)])
+        with pytest.raises(ValueError) as raised:
+            asyncio.run(module.initialize(spec))  # type: ignore[arg-type]
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1], messages

@@ -1,4 +1,4 @@
-"""Whatever a subscriber raises stays on the polling thread: the interpreter never aborts, polling
+"""Whatever a subscriber raises stays on the delivery thread: the interpreter never aborts, polling
 goes on, reports are bounded, and the process exits cleanly. Each case runs in an interpreter of
 its own that exits normally (no ``os._exit``), so a crash in the interpreter's shutdown shows as
 its exit status and stderr."""
@@ -131,8 +131,8 @@ def test_the_interpreter_exits_cleanly_with_polling_left_on_and_a_subscriber_rai
 
 
 def test_a_failure_outside_the_subscribers_is_written_as_unraisable_at_a_bounded_rate() -> None:
-    # What escapes the Python side reaches the native polling loop: it must report it without
-    # exiting (PyErr_Print would exit the process on SystemExit) and not on every tick.
+    # What escapes the subscribers' containment reaches the delivery thread's loop: it must
+    # report it without exiting, not on every tick, and go on delivering.
     out, stderr = run(
         """
         def broken(name, error):
@@ -148,7 +148,7 @@ def test_a_failure_outside_the_subscribers_is_written_as_unraisable_at_a_bounded
         """
     )
     assert out["ticks"] >= 10, out
-    assert stderr.count("relay_metrics' polling thread") == 1, stderr[-3000:]
+    assert stderr.count("relay_metrics' subscriber delivery thread") == 1, stderr[-3000:]
     assert "SystemExit: 7" in stderr, stderr[-3000:]
 
 
@@ -175,3 +175,25 @@ def test_a_subscriber_that_never_returns_holds_the_exit_for_at_most_a_few_second
     assert out["entered"] is True
     # The exit waits 2 s for the subscriber, then leaves it as a daemon thread.
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("seconds", [0.6, 2.52, 3.0])
+def test_the_interpreter_exits_cleanly_with_a_subscriber_still_running(seconds: float) -> None:
+    # A callback still running when the main thread ends (here one returning around the end of
+    # the exit's wait for the polling thread, where a native thread asking for the GIL of a
+    # finalizing interpreter crashed it) runs on a daemon thread and is left to the exit.
+    out, _ = run(
+        f"""
+        def sleeping(event):
+            time.sleep({seconds})
+        subscribers.register("sleeping", sleeping)
+
+        async def main():
+            activation = await plugin.initialize(CONFIG)
+            await asyncio.sleep(0.5)
+            return activation  # never closed
+        asyncio.run(main())
+        print(json.dumps({{"ticks": len(ticks)}}))
+        """
+    )
+    assert out["ticks"] >= 1, out

@@ -38,8 +38,8 @@ class Host:
             self._polling.start_polling(int(polling.get("interval_millis", 5000)), subscribers._emit_mark)
 
     def close(self, polling_timeout: float | None = None) -> None:
-        """Stops polling (waiting at most ``polling_timeout`` seconds for a subscriber still
-        running, if given) and releases the collectors."""
+        """Stops polling (waiting at most ``polling_timeout`` seconds for a tick in progress,
+        if given) and releases the collectors."""
         if self._polling is not None:
             if polling_timeout is None:
                 self._polling.close()
@@ -91,7 +91,7 @@ async def collect_active() -> ResourceMetricsSnapshot:
     return await host.on_demand.acollect()
 
 
-# Seconds the interpreter's exit waits for a subscriber still running on the polling thread.
+# Seconds the interpreter's exit waits for the polling thread to stop.
 _EXIT_WAIT = 2.0
 
 

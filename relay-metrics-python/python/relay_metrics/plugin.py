@@ -262,8 +262,10 @@ def _normalized_component(component: JsonObject) -> JsonObject:
     if not isinstance(kind, str):
         raise ValueError("missing field `kind`")
     config = component.get("config", {})
-    if config is None:
-        config = {}
+    if not isinstance(config, Mapping):
+        # As Relay: a component's config is a map (an explicit `None` included).
+        kind = "null" if config is None else _serde_kind(config)
+        raise ValueError(f"invalid type: {kind}, expected a map")
     return {"config": config, "enabled": bool(component.get("enabled", True)), "kind": kind}
 
 

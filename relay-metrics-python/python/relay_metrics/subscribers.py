@@ -1,10 +1,12 @@
 """Global event subscribers, with ``nemo_relay.subscribers``' functions and signatures.
 
 relay_metrics emits one kind of event: the ``nemo.relay.resource_metrics`` mark of each
-polling tick (``polling.enabled = true`` in the ``resource_metrics`` component config). Each
-subscriber is called with a :class:`MarkEvent` on relay_metrics' polling thread; whatever a
-callback raises (``BaseException`` included) stays on that thread and does not stop the others
-or the polling. It is logged (logger ``relay_metrics``) with its traceback the first time; after
+polling tick (``polling.enabled = true`` in the ``resource_metrics`` component config). The
+polling thread queues each tick's event and goes on sampling at its rate; a delivery thread
+calls each subscriber with the events in order, so a slow subscriber delays its events, not the
+samples (at most ``_QUEUE_MAX`` events wait: beyond, the oldest are dropped and the drops
+logged). Whatever a callback raises (``BaseException`` included) stays on the delivery thread
+and does not stop the others or the polling. It is logged (logger ``relay_metrics``) with its traceback the first time; after
 that a subscriber's failures are reported at most once a minute, in one line with the latest
 exception and the number of failures not reported since. A ``SystemExit`` raised there does not
 exit the interpreter (only the main thread may); a ``KeyboardInterrupt`` is also handed to the
@@ -15,12 +17,15 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import collections
 import json
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -46,10 +51,15 @@ class _Failures:
 _failures: dict[str, _Failures] = {}
 _clock = time.monotonic
 
-# Held while a tick's events are delivered: flush() waits on it. Re-entrant, so that a callback
-# calling flush() on the delivering thread returns at once (as Relay's does) instead of waiting
-# for itself.
-_delivery = threading.RLock()
+# Events the polling thread queued and the delivery thread has not delivered yet, oldest first.
+_QUEUE_MAX = 10_000
+_queue: collections.deque[MarkEvent] = collections.deque()
+# Guards the queue, `_busy`, `_dropped` and `_deliverer`; notified when an event is queued and
+# when the queue has drained (flush() waits for that).
+_queued = threading.Condition()
+_busy = False
+_dropped = 0
+_deliverer: threading.Thread | None = None
 
 EVENT_NAME = "nemo.relay.resource_metrics"
 DATA_SCHEMA = {"name": "nemo.relay.metric_measurements", "version": "1"}
@@ -127,6 +137,8 @@ class MarkEvent:
 
 def register(name: str, callback: Callable[[MarkEvent], None]) -> None:
     """Registers a global event subscriber; ``RuntimeError`` if the name is taken."""
+    if not isinstance(name, str):
+        raise TypeError(f"'{type(name).__name__}' object is not an instance of 'str'")
     with _lock:
         if name in _subscribers:
             raise RuntimeError(f"already exists: {name} subscriber already exists")
@@ -141,7 +153,8 @@ def deregister(name: str) -> bool:
 
 
 def flush() -> None:
-    """Waits until the event being delivered (if any) reached every subscriber."""
+    """Waits until the events queued so far reached every subscriber; on the delivery thread
+    (a callback calling it) it returns at once, as Relay's does, instead of waiting for itself."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -151,8 +164,7 @@ def flush() -> None:
             "subscribers.flush() cannot block a running asyncio event loop; "
             "use 'await subscribers.flush_async()'"
         )
-    with _delivery:
-        pass
+    _wait_delivery()
 
 
 async def flush_async() -> None:
@@ -161,29 +173,103 @@ async def flush_async() -> None:
 
 
 def _wait_delivery() -> None:
-    with _delivery:
-        pass
+    if threading.current_thread() is _deliverer:
+        return
+    with _queued:
+        while _queue or _busy:
+            _queued.wait()
 
 
 def _emit_mark(timestamp: str, measurements: list[dict[str, Any]]) -> None:
-    """Called by the polling thread with one tick's measurements."""
+    """Called by the polling thread with one tick's measurements: queues the event."""
+    global _deliverer, _dropped
+    with _lock:
+        if not _subscribers:
+            return
+    event = MarkEvent(timestamp, {"measurements": measurements}, _root_uuid())
+    with _queued:
+        if len(_queue) == _QUEUE_MAX:
+            _queue.popleft()
+            _dropped += 1
+        _queue.append(event)
+        if _deliverer is None:
+            # A daemon: a callback still running at exit does not keep the interpreter alive.
+            _deliverer = threading.Thread(target=_deliver, name="relay_metrics-subscribers", daemon=True)
+            _deliverer.start()
+        _queued.notify_all()
+
+
+def _deliver() -> None:
+    """The delivery thread: each queued event to every subscriber registered when it is taken.
+    What escapes the subscribers' own containment (a logging handler that raises) is written on
+    stderr, at most once a minute, and the delivery goes on."""
+    global _busy, _dropped
+    escaped = _Failures(-_REPORT_EVERY)
+    while True:
+        with _queued:
+            while not _queue:
+                _queued.wait()
+            event = _queue.popleft()
+            _busy, dropped, _dropped = True, _dropped, 0
+        try:
+            _deliver_one(event, dropped)
+        except BaseException as error:  # the delivery thread outlives whatever escapes
+            _report_escaped(escaped, error)
+        finally:
+            with _queued:
+                _busy = False
+                _queued.notify_all()
+
+
+def _deliver_one(event: MarkEvent, dropped: int) -> None:
+    if dropped:
+        _LOG.error(
+            "%d %s events dropped: the subscribers took longer than the polling interval and "
+            "%d events were waiting",
+            dropped,
+            EVENT_NAME,
+            _QUEUE_MAX,
+        )
     with _lock:
         callbacks = list(_subscribers.items())
-    if not callbacks:
+    for name, callback in callbacks:
+        try:
+            callback(event)
+        except BaseException as error:  # nothing a callback raises may end the delivery
+            _contain(name, error)
+
+
+def _report_escaped(state: _Failures, error: BaseException) -> None:
+    now = _clock()
+    if now - state.reported_at < _REPORT_EVERY:
+        state.suppressed += 1
         return
-    event = MarkEvent(timestamp, {"measurements": measurements}, _root_uuid())
-    with _delivery:
-        for name, callback in callbacks:
-            try:
-                callback(event)
-            except BaseException as error:  # nothing a callback raises may end the polling thread
-                _contain(name, error)
+    context = (
+        f"relay_metrics' subscriber delivery thread, delivering a {EVENT_NAME} mark "
+        f"({state.suppressed} failures not reported since the last report; reported at most "
+        f"every {_REPORT_EVERY:g} s)"
+    )
+    state.reported_at, state.suppressed = now, 0
+    try:  # written as the interpreter writes an unraisable exception; a failing stderr is let be
+        print(f"Exception ignored in: {context}", file=sys.stderr)
+        traceback.print_exception(error, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - nothing to report it to
+        pass
+
+
+def _after_fork_in_child() -> None:
+    """The parent's delivery thread does not exist in a fork child: the child starts its own."""
+    global _queued, _busy, _dropped, _deliverer
+    _queue.clear()
+    _queued, _busy, _dropped, _deliverer = threading.Condition(), False, 0, None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _contain(name: str, error: BaseException) -> None:
-    """Keeps a subscriber's exception on the polling thread: raised further, a ``SystemExit``
-    would be printed by the thread's native caller, which for that exception exits the process
-    from a thread that is not the main one (a fatal error in the interpreter's shutdown)."""
+    """Keeps a subscriber's exception on the delivery thread: raised further, a ``SystemExit``
+    would end that thread, and no later event would be delivered."""
     if isinstance(error, KeyboardInterrupt):
         # As Ctrl-C: the main thread decides what an interrupt ends.
         _thread.interrupt_main()

@@ -40,10 +40,23 @@ struct Series {
 }
 
 impl Series {
+    /// One snapshot and its JSON. A panic inside becomes the error of this collection (and, as
+    /// the lock is then poisoned, of the later ones), so that the worker and polling threads go
+    /// on answering: a panic that ended the worker would leave every later await unanswered.
     fn collect(&self, sampler: Option<SamplerInfo>) -> Result<Collected, String> {
-        let snapshot = self.snapshot(sampler)?;
-        let json = cli_json(&snapshot)?;
-        Ok((snapshot, json))
+        let collect = || {
+            let snapshot = self.snapshot(sampler)?;
+            let json = cli_json(&snapshot)?;
+            Ok((snapshot, json))
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(collect)).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!("the collection panicked: {message}"))
+        })
     }
 
     fn snapshot(
@@ -318,12 +331,16 @@ impl Drop for NativeCollector {
     fn drop(&mut self) {
         if std::process::id() != self.owner_pid {
             // Leave the parent's threads alone: joining a thread that does not exist here would
-            // never return.
+            // never return, and the collector's own helpers (the GPU sampler, the XID watcher)
+            // would fail to join theirs when it is freed, which aborts the child. So nothing of
+            // the parent's is freed here: a reference to it is leaked.
             if let Ok(mut polling) = self.polling.lock() {
                 if let Some(polling) = polling.take() {
                     std::mem::forget(polling);
                 }
             }
+            std::mem::forget(Arc::clone(&self.series));
+            std::mem::forget(Arc::clone(&self.queue));
             return;
         }
         self.queue.close();
