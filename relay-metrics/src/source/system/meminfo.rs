@@ -9,7 +9,9 @@ use super::parse::{fields, lines, parse_u64};
 pub struct MemInfo {
     /// `MemTotal`: usable RAM.
     pub total_kib: Option<u64>,
-    /// `MemAvailable`: the kernel's estimate of memory available without swapping.
+    /// `MemAvailable`: the kernel's estimate of memory available without swapping; on kernels
+    /// without it (before 3.14), Relay's estimate: `MemFree + Buffers + Cached + SReclaimable −
+    /// Shmem`.
     pub available_kib: Option<u64>,
     /// `MemFree`: memory not used at all.
     pub free_kib: Option<u64>,
@@ -33,6 +35,9 @@ impl MemInfo {
 /// Returns `None` when none of the wanted lines could be parsed (not a meminfo file at all).
 pub fn parse_meminfo(content: &[u8]) -> Option<MemInfo> {
     let mut info = MemInfo::default();
+    // `Buffers`, `Cached`, `SReclaimable`, `Shmem`: for the estimate without `MemAvailable`.
+    let mut reclaimable = [None; 4];
+    let mut has_available = false;
     for line in lines(content) {
         let Some(colon) = line.iter().position(|&byte| byte == b':') else {
             continue;
@@ -41,9 +46,16 @@ pub fn parse_meminfo(content: &[u8]) -> Option<MemInfo> {
         let slot = match key {
             b"MemTotal" => &mut info.total_kib,
             b"MemFree" => &mut info.free_kib,
-            b"MemAvailable" => &mut info.available_kib,
+            b"MemAvailable" => {
+                has_available = true;
+                &mut info.available_kib
+            }
             b"SwapTotal" => &mut info.swap_total_kib,
             b"SwapFree" => &mut info.swap_free_kib,
+            b"Buffers" => &mut reclaimable[0],
+            b"Cached" => &mut reclaimable[1],
+            b"SReclaimable" => &mut reclaimable[2],
+            b"Shmem" => &mut reclaimable[3],
             _ => continue,
         };
         // The first occurrence wins; the kernel never repeats a key.
@@ -54,6 +66,18 @@ pub fn parse_meminfo(content: &[u8]) -> Option<MemInfo> {
         if info.is_complete() {
             break;
         }
+    }
+    if let (false, Some(free), [Some(buffers), Some(cached), Some(slab), Some(shmem)]) =
+        (has_available, info.free_kib, reclaimable)
+    {
+        // As Relay's library (sysinfo) estimates it where the kernel has no `MemAvailable` (a
+        // malformed `MemAvailable` line stays unknown).
+        info.available_kib = Some(
+            free.saturating_add(buffers)
+                .saturating_add(cached)
+                .saturating_add(slab)
+                .saturating_sub(shmem),
+        );
     }
     (info != MemInfo::default()).then_some(info)
 }
@@ -74,6 +98,22 @@ mod tests {
     use super::*;
 
     const CAPTURED: &[u8] = include_bytes!("testdata/meminfo");
+
+    #[test]
+    fn without_mem_available_the_estimate_is_relays() {
+        let old_kernel = b"MemTotal:  1000 kB\nMemFree:  100 kB\nBuffers:  20 kB\nCached:  300 kB\nSwapCached:  5 kB\nShmem:  50 kB\nSReclaimable:  40 kB\nSwapTotal:  0 kB\nSwapFree:  0 kB\n";
+        let info = parse_meminfo(old_kernel).unwrap();
+        assert_eq!(info.available_kib, Some(100 + 20 + 300 + 40 - 50));
+        // MemAvailable, where the kernel has it, is taken as it is.
+        let info = parse_meminfo(CAPTURED).unwrap();
+        let text = String::from_utf8_lossy(CAPTURED);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(info.available_kib, Some(kib));
+    }
 
     #[test]
     fn parses_captured_meminfo() {
