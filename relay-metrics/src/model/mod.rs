@@ -201,6 +201,8 @@ pub(crate) struct SystemValues {
 /// Busy and total ticks of one CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CpuTicks {
+    /// The CPU's number (`cpuN`): CPUs going off- and online change which lines there are.
+    pub cpu: u32,
     /// user + nice + system + irq + softirq + steal.
     pub busy: u64,
     /// busy + idle + iowait.

@@ -224,7 +224,12 @@ impl Baselines {
             return None;
         }
         let mut rate = Some(0.0);
-        if previous.len() != cpus.len() {
+        // Paired by CPU number: one CPU gone offline and another online keep the count.
+        if !previous
+            .iter()
+            .map(|c| c.cpu)
+            .eq(cpus.iter().map(|c| c.cpu))
+        {
             rate = None;
         } else {
             for (current, before) in cpus.iter().zip(previous.iter()) {

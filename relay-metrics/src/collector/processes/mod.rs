@@ -491,7 +491,11 @@ pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) 
     // A CPU line that cannot be summed empties the list: the rate is then unknown, not wrong.
     for cpu in &sample.per_cpu {
         match (cpu.busy_ticks(), cpu.total_ticks()) {
-            (Some(busy), Some(total)) => out.cpu_ticks.push(CpuTicks { busy, total }),
+            (Some(busy), Some(total)) => out.cpu_ticks.push(CpuTicks {
+                cpu: cpu.cpu,
+                busy,
+                total,
+            }),
             _ => {
                 out.cpu_ticks.clear();
                 break;

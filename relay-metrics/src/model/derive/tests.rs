@@ -61,6 +61,7 @@ fn sample(scope: MeasurementScope, instant: Instant, processes: Vec<ProcessCount
             memory_total_kib: Some(1000),
             memory_available_kib: Some(400),
             cpu_ticks: vec![CpuTicks {
+                cpu: 0,
                 busy: 10,
                 total: 100,
             }],

@@ -160,28 +160,51 @@ fn an_incomplete_pass_clears_the_baseline() {
 fn system_cpu_rate_sums_busy_fractions_per_cpu() {
     let origin = Instant::now();
     let mut baselines = Baselines::default();
-    let ticks = |busy, total| CpuTicks { busy, total };
+    let ticks = |cpu, busy, total| CpuTicks { cpu, busy, total };
     assert_eq!(
-        baselines.system_cpu_rate(origin, &[ticks(0, 0), ticks(0, 0)]),
+        baselines.system_cpu_rate(origin, &[ticks(0, 0, 0), ticks(1, 0, 0)]),
         None
     );
     let later = origin + Duration::from_secs(1);
-    let rate = baselines.system_cpu_rate(later, &[ticks(100, 100), ticks(25, 100)]);
+    let rate = baselines.system_cpu_rate(later, &[ticks(0, 100, 100), ticks(1, 25, 100)]);
     assert_eq!(rate, Some(1.25));
     // No tick elapsed on a CPU: no rate, and the baseline stays for the next sample.
     let soon = later + Duration::from_millis(1);
     assert_eq!(
-        baselines.system_cpu_rate(soon, &[ticks(100, 100), ticks(25, 100)]),
+        baselines.system_cpu_rate(soon, &[ticks(0, 100, 100), ticks(1, 25, 100)]),
         None
     );
     let next = soon + Duration::from_secs(1);
     assert_eq!(
-        baselines.system_cpu_rate(next, &[ticks(150, 200), ticks(25, 200)]),
+        baselines.system_cpu_rate(next, &[ticks(0, 150, 200), ticks(1, 25, 200)]),
         Some(0.5)
     );
     assert_eq!(
-        baselines.system_cpu_rate(next + Duration::from_secs(1), &[ticks(1, 300)]),
+        baselines.system_cpu_rate(next + Duration::from_secs(1), &[ticks(0, 1, 300)]),
         None
+    );
+}
+
+#[test]
+fn system_cpu_rate_pairs_cpus_by_number_across_hotplug() {
+    let origin = Instant::now();
+    let mut baselines = Baselines::default();
+    let ticks = |cpu, busy, total| CpuTicks { cpu, busy, total };
+    let second = origin + Duration::from_secs(1);
+    baselines.system_cpu_rate(origin, &[ticks(0, 0, 100), ticks(3, 900, 1000)]);
+    // cpu3 went offline and cpu2 came online: as many lines, other CPUs. Paired by position,
+    // cpu2's ticks less cpu3's (50 busy of 100) would pass for a rate: 1.0 in all.
+    assert_eq!(
+        baselines.system_cpu_rate(second, &[ticks(0, 50, 200), ticks(2, 950, 1100)]),
+        None
+    );
+    // From then on, the new set against itself.
+    assert_eq!(
+        baselines.system_cpu_rate(
+            second + Duration::from_secs(1),
+            &[ticks(0, 100, 300), ticks(2, 1000, 1200)]
+        ),
+        Some(1.0)
     );
 }
 

@@ -138,7 +138,8 @@ fn parse_cpu_times<'a>(mut parts: impl Iterator<Item = &'a [u8]>) -> Option<CpuT
 /// computes the idle/iowait split on the fly and time can move from iowait back to idle, so
 /// `iowait` alone may decrease between readings although neither sum does.
 pub fn cpu_rate_logical_processors(prev: &[CpuTimes], cur: &[CpuTimes]) -> Option<f64> {
-    if prev.is_empty() || prev.len() != cur.len() {
+    // Paired by CPU number: one CPU gone offline and another online keep the count.
+    if prev.is_empty() || !prev.iter().map(|c| c.cpu).eq(cur.iter().map(|c| c.cpu)) {
         return None;
     }
     let mut rate = 0.0;
