@@ -90,6 +90,7 @@ pub struct Collector {
     system: SystemReader,
     system_sample: SystemSample,
     system_wide: SystemWide,
+    cpu_mode_floor: processes::CpuModeFloor,
     environment: Environment,
     gpu: GpuFeed,
     kernel: KernelEventFeed,
@@ -182,6 +183,7 @@ impl Collector {
             system: SystemReader::new(&roots),
             system_sample: SystemSample::default(),
             system_wide: SystemWide::new(&config, &roots),
+            cpu_mode_floor: Default::default(),
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
             targets,
@@ -330,12 +332,10 @@ impl Collector {
                 && self.config.cpu.enabled
                 && self.config.extensions.metric_names == crate::config::MetricNames::Cadvisor
             {
+                let hz = self.sample.clock_ticks_per_second;
+                let ticks = self.cpu_mode_floor.apply(&self.system_sample.per_cpu, hz);
                 let modes = extensions.cpu_modes.get_or_insert_with(Vec::new);
-                processes::cpu_mode_seconds(
-                    &self.system_sample.per_cpu,
-                    self.sample.clock_ticks_per_second,
-                    modes,
-                );
+                processes::cpu_mode_seconds(ticks, hz, modes);
             }
             extensions.collector = self.collector_info(started);
             extensions.target.clone_from(&self.target_info);

@@ -40,7 +40,9 @@ pub struct Extensions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuExtension>,
     /// `/proc/stat`'s time per CPU and mode since boot, read in global scope for the `cadvisor`
-    /// naming's `node_cpu_seconds_total` only; absent otherwise.
+    /// naming's `node_cpu_seconds_total` only; absent otherwise. A mode never goes back between
+    /// snapshots (node_exporter's rule: `iowait` can fall under NO_HZ) unless the CPU's idle time
+    /// fell by 3 s or more, a CPU brought back online.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_modes: Option<Vec<CpuModeSeconds>>,
 }

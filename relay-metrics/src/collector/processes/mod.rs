@@ -506,7 +506,61 @@ pub(super) fn fill_system_values(sample: &SystemSample, out: &mut SystemValues) 
     out.memory_pressure = pressure(sample.memory_pressure);
 }
 
-/// `/proc/stat`'s per-CPU ticks as seconds per mode, into `out` (cleared first).
+/// `/proc/stat`'s per-CPU ticks kept from going back, as node_exporter keeps them: a mode's
+/// counter can fall between two reads (`iowait` does under NO_HZ, and `idle` with it), and a
+/// counter series that falls reads as a reset to Prometheus, whose `rate` then counts the whole
+/// value again.
+#[derive(Debug, Default)]
+pub(super) struct CpuModeFloor {
+    /// The ticks given out last, one entry per online CPU in ascending CPU order.
+    given: Vec<crate::source::system::CpuTimes>,
+    /// The buffer the next call writes into (swapped with `given`).
+    next: Vec<crate::source::system::CpuTimes>,
+}
+
+/// `idle` falling by this much is a CPU taken offline and brought back (its counters restart),
+/// not the jitter of a read: node_exporter's threshold.
+const CPU_RESTART_IDLE_SECONDS: u64 = 3;
+
+impl CpuModeFloor {
+    /// Per CPU and mode, the larger of `per_cpu` (ascending CPU order, as `/proc/stat` lists
+    /// them) and what was given out last. A CPU whose idle time fell by
+    /// [`CPU_RESTART_IDLE_SECONDS`] or more starts again from this read; a CPU without a line
+    /// (offline) is forgotten.
+    pub(super) fn apply(
+        &mut self,
+        per_cpu: &[crate::source::system::CpuTimes],
+        ticks_per_second: u64,
+    ) -> &[crate::source::system::CpuTimes] {
+        let restart_ticks = CPU_RESTART_IDLE_SECONDS.saturating_mul(ticks_per_second.max(1));
+        let mut last = self.given.iter().peekable();
+        self.next.clear();
+        for read in per_cpu {
+            while last.next_if(|old| old.cpu < read.cpu).is_some() {}
+            let kept = match last.next_if(|old| old.cpu == read.cpu) {
+                Some(old) if old.idle.saturating_sub(read.idle) < restart_ticks => {
+                    crate::source::system::CpuTimes {
+                        cpu: read.cpu,
+                        user: read.user.max(old.user),
+                        nice: read.nice.max(old.nice),
+                        system: read.system.max(old.system),
+                        idle: read.idle.max(old.idle),
+                        iowait: read.iowait.max(old.iowait),
+                        irq: read.irq.max(old.irq),
+                        softirq: read.softirq.max(old.softirq),
+                        steal: read.steal.max(old.steal),
+                    }
+                }
+                _ => *read,
+            };
+            self.next.push(kept);
+        }
+        std::mem::swap(&mut self.given, &mut self.next);
+        &self.given
+    }
+}
+
+/// Per-CPU ticks as seconds per mode, into `out` (cleared first).
 pub(super) fn cpu_mode_seconds(
     per_cpu: &[crate::source::system::CpuTimes],
     ticks_per_second: u64,

@@ -247,6 +247,41 @@ fn cpu_mode_seconds_print_as_the_ticks_divided_by_the_clock_rate() {
     assert_eq!(out[0].user.to_string(), "0.07");
 }
 
+#[test]
+fn cpu_mode_counters_never_go_back_except_for_a_cpu_that_restarted() {
+    use crate::source::system::CpuTimes;
+    let ticks = |cpu, idle, iowait| CpuTimes {
+        cpu,
+        idle,
+        iowait,
+        user: 50,
+        ..Default::default()
+    };
+    let mut floor = super::CpuModeFloor::default();
+    assert_eq!(
+        floor.apply(&[ticks(0, 1000, 40), ticks(1, 1000, 40)], 100),
+        [ticks(0, 1000, 40), ticks(1, 1000, 40)]
+    );
+    // iowait back by 2 ticks and idle by 1 (NO_HZ's jitter): the values given last stay.
+    assert_eq!(
+        floor.apply(&[ticks(0, 999, 38), ticks(1, 1010, 41)], 100),
+        [ticks(0, 1000, 40), ticks(1, 1010, 41)]
+    );
+    // CPU 1 offline, then back with fresh counters (idle back by 3 s): it starts again, and
+    // CPU 2 appears.
+    assert_eq!(
+        floor.apply(&[ticks(0, 1005, 40)], 100),
+        [ticks(0, 1005, 40)]
+    );
+    let back = [ticks(0, 1006, 41), ticks(1, 5, 0), ticks(2, 7, 1)];
+    assert_eq!(floor.apply(&back, 100), back);
+    // An idle time 3 s or more below the last one given out is a restart, not jitter.
+    assert_eq!(
+        floor.apply(&[ticks(0, 706, 0), ticks(1, 6, 0), ticks(2, 8, 1)], 100),
+        [ticks(0, 706, 0), ticks(1, 6, 0), ticks(2, 8, 1)]
+    );
+}
+
 fn machine_epoch(processes_created: u64) -> Option<ListingEpoch> {
     Some(ListingEpoch::Machine(MachineEpoch {
         processes_created,

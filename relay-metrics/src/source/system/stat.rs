@@ -56,8 +56,6 @@ pub struct StatCounters {
     pub aggregate: Option<CpuTimes>,
     /// `ctxt`: context switches since boot.
     pub ctxt: Option<u64>,
-    /// `processes`: forks (processes and threads created) since boot.
-    pub processes: Option<u64>,
     /// `procs_running`: runnable tasks right now.
     pub procs_running: Option<u64>,
     /// `procs_blocked`: tasks blocked on I/O right now.
@@ -94,7 +92,6 @@ pub fn parse_stat(content: &[u8], per_cpu: &mut Vec<CpuTimes>) -> Option<StatCou
         }
         let slot = match key {
             b"ctxt" => &mut counters.ctxt,
-            b"processes" => &mut counters.processes,
             b"procs_running" => &mut counters.procs_running,
             b"procs_blocked" => &mut counters.procs_blocked,
             _ => continue,
@@ -193,7 +190,6 @@ mod tests {
         assert_eq!(cpus[1].iowait, 205);
         assert_eq!(cpus[1].steal, 130);
         assert_eq!(counters.ctxt, Some(444_372));
-        assert_eq!(counters.processes, Some(10_103));
         assert_eq!(counters.procs_running, Some(3));
         assert_eq!(counters.procs_blocked, Some(0));
     }
@@ -231,7 +227,6 @@ mod tests {
         .unwrap();
         assert_eq!(counters.aggregate, None);
         assert_eq!(counters.ctxt, None);
-        assert_eq!(counters.processes, None);
         assert_eq!(counters.procs_running, None);
         assert_eq!(counters.procs_blocked, Some(4));
         assert_eq!(parse_stat(b"", &mut cpus), None);
@@ -363,7 +358,6 @@ mod tests {
             );
         }
         assert_eq!(counters.ctxt, Some(987_654_321));
-        assert_eq!(counters.processes, Some(4_242_424));
         assert_eq!(counters.procs_running, Some(97));
         assert_eq!(counters.procs_blocked, Some(3));
     }
