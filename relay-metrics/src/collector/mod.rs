@@ -105,6 +105,8 @@ pub struct Collector {
     /// (the agent's publication) leaves the one before it free.
     recent: [Option<Arc<ResourceMetricsSnapshot>>; 2],
     sequence: u64,
+    /// CPUs online when the collector started.
+    online_cpus: Option<u32>,
 }
 
 impl Collector {
@@ -184,6 +186,7 @@ impl Collector {
             system_sample: SystemSample::default(),
             system_wide: SystemWide::new(&config, &roots),
             cpu_mode_floor: Default::default(),
+            online_cpus: crate::source::system::online_cpus(&roots),
             oom_kill_count: OomKillCount::new(&roots),
             accounting: cumulative::Accounting::new(&roots, &target),
             targets,
@@ -359,6 +362,7 @@ impl Collector {
             version: Cow::Borrowed(env!("CARGO_PKG_VERSION")),
             sequence: self.sequence,
             collect_duration_usec: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            online_cpus: self.online_cpus,
             process_source: Cow::Borrowed(process_source),
             process_source_reason: process_source_reason.cloned(),
             unchanged_rule_misses: rule.misses,

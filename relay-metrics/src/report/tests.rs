@@ -260,6 +260,8 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
             collector: CollectorInfo {
                 name: Cow::Borrowed("relay-metrics"),
                 sequence: i + 1,
+                // Recorded on 16 CPUs: its ~10 cores are possible there.
+                online_cpus: Some(16),
                 ..Default::default()
             },
             precise_cpu: Some(PreciseCpu {
@@ -272,7 +274,6 @@ fn rich(i: u64, gpu_events: bool) -> ResourceMetricsSnapshot {
             cgroups: vec![CgroupReport {
                 path: "/relay-metrics-run".into(),
                 cpu_usage_ns: Some(7),
-                // Recorded on 16 CPUs: its ~10 cores are possible there.
                 cpu_effective_limit_logical_processors: Some(16.0),
                 ..Default::default()
             }],

@@ -66,6 +66,9 @@ macro_rules! item {
 pub const EXTENSION_VALUES: &[ValueRow<Extensions>] = &[
     field!(collector.sequence, Count, "snapshots taken by this collector, this one included"),
     field!(collector.collect_duration_usec, Microseconds, "wall time this collection took"),
+    field!(collector.online_cpus, Count,
+        "CPUs online on the collecting machine when the collector started (the bound of a \
+         recording's CPU rates)"),
     field!(collector.unchanged_rule_misses, Count,
         "measured cgroups the backstop found changed although the unchanged-cgroup rule said \
          they could not be (a bug in the rule: always 0)"),

@@ -304,6 +304,11 @@ pub struct CollectorInfo {
     pub sequence: u64,
     /// Wall time this collection took.
     pub collect_duration_usec: u64,
+    /// CPUs online on the collecting machine when the collector started: the bound of a
+    /// recording's CPU rates wherever it is read (`null` when unreadable, and in recordings
+    /// older than this value).
+    #[serde(default)]
+    pub online_cpus: Option<u32>,
     /// Where the per-process values came from: `"bpf_iter"` (one BPF task-iterator read, with
     /// procfs for what it cannot give exactly) or `"procfs"`.
     pub process_source: Cow<'static, str>,

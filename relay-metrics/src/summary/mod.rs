@@ -385,11 +385,11 @@ pub struct SummaryBuilder {
     write_window: RateWindow,
     /// Where the window of a snapshot's own rate began (no cumulative CPU).
     rate_from: Option<DateTime<Utc>>,
-    /// The CPUs the processes may use: the CPUs online where they run here (`run`, a
-    /// recording), else the largest effective CPU limit the snapshots carry.
+    /// The CPUs online where the processes run here (`run`, a recording).
     local_cpus: Option<f64>,
-    seen_cpu_limit: Option<f64>,
-    /// A stream recorded elsewhere: its own CPU limits come first.
+    /// The most CPUs online a stream's collectors recorded.
+    recorded_cpus: Option<f64>,
+    /// A stream recorded elsewhere: bounded by its recorded CPUs, not this machine's.
     stream: bool,
     /// The timestamp of the previous snapshot, as observed.
     previous_at: Option<DateTime<Utc>>,
@@ -564,7 +564,8 @@ impl SummaryBuilder {
     }
 
     /// A builder for a stream recorded elsewhere (a report of a file): CPU rates are bounded
-    /// by the effective CPU limits the snapshots carry.
+    /// by the CPUs online that its collectors recorded (not at all in a recording without
+    /// them).
     pub fn for_stream(baseline: Baseline) -> Self {
         Self {
             stream: true,
@@ -582,18 +583,15 @@ impl SummaryBuilder {
     }
 
     /// The CPUs the measured processes may use, and where that comes from: for processes
-    /// measured here, this process's CPUs; for a stream, the largest effective CPU limit it
-    /// carries, else the CPUs of the machine that reads it (a stream of a cgroup without a
-    /// `cpu` or `cpuset` controller of its own carries none).
+    /// measured here, this machine's CPUs online; for a stream, those of the machine that
+    /// recorded it. Not a CPU quota: a cgroup under one runs on every CPU it may until the
+    /// period's quota is spent, so a rate over a period shorter than the quota's exceeds it.
     fn cpu_bound(&self) -> Option<(f64, &'static str)> {
-        let local = self.local_cpus.map(|cpus| (cpus, "this machine's"));
-        let seen = self
-            .seen_cpu_limit
-            .map(|cpus| (cpus, "the stream's CPU limit:"));
         if self.stream {
-            seen.or(local)
+            self.recorded_cpus
+                .map(|cpus| (cpus, "the recording machine's"))
         } else {
-            local.or(seen)
+            self.local_cpus.map(|cpus| (cpus, "this machine's"))
         }
     }
 
@@ -638,7 +636,10 @@ impl SummaryBuilder {
             self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
             self.interval_usec = Some(sampler.interval_usec);
         }
-        self.observe_cpu_limits(snapshot);
+        if let Some(cpus) = snapshot.extensions.collector.online_cpus {
+            let cpus = f64::from(cpus);
+            self.recorded_cpus = Some(self.recorded_cpus.map_or(cpus, |seen| seen.max(cpus)));
+        }
         if let Some(cpu) = &snapshot.cpu {
             self.cpu_user.observe(micros(cpu.user_time.as_ref()));
             self.cpu_system.observe(micros(cpu.system_time.as_ref()));
@@ -795,24 +796,6 @@ impl SummaryBuilder {
             None => own_write,
         };
         self.last_rates = Rates { cores, read, write };
-    }
-
-    /// The effective CPU limits a snapshot carries (the scope's, and each cgroup's).
-    fn observe_cpu_limits(&mut self, snapshot: &ResourceMetricsSnapshot) {
-        let scope = snapshot
-            .cpu
-            .as_ref()
-            .and_then(|cpu| cores(cpu.effective_limit.as_ref()));
-        let cgroups = snapshot
-            .extensions
-            .cgroups
-            .iter()
-            .filter_map(|c| c.cpu_effective_limit_logical_processors);
-        for limit in scope.into_iter().chain(cgroups) {
-            if limit.is_finite() && limit > 0.0 {
-                self.seen_cpu_limit = Some(self.seen_cpu_limit.map_or(limit, |l| l.max(limit)));
-            }
-        }
     }
 
     /// The counters that fell, by name. The snapshots' CPU times and disk bytes are sums over

@@ -54,7 +54,7 @@ impl RateWindow {
 /// process's affinity: the processes it starts inherit that, but may widen it (`taskset`,
 /// `sched_setaffinity`) to any CPU of their cpuset.
 pub(crate) fn cpus_online() -> Option<f64> {
-    crate::source::procfs::online_cpu_count().map(|cpus| cpus as f64)
+    crate::source::system::online_cpus(&crate::source::Roots::host()).map(f64::from)
 }
 
 /// Rates a CPU rate may exceed the bound by before it is named in the warnings (a snapshot's

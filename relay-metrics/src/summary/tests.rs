@@ -71,10 +71,7 @@ fn snapshot(
         missed_ticks_total: (ms / 1000) as u64,
     });
     // Recorded on 4 CPUs (the bound of the rates, whatever this machine has).
-    s.extensions.cgroups = vec![crate::snapshot::CgroupReport {
-        cpu_effective_limit_logical_processors: Some(4.0),
-        ..Default::default()
-    }];
+    s.extensions.collector.online_cpus = Some(4);
     s
 }
 
@@ -396,13 +393,9 @@ fn a_final_snapshot_right_after_the_previous_gives_no_rate_of_its_own() {
 
 #[test]
 fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
-    use crate::snapshot::CgroupReport;
     let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
     let on_two_cpus = |mut s: ResourceMetricsSnapshot| {
-        s.extensions.cgroups = vec![CgroupReport {
-            cpu_effective_limit_logical_processors: Some(2.0),
-            ..Default::default()
-        }];
+        s.extensions.collector.online_cpus = Some(2);
         s
     };
     builder.observe(&on_two_cpus(cumulative_at(0, 5_000_000_000, 0, true)));
@@ -442,7 +435,7 @@ fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
         "{warnings}"
     );
     assert!(
-        warnings.contains("1 CPU rate(s) above the stream's CPU limit: 2 CPUs"),
+        warnings.contains("1 CPU rate(s) above the recording machine's 2 CPUs"),
         "{warnings}"
     );
     // 100,005 s of CPU in 40 ms: no total rather than an impossible one.
@@ -454,6 +447,47 @@ fn odd_streams_are_named_in_the_warnings_and_give_no_impossible_figure() {
     assert!(text.contains("warnings:"), "{text}");
     // The span runs from the first snapshot to the latest: 40 ms, not 57 years.
     assert_eq!(summary.wall_time_s, Some(0.04));
+}
+
+/// A stream's CPU rates against the CPUs of the machine that recorded it: 3.5 cores from 6
+/// recorded CPUs, whatever this machine has, with totals; a 10 ms burst to 0.97 cores under a
+/// 0.2-CPU quota (a quota bounds a period's use, not a 10 ms window's) kept as the peak.
+#[test]
+fn a_streams_cpu_rates_are_bounded_by_its_recorded_cpus_not_the_readers_or_its_quota() {
+    let recorded = |cpus: u32, limit: Option<f64>, us: i64, cpu_ns: u64| {
+        let mut s = cumulative_at(us, cpu_ns, 0, true);
+        s.extensions.collector.online_cpus = Some(cpus);
+        s.extensions.cgroups = vec![crate::snapshot::CgroupReport {
+            cpu_effective_limit_logical_processors: limit,
+            ..Default::default()
+        }];
+        s
+    };
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    for i in 0..=10 {
+        builder.observe(&recorded(6, None, i * 100_000, i as u64 * 350_000_000));
+    }
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.cpu.total_s, Some(3.5));
+    assert!((summary.cpu.average_cores.unwrap() - 3.5).abs() < 1e-9);
+    assert!((summary.cpu.peak_cores.unwrap() - 3.5).abs() < 1e-9);
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    let bursts = [0, 9_700_000, 9_700_000, 9_700_000, 9_700_000, 9_700_000];
+    let mut cpu_ns = 0;
+    for (i, burst) in bursts.into_iter().enumerate() {
+        cpu_ns += burst;
+        builder.observe(&recorded(
+            2,
+            Some(0.2),
+            i as i64 * 10_000 + 100_000 * (i as i64 / 2),
+            cpu_ns,
+        ));
+    }
+    let summary = builder.finish(RunEnd::default());
+    assert!((summary.cpu.peak_cores.unwrap() - 0.97).abs() < 1e-9);
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
 }
 
 #[test]

@@ -100,6 +100,7 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
         version,
         sequence,
         collect_duration_usec,
+        online_cpus,
         process_source,
         process_source_reason,
         unchanged_rule_misses,
@@ -111,6 +112,7 @@ fn collector_info(w: &mut Writer<'_>, collector: &CollectorInfo) {
     w.key("version").string(version);
     w.key("sequence").u64(*sequence);
     w.key("collect_duration_usec").u64(*collect_duration_usec);
+    w.key("online_cpus").opt_u32(*online_cpus);
     w.key("process_source").string(process_source);
     w.key("process_source_reason")
         .opt_string(process_source_reason.as_deref());

@@ -457,6 +457,7 @@ fn random_snapshot(rng: &mut Rng) -> ResourceMetricsSnapshot {
                 version: Cow::Borrowed("0.1.0"),
                 sequence: rng.u64(),
                 collect_duration_usec: rng.u64(),
+                online_cpus: rng.opt(|rng| rng.u64() as u32),
                 process_source: Cow::Owned(rng.text()),
                 process_source_reason: rng.opt(|rng| rng.text().into()),
                 unchanged_rule_misses: rng.u64(),

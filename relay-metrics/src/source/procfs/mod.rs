@@ -183,13 +183,6 @@ pub(crate) fn page_size_bytes() -> Option<u64> {
     positive_sysconf(SysconfVar::PAGE_SIZE)
 }
 
-/// `sysconf(_SC_NPROCESSORS_ONLN)`: the CPUs online, the most that processes started here can
-/// run on at once (a process may widen the affinity it inherited, within its cpuset). `None` if
-/// sysconf fails.
-pub(crate) fn online_cpu_count() -> Option<u64> {
-    positive_sysconf(SysconfVar::_NPROCESSORS_ONLN)
-}
-
 /// `sysconf` of a variable whose only valid values are positive (-1 means unknown).
 fn positive_sysconf(variable: SysconfVar) -> Option<u64> {
     let value = sysconf(variable).ok().flatten()?;

@@ -20,7 +20,7 @@ mod vmstat;
 mod tests;
 
 pub(crate) use diskstats::{disks_with_io, is_physical_disk, DiskstatsReader};
-pub(crate) use identity::{boot_time_seconds, hostname, random_uuid};
+pub(crate) use identity::{boot_time_seconds, hostname, online_cpus, random_uuid};
 pub(crate) use loadavg::LoadavgReader;
 pub use meminfo::parse_meminfo;
 pub(crate) use meminfo::MemInfo;
