@@ -1,8 +1,10 @@
 //! Basic auth under a flood (`--web-config-file` with `basic_auth_users`, plain HTTP on
 //! loopback): one address sending many wrong passwords does not delay another address's first
 //! login beyond one verification; a repeated wrong password is answered without bcrypt; an
-//! unknown user costs as much as a known one. The second source address is 127.0.0.2 (all of
-//! 127/8 is loopback on Linux), bound before connecting.
+//! unknown user costs as much as a known one; connections waiting for their check do not fill
+//! the connection cap against another address; clients that hang up do not start more bcrypt
+//! runs than the pool's; `/healthz` needs no credentials. The other source addresses are
+//! 127.0.0.2 and 127.0.0.3 (all of 127/8 is loopback on Linux), bound before connecting.
 
 #![expect(
     clippy::unwrap_used,
@@ -46,6 +48,11 @@ fn connect_from(source: [u8; 4], agent: &str) -> TcpStream {
 
 /// Sends `GET /metrics` with `user:password` (`Connection: close`).
 fn send(stream: &mut TcpStream, user: &str, password: &str) {
+    try_send(stream, user, password).unwrap();
+}
+
+/// [`send`], failing where the agent closed the connection.
+fn try_send(stream: &mut TcpStream, user: &str, password: &str) -> std::io::Result<()> {
     let credentials =
         base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
     write!(
@@ -53,7 +60,6 @@ fn send(stream: &mut TcpStream, user: &str, password: &str) {
         "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {credentials}\r\n\
          Connection: close\r\n\r\n"
     )
-    .unwrap();
 }
 
 /// Reads the response's status (the connection closes after it), within `timeout`.
@@ -76,16 +82,48 @@ fn timed(source: [u8; 4], agent: &str, user: &str, password: &str) -> (u16, Dura
 }
 
 fn start(hash: &str) -> (common::Agent, tempfile::TempDir) {
+    start_with_open_files(hash, None)
+}
+
+/// [`start`], with the agent's open-file limit (soft and hard) set to `limit`: 120 gives the
+/// lowest connection cap, 32.
+fn start_with_open_files(hash: &str, limit: Option<u64>) -> (common::Agent, tempfile::TempDir) {
+    use std::os::unix::process::CommandExt as _;
     let dir = tempfile::tempdir().unwrap();
     let web = dir.path().join("web.yml");
     std::fs::write(&web, format!("basic_auth_users:\n  prometheus: '{hash}'\n")).unwrap();
-    let agent = common::start_agent(&[
+    let mut command = common::agent_command(&[
         "--scope",
         "global",
         "--web-config-file",
         web.to_str().unwrap(),
     ]);
-    (agent, dir)
+    if let Some(limit) = limit {
+        // SAFETY: setrlimit is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            command.pre_exec(move || {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    limit,
+                    limit,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    (common::start_command(command), dir)
+}
+
+/// The agent's thread count (`/proc/<pid>/status`).
+fn threads(agent: &common::Agent) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.0.id())).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -155,4 +193,122 @@ fn a_repeated_wrong_password_skips_bcrypt_and_an_unknown_user_costs_a_verificati
         unknown_took * 3 > first_took,
         "an unknown user took {unknown_took:?}, a known user's wrong password {first_took:?}"
     );
+}
+
+/// 80 connections from 127.0.0.2 (the cap is 32), each with three wrong passwords pipelined,
+/// are all waiting for checks that take over 24 s one after the other; a correct login from
+/// 127.0.0.3 is still answered within a few verifications, because a connection waiting for
+/// its check may be closed to make room (it was counted busy, and every new connection was
+/// closed at once).
+#[test]
+fn connections_waiting_for_their_check_do_not_lock_another_address_out() {
+    let (hash, verification) = calibrated_hash("s3cret");
+    let (agent, _dir) = start_with_open_files(&hash, Some(120));
+    std::thread::sleep(Duration::from_millis(1500));
+    let flood: Vec<TcpStream> = (0..80)
+        .filter_map(|i| {
+            let mut stream = connect_from([127, 0, 0, 2], &agent.address);
+            let credentials = |n: usize| {
+                base64::engine::general_purpose::STANDARD.encode(format!("prometheus:wrong-{n}"))
+            };
+            let requests: String = (0..3)
+                .map(|n| {
+                    format!(
+                        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\r\n",
+                        credentials(i * 3 + n)
+                    )
+                })
+                .collect();
+            // A connection the agent closed at once (at the cap) fails here: counted below.
+            stream.write_all(requests.as_bytes()).ok().map(|()| stream)
+        })
+        .collect();
+    std::thread::sleep(verification * 2);
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    let login = loop {
+        let mut stream = connect_from([127, 0, 0, 3], &agent.address);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut raw = Vec::new();
+        let answer = try_send(&mut stream, "prometheus", "s3cret")
+            .and_then(|()| stream.read_to_end(&mut raw))
+            .map(|_| raw);
+        match answer
+            .ok()
+            .and_then(|raw| common::parse_response(&raw).ok())
+        {
+            Some(response) => break Some(response.status),
+            None => answers.push(started.elapsed()),
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            break None;
+        }
+    };
+    let took = started.elapsed();
+    eprintln!(
+        "{} flood connections written; correct login from 127.0.0.3: {login:?} after {took:?} \
+         and {} closed attempt(s) (one verification: {verification:?})",
+        flood.len(),
+        answers.len()
+    );
+    assert_eq!(login, Some(200), "no login within 10 s behind the flood");
+    assert!(
+        took <= verification * 10 + Duration::from_secs(1),
+        "the login took {took:?}"
+    );
+}
+
+/// 60 requests from 127.0.0.2 with wrong passwords, each connection closed 10 ms after its
+/// request: the checks they started run to their end holding their pool place, so no more
+/// bcrypt runs at once than the pool's size (one thread each). A closed connection freed its
+/// place while its bcrypt ran on, and the next started another: 286 threads in a review.
+#[test]
+fn clients_that_hang_up_do_not_start_more_checks_than_the_pool() {
+    let (hash, verification) = calibrated_hash("s3cret");
+    let (agent, _dir) = start(&hash);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = threads(&agent);
+    let pool = std::thread::available_parallelism()
+        .map_or(2, std::num::NonZeroUsize::get)
+        .clamp(2, 16) as u64;
+    let mut most = before;
+    for i in 0..60 {
+        let mut stream = connect_from([127, 0, 0, 2], &agent.address);
+        send(&mut stream, "prometheus", &format!("wrong-{i}"));
+        std::thread::sleep(Duration::from_millis(10));
+        drop(stream);
+        most = most.max(threads(&agent));
+    }
+    let sixty = Instant::now();
+    while sixty.elapsed() < verification * 3 {
+        most = most.max(threads(&agent));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("threads: {before} before, at most {most} during (pool {pool})");
+    assert!(
+        most <= before + pool + 2,
+        "{most} threads against {before} before: checks ran beyond the pool of {pool}"
+    );
+}
+
+/// `/healthz` answers without credentials (a kubelet's probes send none); `/metrics` does not.
+#[test]
+fn health_needs_no_credentials_and_metrics_do() {
+    let (hash, _) = calibrated_hash("s3cret");
+    let (agent, _dir) = start(&hash);
+    std::thread::sleep(Duration::from_millis(1500));
+    let get = |path: &str| {
+        let mut stream = connect_from([127, 0, 0, 1], &agent.address);
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        status(&mut stream, Duration::from_secs(10))
+    };
+    assert_eq!(get("/healthz"), 200);
+    assert_eq!(get("/metrics"), 401);
+    assert_eq!(get("/snapshot"), 401);
 }

@@ -338,11 +338,14 @@ async fn http<S>(
     let service = {
         let registration = Arc::clone(&registration);
         service_fn(move |request| {
-            let busy = registration.busy();
             let app = Arc::clone(&app);
+            let registration = Arc::clone(&registration);
             async move {
+                // Busy from the response on, not while credentials are checked: a connection
+                // waiting for its check may be closed to make room, so connections that send
+                // credentials to be checked cannot hold every place.
                 let mut response = app.authorized(&request, client).await;
-                response.body_mut().hold(busy);
+                response.body_mut().hold(registration.busy());
                 Ok::<_, Infallible>(response)
             }
         })

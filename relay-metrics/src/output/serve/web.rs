@@ -184,7 +184,9 @@ pub(super) struct BasicAuth {
     failed: Mutex<HashMap<Tag, Instant>>,
     /// One queue per client address with a verification pending.
     clients: Mutex<HashMap<IpAddr, Arc<tokio::sync::Mutex<()>>>>,
-    slots: tokio::sync::Semaphore,
+    /// Permits of the bcrypt pool: each is held by the blocking task that runs the check, so
+    /// a request cancelled meanwhile (its client gone) does not free its place early.
+    slots: Arc<tokio::sync::Semaphore>,
     pool_size: usize,
 }
 
@@ -237,7 +239,7 @@ impl BasicAuth {
             verified: Mutex::new(HashSet::new()),
             failed: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
-            slots: tokio::sync::Semaphore::new(pool_size),
+            slots: Arc::new(tokio::sync::Semaphore::new(pool_size)),
             pool_size,
         })
     }
@@ -317,58 +319,82 @@ impl BasicAuth {
             return verdict == Verdict::Allowed;
         }
         // One verification at a time per client address.
-        let queue = Arc::clone(lock(&self.clients).entry(client).or_default());
-        let verdict = {
-            let _turn = queue.lock().await;
-            // A request of the same client may have settled it meanwhile.
-            match self.cached(&tag) {
-                Some(verdict) => verdict,
-                None => self.verify(user, password, tag).await,
-            }
+        let queue = ClientQueue::join(self, client);
+        let _turn = queue.turn.lock().await;
+        // A request of the same client may have settled it meanwhile.
+        let verdict = match self.cached(&tag) {
+            Some(verdict) => verdict,
+            None => self.verify(user, password, tag).await,
         };
-        drop(queue);
-        let mut clients = lock(&self.clients);
-        if clients
-            .get(&client)
-            .is_some_and(|queue| Arc::strong_count(queue) == 1)
-        {
-            clients.remove(&client);
-        }
         verdict == Verdict::Allowed
     }
 
-    /// One bcrypt run on the pool (against the dummy hash for an unknown user); its verdict is
-    /// remembered.
+    /// One bcrypt run on the pool (against the dummy hash for an unknown user). The run holds
+    /// its pool permit and remembers its verdict itself: a request cancelled while it runs
+    /// neither frees the permit for another run nor loses the verdict.
     async fn verify(self: &Arc<Self>, user: String, password: String, tag: Tag) -> Verdict {
-        let Ok(_slot) = self.slots.acquire().await else {
+        let Ok(slot) = Arc::clone(&self.slots).acquire_owned().await else {
             return Verdict::Denied;
         };
         let auth = Arc::clone(self);
-        let verified = tokio::task::spawn_blocking(move || match auth.users.get(&user) {
-            Some(hash) => bcrypt::verify(password, hash).unwrap_or(false),
-            None => {
-                // Same cost, result ignored: an unknown user is never let in.
-                let _ = bcrypt::verify(password, &auth.dummy);
-                false
-            }
+        tokio::task::spawn_blocking(move || {
+            let verified = match auth.users.get(&user) {
+                Some(hash) => bcrypt::verify(password, hash).unwrap_or(false),
+                None => {
+                    // Same cost, result ignored: an unknown user is never let in.
+                    let _ = bcrypt::verify(password, &auth.dummy);
+                    false
+                }
+            };
+            let verdict = if verified {
+                Verdict::Allowed
+            } else {
+                Verdict::Denied
+            };
+            auth.remember(tag, verdict);
+            drop(slot);
+            verdict
         })
         .await
-        .unwrap_or(false);
-        let verdict = if verified {
-            Verdict::Allowed
-        } else {
-            Verdict::Denied
-        };
-        self.remember(tag, verdict);
-        verdict
+        .unwrap_or(Verdict::Denied)
+    }
+}
+
+/// A request's place in its client address's verification queue; the queue is removed with
+/// the last request that holds it, whether it finished or was cancelled.
+struct ClientQueue<'a> {
+    auth: &'a BasicAuth,
+    client: IpAddr,
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<'a> ClientQueue<'a> {
+    fn join(auth: &'a BasicAuth, client: IpAddr) -> Self {
+        let turn = Arc::clone(lock(&auth.clients).entry(client).or_default());
+        Self { auth, client, turn }
+    }
+}
+
+impl Drop for ClientQueue<'_> {
+    fn drop(&mut self) {
+        let mut clients = lock(&self.auth.clients);
+        // This request's clone and the map's: no other request waits.
+        if clients
+            .get(&self.client)
+            .is_some_and(|turn| Arc::ptr_eq(turn, &self.turn) && Arc::strong_count(turn) == 2)
+        {
+            clients.remove(&self.client);
+        }
     }
 }
 
 /// The user and password of a `Basic` authorization value.
 fn credentials(value: &str) -> Option<(String, String)> {
-    let encoded = value
-        .strip_prefix("Basic ")
-        .or_else(|| value.strip_prefix("basic "))?;
+    // The scheme is case-insensitive (RFC 9110 §11.1).
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .ok()?;
@@ -379,4 +405,20 @@ fn credentials(value: &str) -> Option<(String, String)> {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_basic_scheme_is_read_in_any_case() {
+        let user_password = Some(("u".to_owned(), "p:q".to_owned()));
+        for scheme in ["Basic", "basic", "BASIC", "bAsIc"] {
+            assert_eq!(
+                super::credentials(&format!("{scheme} dTpwOnE=")),
+                user_password
+            );
+        }
+        assert_eq!(super::credentials("Bearer dTpwOnE="), None);
+        assert_eq!(super::credentials("BasicdTpwOnE="), None);
+    }
 }
