@@ -379,6 +379,9 @@ pub struct SummaryBuilder {
     cum_written: Counter,
     cum_created: Counter,
     cum_memory_peak: Peak,
+    /// The high-water mark in the first snapshot that had one: a stream that never rose above
+    /// it may not have made it.
+    cum_memory_peak_first: Option<f64>,
     /// The window of the CPU rate (cumulative ns) and the storage rates (cumulative bytes).
     cpu_window: RateWindow,
     read_window: RateWindow,
@@ -623,23 +626,7 @@ impl SummaryBuilder {
         let at = snapshot.timestamp;
         self.samples += 1;
         self.scope = Some(snapshot.measurement_scope);
-        // The span runs from the first snapshot to the latest: one that went back in time
-        // (warned about) neither starts nor ends it.
-        self.first.get_or_insert(at);
-        self.last = Some(self.last.map_or(at, |last| last.max(at)));
-        if let Some(previous) = self.previous_at.filter(|previous| at < *previous) {
-            self.oddities.backwards += 1;
-            self.oddities.first_backwards.get_or_insert((previous, at));
-        }
-        self.previous_at = Some(at);
-        if let Some(sampler) = &snapshot.extensions.sampler {
-            self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
-            self.interval_usec = Some(sampler.interval_usec);
-        }
-        if let Some(cpus) = snapshot.extensions.collector.online_cpus {
-            let cpus = f64::from(cpus);
-            self.recorded_cpus = Some(self.recorded_cpus.map_or(cpus, |seen| seen.max(cpus)));
-        }
+        self.observe_timing(snapshot);
         if let Some(cpu) = &snapshot.cpu {
             self.cpu_user.observe(micros(cpu.user_time.as_ref()));
             self.cpu_system.observe(micros(cpu.system_time.as_ref()));
@@ -703,6 +690,28 @@ impl SummaryBuilder {
         }
     }
 
+    /// When the snapshot was taken, its sampler's figures and the CPUs its collector recorded.
+    fn observe_timing(&mut self, snapshot: &ResourceMetricsSnapshot) {
+        let at = snapshot.timestamp;
+        // The span runs from the first snapshot to the latest: one that went back in time
+        // (warned about) neither starts nor ends it.
+        self.first.get_or_insert(at);
+        self.last = Some(self.last.map_or(at, |last| last.max(at)));
+        if let Some(previous) = self.previous_at.filter(|previous| at < *previous) {
+            self.oddities.backwards += 1;
+            self.oddities.first_backwards.get_or_insert((previous, at));
+        }
+        self.previous_at = Some(at);
+        if let Some(sampler) = &snapshot.extensions.sampler {
+            self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
+            self.interval_usec = Some(sampler.interval_usec);
+        }
+        if let Some(cpus) = snapshot.extensions.collector.online_cpus {
+            let cpus = f64::from(cpus);
+            self.recorded_cpus = Some(self.recorded_cpus.map_or(cpus, |seen| seen.max(cpus)));
+        }
+    }
+
     /// `extensions.cumulative`: whole-scope totals, exited processes included.
     fn observe_cumulative(&mut self, cumulative: &crate::snapshot::Cumulative, at: DateTime<Utc>) {
         self.cum_method = Some(cumulative.method);
@@ -713,8 +722,11 @@ impl SummaryBuilder {
         self.cum_read.observe(ns(cumulative.storage_read_bytes));
         self.cum_written.observe(ns(cumulative.storage_write_bytes));
         self.cum_created.observe(ns(cumulative.processes_created));
-        self.cum_memory_peak
-            .observe(ns(cumulative.memory_peak_bytes), at);
+        let peak = ns(cumulative.memory_peak_bytes);
+        if self.cum_memory_peak_first.is_none() {
+            self.cum_memory_peak_first = peak;
+        }
+        self.cum_memory_peak.observe(peak, at);
     }
 
     /// The CPU and storage rates of the windows this snapshot closes: from
@@ -1073,10 +1085,28 @@ impl SummaryBuilder {
         missing: &mut impl FnMut(&'static str, String),
     ) -> MemorySummary {
         let single_process = self.scope == Some(MeasurementScope::ApplicationProcess);
-        let peak_charged_bytes = self.cum_memory_peak.value.map(|b| b as u64);
-        if peak_charged_bytes.is_none() {
-            missing("memory.peak_charged_bytes", self.no_charged_peak().into());
-        }
+        // A high-water mark counts from the cgroup's start: one that did not rise after the
+        // first snapshot of a stream of an older cgroup may be from before the stream.
+        let rose = self.baseline == Baseline::Zero
+            || self.cum_memory_peak.value > self.cum_memory_peak_first;
+        let (peak_charged_bytes, peak_charged_at) = match self.cum_memory_peak.value {
+            Some(bytes) if rose => (Some(bytes as u64), self.cum_memory_peak.at),
+            Some(bytes) => {
+                missing(
+                    "memory.peak_charged_bytes",
+                    format!(
+                        "the cgroup's high-water mark ({}) did not rise during the stream: it \
+                         may be from before its first snapshot",
+                        text::format_bytes(bytes)
+                    ),
+                );
+                (None, None)
+            }
+            None => {
+                missing("memory.peak_charged_bytes", self.no_charged_peak().into());
+                (None, None)
+            }
+        };
         let (peak_resident_bytes, peak_source, peak_at) = match self.resident.value {
             Some(bytes) => (
                 Some(bytes as u64),
@@ -1105,7 +1135,7 @@ impl SummaryBuilder {
 
         MemorySummary {
             peak_charged_bytes,
-            peak_charged_at: self.cum_memory_peak.at,
+            peak_charged_at,
             peak_resident_bytes,
             peak_source,
             peak_at,

@@ -490,6 +490,51 @@ fn a_streams_cpu_rates_are_bounded_by_its_recorded_cpus_not_the_readers_or_its_q
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
 }
 
+/// A stream of an older cgroup (`watch`): its high-water mark is the stream's peak only if it
+/// rose during the stream; one that stayed at its first value may be from before (a review's
+/// 2 s stream at 1.7 MiB resident read 207 MiB "at +0.000 s", left by an earlier process).
+#[test]
+fn a_streams_charged_peak_counts_only_if_it_rose_during_the_stream() {
+    let with_peak = |us: i64, peak: u64| {
+        let mut s = cumulative_at(us, 0, 0, true);
+        s.extensions.cumulative.as_mut().unwrap().memory_peak_bytes = Some(peak);
+        s
+    };
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
+    for i in 0..3 {
+        builder.observe(&with_peak(i * 1_000_000, 207 << 20));
+    }
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.memory.peak_charged_bytes, None);
+    assert_eq!(summary.memory.peak_charged_at, None);
+    let reason = summary
+        .unknown
+        .iter()
+        .find(|u| u.field == "memory.peak_charged_bytes")
+        .map(|u| u.reason.to_string());
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.contains("did not rise") && r.contains("207.00 MiB")),
+        "{reason:?}"
+    );
+
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
+    builder.observe(&with_peak(0, 207 << 20));
+    builder.observe(&with_peak(1_000_000, 300 << 20));
+    builder.observe(&with_peak(2_000_000, 300 << 20));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.memory.peak_charged_bytes, Some(300 << 20));
+    assert_eq!(summary.memory.peak_charged_at, Some(at(1000)));
+
+    // `run`'s own cgroup counts from its start: its mark is the run's even if flat.
+    let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
+    builder.observe(&with_peak(0, 5 << 20));
+    builder.observe(&with_peak(1_000_000, 5 << 20));
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.memory.peak_charged_bytes, Some(5 << 20));
+}
+
 #[test]
 fn storage_rates_come_from_the_same_counters_as_the_totals() {
     let mut builder = SummaryBuilder::for_stream(Baseline::Zero);

@@ -10,7 +10,8 @@ pub(crate) fn format_bytes(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes;
     let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
+    // On what the value rounds to: 1,048,575 B is 1.00 MiB, not 1024.00 KiB.
+    while value >= 1023.995 && unit + 1 < UNITS.len() {
         value /= 1024.0;
         unit += 1;
     }
@@ -23,11 +24,16 @@ pub(crate) fn format_bytes(bytes: f64) -> String {
 
 /// Seconds with three significant decimals below a minute, else `1m 02.5s`.
 pub(crate) fn format_seconds(seconds: f64) -> String {
-    if seconds < 60.0 {
+    // On what the value rounds to: 119.97 s is 2 min 0.0 s, not 1 min 60.0 s.
+    if seconds < 59.9995 {
         format!("{seconds:.3} s")
     } else {
-        let minutes = (seconds / 60.0).floor();
-        format!("{minutes:.0} min {:.1} s", seconds - minutes * 60.0)
+        let tenths = (seconds * 10.0).round();
+        let minutes = (tenths / 600.0).floor();
+        format!(
+            "{minutes:.0} min {:.1} s",
+            (tenths - minutes * 600.0) / 10.0
+        )
     }
 }
 
@@ -125,9 +131,10 @@ impl RunSummary {
             self.memory
                 .peak_charged_bytes
                 .map(|b| format_bytes(b as f64)),
+            // The mark is seen at the sample after it was reached: "by", not "at".
             format!(
                 "cgroup high-water mark, page cache included{}",
-                offset(self.memory.peak_charged_at)
+                offset(self.memory.peak_charged_at).replacen(", at", ", reached by", 1)
             ),
         );
         let peak_comment = match self.memory.peak_source {
@@ -329,5 +336,24 @@ impl RunSummary {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{format_bytes, format_seconds};
+
+    #[test]
+    fn units_are_chosen_on_the_rounded_value() {
+        assert_eq!(format_bytes(1023.0), "1023 B");
+        assert_eq!(format_bytes(1024.0), "1.00 KiB");
+        assert_eq!(format_bytes(1_048_575.0), "1.00 MiB");
+        assert_eq!(format_bytes(1_048_000.0), "1023.44 KiB");
+        assert_eq!(format_bytes(64.0 * 1024.0 * 1024.0), "64.00 MiB");
+        assert_eq!(format_seconds(59.9), "59.900 s");
+        assert_eq!(format_seconds(59.9996), "1 min 0.0 s");
+        assert_eq!(format_seconds(119.97), "2 min 0.0 s");
+        assert_eq!(format_seconds(125.44), "2 min 5.4 s");
+        assert_eq!(format_seconds(3600.0), "60 min 0.0 s");
     }
 }
