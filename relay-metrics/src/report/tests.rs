@@ -429,6 +429,33 @@ fn the_golden_snapshots_read_narrow_give_the_report_of_full_ones() {
     assert!(files > 5, "only {files} golden files in {golden}");
 }
 
+/// A pressure marker needs one resource's stall above 10 % of an interval: 6 % of CPU stall
+/// and 6 % of memory stall in the same 10 ms is not one (their sum was counted as 12 %).
+#[test]
+fn a_pressure_marker_needs_one_resource_above_a_tenth() {
+    let stalled = |i: u64, cpu_per_step_us: u64, memory_per_step_us: u64| {
+        let mut snapshot = rich(i, false);
+        snapshot.cpu.as_mut().unwrap().some_pressure_stall_time =
+            integer(cpu_per_step_us * i, DurationUnit::Microseconds);
+        snapshot.memory.as_mut().unwrap().some_pressure_stall_time =
+            integer(memory_per_step_us * i, DurationUnit::Microseconds);
+        snapshot
+    };
+    let pressure_columns = |series: &[ResourceMetricsSnapshot]| {
+        let (report, _) = both_ways(series);
+        report
+            .columns
+            .iter()
+            .filter(|column| column.markers & Marker::Pressure as u8 != 0)
+            .count()
+    };
+    // Samples 10 ms apart: 600 µs of each is 6 % of each.
+    let both_six: Vec<_> = (0..20).map(|i| stalled(i, 600, 600)).collect();
+    assert_eq!(pressure_columns(&both_six), 0);
+    let memory_eleven: Vec<_> = (0..20).map(|i| stalled(i, 0, 1100)).collect();
+    assert_eq!(pressure_columns(&memory_eleven), 19);
+}
+
 #[test]
 fn gpu_throttling_and_xid_errors_are_markers_only_where_they_happened() {
     let marked = |report: &Report, marker: Marker| {

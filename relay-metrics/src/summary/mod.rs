@@ -537,8 +537,8 @@ pub mod values {
         micros(snapshot.cpu.as_ref()?.throttled_time.as_ref())
     }
 
-    /// Cumulative PSI "some" stall time over CPU, memory and I/O (µs), as far as known.
-    pub fn pressure_some_usec(snapshot: &ResourceMetricsSnapshot) -> Option<f64> {
+    /// Cumulative PSI "some" stall time of CPU and of memory (µs), each as far as known.
+    pub fn pressure_some_usec(snapshot: &ResourceMetricsSnapshot) -> [Option<f64>; 2] {
         let cpu = snapshot
             .cpu
             .as_ref()
@@ -547,10 +547,7 @@ pub mod values {
             .memory
             .as_ref()
             .and_then(|memory| micros(memory.some_pressure_stall_time.as_ref()));
-        match (cpu, memory) {
-            (None, None) => None,
-            (cpu, memory) => Some(cpu.unwrap_or(0.0) + memory.unwrap_or(0.0)),
-        }
+        [cpu, memory]
     }
 }
 

@@ -48,7 +48,10 @@ fn relative_to_root<'p>(root: &str, path: &'p str) -> Option<&'p str> {
     let rest = rest.strip_prefix('/')?;
     // Every leading slash goes: `Path::join` replaces the base with an absolute path, so `//etc`
     // would leave the mount.
-    Some(rest.trim_matches('/'))
+    let rest = rest.trim_matches('/');
+    // A cgroup namespace shows the cgroups outside its root as `/..` paths: `<mount>/..` is a
+    // directory, but not that cgroup (nor any cgroup).
+    (!rest.split('/').any(|part| part == ".." || part == ".")).then_some(rest)
 }
 
 /// A cgroup v1 hierarchy: one mount carrying a set of controllers (or only a name, like
@@ -385,6 +388,12 @@ mod tests {
         };
         assert_eq!(root.dir_of("/"), Some(PathBuf::from("/m")));
         assert_eq!(root.dir_of("/a/b/"), Some(PathBuf::from("/m/a/b")));
+        // A cgroup outside the reader's cgroup namespace (`/proc/<pid>/cgroup` shows `/..`).
+        assert_eq!(root.dir_of("/.."), None);
+        assert_eq!(root.dir_of("/../../user.slice/x"), None);
+        assert_eq!(root.dir_of("/a/./b"), None);
+        assert_eq!(mount.dir_of("/docker/abc/../def"), None);
+        assert_eq!(root.dir_of("/a..b/c"), Some(PathBuf::from("/m/a..b/c")));
     }
 
     /// Found by the `mountinfo` fuzz target: `//etc` was joined as the absolute path `/etc`, so

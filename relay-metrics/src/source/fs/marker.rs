@@ -73,6 +73,16 @@ pub(super) fn mount_key(path: &str, mountinfo: &str) -> String {
     }
 }
 
+/// `mountinfo`'s text (the calling process's, `/proc/self/mountinfo`; empty when unreadable). A
+/// mount point's bytes pass through as the kernel has them, except space, tab, newline and
+/// backslash: one mount point that is not UTF-8 turns into replacement characters, not an
+/// empty table (every path would then be keyed by its own name).
+pub(super) fn read_mountinfo(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
 /// Removes the markers of mounts that are gone (not in `mountinfo` any more) whose helper is no
 /// longer stuck: nothing else would, as no path maps to them now.
 pub(super) fn remove_stale(dir: &Path, mountinfo: &str) {
@@ -247,6 +257,18 @@ mod tests {
 41 40 0:36 / /mnt/data/hung\\040fs rw - fuse fuse rw
 42 22 0:37 / /mnt/database rw - tmpfs tmpfs rw
 ";
+
+    #[test]
+    fn a_mount_point_that_is_not_utf8_leaves_the_other_mounts_keyed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mountinfo");
+        let mut bytes = MOUNTINFO.as_bytes().to_vec();
+        bytes.extend_from_slice(b"43 22 0:38 / /mnt/caf\xe9 rw - tmpfs tmpfs rw\n");
+        std::fs::write(&file, bytes).unwrap();
+        let mountinfo = read_mountinfo(&file);
+        assert_eq!(mount_key("/mnt/data/x", &mountinfo), "mount-40");
+        assert_eq!(mount_key("/mnt/database", &mountinfo), "mount-42");
+    }
 
     #[test]
     fn a_path_is_keyed_by_the_mount_that_holds_it() {

@@ -163,7 +163,7 @@ fn markers(shared: &Shared) -> (Option<PathBuf>, Vec<String>) {
     let Some(dir) = marker::directory() else {
         return (None, vec![String::new(); shared.paths.len()]);
     };
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mountinfo = marker::read_mountinfo(Path::new("/proc/self/mountinfo"));
     marker::remove_stale(&dir, &mountinfo);
     let keys = shared
         .paths
