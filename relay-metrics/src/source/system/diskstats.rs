@@ -69,7 +69,8 @@ pub(crate) fn disks_with_io(roots: &Roots) -> Option<Vec<(u32, u32)>> {
         let (Some(major), Some(minor)) = (field(0), field(1)) else {
             continue;
         };
-        let (Ok(major), Ok(minor)) = (u32::try_from(major), u32::try_from(minor)) else {
+        let (Ok(major @ 1..), Ok(minor)) = (u32::try_from(major), u32::try_from(minor)) else {
+            // Major 0: a hidden NVMe path disk, which no cgroup's I/O names.
             continue;
         };
         let moved = field(5).unwrap_or(0) > 0 || field(9).unwrap_or(0) > 0;
@@ -95,10 +96,14 @@ fn physical_disk_bytes(
     let (mut read, mut write) = (0u64, 0u64);
     for (index, line) in lines(bytes).enumerate() {
         let mut fields = fields(line);
-        let Some(name) = fields.nth(2) else { continue };
+        let major = fields.next().and_then(parse_u64);
+        let Some(name) = fields.nth(1) else { continue };
         if disks.get(index).is_none_or(|(known, _)| **known != *name) {
-            let physical = std::str::from_utf8(name)
-                .is_ok_and(|name| sys_class_block.join(name).join("device").exists());
+            // Major 0 is no device number: the hidden per-path disks of NVMe multipathing
+            // (`0 0 nvme0c0n1`), whose I/O the visible disk above them counts again.
+            let physical = major.is_some_and(|major| major != 0)
+                && std::str::from_utf8(name)
+                    .is_ok_and(|name| sys_class_block.join(name).join("device").exists());
             let entry = (Box::from(name), physical);
             if index < disks.len() {
                 disks[index] = entry;
@@ -128,14 +133,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("vda/device")).unwrap();
         std::fs::create_dir_all(dir.path().join("vda1")).unwrap();
-        let stats = b" 254 0 vda 10 0 8 5 20 0 16 9 0 0 0\n 254 1 vda1 10 0 8 5 20 0 16 9 0 0 0\n   7 0 loop0 1 0 2 0 1 0 2 0 0 0 0\n";
+        // An NVMe multipath disk and its hidden path disk (major 0), both with a `device` link:
+        // the path's I/O is the disk's again.
+        std::fs::create_dir_all(dir.path().join("nvme0n1/device")).unwrap();
+        std::fs::create_dir_all(dir.path().join("nvme0c0n1/device")).unwrap();
+        let stats = b" 254 0 vda 10 0 8 5 20 0 16 9 0 0 0\n 254 1 vda1 10 0 8 5 20 0 16 9 0 0 0\n   7 0 loop0 1 0 2 0 1 0 2 0 0 0 0\n 259 0 nvme0n1 3 0 100 1 4 0 200 1 0 0 0\n   0 0 nvme0c0n1 3 0 100 1 4 0 200 1 0 0 0\n";
         let mut disks = Vec::new();
         assert_eq!(
             physical_disk_bytes(stats, &mut disks, dir.path()),
-            (8 * 512, 16 * 512)
+            (108 * 512, 216 * 512)
         );
-        assert_eq!(disks.len(), 3);
-        assert!(disks[0].1 && !disks[1].1 && !disks[2].1);
+        assert_eq!(disks.len(), 5);
+        assert!(disks[0].1 && !disks[1].1 && !disks[2].1 && disks[3].1 && !disks[4].1);
     }
 
     #[test]
