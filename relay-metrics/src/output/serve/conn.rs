@@ -40,6 +40,10 @@ pub struct Limits {
     /// Time a response may make no write progress (a client that does not read) before its
     /// connection is closed.
     pub write_timeout: Duration,
+    /// Time a response may take from its request to its last byte, progress or not: a client
+    /// that reads a little every few seconds holds its connection and the publication it is
+    /// sent for no longer than this.
+    pub response_timeout: Duration,
     /// Connections held at once. At the cap, the one idle longest is closed for a new one; if
     /// none is idle, the new connection is closed.
     pub max_connections: usize,
@@ -65,6 +69,7 @@ impl Default for Limits {
         Self {
             header_read_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(60),
             max_connections: MAX_CONNECTIONS,
             shutdown_grace: Duration::from_secs(5),
         }
@@ -108,6 +113,8 @@ struct Entry {
     idle_since: Option<Instant>,
     /// Responses not yet handed over completely.
     busy: u32,
+    /// Since when it has had a response not handed over (`None` while idle).
+    busy_since: Option<Instant>,
     /// Tells the connection's task to close it.
     shed: Arc<Notify>,
     shedding: bool,
@@ -134,6 +141,7 @@ impl Registry {
             Entry {
                 idle_since: Some(Instant::now()),
                 busy: 0,
+                busy_since: None,
                 shed: Arc::clone(&shed),
                 shedding: false,
             },
@@ -180,10 +188,32 @@ impl Registration {
         if let Some(entry) = self.registry.lock().connections.get_mut(&self.id) {
             entry.busy += 1;
             entry.idle_since = None;
+            entry.busy_since.get_or_insert_with(Instant::now);
         }
         Busy {
             id: self.id,
             registry: Arc::clone(&self.registry),
+        }
+    }
+
+    /// How long the connection has had a response not handed over (`None` while idle).
+    pub(super) fn busy_for(&self) -> Option<Duration> {
+        let state = self.registry.lock();
+        let since = state.connections.get(&self.id)?.busy_since?;
+        Some(since.elapsed())
+    }
+
+    /// Ready once a response has taken `limit` or longer (checked at least every quarter of
+    /// it, so within a quarter more).
+    pub(super) async fn overdue(&self, limit: Duration) {
+        let step = limit / 4;
+        loop {
+            let wait = match self.busy_for() {
+                Some(busy) if busy >= limit => return,
+                Some(busy) => (limit - busy).min(step),
+                None => step,
+            };
+            tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         }
     }
 }
@@ -208,6 +238,7 @@ impl Drop for Busy {
             entry.busy = entry.busy.saturating_sub(1);
             if entry.busy == 0 {
                 entry.idle_since = Some(Instant::now());
+                entry.busy_since = None;
             }
         }
     }
@@ -358,9 +389,15 @@ async fn http<S>(
         .keep_alive(true);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
+    let overdue = registration.overdue(limits.response_timeout);
+    tokio::pin!(overdue);
     tokio::select! {
         _ = connection.as_mut() => return,
         () = shed.notified() => return,
+        () = &mut overdue => {
+            tracing::debug!(%client, "a response outlasted the response timeout: connection closed");
+            return;
+        }
         _ = stop.wait_for(|stop| *stop) => {}
     }
     connection.as_mut().graceful_shutdown();

@@ -331,6 +331,32 @@ fn the_oldest_idle_connection_is_shed_first_and_busy_ones_never() {
     assert_eq!(registry.len(), 0);
 }
 
+/// A response that has run for the response timeout ends its connection (`http` closes it when
+/// `overdue` is ready), whether or not it made progress; an idle connection is never overdue.
+#[test]
+fn a_response_is_overdue_after_the_response_timeout_and_an_idle_connection_never() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let registry = std::sync::Arc::new(conn::Registry::default());
+    let (registration, _shed) = registry.register();
+    let limit = Duration::from_millis(200);
+    runtime.block_on(async {
+        let idle = tokio::time::timeout(Duration::from_millis(600), registration.overdue(limit));
+        assert!(idle.await.is_err(), "an idle connection was overdue");
+        let busy = registration.busy();
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), registration.overdue(limit))
+            .await
+            .expect("a busy connection was never overdue");
+        let took = started.elapsed();
+        assert!(took >= limit && took < limit * 2, "{took:?}");
+        drop(busy);
+        assert_eq!(registration.busy_for(), None);
+    });
+}
+
 #[test]
 fn a_sampler_that_panics_ends_the_agent_with_its_reason() {
     let runtime = tokio::runtime::Builder::new_current_thread()
