@@ -75,6 +75,16 @@ while True:
         mark = cpu + 0.01
 "#;
 
+/// Holds 96 MiB, writes its own peak RSS (bytes) to the file named by its argument, and sleeps:
+/// a leftover for `run` to end.
+const HOLDER: &str = r#"
+import resource, sys, time
+block = b"x" * (96 << 20)
+with open(sys.argv[1], "w") as out:
+    out.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+time.sleep(60)
+"#;
+
 /// A pool of two workers over CPU-bound tasks.
 const POOL: &str = r#"
 from multiprocessing import Pool
@@ -170,6 +180,7 @@ impl Work {
         std::fs::write(dir.path().join("orphan.py"), ORPHAN).unwrap();
         std::fs::write(dir.path().join("spinner.py"), SPINNER).unwrap();
         std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
+        std::fs::write(dir.path().join("holder.py"), HOLDER).unwrap();
         common::copy_binary(&dir.path().join("relay-metrics"));
         let make = dir.path().join("make");
         std::fs::create_dir(&make).unwrap();
@@ -678,6 +689,33 @@ fn ended_leftover(work: &Work, mode: Mode) {
     );
 }
 
+/// A leftover holding 96 MiB, ended by `run`: the largest process's peak RSS is the leftover's
+/// own (it is reaped by `run`, its subreaper; with a cgroup it was killed unseen by the cgroup's
+/// removal, and the summary gave the shell's 1.7 MB). Above its figure: what it touched after
+/// writing it (a few pages).
+fn ended_leftover_rss(work: &Work, mode: Mode) {
+    let file = work.path("holder-rss");
+    let script = format!(
+        "setsid python3 holder.py {} & sleep 1",
+        file.to_str().unwrap()
+    );
+    let measured = work.run_with(
+        mode,
+        "ended leftover's RSS",
+        &["--interval-ms", "200"],
+        &["sh", "-c", &script],
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    let own: f64 = written.trim().parse().unwrap();
+    assert!(own >= 96.0 * MIB, "the holder's peak RSS is {own} B");
+    measured.check(
+        "memory.max_single_process_rss_bytes vs the leftover's own ru_maxrss (+0 to 1 MiB)",
+        measured.summary_f64("memory", "max_single_process_rss_bytes"),
+        own + 0.5 * MIB,
+        0.5 * MIB,
+    );
+}
+
 /// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
 /// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
 /// sees and GNU time's does not.
@@ -728,6 +766,8 @@ fn a_leftover_that_run_ends_is_counted_until_its_end() {
     let work = Work::new();
     ended_leftover(&work, Mode::Cgroup);
     ended_leftover(&work, Mode::NoCgroup);
+    ended_leftover_rss(&work, Mode::Cgroup);
+    ended_leftover_rss(&work, Mode::NoCgroup);
 }
 
 #[test]

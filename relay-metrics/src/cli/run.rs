@@ -161,8 +161,6 @@ struct CommandGroup {
     reaped: bool,
     /// Ends the group should `run` be killed; released once `run` is done with the group.
     guard: Option<Guard>,
-    /// Without a cgroup, the processes that leave the group are found by ancestry.
-    no_cgroup: bool,
 }
 
 impl CommandGroup {
@@ -177,16 +175,15 @@ impl CommandGroup {
             group,
             reaped: false,
             guard,
-            no_cgroup: cgroup_dirs.is_empty(),
         }
     }
 
-    /// Without a cgroup, ends every descendant of `run` but the guard: the processes that left
-    /// the group (`setsid`) are among them, as `run` is their subreaper.
+    /// Ends every descendant of `run` but the guard: the processes that left the group
+    /// (`setsid`) are among them, as `run` is their subreaper. With a cgroup too, so that they
+    /// end before the last snapshot and are reaped here (their peak RSS counted), not killed
+    /// unseen by the cgroup's removal.
     fn end_descendants(&self) {
-        if self.no_cgroup {
-            tree::end_own_descendants(self.guard.as_ref().map(Guard::pid));
-        }
+        tree::end_own_descendants(self.guard.as_ref().map(Guard::pid));
     }
 
     fn signal(&self, signal: Signal) {

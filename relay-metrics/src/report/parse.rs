@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::{ReportError, MAX_LINE_BYTES};
 use crate::snapshot::{
-    AcceleratorDeviceMetrics, CgroupReport, CpuMetrics, Cumulative, CumulativeMethod, DiskMetrics,
+    AcceleratorDeviceMetrics, CollectorInfo, CpuMetrics, Cumulative, CumulativeMethod, DiskMetrics,
     Extensions, GpuExtension, GpuLimitEvent, GpuMetrics, KernelEvents, MeasurementScope,
     MemoryMetrics, NetworkMetrics, NetworkTrafficMetrics, OomVictim, PreciseCpu, ProcessMetrics,
     ResourceLimitEventCount, ResourceLimitEventKind, ResourceLimitResource,
@@ -162,7 +162,7 @@ struct Traffic {
 #[derive(Deserialize)]
 struct Ext {
     #[serde(default)]
-    cgroups: Vec<CgroupLimit>,
+    collector: Option<Collector>,
     precise_cpu: Option<PreciseCpu>,
     kernel_events: Kernel,
     sampler: Option<SamplerInfo>,
@@ -173,9 +173,10 @@ struct Ext {
 }
 
 #[derive(Deserialize)]
-struct CgroupLimit {
+struct Collector {
+    /// The bound of the stream's CPU rates (absent in older streams).
     #[serde(default)]
-    cpu_effective_limit_logical_processors: Option<f64>,
+    online_cpus: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -291,14 +292,10 @@ fn extensions(ext: Ext) -> Extensions {
             devices: Vec::new(),
             limit_events: g.limit_events,
         }),
-        cgroups: ext
-            .cgroups
-            .into_iter()
-            .map(|c| CgroupReport {
-                cpu_effective_limit_logical_processors: c.cpu_effective_limit_logical_processors,
-                ..CgroupReport::default()
-            })
-            .collect(),
+        collector: CollectorInfo {
+            online_cpus: ext.collector.and_then(|c| c.online_cpus),
+            ..CollectorInfo::default()
+        },
         precise_cpu: ext.precise_cpu,
         sampler: ext.sampler,
         ..Extensions::default()

@@ -115,8 +115,9 @@ pub(super) fn stream_until_exit(
         };
         snapshots.collector_mut().note_cumulative(&note);
     }
-    // Without a cgroup, what is left is ended before the last snapshot and counted by its
-    // reaping: one that left the command's tree (`setsid`) is counted no other way.
+    // What is left is ended before the last snapshot and counted by its reaping: without a
+    // cgroup, one that left the command's tree (`setsid`) is counted no other way, and with one
+    // its peak RSS is.
     stream.group.end_descendants();
     stream
         .orphans
