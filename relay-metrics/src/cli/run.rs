@@ -416,7 +416,7 @@ fn stream_command(
     events: &Receiver<Event>,
     wait_all: Option<Option<Duration>>,
 ) -> (Result<Instant>, SummaryBuilder, Orphans) {
-    let mut builder = SummaryBuilder::new(Baseline::Zero);
+    let mut builder = SummaryBuilder::new(Baseline::Zero).with_interval(period);
     let mut orphans = Orphans::default();
     let guard_pid = group.guard.as_ref().map(Guard::pid);
     let process_group = group.group;

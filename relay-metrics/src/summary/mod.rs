@@ -563,6 +563,14 @@ impl SummaryBuilder {
         }
     }
 
+    /// The sampling period, known before any snapshot says it: a rate is taken over one
+    /// period at least even where the command ends before its first timed sample (only the
+    /// first and the last snapshot, which carry no sampler: a 1 ms window read as the peak).
+    pub fn with_interval(mut self, period: std::time::Duration) -> Self {
+        self.interval_usec = Some(u64::try_from(period.as_micros()).unwrap_or(u64::MAX));
+        self
+    }
+
     /// A builder for a stream recorded elsewhere (a report of a file): CPU rates are bounded
     /// by the CPUs online that its collectors recorded (not at all in a recording without
     /// them).

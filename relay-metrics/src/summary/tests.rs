@@ -535,6 +535,23 @@ fn a_streams_charged_peak_counts_only_if_it_rose_during_the_stream() {
     assert_eq!(summary.memory.peak_charged_bytes, Some(5 << 20));
 }
 
+/// A command that ends before the first timed sample: only the first and the last snapshot,
+/// 1 ms apart and without sampler information. With the period known, no window that short
+/// is a rate: the peak is the whole run's average, not the 1 ms window's rate.
+#[test]
+fn a_run_shorter_than_a_period_has_its_average_as_its_peak() {
+    let mut builder =
+        SummaryBuilder::new(Baseline::Zero).with_interval(std::time::Duration::from_millis(20));
+    builder.observe(&cumulative_at(0, 0, 0, false));
+    builder.observe(&cumulative_at(1_000, 700_000, 0, false));
+    let summary = builder.finish(RunEnd {
+        wall_time: Some(std::time::Duration::from_millis(2)),
+        ..RunEnd::default()
+    });
+    assert_eq!(summary.cpu.average_cores, Some(0.35));
+    assert_eq!(summary.cpu.peak_cores, Some(0.35));
+}
+
 #[test]
 fn storage_rates_come_from_the_same_counters_as_the_totals() {
     let mut builder = SummaryBuilder::for_stream(Baseline::Zero);
