@@ -247,3 +247,32 @@ fn a_web_config_with_an_unsupported_key_is_refused_at_start() {
         "{stderr}"
     );
 }
+
+/// A TLS connection that never starts its handshake does not hold a stop: SIGTERM ends the
+/// agent at once (it waited the whole 5 s shutdown grace: 5.05 s in a review).
+#[test]
+#[ignore = "tools: openssl"]
+fn a_connection_that_never_starts_tls_does_not_delay_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    std::fs::write(
+        dir.path().join("web.yml"),
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    )
+    .unwrap();
+    let web = dir.path().join("web.yml").display().to_string();
+    let mut agent = common::start_agent(&["--scope", "global", "--web-config-file", &web]);
+    let silent = std::net::TcpStream::connect(&agent.address).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(agent.child.0.id()).unwrap());
+    let started = std::time::Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = agent
+        .wait_exit(std::time::Duration::from_secs(10))
+        .expect("the agent exits");
+    let took = started.elapsed();
+    eprintln!("SIGTERM to exit with a connection before its TLS handshake: {took:?}");
+    assert_eq!(status.code(), Some(0));
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    drop(silent);
+}

@@ -332,7 +332,7 @@ async fn connection(
     tls: Option<tokio_rustls::TlsAcceptor>,
     registration: Registration,
     shed: Arc<Notify>,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     // A fixed send buffer instead of one that grows to megabytes: a client that does not read
@@ -342,10 +342,12 @@ async fn connection(
     let Some(tls) = tls else {
         return http(stream, client, app, limits, registration, shed, stop).await;
     };
-    // The handshake has the header-read timeout too, and a connection in it can be shed.
+    // The handshake has the header-read timeout too, and a connection in it can be shed; at a
+    // stop it has no request in flight to finish.
     let handshake = tokio::select! {
         handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream)) => handshake,
         () = shed.notified() => return,
+        _ = stop.wait_for(|stop| *stop) => return,
     };
     match handshake {
         Ok(Ok(stream)) => http(stream, client, app, limits, registration, shed, stop).await,
