@@ -29,7 +29,8 @@ pub(super) const SCENARIO: &str = "\
 3000 0 ecc_corrected_volatile 1
 3000 0 energy_mj 1300000
 3000 0 xid 79
-# device 1 falls off the bus, then returns
+# device 1 reports XID 79 (fallen off the bus), then is lost, then returns
+3500 1 xid 79
 4000 1 lost
 5000 1 back
 ";
@@ -43,6 +44,10 @@ struct Scripted {
 
 impl Scripted {
     fn new(label: &str, script: &str) -> Self {
+        Self::with_options(label, script, NvmlOptions::default())
+    }
+
+    fn with_options(label: &str, script: &str, options: NvmlOptions) -> Self {
         let files = TestDir::new(label);
         let script_path = files.0.join("scenario.txt");
         std::fs::write(&script_path, script).unwrap();
@@ -51,7 +56,7 @@ impl Scripted {
         let (fake, loaded) = open_with(
             Variant::Full,
             "two_devices",
-            NvmlOptions::default(),
+            options,
             &[
                 ("FAKE_NVML_SCRIPT", script_path.as_path()),
                 ("FAKE_NVML_CLOCK_FILE", clock.as_path()),
@@ -231,6 +236,12 @@ fn the_scenario_phases_give_values_throttle_counts_and_a_lost_device_that_return
     assert_eq!(gone.index, 1);
     assert_eq!(gone.identifier.as_deref(), Some(UUID_1));
     assert!(gone.reason.contains("fell off the bus"), "{}", gone.reason);
+    // Still named by its identity while it stays lost (it was forgotten after one query).
+    let still = scripted.sample_at(4500);
+    let [gone] = &still.lost[..] else {
+        panic!("one lost device expected: {still:?}");
+    };
+    assert_eq!(gone.identifier.as_deref(), Some(UUID_1));
 
     let back = scripted.sample_at(5000);
     assert!(back.lost.is_empty());
@@ -239,6 +250,19 @@ fn the_scenario_phases_give_values_throttle_counts_and_a_lost_device_that_return
     assert_eq!(back.devices[1].values.readings.power_watts, Some(200.0));
     // A returning device starts a new count.
     assert_eq!(back.devices[1].throttle.sampled_periods, 1);
+
+    // A device not selected is not reported when it is lost either.
+    let mut only_zero = Scripted::with_options(
+        "lost-unselected",
+        SCENARIO,
+        NvmlOptions {
+            devices: vec!["0".into()],
+            ..NvmlOptions::default()
+        },
+    );
+    only_zero.sample_at(3000);
+    let lost = only_zero.sample_at(4000);
+    assert!(lost.lost.is_empty(), "{lost:?}");
 }
 
 #[test]

@@ -296,7 +296,14 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     );
     assert_eq!(zero["throttle_reasons"], serde_json::json!(["gpu_idle"]));
 
-    // Device 1 falls off the bus: reported lost, with a reason, without blocking a collect.
+    // Device 1 reports XID 79 and falls off the bus: reported lost, with a reason and its
+    // XID error (they were left out while it was lost), without blocking a collect.
+    set_clock(&clock, 3500);
+    collect_until(&mut collector, "XID 79 of device 1", |json| {
+        json["extensions"]["gpu"]["devices"][1]["xid_errors"]
+            .as_array()
+            .is_some_and(|list| !list.is_empty())
+    });
     set_clock(&clock, 4000);
     let lost = collect_until(&mut collector, "a lost device", |json| {
         json["extensions"]["gpu"]["devices"][1]["lost"] == true
@@ -304,6 +311,16 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     let one = &lost["extensions"]["gpu"]["devices"][1];
     assert_eq!(one["uuid"], UUID_1);
     assert_eq!(one["power_watts"], Value::Null);
+    assert_eq!(
+        one["xid_errors"],
+        serde_json::json!([{"xid": 79, "count": 1}])
+    );
+    assert_eq!(event(&lost, "xid", UUID_1)["count"], 1);
+    // Still named by its UUID a pass later (it was `nvidia:1` after one query).
+    std::thread::sleep(Duration::from_millis(1100));
+    let later = collector.collect();
+    let later = serde_json::to_value(&*later).unwrap();
+    assert_eq!(later["extensions"]["gpu"]["devices"][1]["uuid"], UUID_1);
     let why = reasons(&lost, "extensions.gpu.devices");
     assert_eq!(why.len(), 1, "{why:?}");
     assert!(why[0].starts_with(&format!(
@@ -332,4 +349,52 @@ fn set_env(script: &Path, clock: &Path) {
     for (name, value) in SCRIPT_VARIABLES.into_iter().zip([script, clock]) {
         std::env::set_var(name, value);
     }
+}
+
+/// A driver call that blocks (device 0's queries sleep 6.5 s from the fake's 1000 ms on): once
+/// the GPU thread's last answer is over 5 s old its values are left out with the reason, not
+/// exported as current; they return with the next answer.
+#[test]
+fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
+    let files = TestDir::new("stall");
+    let library = files.0.join("libnvidia-ml.so.1");
+    std::fs::copy(built_library(Variant::Full), &library).unwrap();
+    let script = files.0.join("scenario.txt");
+    std::fs::write(&script, "1000 0 stall_ms 6500\n2000 0 stall_ms 0\n").unwrap();
+    let clock = files.0.join("clock");
+    set_clock(&clock, 0);
+    let config = ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "application_process", "disk": {"enabled": false},
+            "network": {"enabled": false}}"#,
+    )
+    .unwrap();
+    let env = lock(&ENV_LOCK);
+    std::env::set_var("RELAY_METRICS_NVML_LIBRARY", &library);
+    std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
+    set_env(&script, &clock);
+    let mut collector = Collector::new(config).unwrap();
+    collect_until(&mut collector, "two devices and XID listening", |json| {
+        json["extensions"]["gpu"]["limit_events"]
+            .as_array()
+            .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
+    });
+    std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
+    drop(env);
+
+    set_clock(&clock, 1000);
+    let stale = collect_until(&mut collector, "a stale GPU sample", |json| {
+        reasons(json, "gpu")
+            .iter()
+            .any(|reason| reason.contains("a query is blocked"))
+    });
+    assert_eq!(stale["gpu"]["device_metrics"], serde_json::json!([]));
+    assert_eq!(stale["extensions"]["gpu"], Value::Null);
+
+    set_clock(&clock, 2000);
+    let back = collect_until(&mut collector, "fresh GPU values", |json| {
+        json["gpu"]["device_metrics"]
+            .as_array()
+            .is_some_and(|devices| devices.len() == 2)
+    });
+    assert!(reasons(&back, "gpu").is_empty(), "{back:#}");
 }

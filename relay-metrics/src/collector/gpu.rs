@@ -26,6 +26,11 @@ const NVML_PERIOD: Duration = Duration::from_millis(500);
 /// at once; a real driver within a few ms).
 const FIRST_SAMPLE_WAIT: Duration = Duration::from_millis(500);
 
+/// The age past which the GPU thread's latest sample is not served: its queries take well
+/// under a period even on 8 GPUs, so a sample this old means an NVML call is blocked, and its
+/// values would be exported as current.
+const STALE_AFTER: Duration = Duration::from_secs(5);
+
 pub(super) struct GpuFeed {
     sampler: Option<GpuSampler>,
     /// XID errors through NVML's event API (device metrics only), or why its thread could not
@@ -95,6 +100,27 @@ impl GpuFeed {
             reasons.add("gpu", format_args!("{reason}"));
         }
         let nvml = self.nvml_sample();
+        let nvml = match nvml {
+            None if self.sampler.is_some() => {
+                reasons.add(
+                    "gpu",
+                    format_args!("NVML has not answered its first query yet"),
+                );
+                None
+            }
+            Some(sample) if sample.age() > STALE_AFTER => {
+                reasons.add(
+                    "gpu",
+                    format_args!(
+                        "NVML's last answer is {:.1} s old (a query is blocked): its values are \
+                         left out",
+                        sample.age().as_secs_f64()
+                    ),
+                );
+                None
+            }
+            nvml => nvml,
+        };
         out.nvml_processes = self.process_metrics
             && matches!(processes, ProcessPass::Sampled(_))
             && nvml.as_ref().is_some_and(|sample| sample.error.is_none());

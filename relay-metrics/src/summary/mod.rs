@@ -197,10 +197,29 @@ pub struct GpuLimitEventTotal {
 struct GpuEventSpan {
     event: String,
     uuid: String,
-    first: u64,
+    /// The count and throttled seconds last seen.
     last: u64,
-    first_s: Option<f64>,
     last_s: Option<f64>,
+    /// What was counted since the first snapshot, over the restarts of the counts (a device
+    /// lost and back, a violation counter reset).
+    counted: u64,
+    counted_s: Option<f64>,
+}
+
+impl GpuEventSpan {
+    /// Takes the next values: their increase, or the whole value after a restart.
+    fn observe(&mut self, count: u64, seconds: Option<f64>) {
+        self.counted += count.checked_sub(self.last).unwrap_or(count);
+        self.last = count;
+        if let Some(now) = seconds {
+            let gained = match self.last_s {
+                Some(before) if now >= before => now - before,
+                _ => now,
+            };
+            self.counted_s = Some(self.counted_s.unwrap_or(0.0) + gained);
+            self.last_s = Some(now);
+        }
+    }
 }
 
 /// The sampling itself.
@@ -860,17 +879,14 @@ impl SummaryBuilder {
                 .iter_mut()
                 .find(|span| span.event == *event.event && span.uuid == *event.uuid);
             match known {
-                Some(span) => {
-                    span.last = event.count;
-                    span.last_s = event.throttled_seconds;
-                }
+                Some(span) => span.observe(event.count, event.throttled_seconds),
                 None => self.gpu_events.push(GpuEventSpan {
                     event: event.event.to_string(),
                     uuid: event.uuid.to_string(),
-                    first: event.count,
                     last: event.count,
-                    first_s: event.throttled_seconds,
                     last_s: event.throttled_seconds,
+                    counted: 0,
+                    counted_s: event.throttled_seconds.map(|_| 0.0),
                 }),
             }
         }
@@ -1273,12 +1289,8 @@ impl SummaryBuilder {
                 .map(|span| GpuLimitEventTotal {
                     event: span.event.clone(),
                     uuid: span.uuid.clone(),
-                    // The counts restart when a device returns after being lost.
-                    count: span.last.checked_sub(span.first).unwrap_or(span.last),
-                    throttled_s: match (span.first_s, span.last_s) {
-                        (Some(first), Some(last)) if last >= first => Some(last - first),
-                        (_, last) => last,
-                    },
+                    count: span.counted,
+                    throttled_s: span.counted_s,
                 })
                 .collect(),
         })

@@ -322,6 +322,10 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
     builder.observe(&with_gpu(0, 2, 1.0, 0));
     builder.observe(&with_gpu(100, 5, 2.5, 1));
     builder.observe(&with_gpu(200, 9, 4.0, 1));
+    // The device is lost and back: its counts restart from 0 (7 periods and 3 s before; last
+    // minus first read 1 and 0.5 s).
+    builder.observe(&with_gpu(300, 1, 0.5, 0));
+    builder.observe(&with_gpu(400, 3, 1.5, 0));
     let summary = builder.finish(RunEnd::default());
     let gpu = summary.gpu.as_ref().unwrap();
     assert_eq!(
@@ -330,8 +334,8 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
             GpuLimitEventTotal {
                 event: "power_cap".into(),
                 uuid: "GPU-a".into(),
-                count: 7,
-                throttled_s: Some(3.0),
+                count: 10,
+                throttled_s: Some(4.5),
             },
             GpuLimitEventTotal {
                 event: "xid".into(),
@@ -343,7 +347,7 @@ fn gpu_limit_events_count_what_happened_during_the_run() {
     );
     let text = summary.to_text();
     assert!(
-        text.contains("gpu power_cap on GPU-a (sampling periods, throttled 3.000 s)"),
+        text.contains("gpu power_cap on GPU-a (sampling periods, throttled 4.500 s)"),
         "{text}"
     );
     assert!(text.contains("gpu xid on GPU-a (XID errors)"), "{text}");

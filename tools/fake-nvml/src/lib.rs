@@ -112,6 +112,7 @@ fn with_device(
     device: *mut c_void,
     body: impl FnOnce(&mut Script, usize) -> NvmlReturn,
 ) -> NvmlReturn {
+    stall(device);
     let mut guard = state();
     let Some(script) = guard.as_mut() else {
         return ERROR_UNINITIALIZED;
@@ -120,6 +121,21 @@ fn with_device(
         Some(index) if script.timeline.device(index).lost => ERROR_GPU_IS_LOST,
         Some(index) => body(script, index),
         None => ERROR_INVALID_ARGUMENT,
+    }
+}
+
+/// Sleeps for the device's scripted `stall_ms` (without holding the state, so that other
+/// threads' queries go on).
+fn stall(device: *mut c_void) {
+    let pause = {
+        let guard = state();
+        guard.as_ref().and_then(|script| {
+            let index = index_of(device).filter(|&i| i < script.scenario.device_count())?;
+            script.timeline.device(index).get(timeline::Key::StallMs)
+        })
+    };
+    if let Some(ms) = pause.filter(|&ms| ms > 0) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 

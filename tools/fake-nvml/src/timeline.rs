@@ -13,7 +13,8 @@
 //! without one: `lost` (every query of the device, its handle included, answers
 //! `NVML_ERROR_GPU_IS_LOST` until `back`), `back`, and `xid <code>` (an XID critical error
 //! event, delivered once by `nvmlEventSetWait_v2` to a set registered for it). `throttle` takes
-//! NVML's `clocksThrottleReasons` bitmask (decimal or `0x` hex).
+//! NVML's `clocksThrottleReasons` bitmask (decimal or `0x` hex); `stall_ms` makes every query of
+//! the device sleep that long before it answers.
 //!
 //! The clock is real time since `nvmlInit_v2`, unless `FAKE_NVML_CLOCK_FILE` names a file: then
 //! "now" is the number of milliseconds written in it, so a test moves time by rewriting it.
@@ -91,6 +92,7 @@ keys! {
     EncoderPercent = "encoder_percent",
     DecoderPercent = "decoder_percent",
     MigMode = "mig_mode",
+    StallMs = "stall_ms",
 }
 
 /// Values before any scenario line: device 1 has no memory temperature sensor, ECC, row

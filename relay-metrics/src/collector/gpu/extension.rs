@@ -103,7 +103,20 @@ pub(super) fn fill(
                 &mut devices,
                 GpuDeviceReport::default,
             );
-            lost_report(lost, report, reasons);
+            lost_report(lost, &xid_counts, report, reasons);
+            // Its XID errors stay (XID 79 is a device falling off the bus).
+            let codes = xid_counts.codes(lost.index, &report.uuid);
+            if !codes.is_empty() {
+                let total = codes.iter().map(|&(_, count)| count).sum();
+                let entry = slot(
+                    &mut extension.limit_events,
+                    &mut events,
+                    GpuLimitEvent::default,
+                );
+                write_event(entry, "xid", lost.index, &report.uuid, total);
+                entry.sampled_periods = None;
+                entry.throttled_seconds = None;
+            }
         }
     }
     for device in drm {
@@ -143,8 +156,14 @@ fn xid_view(
     }
 }
 
-/// `report` for an NVML device that could not be opened, and why.
-fn lost_report(lost: &LostDevice, report: &mut GpuDeviceReport, reasons: &mut Reasons) {
+/// `report` for an NVML device that could not be opened, and why; its XID errors are still
+/// those counted.
+fn lost_report(
+    lost: &LostDevice,
+    xid: &XidView,
+    report: &mut GpuDeviceReport,
+    reasons: &mut Reasons,
+) {
     let fallback;
     let uuid = match &lost.identifier {
         Some(identifier) => identifier.as_str(),
@@ -158,6 +177,11 @@ fn lost_report(lost: &LostDevice, report: &mut GpuDeviceReport, reasons: &mut Re
     report.index = Some(lost.index);
     share(&mut report.uuid, uuid);
     report.lost = true;
+    report.xid_errors.extend(
+        xid.codes(lost.index, uuid)
+            .iter()
+            .map(|&(xid, count)| XidErrorCount { xid, count }),
+    );
     reasons.add(
         "extensions.gpu.devices",
         format_args!("NVML device {} ({uuid}): {}", lost.index, lost.reason),
@@ -243,11 +267,14 @@ impl XidView {
 
     /// The XID codes and counts of a device (matched by index and UUID).
     fn of_device(&self, device: &GpuDeviceSample) -> &[(u64, u64)] {
+        self.codes(device.index, &device.identifier)
+    }
+
+    /// The XID codes and counts of the device at `index` with `identifier`.
+    fn codes(&self, index: u32, identifier: &str) -> &[(u64, u64)] {
         self.devices
             .iter()
-            .find(|(index, identifier, _)| {
-                *index == device.index && *identifier == device.identifier
-            })
+            .find(|(at, id, _)| *at == index && id == identifier)
             .map_or(&[], |(_, _, codes)| codes.as_slice())
     }
 }
@@ -320,7 +347,13 @@ fn limit_events(
                 GpuThrottleEvent::HwSlowdown => None,
             };
             let entry = slot(list, used, GpuLimitEvent::default);
-            write_event(entry, event.as_str(), device, active);
+            write_event(
+                entry,
+                event.as_str(),
+                device.index,
+                &device.identifier,
+                active,
+            );
             entry.sampled_periods = Some(counts.sampled_periods);
             entry.throttled_seconds = throttled_ns.map(|ns| ns as f64 / 1e9);
         }
@@ -329,21 +362,16 @@ fn limit_events(
     if xid.listening || !codes.is_empty() {
         let total = codes.iter().map(|&(_, count)| count).sum();
         let entry = slot(list, used, GpuLimitEvent::default);
-        write_event(entry, "xid", device, total);
+        write_event(entry, "xid", device.index, &device.identifier, total);
         entry.sampled_periods = None;
         entry.throttled_seconds = None;
     }
 }
 
-fn write_event(
-    entry: &mut GpuLimitEvent,
-    event: &'static str,
-    device: &GpuDeviceSample,
-    count: u64,
-) {
+fn write_event(entry: &mut GpuLimitEvent, event: &'static str, index: u32, uuid: &str, count: u64) {
     entry.resource = Cow::Borrowed("gpu");
     entry.event = Cow::Borrowed(event);
-    entry.index = Some(device.index);
-    share(&mut entry.uuid, &device.identifier);
+    entry.index = Some(index);
+    share(&mut entry.uuid, uuid);
     entry.count = count;
 }

@@ -103,6 +103,9 @@ pub struct NvmlSource {
     last_seen_usec: HashMap<u32, u64>,
     /// Per device index: throttle counts since the device was first seen with its identifier.
     throttle: HashMap<u32, ThrottleState>,
+    /// Per device index: the identifier it was last seen with, kept while it is lost (a lost
+    /// device is named by it for as long as it is lost, and selected or not by it).
+    identities: HashMap<u32, String>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -127,6 +130,7 @@ impl NvmlSource {
             session: Session::NotTried,
             last_seen_usec: HashMap::new(),
             throttle: HashMap::new(),
+            identities: HashMap::new(),
         }
     }
 
@@ -168,6 +172,7 @@ impl NvmlSource {
             session,
             last_seen_usec,
             throttle,
+            identities,
         } = self;
         let Session::Open(nvml) = session else {
             // `open` succeeded, so the session is open; kept total rather than panicking.
@@ -183,9 +188,12 @@ impl NvmlSource {
             let device = match nvml.device_by_index(index) {
                 Ok(device) => device,
                 Err(error) => {
+                    // Its return starts a new series of counts.
+                    throttle.remove(&index);
+                    let identifier = identities.get(&index).cloned();
                     sample
                         .lost
-                        .extend(lost_device(throttle, &options.devices, index, &error));
+                        .extend(lost_device(identifier, &options.devices, index, &error));
                     continue;
                 }
             };
@@ -193,6 +201,9 @@ impl NvmlSource {
                 Ok(uuid) if !uuid.is_empty() => uuid,
                 _ => format!("nvidia:{index}"),
             };
+            if identities.get(&index) != Some(&identifier) {
+                identities.insert(index, identifier.clone());
+            }
             if !device_selected(&options.devices, &identifier, Some(index)) {
                 continue;
             }
@@ -251,15 +262,14 @@ impl NvmlSource {
     }
 }
 
-/// A device NVML could not open, with its last known identity (its state is dropped, so
-/// that its return starts a new series of counts); `None` when it is not selected.
+/// A device NVML could not open, with its last known identity; `None` when it is not
+/// selected.
 fn lost_device(
-    throttle: &mut HashMap<u32, ThrottleState>,
+    identifier: Option<String>,
     selectors: &[String],
     index: u32,
     error: &NvmlError,
 ) -> Option<LostDevice> {
-    let identifier = throttle.remove(&index).map(|state| state.identifier);
     let selected = identifier
         .as_deref()
         .is_none_or(|identifier| device_selected(selectors, identifier, Some(index)));
