@@ -68,15 +68,24 @@ fn event<'j>(json: &'j Value, name: &str, uuid: &str) -> &'j Value {
         .unwrap_or_else(|| panic!("no {name} event of {uuid}: {json:#}"))
 }
 
-#[test]
-fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
-    let files = TestDir::new("snapshot");
+/// A collector of one process over the fake, its scenario, its clock file, and its first
+/// snapshot with both devices and the XID thread listening.
+struct Started {
+    files: TestDir,
+    clock: std::path::PathBuf,
+    collector: Collector,
+    first: (Arc<ResourceMetricsSnapshot>, Value),
+}
+
+/// [`Started`] with `scenario`, the fake's clock at `clock_ms`.
+fn start(label: &str, scenario: &str, clock_ms: u64) -> Started {
+    let files = TestDir::new(label);
     let library = files.0.join("libnvidia-ml.so.1");
     std::fs::copy(built_library(Variant::Full), &library).unwrap();
     let script = files.0.join("scenario.txt");
-    std::fs::write(&script, SCENARIO).unwrap();
+    std::fs::write(&script, scenario).unwrap();
     let clock = files.0.join("clock");
-    set_clock(&clock, 2000);
+    set_clock(&clock, clock_ms);
     let config = ResourceMetricsConfig::from_text(
         r#"{"measurement_scope": "application_process", "disk": {"enabled": false},
             "network": {"enabled": false}}"#,
@@ -89,14 +98,29 @@ fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
     std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
     set_env(&script, &clock);
     let mut collector = Collector::new(config).unwrap();
-    let (snapshot, hot) =
-        collect_snapshot_until(&mut collector, "two devices and XID listening", |json| {
-            json["extensions"]["gpu"]["limit_events"]
-                .as_array()
-                .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
-        });
+    let first = collect_snapshot_until(&mut collector, "two devices and XID listening", |json| {
+        json["extensions"]["gpu"]["limit_events"]
+            .as_array()
+            .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
+    });
     std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
     drop(env);
+    Started {
+        files,
+        clock,
+        collector,
+        first,
+    }
+}
+
+#[test]
+fn snapshots_carry_gpu_values_limit_events_and_per_value_reasons() {
+    let Started {
+        files: _files,
+        clock,
+        mut collector,
+        first: (snapshot, hot),
+    } = start("snapshot", SCENARIO, 2000);
 
     // The thermal phase: every value of device 0, each in its unit.
     let zero = &hot["extensions"]["gpu"]["devices"][0];
@@ -356,30 +380,12 @@ fn set_env(script: &Path, clock: &Path) {
 /// exported as current; they return with the next answer.
 #[test]
 fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
-    let files = TestDir::new("stall");
-    let library = files.0.join("libnvidia-ml.so.1");
-    std::fs::copy(built_library(Variant::Full), &library).unwrap();
-    let script = files.0.join("scenario.txt");
-    std::fs::write(&script, "1000 0 stall_ms 6500\n2000 0 stall_ms 0\n").unwrap();
-    let clock = files.0.join("clock");
-    set_clock(&clock, 0);
-    let config = ResourceMetricsConfig::from_text(
-        r#"{"measurement_scope": "application_process", "disk": {"enabled": false},
-            "network": {"enabled": false}}"#,
-    )
-    .unwrap();
-    let env = lock(&ENV_LOCK);
-    std::env::set_var("RELAY_METRICS_NVML_LIBRARY", &library);
-    std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
-    set_env(&script, &clock);
-    let mut collector = Collector::new(config).unwrap();
-    collect_until(&mut collector, "two devices and XID listening", |json| {
-        json["extensions"]["gpu"]["limit_events"]
-            .as_array()
-            .is_some_and(|events| events.iter().filter(|e| e["event"] == "xid").count() == 2)
-    });
-    std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
-    drop(env);
+    let Started {
+        files: _files,
+        clock,
+        mut collector,
+        ..
+    } = start("stall", "1000 0 stall_ms 6500\n2000 0 stall_ms 0\n", 0);
 
     set_clock(&clock, 1000);
     let stale = collect_until(&mut collector, "a stale GPU sample", |json| {
