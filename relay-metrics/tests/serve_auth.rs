@@ -261,9 +261,9 @@ fn connections_waiting_for_their_check_do_not_lock_another_address_out() {
 }
 
 /// 60 requests from 127.0.0.2 with wrong passwords, each connection closed 10 ms after its
-/// request: the checks they started run to their end holding their pool place, so no more
-/// bcrypt runs at once than the pool's size (one thread each). A closed connection freed its
-/// place while its bcrypt ran on, and the next started another: 286 threads in a review.
+/// request: the checks they started run to their end holding their pool place and their
+/// address's turn, so the address runs one bcrypt at a time (one thread). A closed connection
+/// freed both while its bcrypt ran on, and the next started another: 286 threads in a review.
 #[test]
 fn clients_that_hang_up_do_not_start_more_checks_than_the_pool() {
     let (hash, verification) = calibrated_hash("s3cret");
@@ -287,9 +287,13 @@ fn clients_that_hang_up_do_not_start_more_checks_than_the_pool() {
         std::thread::sleep(Duration::from_millis(10));
     }
     eprintln!("threads: {before} before, at most {most} during (pool {pool})");
+    // One address: one check at a time (one thread), whatever the pool; the bound allows the
+    // pool and one thread of slack for the blocking pool's hand-over (6 with a pool of 2 here,
+    // 63 before the fix).
     assert!(
-        most <= before + pool + 2,
-        "{most} threads against {before} before: checks ran beyond the pool of {pool}"
+        most <= before + pool + 1,
+        "{most} threads against {before} before: one address ran several checks at once \
+         (pool {pool})"
     );
 }
 

@@ -377,7 +377,8 @@ fn set_env(script: &Path, clock: &Path) {
 
 /// A driver call that blocks (device 0's queries sleep 6.5 s from the fake's 1000 ms on): once
 /// the GPU thread's last answer is over 5 s old its values are left out with the reason, not
-/// exported as current; they return with the next answer.
+/// exported as current, while the devices and the XID errors counted by the event thread stay;
+/// the values return with the next answer.
 #[test]
 fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
     let Started {
@@ -385,7 +386,17 @@ fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
         clock,
         mut collector,
         ..
-    } = start("stall", "1000 0 stall_ms 6500\n2000 0 stall_ms 0\n", 0);
+    } = start(
+        "stall",
+        "500 1 xid 79\n1000 0 stall_ms 6500\n2000 0 stall_ms 0\n",
+        0,
+    );
+    set_clock(&clock, 500);
+    collect_until(&mut collector, "XID 79 of device 1", |json| {
+        json["extensions"]["gpu"]["devices"][1]["xid_errors"]
+            .as_array()
+            .is_some_and(|list| !list.is_empty())
+    });
 
     set_clock(&clock, 1000);
     let stale = collect_until(&mut collector, "a stale GPU sample", |json| {
@@ -394,7 +405,23 @@ fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
             .any(|reason| reason.contains("a query is blocked"))
     });
     assert_eq!(stale["gpu"]["device_metrics"], serde_json::json!([]));
-    assert_eq!(stale["extensions"]["gpu"], Value::Null);
+    // The devices stay known, their values `null`; the XID errors (the event thread's) stay.
+    let devices = &stale["extensions"]["gpu"]["devices"];
+    assert_eq!(devices[0]["uuid"], UUID_0);
+    assert_eq!(devices[0]["power_watts"], Value::Null);
+    assert_eq!(devices[1]["uuid"], UUID_1);
+    assert_eq!(
+        devices[1]["xid_errors"],
+        serde_json::json!([{"xid": 79, "count": 1}])
+    );
+    assert_eq!(event(&stale, "xid", UUID_1)["count"], 1);
+    let events = stale["extensions"]["gpu"]["limit_events"]
+        .as_array()
+        .unwrap();
+    assert!(
+        events.iter().all(|e| e["event"] == "xid"),
+        "throttling counts of a stale sample: {events:?}"
+    );
 
     set_clock(&clock, 2000);
     let back = collect_until(&mut collector, "fresh GPU values", |json| {

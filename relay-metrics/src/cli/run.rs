@@ -360,8 +360,9 @@ fn run_command(
         Ok(started) => started,
         Err(error) => return end_early(&mut group, &events, cgroup.ok(), error),
     };
-    // What the command left running is ended (named in the last line: `stream_until_exit`),
-    // by the cgroup's removal, or here without one.
+    // What the command left running was ended and reaped before the last line
+    // (`stream_until_exit`); anything started since is ended here, and the cgroup's removal
+    // ends what is left in it.
     group.end_descendants();
     let reaped = group.reap()?;
     let wall_time = started.elapsed();

@@ -99,28 +99,28 @@ impl GpuFeed {
         if let Some(reason) = &self.spawn_error {
             reasons.add("gpu", format_args!("{reason}"));
         }
-        let nvml = self.nvml_sample();
-        let nvml = match nvml {
-            None if self.sampler.is_some() => {
-                reasons.add(
-                    "gpu",
-                    format_args!("NVML has not answered its first query yet"),
-                );
-                None
-            }
-            Some(sample) if sample.age() > STALE_AFTER => {
-                reasons.add(
-                    "gpu",
-                    format_args!(
-                        "NVML's last answer is {:.1} s old (a query is blocked): its values are \
-                         left out",
-                        sample.age().as_secs_f64()
-                    ),
-                );
-                None
-            }
-            nvml => nvml,
-        };
+        let sample = self.nvml_sample();
+        if sample.is_none() && self.sampler.is_some() {
+            reasons.add(
+                "gpu",
+                format_args!("NVML has not answered its first query yet"),
+            );
+        }
+        let stale = sample
+            .as_ref()
+            .map(|sample| sample.age())
+            .filter(|age| *age > STALE_AFTER);
+        if let Some(age) = stale {
+            reasons.add(
+                "gpu",
+                format_args!(
+                    "NVML's last answer is {:.1} s old (a query is blocked): its values are left \
+                     out",
+                    age.as_secs_f64()
+                ),
+            );
+        }
+        let nvml = sample.as_ref().filter(|_| stale.is_none());
         out.nvml_processes = self.process_metrics
             && matches!(processes, ProcessPass::Sampled(_))
             && nvml.as_ref().is_some_and(|sample| sample.error.is_none());
@@ -137,10 +137,11 @@ impl GpuFeed {
             drm.read_into(&mut self.drm_devices);
         }
 
-        fill_devices(nvml.as_deref(), &self.drm_devices, &mut out.devices);
-        fill_processes(nvml.as_deref(), processes, &mut out.processes);
+        fill_devices(nvml.map(|s| &**s), &self.drm_devices, &mut out.devices);
+        fill_processes(nvml.map(|s| &**s), processes, &mut out.processes);
         extension::fill(
-            nvml.as_deref(),
+            sample.as_deref(),
+            stale.is_none(),
             self.xid.as_ref().map(Result::as_ref),
             &self.drm_devices,
             reasons,

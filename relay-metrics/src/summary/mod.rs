@@ -401,6 +401,9 @@ pub struct SummaryBuilder {
     /// The high-water mark in the first snapshot that had one: a stream that never rose above
     /// it may not have made it.
     cum_memory_peak_first: Option<f64>,
+    /// The cumulative totals count from before the first snapshot (`run`'s, from the command's
+    /// start in a cgroup of its own): the mark is the stream's, risen or not.
+    cum_from_before: bool,
     /// The window of the CPU rate (cumulative ns) and the storage rates (cumulative bytes).
     cpu_window: RateWindow,
     read_window: RateWindow,
@@ -730,7 +733,7 @@ impl SummaryBuilder {
             self.missed_ticks = self.missed_ticks.max(sampler.missed_ticks_total);
             self.interval_usec = Some(sampler.interval_usec);
         }
-        if let Some(cpus) = snapshot.extensions.collector.online_cpus {
+        if let Some(cpus) = snapshot.extensions.collector.online_cpus.filter(|&c| c > 0) {
             let cpus = f64::from(cpus);
             self.recorded_cpus = Some(self.recorded_cpus.map_or(cpus, |seen| seen.max(cpus)));
         }
@@ -749,6 +752,10 @@ impl SummaryBuilder {
         let peak = ns(cumulative.memory_peak_bytes);
         if self.cum_memory_peak_first.is_none() {
             self.cum_memory_peak_first = peak;
+            self.cum_from_before = cumulative
+                .since
+                .zip(self.first)
+                .is_some_and(|(since, first)| since < first);
         }
         self.cum_memory_peak.observe(peak, at);
     }
@@ -1109,6 +1116,7 @@ impl SummaryBuilder {
         // A high-water mark counts from the cgroup's start: one that did not rise after the
         // first snapshot of a stream of an older cgroup may be from before the stream.
         let rose = self.baseline == Baseline::Zero
+            || self.cum_from_before
             || self.cum_memory_peak.value > self.cum_memory_peak_first;
         let (peak_charged_bytes, peak_charged_at) = match self.cum_memory_peak.value {
             Some(bytes) if rose => (Some(bytes as u64), self.cum_memory_peak.at),

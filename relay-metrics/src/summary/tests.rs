@@ -537,6 +537,16 @@ fn a_streams_charged_peak_counts_only_if_it_rose_during_the_stream() {
     builder.observe(&with_peak(1_000_000, 5 << 20));
     let summary = builder.finish(RunEnd::default());
     assert_eq!(summary.memory.peak_charged_bytes, Some(5 << 20));
+    // … and so does the report of its stream: its totals count from before the first
+    // snapshot (the command's start).
+    let mut builder = SummaryBuilder::for_stream(Baseline::FirstSample);
+    for us in [0, 1_000_000] {
+        let mut snapshot = with_peak(us, 5 << 20);
+        snapshot.extensions.cumulative.as_mut().unwrap().since = Some(at(-3));
+        builder.observe(&snapshot);
+    }
+    let summary = builder.finish(RunEnd::default());
+    assert_eq!(summary.memory.peak_charged_bytes, Some(5 << 20));
 }
 
 /// A command that ends before the first timed sample: only the first and the last snapshot,

@@ -59,9 +59,12 @@ fn value_field(name: &str) -> &'static str {
 }
 
 /// Fills `out` from the latest NVML sample, the XID thread and the DRM devices; `None` when
-/// none of them has a device.
+/// none of them has a device. Of a sample that is not `fresh` (its NVML query is blocked) only
+/// the devices' identities are kept, with their XID errors (counted by the event thread, which
+/// does not wait on that query).
 pub(super) fn fill(
     nvml: Option<&GpuSample>,
+    fresh: bool,
     xid: Option<Result<&XidWatcher, &String>>,
     drm: &[DrmDeviceSample],
     reasons: &mut Reasons,
@@ -77,7 +80,18 @@ pub(super) fn fill(
     let mut events = 0;
     if let Some(sample) = nvml {
         let xid_counts = xid_view(sample, xid, reasons);
-        for device in &sample.devices {
+        for device in sample.devices.iter().filter(|_| !fresh) {
+            let report = slot(
+                &mut extension.devices,
+                &mut devices,
+                GpuDeviceReport::default,
+            );
+            identity_report(device.index, &device.identifier, &xid_counts, report);
+            report.lost = false;
+            let entry = (&mut extension.limit_events, &mut events);
+            xid_event(device.index, &report.uuid, &xid_counts, entry);
+        }
+        for device in sample.devices.iter().filter(|_| fresh) {
             let report = slot(
                 &mut extension.devices,
                 &mut devices,
@@ -105,18 +119,8 @@ pub(super) fn fill(
             );
             lost_report(lost, &xid_counts, report, reasons);
             // Its XID errors stay (XID 79 is a device falling off the bus).
-            let codes = xid_counts.codes(lost.index, &report.uuid);
-            if !codes.is_empty() {
-                let total = codes.iter().map(|&(_, count)| count).sum();
-                let entry = slot(
-                    &mut extension.limit_events,
-                    &mut events,
-                    GpuLimitEvent::default,
-                );
-                write_event(entry, "xid", lost.index, &report.uuid, total);
-                entry.sampled_periods = None;
-                entry.throttled_seconds = None;
-            }
+            let entry = (&mut extension.limit_events, &mut events);
+            xid_event(lost.index, &report.uuid, &xid_counts, entry);
         }
     }
     for device in drm {
@@ -172,20 +176,43 @@ fn lost_report(
             &fallback
         }
     };
-    clear(report);
-    report.vendor = Cow::Borrowed("nvidia");
-    report.index = Some(lost.index);
-    share(&mut report.uuid, uuid);
+    identity_report(lost.index, uuid, xid, report);
     report.lost = true;
-    report.xid_errors.extend(
-        xid.codes(lost.index, uuid)
-            .iter()
-            .map(|&(xid, count)| XidErrorCount { xid, count }),
-    );
     reasons.add(
         "extensions.gpu.devices",
         format_args!("NVML device {} ({uuid}): {}", lost.index, lost.reason),
     );
+}
+
+/// `report` for an NVML device known by its index and UUID only: every value `null`, its XID
+/// errors those counted.
+fn identity_report(index: u32, uuid: &str, xid: &XidView, report: &mut GpuDeviceReport) {
+    clear(report);
+    report.vendor = Cow::Borrowed("nvidia");
+    report.index = Some(index);
+    share(&mut report.uuid, uuid);
+    report.xid_errors.extend(
+        xid.codes(index, uuid)
+            .iter()
+            .map(|&(xid, count)| XidErrorCount { xid, count }),
+    );
+}
+
+/// The `xid` limit event of a device known by its index and UUID only, where it had some.
+fn xid_event(
+    index: u32,
+    uuid: &str,
+    xid: &XidView,
+    (list, used): (&mut Vec<GpuLimitEvent>, &mut usize),
+) {
+    let codes = xid.codes(index, uuid);
+    if !codes.is_empty() {
+        let total = codes.iter().map(|&(_, count)| count).sum();
+        let entry = slot(list, used, GpuLimitEvent::default);
+        write_event(entry, "xid", index, uuid, total);
+        entry.sampled_periods = None;
+        entry.throttled_seconds = None;
+    }
 }
 
 /// `report` for a DRM device (AMD, Intel): its hwmon values, and what DRM cannot give.

@@ -320,19 +320,26 @@ impl BasicAuth {
         }
         // One verification at a time per client address.
         let queue = ClientQueue::join(self, client);
-        let _turn = queue.turn.lock().await;
+        let turn = Arc::clone(&queue.turn).lock_owned().await;
         // A request of the same client may have settled it meanwhile.
         let verdict = match self.cached(&tag) {
             Some(verdict) => verdict,
-            None => self.verify(user, password, tag).await,
+            None => self.verify(user, password, tag, (client, turn)).await,
         };
         verdict == Verdict::Allowed
     }
 
     /// One bcrypt run on the pool (against the dummy hash for an unknown user). The run holds
-    /// its pool permit and remembers its verdict itself: a request cancelled while it runs
-    /// neither frees the permit for another run nor loses the verdict.
-    async fn verify(self: &Arc<Self>, user: String, password: String, tag: Tag) -> Verdict {
+    /// its pool permit and its client's `turn`, and remembers its verdict itself: a request
+    /// cancelled while it runs frees neither for another run (so one address runs one at a
+    /// time, hanging up or not), nor loses the verdict.
+    async fn verify(
+        self: &Arc<Self>,
+        user: String,
+        password: String,
+        tag: Tag,
+        (client, turn): (IpAddr, tokio::sync::OwnedMutexGuard<()>),
+    ) -> Verdict {
         let Ok(slot) = Arc::clone(&self.slots).acquire_owned().await else {
             return Verdict::Denied;
         };
@@ -352,7 +359,15 @@ impl BasicAuth {
                 Verdict::Denied
             };
             auth.remember(tag, verdict);
-            drop(slot);
+            drop((slot, turn));
+            // The client's queue goes with its last holder: this run, if its request is gone.
+            let mut clients = lock(&auth.clients);
+            if clients
+                .get(&client)
+                .is_some_and(|turn| Arc::strong_count(turn) == 1)
+            {
+                clients.remove(&client);
+            }
             verdict
         })
         .await

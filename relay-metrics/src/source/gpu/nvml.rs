@@ -198,12 +198,19 @@ impl NvmlSource {
                 }
             };
             let identifier = match device.uuid() {
-                Ok(uuid) if !uuid.is_empty() => uuid,
-                _ => format!("nvidia:{index}"),
+                Ok(uuid) if !uuid.is_empty() => {
+                    if identities.get(&index) != Some(&uuid) {
+                        identities.insert(index, uuid.clone());
+                    }
+                    uuid
+                }
+                // A failed UUID query: the UUID the index last had (a transient failure must
+                // not start a new series nor leave a UUID selection), else the index.
+                _ => identities
+                    .get(&index)
+                    .cloned()
+                    .unwrap_or_else(|| format!("nvidia:{index}")),
             };
-            if identities.get(&index) != Some(&identifier) {
-                identities.insert(index, identifier.clone());
-            }
             if !device_selected(&options.devices, &identifier, Some(index)) {
                 continue;
             }
@@ -270,9 +277,13 @@ fn lost_device(
     index: u32,
     error: &NvmlError,
 ) -> Option<LostDevice> {
-    let selected = identifier
-        .as_deref()
-        .is_none_or(|identifier| device_selected(selectors, identifier, Some(index)));
+    // Never seen: selected by its index alone.
+    let fallback = format!("nvidia:{index}");
+    let selected = device_selected(
+        selectors,
+        identifier.as_deref().unwrap_or(&fallback),
+        Some(index),
+    );
     selected.then(|| LostDevice {
         index,
         identifier,
