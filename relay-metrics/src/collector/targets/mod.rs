@@ -506,21 +506,15 @@ impl TargetSet {
     fn select(&mut self, out: &mut Targets) {
         let scan = &self.scan;
         self.selected.clear();
-        self.selected.extend(
-            scan.cgroups
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.selected)
-                .map(|(index, _)| index),
-        );
+        // In path order, as the walk sorted them once (a walk is reused for many passes).
+        let in_order = scan.in_path_order().iter().copied();
+        self.selected
+            .extend(in_order.filter(|&index| scan.cgroups[index].selected));
         // Without patterns, only cgroups holding a process (themselves or below) count.
         if self.selection.patterns.is_empty() {
             let populated = populated(scan);
             self.selected.retain(|&index| populated[index]);
         }
-        self.selected.sort_unstable_by(|&a, &b| {
-            scan.path(&scan.cgroups[a]).cmp(scan.path(&scan.cgroups[b]))
-        });
         out.matched = self.selected.len() as u64;
         let dropped = self.selected.len().saturating_sub(self.max_targets);
         self.selected.truncate(self.max_targets);

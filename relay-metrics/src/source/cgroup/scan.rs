@@ -138,6 +138,11 @@ impl Scan {
         Some(self.by_path[at])
     }
 
+    /// The indexes of the visited cgroups, in the order of their paths.
+    pub(crate) fn in_path_order(&self) -> &[usize] {
+        &self.by_path
+    }
+
     /// Makes the indexes of the cgroups as walked.
     fn index(&mut self) {
         self.by_id.clear();
