@@ -278,6 +278,10 @@ fn two_devices_report_exact_memory_and_utilization() {
             process(1, UUID_1, PID_C, None, None),
         ]
     );
+    assert!(sample
+        .devices
+        .iter()
+        .all(|d| d.process_lists_error.is_none()));
     assert_eq!(fake.source.unavailable_reason(), None);
 }
 
@@ -371,6 +375,11 @@ fn missing_optional_symbols_make_only_their_fields_none() {
         process(1, UUID_1, PID_C, None, None),
     ];
     assert_eq!(first.processes, expected);
+    // A graphics process would be missing: each device says so.
+    for device in &first.devices {
+        let error = device.process_lists_error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("its graphics process list: "), "{error}");
+    }
     let second = fake.source.sample(&mut |_| true).unwrap();
     assert_eq!(second.processes, expected);
     assert_eq!(summary(&second.devices), summary(&first.devices));
@@ -388,7 +397,7 @@ fn not_supported_queries_degrade_per_field() {
         ]
     );
     // Device 0's compute list is unsupported: the graphics list still gives A's memory, and B
-    // (compute only) is not listed.
+    // (compute only) is not listed, which the device says.
     assert_eq!(
         sample.processes,
         vec![
@@ -396,6 +405,20 @@ fn not_supported_queries_degrade_per_field() {
             process(1, UUID_1, PID_C, None, None),
         ]
     );
+    let errors: Vec<_> = sample
+        .devices
+        .iter()
+        .map(|d| &d.process_lists_error)
+        .collect();
+    let compute = errors[0]
+        .as_deref()
+        .expect("device 0's compute list failed");
+    assert!(
+        compute.starts_with("its compute process list: "),
+        "{compute}"
+    );
+    assert!(!compute.contains("graphics"), "{compute}");
+    assert_eq!(errors[1], &None);
 }
 
 #[test]

@@ -79,6 +79,11 @@ struct Started {
 
 /// [`Started`] with `scenario`, the fake's clock at `clock_ms`.
 fn start(label: &str, scenario: &str, clock_ms: u64) -> Started {
+    start_in("two_devices", label, scenario, clock_ms)
+}
+
+/// [`start`] in the fake's `fake_scenario` (`FAKE_NVML_SCENARIO`).
+fn start_in(fake_scenario: &str, label: &str, scenario: &str, clock_ms: u64) -> Started {
     let files = TestDir::new(label);
     let library = files.0.join("libnvidia-ml.so.1");
     std::fs::copy(built_library(Variant::Full), &library).unwrap();
@@ -95,7 +100,7 @@ fn start(label: &str, scenario: &str, clock_ms: u64) -> Started {
     // both listen (the xid limit events appear when the XID thread is registered).
     let env = lock(&ENV_LOCK);
     std::env::set_var("RELAY_METRICS_NVML_LIBRARY", &library);
-    std::env::set_var("FAKE_NVML_SCENARIO", "two_devices");
+    std::env::set_var("FAKE_NVML_SCENARIO", fake_scenario);
     set_env(&script, &clock);
     let mut collector = Collector::new(config).unwrap();
     let first = collect_snapshot_until(&mut collector, "two devices and XID listening", |json| {
@@ -111,6 +116,28 @@ fn start(label: &str, scenario: &str, clock_ms: u64) -> Started {
         collector,
         first,
     }
+}
+
+#[test]
+fn a_failed_process_list_is_a_reason_of_the_process_records() {
+    let Started {
+        files: _files,
+        first: (_, json),
+        ..
+    } = start_in("not_supported", "process-lists", SCENARIO, 2000);
+    // Device 0's compute list is unsupported: its compute-only process would be missing.
+    let why = reasons(&json, "gpu.process_metrics");
+    assert_eq!(why.len(), 1, "{json:#}");
+    assert!(
+        why[0].starts_with(&format!("{UUID_0}: its compute process list: ")),
+        "{why:?}"
+    );
+    let Started {
+        files: _files,
+        first: (_, json),
+        ..
+    } = start("process-lists-read", SCENARIO, 2000);
+    assert!(reasons(&json, "gpu.process_metrics").is_empty(), "{json:#}");
 }
 
 #[test]

@@ -104,6 +104,15 @@ pub(super) fn fill(
                     format_args!("{}: {reason}", device.identifier),
                 );
             }
+            if let Some(error) = &device.process_lists_error {
+                reasons.add(
+                    "gpu.process_metrics",
+                    format_args!(
+                        "{}: {error}; a process listed only there has no record",
+                        device.identifier
+                    ),
+                );
+            }
             limit_events(
                 device,
                 &xid_counts,

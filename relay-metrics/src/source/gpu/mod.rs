@@ -49,6 +49,10 @@ pub struct GpuDeviceSample {
     pub values: NvmlDeviceValues,
     /// Throttling counted by this source since it first saw the device.
     pub throttle: ThrottleCounts,
+    /// Why processes of the device may be missing from the sample's process records: its
+    /// compute or graphics process list could not be read (`None`: both were, or process
+    /// metrics are off).
+    pub process_lists_error: Option<String>,
 }
 
 /// The GPU limit events NVML's clock-event reasons are grouped into.

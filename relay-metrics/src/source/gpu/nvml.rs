@@ -218,7 +218,7 @@ impl NvmlSource {
             if state.identifier != identifier {
                 *state = ThrottleState::new(identifier.clone());
             }
-            let device_sample = read_device(
+            let mut device_sample = read_device(
                 nvml,
                 &device,
                 index,
@@ -228,7 +228,7 @@ impl NvmlSource {
             );
             if options.process_metrics {
                 let utilization = process_utilization(&device, index, last_seen_usec);
-                collect_processes(
+                device_sample.process_lists_error = collect_processes(
                     &device,
                     index,
                     &device_sample.identifier,
@@ -308,6 +308,7 @@ fn read_device(
             utilization_percent: None,
             values: NvmlDeviceValues::default(),
             throttle: ThrottleCounts::default(),
+            process_lists_error: None,
         };
     }
     let values = nvml_values::read(nvml, device);
@@ -322,6 +323,7 @@ fn read_device(
             .map(|rates| f64::from(rates.gpu)),
         values,
         throttle,
+        process_lists_error: None,
     }
 }
 
@@ -497,7 +499,9 @@ struct ProcessUtilization {
 }
 
 /// Merges the compute and graphics lists (a query that fails leaves the other one's memory
-/// intact) and the PIDs known only from utilisation samples, in ascending PID order.
+/// intact) and the PIDs known only from utilisation samples, in ascending PID order; says which
+/// list failed, as a process only in it is missing (NVML answers an empty list, not an error,
+/// where a device runs no process).
 fn collect_processes(
     device: &Device<'_>,
     index: u32,
@@ -505,9 +509,17 @@ fn collect_processes(
     utilization: Option<BTreeMap<u32, ProcessUtilization>>,
     include_pid: &mut dyn FnMut(u32) -> bool,
     out: &mut Vec<GpuProcessSample>,
-) {
-    let compute = grown_list(|| device.running_compute_processes()).unwrap_or_default();
-    let graphics = grown_list(|| device.running_graphics_processes()).unwrap_or_default();
+) -> Option<String> {
+    let compute = grown_list(|| device.running_compute_processes());
+    let graphics = grown_list(|| device.running_graphics_processes());
+    let failed: Vec<String> = [
+        ("compute", compute.as_ref()),
+        ("graphics", graphics.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(list, result)| Some(format!("its {list} process list: {}", result.err()?)))
+    .collect();
+    let (compute, graphics) = (compute.unwrap_or_default(), graphics.unwrap_or_default());
     let mut memory: BTreeMap<u32, Option<u64>> = BTreeMap::new();
     for process in compute.iter().chain(graphics.iter()) {
         let entry = memory.entry(process.pid).or_insert(None);
@@ -534,6 +546,7 @@ fn collect_processes(
             memory_utilization_percent: sampled.map(|u| u.memory_percent),
         });
     }
+    (!failed.is_empty()).then(|| failed.join("; "))
 }
 
 fn used_bytes(process: &ProcessInfo) -> Option<u64> {
