@@ -442,6 +442,8 @@ fn a_blocked_nvml_query_leaves_its_stale_values_out_with_a_reason() {
         serde_json::json!([{"xid": 79, "count": 1}])
     );
     assert_eq!(event(&stale, "xid", UUID_1)["count"], 1);
+    // The event thread listens: device 0's series goes on at 0, as while its values are read.
+    assert_eq!(event(&stale, "xid", UUID_0)["count"], 0);
     let events = stale["extensions"]["gpu"]["limit_events"]
         .as_array()
         .unwrap();

@@ -80,23 +80,18 @@ pub(super) fn fill(
     let mut events = 0;
     if let Some(sample) = nvml {
         let xid_counts = xid_view(sample, xid, reasons);
-        for device in sample.devices.iter().filter(|_| !fresh) {
+        for device in &sample.devices {
             let report = slot(
                 &mut extension.devices,
                 &mut devices,
                 GpuDeviceReport::default,
             );
-            identity_report(device.index, &device.identifier, &xid_counts, report);
-            report.lost = false;
-            let entry = (&mut extension.limit_events, &mut events);
-            xid_event(device.index, &report.uuid, &xid_counts, entry);
-        }
-        for device in sample.devices.iter().filter(|_| fresh) {
-            let report = slot(
-                &mut extension.devices,
-                &mut devices,
-                GpuDeviceReport::default,
-            );
+            if !fresh {
+                identity_report(device.index, &device.identifier, &xid_counts, report);
+                let entry = (&mut extension.limit_events, &mut events);
+                xid_event(device.index, &report.uuid, &xid_counts, entry);
+                continue;
+            }
             nvidia_report(device, &xid_counts, report);
             for (name, reason) in &device.values.missing {
                 reasons.add(
@@ -207,7 +202,8 @@ fn identity_report(index: u32, uuid: &str, xid: &XidView, report: &mut GpuDevice
     );
 }
 
-/// The `xid` limit event of a device known by its index and UUID only, where it had some.
+/// The `xid` limit event of a device known by its index and UUID only, as for a device whose
+/// values were read ([`limit_events`]): while the event thread listens or where it had some.
 fn xid_event(
     index: u32,
     uuid: &str,
@@ -215,7 +211,7 @@ fn xid_event(
     (list, used): (&mut Vec<GpuLimitEvent>, &mut usize),
 ) {
     let codes = xid.codes(index, uuid);
-    if !codes.is_empty() {
+    if xid.listening || !codes.is_empty() {
         let total = codes.iter().map(|&(_, count)| count).sum();
         let entry = slot(list, used, GpuLimitEvent::default);
         write_event(entry, "xid", index, uuid, total);
