@@ -6,7 +6,7 @@
 //! is the publication's part, compressed once, followed by the request's part compressed on its
 //! own (`super::gzip`). A request costs a few hundred bytes of compression, not the whole body.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
@@ -34,9 +34,9 @@ pub(super) enum Source {
 /// compression of the last body in each format left for the next.
 #[derive(Debug)]
 pub(crate) struct TextSettings {
-    /// A request asked for the text since the sampling thread last looked
-    /// ([`Self::take_asked`]).
-    asked: AtomicBool,
+    /// What requests asked for since the sampling thread last looked ([`Self::take_asked`]), as
+    /// the bits of an [`Asked`].
+    asked: AtomicU8,
     /// The last compressed body in each [`Format`], whose unchanged segments the next one copies.
     compressed: [Mutex<Segments>; 3],
     /// The naming, the series budget and the last text, whose unchanged cgroups' lines the
@@ -48,19 +48,23 @@ impl TextSettings {
     /// Text in `names`' naming, with the series `budget` keeps.
     pub(crate) fn new(names: MetricNames, budget: SeriesBudget) -> Self {
         Self {
-            asked: AtomicBool::new(false),
+            asked: AtomicU8::new(0),
             compressed: Default::default(),
             lines: Mutex::new(prometheus::CgroupLines::new(names, budget)),
         }
     }
 
-    /// Whether a request asked for a text since the last call. The sampling thread writes the
-    /// next text itself when one was: a scraper that came for the last snapshot comes for the
-    /// next one too (at one scrape a period, every text is then ready when it is asked for,
-    /// and a scrape waits only for its compression), while a scraper coming every 15 periods
-    /// costs two texts in 15, not 15.
-    pub(super) fn take_asked(&self) -> bool {
-        self.asked.swap(false, Ordering::Relaxed)
+    /// What requests asked for since the last call. The sampling thread encodes the same for
+    /// the next publication itself ([`Publication::prepare`]): a scraper that came for the last
+    /// snapshot comes for the next one too (at one scrape a period, every body is then ready
+    /// when it is asked for), while a scraper coming every 15 periods costs two texts in 15,
+    /// not 15.
+    pub(super) fn take_asked(&self) -> Asked {
+        Asked(self.asked.swap(0, Ordering::Relaxed))
+    }
+
+    fn ask(&self, what: u8) {
+        self.asked.fetch_or(what, Ordering::Relaxed);
     }
 
     /// `snapshot`'s families, then the build info and the agent's own process series as of now;
@@ -92,6 +96,26 @@ impl AsRef<[u8]> for SharedText {
     }
 }
 
+/// What requests asked a publication for: its text, and its compressed body in some formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Asked(u8);
+
+/// [`Asked`]'s bit for the text; a compressed body in a format has bit `2 << format.index()`.
+const ASKED_TEXT: u8 = 1;
+
+impl Asked {
+    pub(super) fn text(self) -> bool {
+        self.0 & ASKED_TEXT != 0
+    }
+
+    /// The formats of the compressed bodies asked for.
+    pub(super) fn compressed(self) -> impl Iterator<Item = Format> {
+        Format::ALL
+            .into_iter()
+            .filter(move |format| self.0 & format.asked_compressed() != 0)
+    }
+}
+
 /// The text formats a publication is served in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Format {
@@ -104,6 +128,13 @@ pub(super) enum Format {
 }
 
 impl Format {
+    const ALL: [Self; 3] = [Self::Prometheus, Self::OpenMetrics, Self::Json];
+
+    /// Its [`Asked`] bit for a compressed body.
+    fn asked_compressed(self) -> u8 {
+        2 << self.index()
+    }
+
     fn index(self) -> usize {
         match self {
             Self::Prometheus => 0,
@@ -153,6 +184,12 @@ impl Publication {
         }
     }
 
+    /// The compressed body in `format` if it was compressed already.
+    #[cfg(test)]
+    pub(super) fn derived_gzip(&self, format: Format) -> Option<&GzipPrefix> {
+        self.derived.gzip[format.index()].get()?.as_ref()
+    }
+
     /// The Prometheus text if it was written already.
     #[cfg(test)]
     pub(super) fn derived_prometheus(&self) -> Option<&Bytes> {
@@ -165,9 +202,16 @@ impl Publication {
         self.text(true)
     }
 
-    /// Writes the Prometheus text before any request asks for it (not counted as asked).
-    pub(super) fn write_text_ahead(&self) {
-        self.text(false);
+    /// Encodes what the requests of the last publication asked for (`asked`) before any
+    /// request asks this one, not counted as asked: on the sampling thread, while the snapshot
+    /// and the text just written are in its cache.
+    pub(super) fn prepare(&self, asked: Asked) {
+        if asked.text() {
+            self.text(false);
+        }
+        for format in asked.compressed() {
+            self.compressed(format, false);
+        }
     }
 
     fn text(&self, asked: bool) -> Bytes {
@@ -176,7 +220,7 @@ impl Publication {
             Source::Ready { prometheus, .. } => prometheus.clone(),
             Source::Snapshot { snapshot, text } => {
                 if asked {
-                    text.asked.store(true, Ordering::Relaxed);
+                    text.ask(ASKED_TEXT);
                 }
                 self.derived
                     .prometheus
@@ -190,13 +234,21 @@ impl Publication {
     /// The publication's part of a body in `format`, gzip-compressed and not yet finished
     /// (`None` if compression failed: then the body is sent uncompressed).
     pub(super) fn gzip(&self, format: Format) -> Option<&GzipPrefix> {
+        self.compressed(format, true)
+    }
+
+    /// [`Self::gzip`]; `asked`: for a request (else for [`Self::prepare`]).
+    fn compressed(&self, format: Format, asked: bool) -> Option<&GzipPrefix> {
+        if let (true, Source::Snapshot { text, .. }) = (asked, &self.source) {
+            text.ask(format.asked_compressed());
+        }
         self.derived.gzip[format.index()]
             .get_or_init(|| {
                 // OpenMetrics is converted segment by segment from the Prometheus text, so an
                 // unchanged segment is neither converted nor compressed again.
                 let (body, convert): (Bytes, Option<Convert>) = match format {
-                    Format::Prometheus => (self.prometheus(), None),
-                    Format::OpenMetrics => (self.prometheus(), Some(to_openmetrics)),
+                    Format::Prometheus => (self.text(asked), None),
+                    Format::OpenMetrics => (self.text(asked), Some(to_openmetrics)),
                     Format::Json => (self.json(), None),
                 };
                 let copies = match format {

@@ -47,7 +47,7 @@ pub use web::{WebConfig, WebConfigError};
 /// One snapshot, each of its outputs encoded once, on the first request for it: most agents are
 /// scraped less often than they sample (every 15 s for a snapshot a second), and a node's
 /// snapshot with hundreds of cgroups is megabytes of text a period that nobody reads otherwise.
-/// The sampling thread writes the text ahead when the last one was asked for
+/// The sampling thread encodes ahead what the last one was asked for
 /// ([`TextSettings::take_asked`]).
 #[derive(Debug)]
 pub(crate) struct Publication {
@@ -148,9 +148,7 @@ pub(crate) fn spawn_sampler(
                 otlp.publish(&snapshot);
             }
             let publication = Publication::of_snapshot(snapshot, Arc::clone(&text));
-            if text.take_asked() {
-                publication.write_text_ahead();
-            }
+            publication.prepare(text.take_asked());
             latest.set(publication);
         }
         // Detaches the eBPF programs now (see `SamplerStop`).

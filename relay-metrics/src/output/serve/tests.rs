@@ -7,7 +7,7 @@ use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING};
 use hyper::{Method, Request, StatusCode};
 
 use super::body::Chunks;
-use super::encode::to_openmetrics;
+use super::encode::{to_openmetrics, Format};
 use super::health::Liveness;
 use super::http::{accepts_gzip, wants_openmetrics, App, OPENMETRICS_CONTENT_TYPE};
 use super::*;
@@ -493,19 +493,28 @@ fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
     let text = relay_metrics_text();
     let publication = Publication::of_snapshot(Arc::clone(&snapshot), Arc::clone(&text));
     assert!(publication.derived_prometheus().is_none());
-    assert!(!text.take_asked());
+    assert!(!text.take_asked().text());
     let first = publication.prometheus();
     let second = publication.prometheus();
     assert_eq!(first.as_ptr(), second.as_ptr(), "written twice");
     // Asked for: the sampling thread writes the next one ahead, and that is not a request.
-    assert!(text.take_asked());
-    assert!(!text.take_asked());
+    let asked = text.take_asked();
+    assert!(asked.text());
+    assert_eq!(
+        asked.compressed().count(),
+        0,
+        "no compressed body was asked for"
+    );
+    assert!(!text.take_asked().text());
     let next = Publication::of_snapshot(Arc::clone(&snapshot), Arc::clone(&text));
-    next.write_text_ahead();
+    next.prepare(asked);
     let ahead = next.derived_prometheus().cloned().unwrap();
-    assert!(!text.take_asked(), "writing ahead counted as a request");
+    assert!(
+        !text.take_asked().text(),
+        "writing ahead counted as a request"
+    );
     assert_eq!(next.prometheus().as_ptr(), ahead.as_ptr(), "written again");
-    assert!(text.take_asked());
+    assert!(text.take_asked().text());
     let mut expected = String::new();
     crate::output::prometheus::encode(
         &snapshot,
@@ -517,6 +526,52 @@ fn a_snapshots_text_is_written_on_the_first_request_and_only_once() {
     assert_eq!(families, expected);
     assert!(own.starts_with("# HELP relay_metrics_build_info "), "{own}");
     assert!(own.contains("\nprocess_cpu_seconds_total "), "{own}");
+}
+
+/// A compressed body asked for is compressed ahead for the next publication, on the sampling
+/// thread: a request then gets that one, and compressing ahead is not a request.
+#[test]
+fn a_compressed_body_asked_for_is_compressed_ahead_for_the_next_snapshot() {
+    let config = crate::ResourceMetricsConfig::from_text(
+        r#"{"measurement_scope": "global", "extensions": {"kernel_events": false}}"#,
+    )
+    .unwrap();
+    let mut collector = crate::Collector::new(config).unwrap();
+    let text = relay_metrics_text();
+    let first = Publication::of_snapshot(collector.collect(), Arc::clone(&text));
+    assert!(first.gzip(Format::OpenMetrics).is_some());
+    let asked = text.take_asked();
+    assert!(asked.text(), "the compressed text is the text");
+    assert_eq!(
+        asked.compressed().collect::<Vec<_>>(),
+        [Format::OpenMetrics]
+    );
+    let next = Publication::of_snapshot(collector.collect(), Arc::clone(&text));
+    next.prepare(asked);
+    let ahead = next
+        .derived_gzip(Format::OpenMetrics)
+        .expect("compressed ahead");
+    let asked = text.take_asked();
+    assert!(
+        !asked.text() && asked.compressed().count() == 0,
+        "preparing counted as asked"
+    );
+    let served = next.gzip(Format::OpenMetrics).unwrap();
+    assert_eq!(
+        served.bytes.as_ptr(),
+        ahead.bytes.as_ptr(),
+        "compressed again"
+    );
+    assert!(next.derived_gzip(Format::Prometheus).is_none());
+    // Its body decodes to the next publication's text.
+    let mut body = served.bytes.to_vec();
+    body.extend_from_slice(&served.finish(b"# EOF\n").unwrap());
+    let mut decoded = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut decoded)
+        .unwrap();
+    let expected = to_openmetrics(&next.prometheus());
+    assert_eq!(decoded.as_bytes(), [&expected[..], b"# EOF\n"].concat());
+    assert_eq!(text.take_asked().compressed().count(), 1);
 }
 
 /// Snapshots published one after another share what was compressed last: each compressed body,
