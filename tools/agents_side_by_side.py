@@ -16,6 +16,7 @@ one of `bench_node_agent.py`'s; the comparison between the builds is what it is 
 import argparse
 import http.client
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -47,8 +48,15 @@ def scrape_every_second(port, offset, stop):
             conn.getresponse().read()
         except (OSError, http.client.HTTPException):
             conn = None
-        due += 1.0
+        # A request that timed out does not make the next ones come back to back.
+        due = max(due + 1.0, time.monotonic())
         stop.wait(max(0.0, due - time.monotonic()))
+
+
+def exit_if_one_ended(agents):
+    for build, _, process in agents:
+        if process.poll() is not None:
+            sys.exit(f"{build} exited with {process.returncode}")
 
 
 def main():
@@ -62,11 +70,17 @@ def main():
         sys.exit("--window is 1 to 600 s, --rounds 1 to 20")
     if not 2 <= len(args.builds) <= 4:
         sys.exit("give 2 to 4 builds")
+    slice_dir = args.slice.rstrip("/")
+    if not any(os.path.isdir(f"{mount}{slice_dir}") for mount in
+               ["/sys/fs/cgroup"] + [e.path for e in os.scandir("/sys/fs/cgroup") if e.is_dir()]):
+        sys.exit(f"{args.slice}: no such cgroup under /sys/fs/cgroup")
     for build in args.builds:
         if not os.access(build, os.X_OK):
             sys.exit(f"{build}: not an executable")
     agents = []
     stop = threading.Event()
+    # The agents run in sessions of their own: a SIGTERM (`timeout`) must stop them too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM"))
     try:
         for i, build in enumerate(args.builds):
             port = FIRST_PORT + i
@@ -85,14 +99,13 @@ def main():
         print("| --- |" + " ---: |" * len(names) + " ---: |")
         totals = [0.0] * len(agents)
         for _ in range(args.rounds):
-            for _, _, process in agents:
-                if process.poll() is not None:
-                    sys.exit(f"an agent exited with {process.returncode}")
+            exit_if_one_ended(agents)
             before = [cpu_seconds(process.pid) for _, _, process in agents]
             started = time.monotonic()
             time.sleep(args.window)
             elapsed = time.monotonic() - started
             after = [cpu_seconds(process.pid) for _, _, process in agents]
+            exit_if_one_ended(agents)
             shares = [100 * (a - b) / elapsed for a, b in zip(after, before)]
             totals = [t + s for t, s in zip(totals, shares)]
             print(f"| {time.strftime('%H:%M:%S', time.gmtime())} | "
@@ -108,6 +121,7 @@ def main():
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()
 
 
 if __name__ == "__main__":

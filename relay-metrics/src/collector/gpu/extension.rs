@@ -89,7 +89,7 @@ pub(super) fn fill(
             if !fresh {
                 identity_report(device.index, &device.identifier, &xid_counts, report);
                 let entry = (&mut extension.limit_events, &mut events);
-                xid_event(device.index, &report.uuid, &xid_counts, entry);
+                xid_event(device.index, &report.uuid, &xid_counts, true, entry);
                 continue;
             }
             nvidia_report(device, &xid_counts, report);
@@ -122,9 +122,10 @@ pub(super) fn fill(
                 GpuDeviceReport::default,
             );
             lost_report(lost, &xid_counts, report, reasons);
-            // Its XID errors stay (XID 79 is a device falling off the bus).
+            // Its XID errors stay (XID 79 is a device falling off the bus); the event thread
+            // cannot watch a device NVML does not open, so no count of 0 is made up for it.
             let entry = (&mut extension.limit_events, &mut events);
-            xid_event(lost.index, &report.uuid, &xid_counts, entry);
+            xid_event(lost.index, &report.uuid, &xid_counts, false, entry);
         }
     }
     for device in drm {
@@ -202,16 +203,18 @@ fn identity_report(index: u32, uuid: &str, xid: &XidView, report: &mut GpuDevice
     );
 }
 
-/// The `xid` limit event of a device known by its index and UUID only, as for a device whose
-/// values were read ([`limit_events`]): while the event thread listens or where it had some.
+/// The `xid` limit event of a device known by its index and UUID only, where it had some; for
+/// a device the event thread `watched` (one opened, whose query is blocked), as for a device
+/// whose values were read ([`limit_events`]): also a count of 0 while the thread listens.
 fn xid_event(
     index: u32,
     uuid: &str,
     xid: &XidView,
+    watched: bool,
     (list, used): (&mut Vec<GpuLimitEvent>, &mut usize),
 ) {
     let codes = xid.codes(index, uuid);
-    if xid.listening || !codes.is_empty() {
+    if (watched && xid.listening) || !codes.is_empty() {
         let total = codes.iter().map(|&(_, count)| count).sum();
         let entry = slot(list, used, GpuLimitEvent::default);
         write_event(entry, "xid", index, uuid, total);
@@ -406,4 +409,41 @@ fn write_event(entry: &mut GpuLimitEvent, event: &'static str, index: u32, uuid:
     entry.index = Some(index);
     share(&mut entry.uuid, uuid);
     entry.count = count;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xid_events(xid: &XidView, watched: bool) -> Vec<(u32, String, u64)> {
+        let (mut list, mut used) = (Vec::new(), 0);
+        xid_event(1, "GPU-1", xid, watched, (&mut list, &mut used));
+        let events = list[..used].iter();
+        events
+            .map(|e| (e.index.unwrap(), e.uuid.to_string(), e.count))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_watched_device_has_an_xid_count_of_zero() {
+        let quiet = XidView {
+            listening: true,
+            devices: Vec::new(),
+        };
+        // A blocked query's device is watched by the event thread: 0 errors so far.
+        assert_eq!(xid_events(&quiet, true), [(1, "GPU-1".into(), 0)]);
+        // A device NVML does not open is not: no count is made up.
+        assert_eq!(xid_events(&quiet, false), []);
+        let not_listening = XidView {
+            listening: false,
+            devices: Vec::new(),
+        };
+        assert_eq!(xid_events(&not_listening, true), []);
+        // Errors counted before it was lost stay either way.
+        let counted = XidView {
+            listening: true,
+            devices: vec![(1, "GPU-1".into(), vec![(79, 1), (48, 2)])],
+        };
+        assert_eq!(xid_events(&counted, false), [(1, "GPU-1".into(), 3)]);
+    }
 }

@@ -108,9 +108,9 @@ impl Asked {
         self.0 & ASKED_TEXT != 0
     }
 
-    /// The formats of the compressed bodies asked for.
+    /// The text formats of the compressed bodies asked for.
     pub(super) fn compressed(self) -> impl Iterator<Item = Format> {
-        Format::ALL
+        [Format::Prometheus, Format::OpenMetrics]
             .into_iter()
             .filter(move |format| self.0 & format.asked_compressed() != 0)
     }
@@ -128,8 +128,6 @@ pub(super) enum Format {
 }
 
 impl Format {
-    const ALL: [Self; 3] = [Self::Prometheus, Self::OpenMetrics, Self::Json];
-
     /// Its [`Asked`] bit for a compressed body.
     fn asked_compressed(self) -> u8 {
         2 << self.index()
@@ -237,10 +235,14 @@ impl Publication {
         self.compressed(format, true)
     }
 
-    /// [`Self::gzip`]; `asked`: for a request (else for [`Self::prepare`]).
+    /// [`Self::gzip`]; `asked`: for a request (else for [`Self::prepare`]). The text formats are
+    /// asked for again by the next scrape; the JSON, one segment compressed whole, is left to
+    /// its requests, off the sampling thread.
     fn compressed(&self, format: Format, asked: bool) -> Option<&GzipPrefix> {
         if let (true, Source::Snapshot { text, .. }) = (asked, &self.source) {
-            text.ask(format.asked_compressed());
+            if format != Format::Json {
+                text.ask(format.asked_compressed());
+            }
         }
         self.derived.gzip[format.index()]
             .get_or_init(|| {

@@ -572,6 +572,10 @@ fn a_compressed_body_asked_for_is_compressed_ahead_for_the_next_snapshot() {
     let expected = to_openmetrics(&next.prometheus());
     assert_eq!(decoded.as_bytes(), [&expected[..], b"# EOF\n"].concat());
     assert_eq!(text.take_asked().compressed().count(), 1);
+    // The JSON's gzip (one segment, compressed whole) is left to its requests.
+    let json = Publication::of_snapshot(collector.collect(), Arc::clone(&text));
+    assert!(json.gzip(Format::Json).is_some());
+    assert_eq!(text.take_asked().compressed().count(), 0);
 }
 
 /// Snapshots published one after another share what was compressed last: each compressed body,
