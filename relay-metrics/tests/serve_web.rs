@@ -27,28 +27,37 @@ fn run(program: &str, args: &[&str], dir: &Path) {
     );
 }
 
-/// A server certificate for 127.0.0.1, and a client CA with one client certificate.
-fn certificates(dir: &Path) {
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// A self-signed server certificate for 127.0.0.1 with a new key, in `dir` as `STEM.crt` and
+/// `STEM.key`.
+fn server_certificate(dir: &Path, stem: &str) {
+    let (key, crt) = (format!("{stem}.key"), format!("{stem}.crt"));
     let mut server = vec!["req", "-x509", "-days", "1"];
-    server.extend(key);
+    server.extend(EC_KEY);
     server.extend([
         "-keyout",
-        "server.key",
+        &key,
         "-out",
-        "server.crt",
+        &crt,
         "-subj",
         "/CN=relay-metrics-test",
         "-addext",
         "subjectAltName=IP:127.0.0.1",
     ]);
     run("openssl", &server, dir);
+}
+
+/// A server certificate for 127.0.0.1, and a client CA with one client certificate.
+fn certificates(dir: &Path) {
+    let key = EC_KEY;
+    server_certificate(dir, "server");
     let mut ca = vec!["req", "-x509", "-days", "1"];
     ca.extend(key);
     ca.extend([
@@ -275,4 +284,50 @@ fn a_connection_that_never_starts_tls_does_not_delay_the_stop() {
     assert_eq!(status.code(), Some(0));
     assert!(took < std::time::Duration::from_secs(2), "{took:?}");
     drop(silent);
+}
+
+/// Certificates renewed while the agent runs are served without a restart, as exporter-toolkit
+/// serves them: here as a Kubernetes secret volume renews them, by pointing a link at a new
+/// directory. A renewal seen half done (a certificate without its key) keeps the last pair.
+#[test]
+#[ignore = "tools: openssl, curl"]
+fn renewed_certificates_are_served_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for version in ["first", "renewed"] {
+        std::fs::create_dir(d.join(version)).unwrap();
+        server_certificate(&d.join(version), "tls");
+        std::fs::copy(
+            d.join(version).join("tls.crt"),
+            d.join(format!("{version}.crt")),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::symlink("first", d.join("data")).unwrap();
+    std::fs::write(
+        d.join("web.yml"),
+        "tls_server_config:\n  cert_file: data/tls.crt\n  key_file: data/tls.key\n",
+    )
+    .unwrap();
+    let web = d.join("web.yml").display().to_string();
+    let agent = common::start_agent(&["--scope", "global", "--web-config-file", &web]);
+    let url = format!("https://{}/healthz", agent.address);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while curl(&url, &["--cacert", "first.crt"], d) != 200 {
+        assert!(std::time::Instant::now() < deadline, "never served");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
+    // The new certificate over the old one, its key not yet written: no pair, the last stays.
+    std::fs::copy(d.join("renewed/tls.crt"), d.join("first/tls.crt")).unwrap();
+    agent.expect_line("TLS files changed and cannot be used");
+    assert_eq!(curl(&url, &["--cacert", "first.crt"], d), 200);
+    assert_eq!(curl(&url, &["--cacert", "renewed.crt"], d), 0);
+
+    // The link swapped to the renewed pair, as the kubelet does.
+    std::os::unix::fs::symlink("renewed", d.join("data.new")).unwrap();
+    std::fs::rename(d.join("data.new"), d.join("data")).unwrap();
+    agent.expect_line("TLS files changed: new connections use them");
+    assert_eq!(curl(&url, &["--cacert", "renewed.crt"], d), 200);
+    assert_eq!(curl(&url, &["--cacert", "first.crt"], d), 0);
 }

@@ -30,6 +30,7 @@ use tokio::time::Sleep;
 
 use super::http::App;
 use super::logging::Burst;
+use super::web::Tls;
 
 /// Limits of the HTTP server.
 #[derive(Debug, Clone, Copy)]
@@ -258,7 +259,7 @@ pub(super) async fn serve(
     listener: TcpListener,
     app: Arc<App>,
     limits: Limits,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<Arc<Tls>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let registry = Arc::new(Registry::default());
@@ -329,7 +330,7 @@ async fn connection(
     client: IpAddr,
     app: Arc<App>,
     limits: Limits,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<Arc<Tls>>,
     registration: Registration,
     shed: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
@@ -345,7 +346,7 @@ async fn connection(
     // The handshake has the header-read timeout too, and a connection in it can be shed; at a
     // stop it has no request in flight to finish.
     let handshake = tokio::select! {
-        handshake = tokio::time::timeout(limits.header_read_timeout, tls.accept(stream)) => handshake,
+        handshake = tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(stream)) => handshake,
         () = shed.notified() => return,
         _ = stop.wait_for(|stop| *stop) => return,
     };

@@ -14,11 +14,16 @@
 //! `client_auth_type` may say `RequireAndVerifyClientCert` (the default with a `client_ca_file`),
 //! `VerifyClientCertIfGiven` or `NoClientCert`. Other exporter-toolkit keys (cipher suites, TLS
 //! versions, HTTP/2, extra headers) are refused at start rather than ignored.
+//!
+//! The YAML is read once. The certificate, key and client CA files it names are read again when
+//! one of them changes ([`Tls`]): certificates are renewed in place (cert-manager, a Kubernetes
+//! secret volume), and exporter-toolkit, which reads them at each handshake, serves the renewed
+//! ones without a restart.
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -43,7 +48,7 @@ struct File {
     basic_auth_users: HashMap<String, String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TlsFile {
     cert_file: PathBuf,
@@ -55,8 +60,8 @@ struct TlsFile {
 /// TLS and basic auth, ready to use.
 #[derive(Clone)]
 pub struct WebConfig {
-    /// The TLS acceptor, when `tls_server_config` is given.
-    pub(super) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The endpoint's TLS, when `tls_server_config` is given.
+    pub(super) tls: Option<Arc<Tls>>,
     /// Basic-auth users, when any are configured.
     pub(super) auth: Option<Arc<BasicAuth>>,
 }
@@ -84,7 +89,7 @@ impl WebConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         let tls = file
             .tls_server_config
-            .map(|tls| tls_acceptor(&tls, base))
+            .map(|tls| Tls::load(TlsFiles::resolve(tls, base)))
             .transpose()
             .map_err(fail)?;
         for (user, hash) in &file.basic_auth_users {
@@ -103,52 +108,167 @@ impl WebConfig {
     }
 }
 
-fn tls_acceptor(tls: &TlsFile, base: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
-    let resolve = |file: &Path| base.join(file);
-    let cert_file = resolve(&tls.cert_file);
-    let certs = read_certificates(&cert_file).map_err(|e| format!("cert_file {e}"))?;
-    let key_file = resolve(&tls.key_file);
-    let key = read_private_key(&key_file).map_err(|e| format!("key_file {e}"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let mode = tls.client_auth_type.as_deref();
-    let builder = match (&tls.client_ca_file, mode) {
-        (None, None | Some("NoClientCert")) | (Some(_), Some("NoClientCert")) => {
-            builder.with_no_client_auth()
+/// How often the TLS files are looked at for a change.
+const TLS_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The endpoint's TLS: the server config made from the files of `tls_server_config`, made again
+/// by a watcher thread when one of the files changes. Files that do not make a config (a key
+/// not yet written beside its new certificate, a file half written) leave the last config in
+/// use, with a warning, until they change again. A hung file system holds only the watcher.
+pub(super) struct Tls {
+    current: Mutex<Arc<rustls::ServerConfig>>,
+}
+
+impl Tls {
+    /// Reads the files and starts their watcher, which ends once the returned value is dropped.
+    fn load(files: TlsFiles) -> Result<Arc<Self>, String> {
+        // Stamped before the read: a change in between is read again at the first check.
+        let stamps = files.stamps();
+        let tls = Arc::new(Self {
+            current: Mutex::new(Arc::new(files.server_config()?)),
+        });
+        let watched = Arc::downgrade(&tls);
+        std::thread::Builder::new()
+            .name("relay-tls-files".into())
+            .spawn(move || watch_tls_files(&files, stamps, &watched))
+            .map_err(|e| format!("cannot start the TLS files' watcher: {e}"))?;
+        Ok(tls)
+    }
+
+    /// An acceptor with the config in use now.
+    pub(super) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(Arc::clone(&lock(&self.current)))
+    }
+}
+
+/// Makes the config again whenever the files' stamps change, until `tls` is dropped.
+fn watch_tls_files(files: &TlsFiles, mut stamps: Vec<Option<FileStamp>>, tls: &Weak<Tls>) {
+    loop {
+        std::thread::sleep(TLS_CHECK_EVERY);
+        if tls.strong_count() == 0 {
+            return;
         }
-        (Some(ca), None | Some("RequireAndVerifyClientCert" | "VerifyClientCertIfGiven")) => {
-            let ca = resolve(ca);
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certificates(&ca).map_err(|e| format!("client_ca_file {e}"))? {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("client_ca_file {}: {e}", ca.display()))?;
+        let now = files.stamps();
+        if now == stamps {
+            continue;
+        }
+        stamps = now;
+        let made = files.server_config();
+        let Some(tls) = tls.upgrade() else {
+            return;
+        };
+        match made {
+            Ok(config) => {
+                *lock(&tls.current) = Arc::new(config);
+                tracing::info!("TLS files changed: new connections use them");
             }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider);
-            let verifier = if mode == Some("VerifyClientCertIfGiven") {
-                verifier.allow_unauthenticated()
-            } else {
-                verifier
-            };
-            builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
+            Err(reason) => tracing::warn!(
+                %reason,
+                "TLS files changed and cannot be used: the last ones stay in use until they change again"
+            ),
         }
-        (None, Some(mode)) => {
-            return Err(format!("client_auth_type {mode} needs a client_ca_file"));
-        }
-        (Some(_), Some(mode)) => {
-            return Err(format!(
-                "client_auth_type {mode}: use RequireAndVerifyClientCert, VerifyClientCertIfGiven or NoClientCert"
-            ));
-        }
-    };
-    let mut config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("cert_file and key_file: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+/// What tells a file's change: its identity, size and times (a renewal writes the file or
+/// replaces it, so one of them moves); `None` where it cannot be looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        // Follows links: a Kubernetes secret volume renews a file by pointing its link elsewhere.
+        let meta = std::fs::metadata(path).ok()?;
+        let ns = |seconds: i64, nanos: i64| i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
+        Some(Self {
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            changed_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+}
+
+/// `tls_server_config` with its paths resolved against the web config file's directory.
+struct TlsFiles {
+    settings: TlsFile,
+}
+
+impl TlsFiles {
+    fn resolve(mut settings: TlsFile, base: &Path) -> Self {
+        settings.cert_file = base.join(&settings.cert_file);
+        settings.key_file = base.join(&settings.key_file);
+        settings.client_ca_file = settings.client_ca_file.map(|ca| base.join(ca));
+        Self { settings }
+    }
+
+    fn stamps(&self) -> Vec<Option<FileStamp>> {
+        let tls = &self.settings;
+        [
+            Some(&tls.cert_file),
+            Some(&tls.key_file),
+            tls.client_ca_file.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|path| FileStamp::of(path))
+        .collect()
+    }
+
+    fn server_config(&self) -> Result<rustls::ServerConfig, String> {
+        let tls = &self.settings;
+        let certs = read_certificates(&tls.cert_file).map_err(|e| format!("cert_file {e}"))?;
+        let key = read_private_key(&tls.key_file).map_err(|e| format!("key_file {e}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?;
+        let mode = tls.client_auth_type.as_deref();
+        let builder = match (&tls.client_ca_file, mode) {
+            (None, None | Some("NoClientCert")) | (Some(_), Some("NoClientCert")) => {
+                builder.with_no_client_auth()
+            }
+            (Some(ca), None | Some("RequireAndVerifyClientCert" | "VerifyClientCertIfGiven")) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in read_certificates(ca).map_err(|e| format!("client_ca_file {e}"))? {
+                    roots
+                        .add(cert)
+                        .map_err(|e| format!("client_ca_file {}: {e}", ca.display()))?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    roots.into(),
+                    provider,
+                );
+                let verifier = if mode == Some("VerifyClientCertIfGiven") {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
+            }
+            (None, Some(mode)) => {
+                return Err(format!("client_auth_type {mode} needs a client_ca_file"));
+            }
+            (Some(_), Some(mode)) => {
+                return Err(format!(
+                    "client_auth_type {mode}: use RequireAndVerifyClientCert, VerifyClientCertIfGiven or NoClientCert"
+                ));
+            }
+        };
+        let mut config = builder
+            .with_single_cert(certs, key)
+            .map_err(|e| format!("cert_file and key_file: {e}"))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
 }
 
 /// How long a wrong (user, password) pair is remembered: repeating it within this time is
