@@ -440,7 +440,7 @@ impl BasicAuth {
         }
         // One verification at a time per client address.
         let queue = ClientQueue::join(self, client);
-        let turn = Arc::clone(&queue.turn).lock_owned().await;
+        let turn = queue.turn().await;
         // A request of the same client may have settled it meanwhile.
         let verdict = match self.cached(&tag) {
             Some(verdict) => verdict,
@@ -500,23 +500,40 @@ impl BasicAuth {
 struct ClientQueue<'a> {
     auth: &'a BasicAuth,
     client: IpAddr,
-    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Taken out in `drop`, before the queue's holders are counted.
+    turn: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl<'a> ClientQueue<'a> {
     fn join(auth: &'a BasicAuth, client: IpAddr) -> Self {
         let turn = Arc::clone(lock(&auth.clients).entry(client).or_default());
-        Self { auth, client, turn }
+        Self {
+            auth,
+            client,
+            turn: Some(turn),
+        }
+    }
+
+    /// Waits for this address's turn.
+    async fn turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = self
+            .turn
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("taken in drop only"));
+        Arc::clone(turn).lock_owned().await
     }
 }
 
 impl Drop for ClientQueue<'_> {
     fn drop(&mut self) {
+        // This request's clone goes first, so that of requests dropped at once on several
+        // threads the last one sees the map's clone alone. A queue only the map holds has no
+        // request, and clones are made under the map's lock: removing it is always right.
+        drop(self.turn.take());
         let mut clients = lock(&self.auth.clients);
-        // This request's clone and the map's: no other request waits.
         if clients
             .get(&self.client)
-            .is_some_and(|turn| Arc::ptr_eq(turn, &self.turn) && Arc::strong_count(turn) == 2)
+            .is_some_and(|turn| Arc::strong_count(turn) == 1)
         {
             clients.remove(&self.client);
         }
@@ -555,5 +572,38 @@ mod tests {
         }
         assert_eq!(super::credentials("Bearer dTpwOnE="), None);
         assert_eq!(super::credentials("BasicdTpwOnE="), None);
+    }
+
+    /// A request cancelled while it waits behind another of its address leaves no queue
+    /// behind once the other is done, on a runtime of several threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_cancelled_in_its_queue_leaves_no_queue() {
+        use base64::Engine as _;
+        use std::sync::Arc;
+        use std::time::Duration;
+        let hash = bcrypt::hash("right", 10).unwrap();
+        let users = std::collections::HashMap::from([("u".to_owned(), hash)]);
+        let auth = Arc::new(super::BasicAuth::new(users).unwrap());
+        let header = |password: &str| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("u:{password}"));
+            format!("Basic {encoded}")
+        };
+        for last in 1..=10u8 {
+            let client = std::net::IpAddr::from([10, 0, 0, last]);
+            let first = {
+                let (auth, header) = (Arc::clone(&auth), header(&format!("first{last}")));
+                tokio::spawn(async move { auth.allows(Some(&header), client).await })
+            };
+            // The first is in its bcrypt run (tens of milliseconds at cost 10) when the second
+            // arrives, waits behind it and is cancelled.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let second = header(&format!("second{last}"));
+            let waited =
+                tokio::time::timeout(Duration::from_millis(5), auth.allows(Some(&second), client))
+                    .await;
+            assert!(waited.is_err(), "the second request did not wait");
+            assert!(!first.await.unwrap());
+        }
+        assert_eq!(super::lock(&auth.clients).len(), 0);
     }
 }
