@@ -187,6 +187,53 @@ fn measured_cgroups_carry_their_processes_gpu_use_and_follow_a_move() {
     drop(sleepers);
 }
 
+/// Where NVML refuses a device's process list, a process only in that list has no record, so no
+/// measured cgroup's sums are complete: `gpus` is `null`, not a partial list that reads as no
+/// use of that device.
+#[test]
+#[ignore = "root: makes cgroups"]
+fn a_refused_process_list_makes_the_cgroups_gpu_use_null() {
+    let x = TestCgroup::new("gpu-refused", &["memory"]);
+    let mut sleepers = Sleepers(Vec::new());
+    let a = sleepers.spawn();
+    x.enter(a);
+    let files = TestDir::new("targets-refused");
+    let library = files.0.join("libnvidia-ml.so.1");
+    std::fs::copy(built_library(Variant::Full), &library).unwrap();
+    let config = ResourceMetricsConfig::from_text(&format!(
+        r#"{{"measurement_scope": "global", "disk": {{"enabled": false}},
+             "network": {{"enabled": false}}, "gpu": {{"device_metrics": false}},
+             "extensions": {{"cgroups": ["{}"]}}}}"#,
+        x.path
+    ))
+    .unwrap();
+    let _env = lock(&ENV_LOCK);
+    std::env::set_var("RELAY_METRICS_NVML_LIBRARY", &library);
+    // Device 0's compute list answers NOT_SUPPORTED; a is in its graphics list too.
+    std::env::set_var("FAKE_NVML_SCENARIO", "not_supported");
+    std::env::set_var("FAKE_NVML_PIDS", format!("{a},1,1"));
+    for name in SCRIPT_VARIABLES {
+        std::env::remove_var(name);
+    }
+    let mut collector = Collector::new(config).unwrap();
+    let refused = |json: &Value| {
+        json["extensions"]["unavailable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|entry| entry["field"] == "gpu.process_metrics")
+    };
+    let (_, json) = collect_until(&mut collector, "NVML's answer with the refusal", refused);
+    std::env::remove_var("RELAY_METRICS_NVML_LIBRARY");
+    std::env::remove_var("FAKE_NVML_SCENARIO");
+    std::env::remove_var("FAKE_NVML_PIDS");
+    let cgroups = json["extensions"]["targets"]["cgroups"].as_array().unwrap();
+    assert!(cgroups.iter().any(|c| c["cgroup"] == x.path), "{json:#}");
+    assert!(gpus(&json, &x.path).is_null(), "{json:#}");
+    drop(collector);
+    drop(sleepers);
+}
+
 /// Runs `relay-metrics/tests/otel_semconv.py` (PyPI's opentelemetry-semantic-conventions) over
 /// the OTLP/JSON request `otel`.
 fn semantic_conventions_accept(dir: &Path, otel: &str) {

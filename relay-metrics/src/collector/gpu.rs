@@ -121,9 +121,17 @@ impl GpuFeed {
             );
         }
         let nvml = sample.as_ref().filter(|_| stale.is_none());
+        // A device whose process lists NVML refuses may run any process: no join is complete
+        // then (the device's reason is under `gpu.process_metrics`).
         out.nvml_processes = self.process_metrics
             && matches!(processes, ProcessPass::Sampled(_))
-            && nvml.as_ref().is_some_and(|sample| sample.error.is_none());
+            && nvml.as_ref().is_some_and(|sample| {
+                sample.error.is_none()
+                    && sample
+                        .devices
+                        .iter()
+                        .all(|device| device.process_lists_error.is_none())
+            });
         if let Some(sample) = &nvml {
             if let Some(error) = &sample.error {
                 reasons.add("gpu", format_args!("NVML: {error}"));
