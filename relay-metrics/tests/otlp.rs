@@ -627,3 +627,83 @@ fn a_restarted_counter_gets_a_new_start_time() {
         last_time = time;
     }
 }
+
+/// A client certificate renewed while the agent runs is presented without a restart: the agent
+/// starts with a self-signed one that the receiver does not accept, and the CA-signed pair
+/// written over it (key first, as a renewal may leave them for a moment) is used from the next
+/// export on.
+#[test]
+#[ignore = "tools: openssl, the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
+fn a_renewed_client_certificate_is_presented_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    make_certificates(dir.path());
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    for protocol in ["http", "grpc"] {
+        let status = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=stranger",
+                "-keyout",
+                "agent.key",
+                "-out",
+                "agent.pem",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl is installed (scripts/install-deps.sh)")
+            .status;
+        assert!(
+            status.success(),
+            "making the self-signed certificate failed"
+        );
+        let collector = Collector::start(&[
+            "--protocol",
+            protocol,
+            "--tls",
+            &file("server.pem"),
+            &file("server.key"),
+            "--client-ca",
+            &file("ca.pem"),
+        ]);
+        let endpoint = format!("https://127.0.0.1:{}", collector.port);
+        let agent_protocol = if protocol == "grpc" {
+            "grpc"
+        } else {
+            "http/protobuf"
+        };
+        let agent = Agent::start(
+            &[
+                "--otlp-endpoint",
+                &endpoint,
+                "--otlp-protocol",
+                agent_protocol,
+                "--otlp-ca-file",
+                &file("ca.pem"),
+                "--otlp-client-cert",
+                &file("agent.pem"),
+                "--otlp-client-key",
+                &file("agent.key"),
+            ],
+            &[],
+        );
+        agent.wait_for_line("OTLP export failed");
+        assert!(
+            collector.none_within(Duration::from_millis(500)),
+            "{protocol}"
+        );
+
+        std::fs::copy(dir.path().join("client.key"), dir.path().join("agent.key")).unwrap();
+        std::fs::copy(dir.path().join("client.pem"), dir.path().join("agent.pem")).unwrap();
+        agent.wait_for_line("the OTLP client's TLS files changed: new connections use them");
+        let request = collector.next();
+        assert!(
+            request["status"] == 200 || request["status"] == "OK",
+            "{protocol}: {request}"
+        );
+        assert_eq!(request["peer_cn"], "relay-metrics-client", "{protocol}");
+        agent.wait_for_line("OTLP export works again");
+    }
+}

@@ -25,4 +25,6 @@ pub mod otlp;
 pub mod prometheus;
 pub mod relay_names;
 #[cfg(feature = "agent")]
+pub(crate) mod reload;
+#[cfg(feature = "agent")]
 pub mod serve;

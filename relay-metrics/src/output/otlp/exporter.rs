@@ -17,8 +17,9 @@ use tokio::time::Instant;
 
 use super::encode::{self, OtlpResource};
 use super::settings::{Compression, OtlpSettings, Protocol};
-use super::transport::{Failure, Payload, Retry, Transport, TransportError};
+use super::transport::{tls_config, Failure, Payload, Retry, Transport, TransportError};
 use crate::config::MetricNames;
+use crate::output::reload::Reloaded;
 use crate::snapshot::ResourceMetricsSnapshot;
 
 /// First retry delay; doubled per consecutive failure up to [`MAX_BACKOFF`].
@@ -116,19 +117,48 @@ impl OtlpPublisher {
 /// Sends what the [`OtlpPublisher`] publishes: run it with [`OtlpExporter::run`] on tokio.
 pub struct OtlpExporter {
     transport: Transport,
+    /// The configured CA and client certificate, when there are any: the transport is made
+    /// again when they are renewed.
+    tls: Option<WatchedTls>,
     receiver: watch::Receiver<Option<Arc<Payload>>>,
     failures: ExportFailures,
     endpoint: String,
 }
 
+/// The client TLS config made from the configured files, and the one the transport was made
+/// with.
+struct WatchedTls {
+    files: Arc<Reloaded<rustls::ClientConfig>>,
+    in_use: Arc<rustls::ClientConfig>,
+    settings: OtlpSettings,
+}
+
 /// Builds the publisher (for the sampling thread) and the exporter (a tokio task) of
 /// `settings`; cumulative sums start at `start`. Certificates and keys are loaded here, so a
-/// bad file is an error at start. Must be called within a tokio runtime (gRPC's channel).
+/// bad file is an error at start; they are read again when they change. Must be called within
+/// a tokio runtime (gRPC's channel).
 pub fn start(
     settings: &OtlpSettings,
     start: SystemTime,
 ) -> Result<(OtlpPublisher, OtlpExporter), TransportError> {
-    let transport = Transport::new(settings)?;
+    // Read here first so that a bad file is refused with its typed reason.
+    let first = tls_config(settings)?;
+    let files = settings.tls_files();
+    let tls = if files.is_empty() {
+        None
+    } else {
+        let made_from = settings.clone();
+        let files = Reloaded::watch("the OTLP client's TLS files", files, move || {
+            tls_config(&made_from).map_err(|e| e.to_string())
+        })
+        .map_err(TransportError::Pem)?;
+        Some(WatchedTls {
+            in_use: files.current(),
+            files,
+            settings: settings.clone(),
+        })
+    };
+    let transport = Transport::new(settings, first)?;
     let (sender, receiver) = watch::channel(None);
     let failures = ExportFailures::default();
     Ok((
@@ -144,6 +174,7 @@ pub fn start(
         },
         OtlpExporter {
             transport,
+            tls,
             receiver,
             failures,
             endpoint: settings.endpoint.to_string(),
@@ -184,6 +215,7 @@ impl OtlpExporter {
             let Some(payload) = pending.take() else {
                 continue;
             };
+            self.renew_transport();
             match self.transport.send(&payload).await {
                 Ok(()) => {
                     consecutive_failures = 0;
@@ -211,6 +243,23 @@ impl OtlpExporter {
             }
         }
         self.flush(pending).await;
+    }
+
+    /// Makes the transport again with the TLS config of renewed files (its connections then
+    /// present and check the new certificates); keeps the last one where that fails.
+    fn renew_transport(&mut self) {
+        let Some(tls) = &mut self.tls else {
+            return;
+        };
+        let now = tls.files.current();
+        if Arc::ptr_eq(&now, &tls.in_use) {
+            return;
+        }
+        match Transport::new(&tls.settings, (*now).clone()) {
+            Ok(transport) => self.transport = transport,
+            Err(error) => tracing::warn!(%error, "the renewed OTLP TLS files cannot be used"),
+        }
+        tls.in_use = now;
     }
 
     /// The last attempt at shutdown: the newest snapshot if it was not exported.

@@ -89,9 +89,11 @@ pub(super) enum Transport {
 }
 
 impl Transport {
-    /// Loads the certificates and builds the client. gRPC needs a tokio runtime to be current.
-    pub(super) fn new(settings: &OtlpSettings) -> Result<Self, TransportError> {
-        let tls = tls_config(settings)?;
+    /// Builds the client over `tls`. gRPC needs a tokio runtime to be current.
+    pub(super) fn new(
+        settings: &OtlpSettings,
+        tls: rustls::ClientConfig,
+    ) -> Result<Self, TransportError> {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_connect_timeout(Some(settings.timeout));
@@ -334,9 +336,21 @@ impl OtlpSettings {
     }
 }
 
+impl OtlpSettings {
+    /// The configured CA and client certificate files (empty: the system's roots, no client
+    /// certificate).
+    pub(super) fn tls_files(&self) -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = self.ca_file.iter().cloned().collect();
+        if let Some((cert, key)) = &self.client_cert {
+            files.extend([cert.clone(), key.clone()]);
+        }
+        files
+    }
+}
+
 /// The client TLS configuration: ring's provider, the system's roots or the configured CA
 /// file, and the client certificate when configured.
-fn tls_config(settings: &OtlpSettings) -> Result<rustls::ClientConfig, TransportError> {
+pub(super) fn tls_config(settings: &OtlpSettings) -> Result<rustls::ClientConfig, TransportError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     match &settings.ca_file {

@@ -346,7 +346,7 @@ async fn connection(
     // The handshake has the header-read timeout too, and a connection in it can be shed; at a
     // stop it has no request in flight to finish.
     let handshake = tokio::select! {
-        handshake = tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(stream)) => handshake,
+        handshake = tokio::time::timeout(limits.header_read_timeout, tokio_rustls::TlsAcceptor::from(tls.current()).accept(stream)) => handshake,
         () = shed.notified() => return,
         _ = stop.wait_for(|stop| *stop) => return,
     };

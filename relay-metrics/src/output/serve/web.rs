@@ -16,14 +16,13 @@
 //! versions, HTTP/2, extra headers) are refused at start rather than ignored.
 //!
 //! The YAML is read once. The certificate, key and client CA files it names are read again when
-//! one of them changes ([`Tls`]): certificates are renewed in place (cert-manager, a Kubernetes
-//! secret volume), and exporter-toolkit, which reads them at each handshake, serves the renewed
-//! ones without a restart.
+//! one of them changes (`output::reload`), as exporter-toolkit, which reads them at each
+//! handshake, serves renewed certificates without a restart.
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -31,6 +30,7 @@ use serde::Deserialize;
 
 use crate::config::{check_yaml_nesting, read_input_file, InputKind, MAX_NESTING};
 use crate::output::pem::{read_certificates, read_private_key};
+use crate::output::reload::Reloaded;
 
 /// A web config file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ impl WebConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         let tls = file
             .tls_server_config
-            .map(|tls| Tls::load(TlsFiles::resolve(tls, base)))
+            .map(|tls| TlsFiles::resolve(tls, base).watch())
             .transpose()
             .map_err(fail)?;
         for (user, hash) in &file.basic_auth_users {
@@ -108,94 +108,9 @@ impl WebConfig {
     }
 }
 
-/// How often the TLS files are looked at for a change.
-const TLS_CHECK_EVERY: Duration = Duration::from_secs(1);
-
 /// The endpoint's TLS: the server config made from the files of `tls_server_config`, made again
-/// by a watcher thread when one of the files changes. Files that do not make a config (a key
-/// not yet written beside its new certificate, a file half written) leave the last config in
-/// use, with a warning, until they change again. A hung file system holds only the watcher.
-pub(super) struct Tls {
-    current: Mutex<Arc<rustls::ServerConfig>>,
-}
-
-impl Tls {
-    /// Reads the files and starts their watcher, which ends once the returned value is dropped.
-    fn load(files: TlsFiles) -> Result<Arc<Self>, String> {
-        // Stamped before the read: a change in between is read again at the first check.
-        let stamps = files.stamps();
-        let tls = Arc::new(Self {
-            current: Mutex::new(Arc::new(files.server_config()?)),
-        });
-        let watched = Arc::downgrade(&tls);
-        std::thread::Builder::new()
-            .name("relay-tls-files".into())
-            .spawn(move || watch_tls_files(&files, stamps, &watched))
-            .map_err(|e| format!("cannot start the TLS files' watcher: {e}"))?;
-        Ok(tls)
-    }
-
-    /// An acceptor with the config in use now.
-    pub(super) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(Arc::clone(&lock(&self.current)))
-    }
-}
-
-/// Makes the config again whenever the files' stamps change, until `tls` is dropped.
-fn watch_tls_files(files: &TlsFiles, mut stamps: Vec<Option<FileStamp>>, tls: &Weak<Tls>) {
-    loop {
-        std::thread::sleep(TLS_CHECK_EVERY);
-        if tls.strong_count() == 0 {
-            return;
-        }
-        let now = files.stamps();
-        if now == stamps {
-            continue;
-        }
-        stamps = now;
-        let made = files.server_config();
-        let Some(tls) = tls.upgrade() else {
-            return;
-        };
-        match made {
-            Ok(config) => {
-                *lock(&tls.current) = Arc::new(config);
-                tracing::info!("TLS files changed: new connections use them");
-            }
-            Err(reason) => tracing::warn!(
-                %reason,
-                "TLS files changed and cannot be used: the last ones stay in use until they change again"
-            ),
-        }
-    }
-}
-
-/// What tells a file's change: its identity, size and times (a renewal writes the file or
-/// replaces it, so one of them moves); `None` where it cannot be looked at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    device: u64,
-    inode: u64,
-    size: u64,
-    modified_ns: i128,
-    changed_ns: i128,
-}
-
-impl FileStamp {
-    fn of(path: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt as _;
-        // Follows links: a Kubernetes secret volume renews a file by pointing its link elsewhere.
-        let meta = std::fs::metadata(path).ok()?;
-        let ns = |seconds: i64, nanos: i64| i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
-        Some(Self {
-            device: meta.dev(),
-            inode: meta.ino(),
-            size: meta.size(),
-            modified_ns: ns(meta.mtime(), meta.mtime_nsec()),
-            changed_ns: ns(meta.ctime(), meta.ctime_nsec()),
-        })
-    }
-}
+/// when one of them changes.
+pub(super) type Tls = Reloaded<rustls::ServerConfig>;
 
 /// `tls_server_config` with its paths resolved against the web config file's directory.
 struct TlsFiles {
@@ -210,17 +125,14 @@ impl TlsFiles {
         Self { settings }
     }
 
-    fn stamps(&self) -> Vec<Option<FileStamp>> {
+    /// The config made from the files now, and made again whenever they change.
+    fn watch(self) -> Result<Arc<Tls>, String> {
         let tls = &self.settings;
-        [
-            Some(&tls.cert_file),
-            Some(&tls.key_file),
-            tls.client_ca_file.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|path| FileStamp::of(path))
-        .collect()
+        let mut paths = vec![tls.cert_file.clone(), tls.key_file.clone()];
+        paths.extend(tls.client_ca_file.clone());
+        Reloaded::watch("the endpoint's TLS files", paths, move || {
+            self.server_config()
+        })
     }
 
     fn server_config(&self) -> Result<rustls::ServerConfig, String> {
