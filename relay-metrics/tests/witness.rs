@@ -61,6 +61,18 @@ times = os.times()
 print(int(io["write_bytes"]), times.user + times.system, flush=True)
 "#;
 
+/// Holds 64 MiB while it spins 1.2 s of CPU, then prints its own peak RSS (`ru_maxrss`, bytes)
+/// and CPU time (`times()`, seconds).
+const RESIDENT: &str = r#"
+import os, resource, time
+block = b"x" * (64 << 20)
+end = time.process_time() + 1.2
+while time.process_time() < end:
+    pass
+times = os.times()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, times.user + times.system, flush=True)
+"#;
+
 /// A spinner that runs until it is killed and writes its own CPU time (`times()`, seconds) to
 /// the file it is given every 10 ms of it.
 const SPINNER: &str = r#"
@@ -181,6 +193,7 @@ impl Work {
         std::fs::write(dir.path().join("spinner.py"), SPINNER).unwrap();
         std::fs::write(dir.path().join("allocator.py"), ALLOCATOR).unwrap();
         std::fs::write(dir.path().join("holder.py"), HOLDER).unwrap();
+        std::fs::write(dir.path().join("resident.py"), RESIDENT).unwrap();
         common::copy_binary(&dir.path().join("relay-metrics"));
         let make = dir.path().join("make");
         std::fs::create_dir(&make).unwrap();
@@ -716,6 +729,46 @@ fn ended_leftover_rss(work: &Work, mode: Mode) {
     );
 }
 
+/// A command that exits at once, leaving a child that holds 64 MiB and spins for 1.2 s, waited
+/// for with `--wait-all`: the orphan is sampled while it lives (`run` adopts it), so the peak
+/// resident memory is its own and no interval's rate exceeds the one core it runs on.
+/// Without a cgroup it was sampled nowhere before (peak 0.4 MiB: the shell alone), and its CPU
+/// entered the totals in one step when `run` reaped it.
+fn live_orphan(work: &Work, mode: Mode) {
+    let measured = work.run_with(
+        mode,
+        "live orphan",
+        &["--interval-ms", "200", "--wait-all=20"],
+        &["sh", "-c", "python3 resident.py & exit 0"],
+    );
+    let (rss, cpu) = measured
+        .stdout
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("the orphan printed {:?}", measured.stdout));
+    let (rss, cpu): (f64, f64) = (rss.parse().unwrap(), cpu.parse().unwrap());
+    assert!(rss >= 64.0 * MIB, "the orphan's peak RSS is {rss} B");
+    measured.check(
+        "memory.peak_resident_bytes vs the orphan's own ru_maxrss",
+        measured.summary_f64("memory", "peak_resident_bytes"),
+        rss,
+        2.0 * MIB,
+    );
+    let peak = measured.summary_f64("cpu", "peak_cores");
+    measured.check(
+        "cpu.peak_cores ≤ 1.1 (one thread)",
+        peak.min(1.1),
+        peak,
+        0.0,
+    );
+    measured.check(
+        "cpu.total_s vs the orphan's times() (+0.15 s for the shell and Python's start)",
+        measured.summary_f64("cpu", "total_s"),
+        cpu + 0.15,
+        0.15,
+    );
+}
+
 /// One mode at a time: the workloads fill both CPUs, and two modes side by side (the test
 /// harness runs tests in parallel) add per-process scheduling cost that the cgroup's count
 /// sees and GNU time's does not.
@@ -756,6 +809,16 @@ fn a_setsid_orphans_cpu_and_writes_are_counted() {
     let work = Work::new();
     setsid_orphan(&work, Mode::Cgroup);
     setsid_orphan(&work, Mode::NoCgroup);
+}
+
+#[test]
+#[ignore = "root: run makes its own cgroup; tools: python3"]
+fn a_live_orphan_is_sampled_until_it_exits() {
+    common::assert_root("run makes its own cgroup");
+    let _alone = one_mode_at_a_time();
+    let work = Work::new();
+    live_orphan(&work, Mode::Cgroup);
+    live_orphan(&work, Mode::NoCgroup);
 }
 
 #[test]

@@ -243,9 +243,13 @@ impl Collector {
 
     /// Declares that the caller adopts the tree's orphans (it is a child subreaper of the root)
     /// and reports each one it reaps with [`Self::add_reaped`]: the process-tree totals of
-    /// `extensions.cumulative` then lose nothing to reparenting.
+    /// `extensions.cumulative` then lose nothing to reparenting. The tree's walk then also
+    /// starts from the caller's children outside its process group (the orphans it adopted;
+    /// its own helpers stay in its group), so that an orphan is sampled, with its descendants,
+    /// until it is reaped.
     pub fn reaps_orphans(&mut self) {
         self.accounting.reaps_orphans();
+        self.processes.walk_adopted_orphans();
     }
 
     /// Adds a process of the tree that the caller reaped itself (an adopted orphan), as

@@ -83,6 +83,21 @@ pub fn own_children() -> Vec<i32> {
         .collect()
 }
 
+/// This process's children outside its own process group: where it is a child subreaper whose
+/// helpers stay in its group, the processes it adopted (and the ones it started in groups of
+/// their own).
+pub(crate) fn adopted_children() -> Vec<u32> {
+    let own_group = nix::unistd::getpgrp();
+    own_children()
+        .into_iter()
+        .filter(|&pid| {
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+                .is_ok_and(|group| group != own_group)
+        })
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

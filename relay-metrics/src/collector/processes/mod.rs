@@ -17,6 +17,7 @@ use crate::source::cgroup;
 use crate::source::procfs::{
     self, PidLister, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
 };
+use crate::source::reap;
 use crate::source::system::SystemSample;
 use crate::source::task_iter::TaskRecord;
 use crate::source::Roots;
@@ -136,6 +137,13 @@ pub(super) struct ProcessPassReader {
     private: Option<PrivateMemoryCache>,
     /// The task iterator, or why procfs serves.
     source: iter::SourceState,
+    /// Whether a tree's walk also starts from the orphans this process adopted
+    /// ([`Self::walk_adopted_orphans`]).
+    walks_adopted: bool,
+    /// The orphans the last walk started from (sorted).
+    adopted: Vec<u32>,
+    /// The roots of a tree's walk: its root, then `adopted`.
+    walk_roots: Vec<u32>,
 }
 
 impl ProcessPassReader {
@@ -188,7 +196,22 @@ impl ProcessPassReader {
                 ))
             }),
             source,
+            walks_adopted: false,
+            adopted: Vec::new(),
+            walk_roots: Vec::new(),
         })
+    }
+
+    /// Makes a tree's walk also start from this process's children outside its process group:
+    /// the tree's orphans it adopted as their child subreaper, which the walk from the root no
+    /// longer reaches (its own helpers stay in its group).
+    pub(super) fn walk_adopted_orphans(&mut self) {
+        self.walks_adopted = true;
+    }
+
+    /// Whether `pid` is an adopted orphan walked as a root of the tree.
+    fn is_adopted(&self, pid: u32) -> bool {
+        self.adopted.binary_search(&pid).is_ok()
     }
 
     /// How many passes listed the target's processes (the others reused the previous list).
@@ -341,7 +364,10 @@ impl ProcessPassReader {
                 ));
             }
             // Reparented (its parent exited) or adopted by a process outside the list.
-            if check_parents && Some(pid) != root && self.pids.binary_search(&sample.ppid).is_err()
+            if check_parents
+                && Some(pid) != root
+                && !self.is_adopted(pid)
+                && self.pids.binary_search(&sample.ppid).is_err()
             {
                 return Sampled::Reparented;
             }
@@ -432,7 +458,18 @@ impl ProcessPassReader {
             Target::Process {
                 pid, tree: true, ..
             } => match &mut self.walker {
-                Some(walker) => walker.walk(*pid, &mut self.pids).map_err(|e| e.to_string()),
+                Some(walker) => {
+                    if self.walks_adopted {
+                        self.adopted = reap::adopted_children();
+                        self.adopted.sort_unstable();
+                    }
+                    self.walk_roots.clear();
+                    self.walk_roots.push(*pid);
+                    self.walk_roots.extend(&self.adopted);
+                    walker
+                        .walk_from(&self.walk_roots, &mut self.pids)
+                        .map_err(|e| e.to_string())
+                }
                 None => Err("no process tree walker".into()),
             },
             Target::Cgroup { resolved, .. } => self

@@ -156,11 +156,24 @@ impl ProcessTreeWalker {
 
     /// Replaces the content of `pids` with `root` followed by its descendants in breadth-first
     /// order. Each pid appears once, even if pid reuse during the walk made a cycle.
+    #[cfg(test)]
     pub(crate) fn walk(&mut self, root: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
+        self.walk_from(&[root], pids)
+    }
+
+    /// [`Self::walk`] from several roots: `roots` (each once) followed by their descendants.
+    pub(crate) fn walk_from(
+        &mut self,
+        roots: &[u32],
+        pids: &mut Vec<u32>,
+    ) -> Result<(), SourceError> {
         pids.clear();
         self.seen.clear();
-        pids.push(root);
-        self.seen.insert(root);
+        for &root in roots {
+            if self.seen.insert(root) {
+                pids.push(root);
+            }
+        }
         let mut next = 0;
         let mut result = Ok(());
         while let Some(&pid) = pids.get(next) {
