@@ -267,6 +267,29 @@ fn make_certificates(dir: &Path) {
     assert!(status.success(), "making the test certificates failed");
 }
 
+/// A receiver of `protocol` (`http` or `grpc`) behind the server certificate of
+/// [`make_certificates`] in `dir`, requiring a client certificate of its CA; its endpoint and
+/// the agent's name of the protocol.
+fn tls_receiver(dir: &Path, protocol: &str) -> (Collector, String, &'static str) {
+    let file = |name: &str| dir.join(name).display().to_string();
+    let collector = Collector::start(&[
+        "--protocol",
+        protocol,
+        "--tls",
+        &file("server.pem"),
+        &file("server.key"),
+        "--client-ca",
+        &file("ca.pem"),
+    ]);
+    let endpoint = format!("https://127.0.0.1:{}", collector.port);
+    let agent_protocol = if protocol == "grpc" {
+        "grpc"
+    } else {
+        "http/protobuf"
+    };
+    (collector, endpoint, agent_protocol)
+}
+
 #[test]
 #[ignore = "tools: openssl, the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
 fn tls_receivers_verify_with_the_ca_file_and_require_the_client_certificate() {
@@ -274,21 +297,7 @@ fn tls_receivers_verify_with_the_ca_file_and_require_the_client_certificate() {
     make_certificates(dir.path());
     let file = |name: &str| dir.path().join(name).display().to_string();
     for protocol in ["http", "grpc"] {
-        let collector = Collector::start(&[
-            "--protocol",
-            protocol,
-            "--tls",
-            &file("server.pem"),
-            &file("server.key"),
-            "--client-ca",
-            &file("ca.pem"),
-        ]);
-        let endpoint = format!("https://127.0.0.1:{}", collector.port);
-        let agent_protocol = if protocol == "grpc" {
-            "grpc"
-        } else {
-            "http/protobuf"
-        };
+        let (collector, endpoint, agent_protocol) = tls_receiver(dir.path(), protocol);
 
         // The system's roots do not know the test CA: the handshake fails and nothing arrives.
         let agent = Agent::start(
@@ -659,21 +668,7 @@ fn a_renewed_client_certificate_is_presented_without_a_restart() {
             status.success(),
             "making the self-signed certificate failed"
         );
-        let collector = Collector::start(&[
-            "--protocol",
-            protocol,
-            "--tls",
-            &file("server.pem"),
-            &file("server.key"),
-            "--client-ca",
-            &file("ca.pem"),
-        ]);
-        let endpoint = format!("https://127.0.0.1:{}", collector.port);
-        let agent_protocol = if protocol == "grpc" {
-            "grpc"
-        } else {
-            "http/protobuf"
-        };
+        let (collector, endpoint, agent_protocol) = tls_receiver(dir.path(), protocol);
         let agent = Agent::start(
             &[
                 "--otlp-endpoint",
