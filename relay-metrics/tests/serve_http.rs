@@ -200,6 +200,30 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0() {
     assert!(TcpStream::connect(&agent.address).is_err());
 }
 
+/// A connection whose request head is not complete holds no stop: SIGTERM ends the agent at
+/// once (it waited the whole 5 s shutdown grace for the rest of the head).
+#[test]
+fn a_partial_request_head_does_not_delay_the_stop() {
+    let mut agent = start_agent(&["--scope", "global"]);
+    wait_ready(&agent.address);
+    let mut stream = TcpStream::connect(&agent.address).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(agent.child.0.id()).unwrap());
+    let started = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = agent
+        .wait_exit(Duration::from_secs(10))
+        .expect("the agent exits");
+    let took = started.elapsed();
+    eprintln!("SIGTERM to exit with a partial request head: {took:?}");
+    assert_eq!(status.code(), Some(0));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    drop(stream);
+}
+
 #[test]
 fn sigterm_with_a_hung_otlp_collector_exits_within_the_five_second_grace() {
     // A collector that accepts and never answers: the last export can only time out.

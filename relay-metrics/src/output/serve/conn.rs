@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -369,12 +370,17 @@ async fn http<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let registration = Arc::new(registration);
+    // Requests handed to the service and not answered yet (a stop lets them finish).
+    let in_service = Arc::new(AtomicUsize::new(0));
     let service = {
         let registration = Arc::clone(&registration);
+        let in_service = Arc::clone(&in_service);
         service_fn(move |request| {
             let app = Arc::clone(&app);
             let registration = Arc::clone(&registration);
+            let entered = InService::enter(&in_service);
             async move {
+                let _entered = entered;
                 // Busy from the response on, not while credentials are checked: a connection
                 // waiting for its check may be closed to make room, so connections that send
                 // credentials to be checked cannot hold every place.
@@ -403,8 +409,30 @@ async fn http<S>(
         }
         _ = stop.wait_for(|stop| *stop) => {}
     }
+    // Nothing asked that the stop must finish (idle, or a request head not complete: hyper
+    // would wait for the rest of it): closed at once.
+    if in_service.load(Ordering::Acquire) == 0 && registration.busy_for().is_none() {
+        return;
+    }
     connection.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(limits.shutdown_grace, connection).await;
+}
+
+/// A request in the service, counted in its connection's `in_service` until dropped (answered,
+/// or cancelled with its connection).
+struct InService(Arc<AtomicUsize>);
+
+impl InService {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for InService {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A stream whose writes fail with `TimedOut` after making no progress for a while.
