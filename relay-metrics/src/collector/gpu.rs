@@ -121,12 +121,14 @@ impl GpuFeed {
             );
         }
         let nvml = sample.as_ref().filter(|_| stale.is_none());
-        // A device whose process lists NVML refuses may run any process: no join is complete
-        // then (the device's reason is under `gpu.process_metrics`).
+        // A device whose process lists NVML refuses, or that NVML cannot open at all (lost, no
+        // permission), may run any process: no join is complete then (the reasons are under
+        // `gpu.process_metrics` and `gpu`).
         out.nvml_processes = self.process_metrics
             && matches!(processes, ProcessPass::Sampled(_))
             && nvml.as_ref().is_some_and(|sample| {
                 sample.error.is_none()
+                    && sample.lost.is_empty()
                     && sample
                         .devices
                         .iter()

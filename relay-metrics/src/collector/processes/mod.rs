@@ -142,8 +142,6 @@ pub(super) struct ProcessPassReader {
     walks_adopted: bool,
     /// The orphans the last walk started from (sorted).
     adopted: Vec<u32>,
-    /// The roots of a tree's walk: its root, then `adopted`.
-    walk_roots: Vec<u32>,
 }
 
 impl ProcessPassReader {
@@ -198,7 +196,6 @@ impl ProcessPassReader {
             source,
             walks_adopted: false,
             adopted: Vec::new(),
-            walk_roots: Vec::new(),
         })
     }
 
@@ -459,15 +456,19 @@ impl ProcessPassReader {
                 pid, tree: true, ..
             } => match &mut self.walker {
                 Some(walker) => {
-                    if self.walks_adopted {
-                        self.adopted = reap::adopted_children();
-                        self.adopted.sort_unstable();
-                    }
-                    self.walk_roots.clear();
-                    self.walk_roots.push(*pid);
-                    self.walk_roots.extend(&self.adopted);
+                    let walks_adopted = self.walks_adopted;
+                    let adopted = &mut self.adopted;
+                    // Read after the root's subtree: an orphan reparented meanwhile is in one.
+                    let later = || {
+                        adopted.clear();
+                        if walks_adopted {
+                            adopted.extend(reap::adopted_children());
+                            adopted.sort_unstable();
+                        }
+                        adopted.clone()
+                    };
                     walker
-                        .walk_from(&self.walk_roots, &mut self.pids)
+                        .walk_from(*pid, later, &mut self.pids)
                         .map_err(|e| e.to_string())
                 }
                 None => Err("no process tree walker".into()),

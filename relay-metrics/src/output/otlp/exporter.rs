@@ -158,7 +158,9 @@ pub fn start(
             settings: settings.clone(),
         })
     };
-    let transport = Transport::new(settings, first)?;
+    // The watcher's own read, where there is one: its stamps and the transport then agree.
+    let in_use = tls.as_ref().map_or(first, |tls| (*tls.in_use).clone());
+    let transport = Transport::new(settings, in_use)?;
     let (sender, receiver) = watch::channel(None);
     let failures = ExportFailures::default();
     Ok((
@@ -269,6 +271,7 @@ impl OtlpExporter {
             _ => pending,
         };
         if let Some(payload) = newest {
+            self.renew_transport();
             if let Err(failure) = self.transport.send(&payload).await {
                 self.failures.add_one();
                 tracing::warn!(

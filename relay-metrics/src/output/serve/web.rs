@@ -486,36 +486,30 @@ mod tests {
         assert_eq!(super::credentials("BasicdTpwOnE="), None);
     }
 
-    /// A request cancelled while it waits behind another of its address leaves no queue
-    /// behind once the other is done, on a runtime of several threads.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_request_cancelled_in_its_queue_leaves_no_queue() {
-        use base64::Engine as _;
-        use std::sync::Arc;
-        use std::time::Duration;
-        let hash = bcrypt::hash("right", 10).unwrap();
+    /// Two requests of one address that drop their place in its queue at once, on two threads,
+    /// leave no queue behind. (The race the drop order closes, both counting before either
+    /// clone is gone, lies between a count and a clone's drop: too narrow for this loop to hit
+    /// with the old order; it holds the count the removal needs.)
+    #[test]
+    fn two_requests_dropping_at_once_leave_no_queue() {
+        let hash = bcrypt::hash("right", 4).unwrap();
         let users = std::collections::HashMap::from([("u".to_owned(), hash)]);
-        let auth = Arc::new(super::BasicAuth::new(users).unwrap());
-        let header = |password: &str| {
-            let encoded = base64::engine::general_purpose::STANDARD.encode(format!("u:{password}"));
-            format!("Basic {encoded}")
-        };
-        for last in 1..=10u8 {
-            let client = std::net::IpAddr::from([10, 0, 0, last]);
-            let first = {
-                let (auth, header) = (Arc::clone(&auth), header(&format!("first{last}")));
-                tokio::spawn(async move { auth.allows(Some(&header), client).await })
-            };
-            // The first is in its bcrypt run (tens of milliseconds at cost 10) when the second
-            // arrives, waits behind it and is cancelled.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let second = header(&format!("second{last}"));
-            let waited =
-                tokio::time::timeout(Duration::from_millis(5), auth.allows(Some(&second), client))
-                    .await;
-            assert!(waited.is_err(), "the second request did not wait");
-            assert!(!first.await.unwrap());
+        let auth = super::BasicAuth::new(users).unwrap();
+        let client = std::net::IpAddr::from([10, 0, 0, 1]);
+        let barrier = std::sync::Barrier::new(2);
+        for _ in 0..5000 {
+            let first = super::ClientQueue::join(&auth, client);
+            let second = super::ClientQueue::join(&auth, client);
+            std::thread::scope(|scope| {
+                for queue in [first, second] {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        drop(queue);
+                    });
+                }
+            });
+            assert_eq!(super::lock(&auth.clients).len(), 0);
         }
-        assert_eq!(super::lock(&auth.clients).len(), 0);
     }
 }

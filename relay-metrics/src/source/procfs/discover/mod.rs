@@ -158,25 +158,37 @@ impl ProcessTreeWalker {
     /// order. Each pid appears once, even if pid reuse during the walk made a cycle.
     #[cfg(test)]
     pub(crate) fn walk(&mut self, root: u32, pids: &mut Vec<u32>) -> Result<(), SourceError> {
-        self.walk_from(&[root], pids)
+        self.walk_from(root, Vec::new, pids)
     }
 
-    /// [`Self::walk`] from several roots: `roots` (each once) followed by their descendants.
+    /// [`Self::walk`], then on from the roots `later` gives once the root's descendants are
+    /// listed (each pid still once): a process that leaves the root's subtree while it is
+    /// walked (reparented to the caller) is in one of the two listings.
     pub(crate) fn walk_from(
         &mut self,
-        roots: &[u32],
+        root: u32,
+        later: impl FnOnce() -> Vec<u32>,
         pids: &mut Vec<u32>,
     ) -> Result<(), SourceError> {
         pids.clear();
         self.seen.clear();
-        for &root in roots {
-            if self.seen.insert(root) {
-                pids.push(root);
-            }
-        }
+        pids.push(root);
+        self.seen.insert(root);
+        let mut later = Some(later);
         let mut next = 0;
         let mut result = Ok(());
-        while let Some(&pid) = pids.get(next) {
+        loop {
+            let Some(&pid) = pids.get(next) else {
+                let Some(later) = later.take() else {
+                    break;
+                };
+                for root in later() {
+                    if self.seen.insert(root) {
+                        pids.push(root);
+                    }
+                }
+                continue;
+            };
             next += 1;
             if let Err(error) = self.push_children(pid, pids) {
                 result = Err(error);
