@@ -4,6 +4,8 @@
 use std::io;
 use std::time::Duration;
 
+use crate::source::file::{FileKind, HeldFile};
+
 /// A reaped child and what it (with its own reaped descendants) used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
@@ -83,18 +85,35 @@ pub fn own_children() -> Vec<i32> {
         .collect()
 }
 
-/// This process's children outside its own process group: where it is a child subreaper whose
-/// helpers stay in its group, the processes it adopted (and the ones it started in groups of
-/// their own).
-pub(crate) fn adopted_children() -> Vec<u32> {
+/// The list of this process's main thread's children, held open: the kernel reparents an orphan
+/// to a child subreaper's first live thread, its leader while it lives (`find_alive_thread`),
+/// so that one file lists the orphans it adopted.
+pub(crate) fn main_thread_children() -> HeldFile {
+    let leader = std::process::id();
+    HeldFile::new(
+        format!("/proc/self/task/{leader}/children"),
+        FileKind::Records,
+    )
+}
+
+/// The children listed by `children` ([`main_thread_children`]) outside this process's own
+/// process group: where it is a child subreaper whose helpers stay in its group, the processes
+/// it adopted (and any it started in groups of their own). Empty where the list cannot be read.
+pub(crate) fn adopted_children(children: &mut HeldFile, buf: &mut Vec<u8>) -> Vec<u32> {
     let own_group = nix::unistd::getpgrp();
-    own_children()
-        .into_iter()
+    let Ok(listed) = children.read(buf) else {
+        return Vec::new();
+    };
+    listed
+        .split(u8::is_ascii_whitespace)
+        .filter_map(|pid| std::str::from_utf8(pid).ok()?.parse::<u32>().ok())
         .filter(|&pid| {
-            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+            let Ok(raw) = i32::try_from(pid) else {
+                return false;
+            };
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(raw)))
                 .is_ok_and(|group| group != own_group)
         })
-        .filter_map(|pid| u32::try_from(pid).ok())
         .collect()
 }
 

@@ -14,6 +14,7 @@ use crate::model::{
     Wanted,
 };
 use crate::source::cgroup;
+use crate::source::file::HeldFile;
 use crate::source::procfs::{
     self, PidLister, ProcessFields, ProcessReader, ProcessSample, ProcessTreeWalker,
 };
@@ -137,9 +138,9 @@ pub(super) struct ProcessPassReader {
     private: Option<PrivateMemoryCache>,
     /// The task iterator, or why procfs serves.
     source: iter::SourceState,
-    /// Whether a tree's walk also starts from the orphans this process adopted
-    /// ([`Self::walk_adopted_orphans`]).
-    walks_adopted: bool,
+    /// Where a tree's walk also starts from the orphans this process adopted, the list of its
+    /// main thread's children ([`Self::walk_adopted_orphans`]).
+    adopted_from: Option<(HeldFile, Vec<u8>)>,
     /// The orphans the last walk started from (sorted).
     adopted: Vec<u32>,
 }
@@ -194,7 +195,7 @@ impl ProcessPassReader {
                 ))
             }),
             source,
-            walks_adopted: false,
+            adopted_from: None,
             adopted: Vec::new(),
         })
     }
@@ -203,7 +204,7 @@ impl ProcessPassReader {
     /// the tree's orphans it adopted as their child subreaper, which the walk from the root no
     /// longer reaches (its own helpers stay in its group).
     pub(super) fn walk_adopted_orphans(&mut self) {
-        self.walks_adopted = true;
+        self.adopted_from = Some((reap::main_thread_children(), Vec::new()));
     }
 
     /// Whether `pid` is an adopted orphan walked as a root of the tree.
@@ -456,13 +457,12 @@ impl ProcessPassReader {
                 pid, tree: true, ..
             } => match &mut self.walker {
                 Some(walker) => {
-                    let walks_adopted = self.walks_adopted;
-                    let adopted = &mut self.adopted;
+                    let (adopted, adopted_from) = (&mut self.adopted, &mut self.adopted_from);
                     // Read after the root's subtree: an orphan reparented meanwhile is in one.
                     let later = || {
                         adopted.clear();
-                        if walks_adopted {
-                            adopted.extend(reap::adopted_children());
+                        if let Some((children, buf)) = adopted_from {
+                            adopted.extend(reap::adopted_children(children, buf));
                             adopted.sort_unstable();
                         }
                         adopted.clone()
