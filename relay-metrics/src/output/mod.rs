@@ -28,3 +28,12 @@ pub mod relay_names;
 pub(crate) mod reload;
 #[cfg(feature = "agent")]
 pub mod serve;
+
+/// Locks `mutex`, also after a thread panicked holding it: the agent goes on with the value as
+/// that thread left it instead of panicking in turn.
+#[cfg(feature = "agent")]
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -9,8 +9,10 @@
 //! thread, not the sampling or async one, is the one a hung file system holds.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use crate::output::lock;
 
 /// How often the files are looked at.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -43,7 +45,7 @@ impl<T: Send + Sync + 'static> Reloaded<T> {
 
     /// The value in use now.
     pub(crate) fn current(&self) -> Arc<T> {
-        Arc::clone(&self.current.lock().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(&lock(&self.current))
     }
 }
 
@@ -70,10 +72,7 @@ fn watch<T>(
         };
         match made {
             Ok(value) => {
-                *reloaded
-                    .current
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(value);
+                *lock(&reloaded.current) = Arc::new(value);
                 tracing::info!("{what} changed: new connections use them");
             }
             Err(reason) => tracing::warn!(

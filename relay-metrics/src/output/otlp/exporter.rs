@@ -19,6 +19,7 @@ use super::encode::{self, OtlpResource};
 use super::settings::{Compression, OtlpSettings, Protocol};
 use super::transport::{tls_config, Failure, Payload, Retry, Transport, TransportError};
 use crate::config::MetricNames;
+use crate::output::lock;
 use crate::output::reload::Reloaded;
 use crate::snapshot::ResourceMetricsSnapshot;
 
@@ -70,10 +71,7 @@ impl OtlpPublisher {
     /// Encodes `snapshot` once (and compresses it, over HTTP) and hands it to the exporter,
     /// replacing any snapshot it has not sent yet.
     pub fn publish(&self, snapshot: &ResourceMetricsSnapshot) {
-        let mut starts = self
-            .starts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut starts = lock(&self.starts);
         let request = encode::request_within(
             snapshot,
             &self.resource,

@@ -22,13 +22,14 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde::Deserialize;
 
 use crate::config::{check_yaml_nesting, read_input_file, InputKind, MAX_NESTING};
+use crate::output::lock;
 use crate::output::pem::{read_certificates, read_private_key};
 use crate::output::reload::Reloaded;
 
@@ -465,10 +466,6 @@ fn credentials(value: &str) -> Option<(String, String)> {
     let decoded = String::from_utf8(decoded).ok()?;
     let (user, password) = decoded.split_once(':')?;
     Some((user.to_owned(), password.to_owned()))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
