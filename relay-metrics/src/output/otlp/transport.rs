@@ -23,6 +23,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic_types::StatusExt as _;
 
 use super::settings::{Compression, OtlpSettings, Protocol};
+use crate::config::InputKind;
 use crate::error_chain;
 use crate::output::pem::{read_certificates, read_private_key};
 
@@ -337,12 +338,19 @@ impl OtlpSettings {
 }
 
 impl OtlpSettings {
-    /// The configured CA and client certificate files (empty: the system's roots, no client
-    /// certificate).
-    pub(super) fn tls_files(&self) -> Vec<std::path::PathBuf> {
-        let mut files: Vec<_> = self.ca_file.iter().cloned().collect();
+    /// The configured CA and client certificate files, each with the kind it is read as
+    /// (empty: the system's roots, no client certificate).
+    pub(super) fn tls_files(&self) -> Vec<(std::path::PathBuf, InputKind)> {
+        let mut files: Vec<_> = self
+            .ca_file
+            .iter()
+            .map(|ca| (ca.clone(), InputKind::Certificates))
+            .collect();
         if let Some((cert, key)) = &self.client_cert {
-            files.extend([cert.clone(), key.clone()]);
+            files.extend([
+                (cert.clone(), InputKind::Certificates),
+                (key.clone(), InputKind::PrivateKey),
+            ]);
         }
         files
     }

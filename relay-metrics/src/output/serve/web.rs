@@ -129,9 +129,16 @@ impl TlsFiles {
     /// The config made from the files now, and made again whenever they change.
     fn watch(self) -> Result<Arc<Tls>, String> {
         let tls = &self.settings;
-        let mut paths = vec![tls.cert_file.clone(), tls.key_file.clone()];
-        paths.extend(tls.client_ca_file.clone());
-        Reloaded::watch("the endpoint's TLS files", paths, move || {
+        let mut files = vec![
+            (tls.cert_file.clone(), InputKind::Certificates),
+            (tls.key_file.clone(), InputKind::PrivateKey),
+        ];
+        files.extend(
+            tls.client_ca_file
+                .clone()
+                .map(|ca| (ca, InputKind::Certificates)),
+        );
+        Reloaded::watch("the endpoint's TLS files", files, move || {
             self.server_config()
         })
     }
