@@ -290,6 +290,28 @@ fn tls_receiver(dir: &Path, protocol: &str) -> (Collector, String, &'static str)
     (collector, endpoint, agent_protocol)
 }
 
+/// The agent exporting to `endpoint` with `agent_protocol`, trusting the CA of
+/// [`make_certificates`] in `dir` and presenting the client pair `{client}.pem` and
+/// `{client}.key` there, all from the flags.
+fn tls_agent(dir: &Path, endpoint: &str, agent_protocol: &str, client: &str) -> Agent {
+    let file = |name: &str| dir.join(name).display().to_string();
+    Agent::start(
+        &[
+            "--otlp-endpoint",
+            endpoint,
+            "--otlp-protocol",
+            agent_protocol,
+            "--otlp-ca-file",
+            &file("ca.pem"),
+            "--otlp-client-cert",
+            &file(&format!("{client}.pem")),
+            "--otlp-client-key",
+            &file(&format!("{client}.key")),
+        ],
+        &[],
+    )
+}
+
 #[test]
 #[ignore = "tools: openssl, the OTLP virtualenv target/otlp-venv (scripts/install-deps.sh)"]
 fn tls_receivers_verify_with_the_ca_file_and_require_the_client_certificate() {
@@ -319,18 +341,6 @@ fn tls_receivers_verify_with_the_ca_file_and_require_the_client_certificate() {
 
         // The CA file and the client certificate, from the flags over HTTP and from the
         // variables over gRPC.
-        let flags = [
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-protocol",
-            agent_protocol,
-            "--otlp-ca-file",
-            &file("ca.pem"),
-            "--otlp-client-cert",
-            &file("client.pem"),
-            "--otlp-client-key",
-            &file("client.key"),
-        ];
         let (ca, cert, key) = (file("ca.pem"), file("client.pem"), file("client.key"));
         let variables = [
             ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", endpoint.as_str()),
@@ -340,7 +350,7 @@ fn tls_receivers_verify_with_the_ca_file_and_require_the_client_certificate() {
             ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", key.as_str()),
         ];
         let _agent = if protocol == "http" {
-            Agent::start(&flags, &[])
+            tls_agent(dir.path(), &endpoint, agent_protocol, "client")
         } else {
             Agent::start(&[], &variables)
         };
@@ -646,7 +656,6 @@ fn a_restarted_counter_gets_a_new_start_time() {
 fn a_renewed_client_certificate_is_presented_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     make_certificates(dir.path());
-    let file = |name: &str| dir.path().join(name).display().to_string();
     for protocol in ["http", "grpc"] {
         let status = Command::new("openssl")
             .args([
@@ -669,21 +678,7 @@ fn a_renewed_client_certificate_is_presented_without_a_restart() {
             "making the self-signed certificate failed"
         );
         let (collector, endpoint, agent_protocol) = tls_receiver(dir.path(), protocol);
-        let agent = Agent::start(
-            &[
-                "--otlp-endpoint",
-                &endpoint,
-                "--otlp-protocol",
-                agent_protocol,
-                "--otlp-ca-file",
-                &file("ca.pem"),
-                "--otlp-client-cert",
-                &file("agent.pem"),
-                "--otlp-client-key",
-                &file("agent.key"),
-            ],
-            &[],
-        );
+        let agent = tls_agent(dir.path(), &endpoint, agent_protocol, "agent");
         agent.wait_for_line("OTLP export failed");
         assert!(
             collector.none_within(Duration::from_millis(500)),
