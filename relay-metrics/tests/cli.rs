@@ -726,3 +726,59 @@ fn an_unprivileged_user_gets_procfs_with_the_reason_as_root() {
         "{stderr}"
     );
 }
+
+/// The descriptor count of the collector's own process is what the process opened itself: the
+/// eBPF programs' descriptors (maps, programs, links: some 38) and the files held to read the
+/// kernel are left out, as Relay, which holds none, does not count them. The process is started
+/// with exactly five descriptors (stdin, stdout, stderr, and two more) and opens none of its
+/// own; each snapshot must count five, with the programs loaded in the loader
+/// child or in the process, and per-process values from procfs or the task iterator.
+#[test]
+#[ignore = "root: loads the eBPF programs"]
+fn the_own_descriptor_count_leaves_out_the_collectors_descriptors_as_root() {
+    assert_root("kernel event counters need root");
+    let dir = tempfile::tempdir().unwrap();
+    for (in_process, source) in [("0", "procfs"), ("1", "procfs"), ("0", "bpf_iter")] {
+        let config = dir.path().join("config.json");
+        std::fs::write(
+            &config,
+            format!(r#"{{"extensions": {{"process_source": "{source}"}}}}"#),
+        )
+        .unwrap();
+        // bash closes whatever else it inherited (a build's jobserver pipes, say).
+        let output = Command::new("bash")
+            .args([
+                "-c",
+                r#"for fd in /proc/$$/fd/*; do
+                     case ${fd##*/} in 0|1|2) ;; *) eval "exec ${fd##*/}>&-" ;; esac
+                   done
+                   exec 7</dev/null 8</dev/null
+                   exec "$0" watch --config "$1" --scope process_tree --pid $$ --interval-ms 100 --count 5"#,
+                env!("CARGO_BIN_EXE_relay-metrics"),
+            ])
+            .arg(&config)
+            .env("RELAY_METRICS_EBPF_IN_PROCESS", in_process)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        common::assert_success(&output);
+        let lines: Vec<Value> = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 5);
+        for snapshot in &lines {
+            let extensions = &snapshot["extensions"];
+            assert_eq!(extensions["kernel_events"]["active"], true, "{extensions}");
+            assert_eq!(
+                extensions["collector"]["process_source"], source,
+                "{extensions}"
+            );
+            assert_eq!(
+                snapshot["process"]["open_file_descriptor_count"]["value"], 5,
+                "in process: {in_process}, {source}"
+            );
+        }
+    }
+}

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::target::CgroupTarget;
 use super::{CgroupError, CgroupVersion};
 use crate::source::file::{is_gone, SourceError};
+use crate::source::held::Published;
 use crate::source::procfs::sys::{is_dot, open_dir_at, open_file_at, pread_all, DirentBuffer};
 
 /// Lists the processes of cgroup subtrees with reused buffers and directory descriptors
@@ -36,6 +37,9 @@ struct HeldTop {
     /// same descriptor while they come less than a second apart (the kernel's
     /// `CGROUP_PIDLIST_DESTROY_DELAY`): a held v1 file read every tick never changes.
     procs: Option<File>,
+    /// Both in the process-wide count the collector's own descriptor count leaves out (see
+    /// `source::held`).
+    _published: Published,
 }
 
 impl HeldTop {
@@ -45,10 +49,13 @@ impl HeldTop {
             CgroupVersion::V2 => Some(open_file_at(&dir, b"cgroup.procs")?),
             CgroupVersion::V1 => None,
         };
+        let mut published = Published::default();
+        published.set(1 + usize::from(procs.is_some()));
         Ok(Self {
             path: path.to_owned(),
             dir,
             procs,
+            _published: published,
         })
     }
 

@@ -34,6 +34,8 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use crate::source::held::{EbpfLoads, Published};
+
 /// The cgroup-iterator object, committed so that a plain `cargo build` needs no clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("cgroup_iter.bpf.o");
 
@@ -133,6 +135,9 @@ pub(crate) struct CgroupIter {
     root: PathBuf,
     /// The iterator link; it holds the program and, through it, the record map.
     link: OwnedFd,
+    /// The link in the process-wide count the collector's own descriptor count leaves out
+    /// (see `source::held`).
+    _descriptors: Published,
     /// The record map, mapped read-only.
     records: sys::Mapping,
     /// kernfs id → path below [`Self::root`], refreshed when a read meets an unknown id.
@@ -151,12 +156,17 @@ impl CgroupIter {
         }
         let dir = std::fs::File::open(root)
             .map_err(|error| Unavailable(format!("opening {}: {error}", root.display())))?;
+        let loads = EbpfLoads::begin();
         let (link, map) = load_and_attach(dir.as_fd())?;
         let records = sys::Mapping::new(map.as_fd(), MAX_CGROUPS * RECORD_BYTES)
             .map_err(|error| Unavailable(format!("mapping the record map: {error}")))?;
+        // The map's descriptor is not kept: the mapping and the link hold the map.
+        drop(map);
+        let descriptors = loads.end();
         Ok(Self {
             root: root.to_owned(),
             link,
+            _descriptors: descriptors,
             records,
             paths: HashMap::new(),
             buf: Vec::with_capacity(64),

@@ -42,6 +42,7 @@ pub(crate) use relay_metrics_common::{
 use relay_metrics_common::{Config, OomVictimRecord, COMM_LEN};
 
 use crate::source::file::read_once;
+use crate::source::held::{EbpfLoads, Published};
 use crate::source::Roots;
 
 /// The tracefs-format and BPF-fdinfo parsers, for [`crate::internals`] (the fuzz targets).
@@ -212,6 +213,9 @@ pub struct EbpfSource {
     boot_to_unix_ns: i128,
     roots: Roots,
     comm_buf: Vec<u8>,
+    /// The programs' descriptors in the process-wide count the collector's own descriptor
+    /// count leaves out (see `source::held`).
+    descriptors: Published,
 }
 
 impl std::fmt::Debug for EbpfSource {
@@ -228,7 +232,10 @@ impl EbpfSource {
     /// in a loader child process when this program called [`init_child_loader`], else (or
     /// when the child cannot hand them over) in this process.
     pub fn load(options: &EbpfOptions) -> Result<Self, EbpfUnavailable> {
-        Self::load_via(options, spawn::command())
+        let loads = EbpfLoads::begin();
+        let mut source = Self::load_via(options, spawn::command())?;
+        source.descriptors = loads.end();
+        Ok(source)
     }
 
     fn load_via(
@@ -321,6 +328,7 @@ impl EbpfSource {
             boot_to_unix_ns,
             roots: options.roots.clone(),
             comm_buf: Vec::with_capacity(64),
+            descriptors: Published::default(),
         }
     }
 
