@@ -25,6 +25,9 @@ use crate::snapshot::ResourceMetricsSnapshot;
 
 /// First retry delay; doubled per consecutive failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// How often a retry waiting for its backoff looks for renewed TLS files (the watcher looks at
+/// them every second).
+const RENEWAL_CHECK: Duration = Duration::from_secs(1);
 /// Longest backoff between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Longest `Retry-After` honoured (a longer one is cut to this).
@@ -198,8 +201,12 @@ impl OtlpExporter {
         let mut not_before = Instant::now();
         let mut consecutive_failures = 0u32;
         let mut logged_failure = false;
+        let mut renewal_check = Instant::now() + RENEWAL_CHECK;
         loop {
             let wait_until = pending.is_some().then_some(not_before);
+            // A deadline kept across the loop's turns: snapshots more often than the check
+            // would otherwise restart its wait each time.
+            let check_renewal = (pending.is_some() && self.tls.is_some()).then_some(renewal_check);
             tokio::select! {
                 changed = self.receiver.changed() => {
                     if changed.is_err() {
@@ -211,6 +218,15 @@ impl OtlpExporter {
                 }
                 () = &mut stop => break,
                 () = sleep_until(wait_until) => {}
+                () = sleep_until(check_renewal) => {
+                    renewal_check = Instant::now() + RENEWAL_CHECK;
+                    if !self.tls_renewed() {
+                        continue;
+                    }
+                    // Renewed certificates may be what the failures were about (an expired
+                    // one, a rotated CA): tried at once, the backoff started over.
+                    consecutive_failures = 0;
+                }
             }
             let Some(payload) = pending.take() else {
                 continue;
@@ -243,6 +259,13 @@ impl OtlpExporter {
             }
         }
         self.flush(pending).await;
+    }
+
+    /// Whether the TLS files were renewed since the transport was made.
+    fn tls_renewed(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| !Arc::ptr_eq(&tls.files.current(), &tls.in_use))
     }
 
     /// Makes the transport again with the TLS config of renewed files (its connections then
