@@ -118,11 +118,16 @@ impl FileStamp {
         // Follows links: a Kubernetes secret volume renews a file by pointing its link elsewhere.
         let meta = std::fs::metadata(path).ok()?;
         let ns = |seconds: i64, nanos: i64| i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
-        let content = read_input_file(path, kind).ok().map(|bytes| {
-            let mut hasher = DefaultHasher::new();
-            hasher.write(&bytes);
-            hasher.finish()
-        });
+        // Only a regular file is opened: opening a device runs its driver even where the guard
+        // then refuses it.
+        let regular = meta.is_file().then_some(path);
+        let content = regular
+            .and_then(|path| read_input_file(path, kind).ok())
+            .map(|bytes| {
+                let mut hasher = DefaultHasher::new();
+                hasher.write(&bytes);
+                hasher.finish()
+            });
         Some(Self {
             device: meta.dev(),
             inode: meta.ino(),

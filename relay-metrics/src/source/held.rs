@@ -6,15 +6,12 @@
 //! global scope on a small machine), which a collector that reopens its files (Relay) does not
 //! show. Every reader that holds descriptors between reads publishes how many it holds into one
 //! process-wide count (all collectors of the process together); the own process's count is
-//! reduced by it. The eBPF programs' descriptors (maps, programs, links, BTF: 38 for the
-//! kernel-event programs) are the collector's too, and are left out the same way
-//! ([`EbpfLoads`]). Descriptors it holds for other purposes (the GPU library's, sockets, its
-//! output) stay counted.
+//! reduced by it. The eBPF programs' descriptors (maps, programs, links: 38 to 42 for the
+//! kernel-event programs, one link per iterator) are the collector's too, and are published the
+//! same way by what holds them. Descriptors it holds for other purposes (the GPU library's,
+//! sockets, its output) stay counted.
 
-use std::collections::BTreeSet;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The open-file limit after raising the soft limit to the hard one (which needs no privilege;
 /// Go's runtime and many daemons do the same at start): the limit held descriptors are budgeted
@@ -74,66 +71,6 @@ impl Drop for Published {
     fn drop(&mut self) {
         self.set(0);
     }
-}
-
-/// One load of eBPF objects at a time in this process, so that the descriptors a load adds are
-/// told apart from another collector's load ([`EbpfLoads::begin`]).
-static EBPF_LOADS: Mutex<()> = Mutex::new(());
-
-/// A load of eBPF objects under way: the descriptors it makes, or receives from a loader child,
-/// are what this process holds of eBPF objects after it and did not before. aya keeps some of
-/// them inside its object (the BTF, the maps of globals), so they are counted, not listed.
-pub(crate) struct EbpfLoads {
-    before: Option<BTreeSet<RawFd>>,
-    _one_at_a_time: MutexGuard<'static, ()>,
-}
-
-impl EbpfLoads {
-    /// Before a load: waits for any other load of this process to end.
-    pub(crate) fn begin() -> Self {
-        let guard = EBPF_LOADS.lock().unwrap_or_else(PoisonError::into_inner);
-        Self {
-            before: ebpf_descriptors(),
-            _one_at_a_time: guard,
-        }
-    }
-
-    /// After the load, once what it made that is not kept is closed: the share of the
-    /// descriptors it added, published until the share is dropped (with what holds them). No
-    /// share where this process's descriptors cannot be listed: they are then counted.
-    pub(crate) fn end(self) -> Published {
-        let mut share = Published::default();
-        if let (Some(before), Some(after)) = (&self.before, ebpf_descriptors()) {
-            share.set(after.difference(before).count());
-        }
-        share
-    }
-}
-
-/// This process's descriptors of eBPF objects: maps, programs, links, BTF, and the perf events
-/// tracepoint programs may be attached through; `None` where `/proc/self/fd` cannot be listed.
-fn ebpf_descriptors() -> Option<BTreeSet<RawFd>> {
-    const KINDS: [&str; 5] = [
-        "anon_inode:bpf-map",
-        "anon_inode:bpf-prog",
-        "anon_inode:bpf_link",
-        "anon_inode:btf",
-        "anon_inode:[perf_event]",
-    ];
-    let entries = std::fs::read_dir("/proc/self/fd").ok()?;
-    let mut found = BTreeSet::new();
-    for entry in entries.flatten() {
-        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        let Ok(target) = std::fs::read_link(entry.path()) else {
-            continue;
-        };
-        if KINDS.iter().any(|kind| target.as_os_str() == *kind) {
-            found.insert(fd);
-        }
-    }
-    Some(found)
 }
 
 #[cfg(test)]

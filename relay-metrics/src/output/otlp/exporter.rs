@@ -202,6 +202,8 @@ impl OtlpExporter {
         let mut consecutive_failures = 0u32;
         let mut logged_failure = false;
         let mut renewal_check = Instant::now() + RENEWAL_CHECK;
+        // Whether the pending retry waits for the collector's Retry-After.
+        let mut told_to_wait = false;
         loop {
             let wait_until = pending.is_some().then_some(not_before);
             // A deadline kept across the loop's turns: snapshots more often than the check
@@ -220,12 +222,13 @@ impl OtlpExporter {
                 () = sleep_until(wait_until) => {}
                 () = sleep_until(check_renewal) => {
                     renewal_check = Instant::now() + RENEWAL_CHECK;
-                    if !self.tls_renewed() {
+                    // Renewed certificates may be what the failures were about (an expired
+                    // one, a rotated CA): tried at once, unless the collector asked for the
+                    // wait. The failure count stands, so files renewed again and again do not
+                    // keep a failing collector from backing off.
+                    if told_to_wait || !self.tls_renewed() {
                         continue;
                     }
-                    // Renewed certificates may be what the failures were about (an expired
-                    // one, a rotated CA): tried at once, the backoff started over.
-                    consecutive_failures = 0;
                 }
             }
             let Some(payload) = pending.take() else {
@@ -253,6 +256,7 @@ impl OtlpExporter {
                     }
                     if let Some(delay) = retry_delay(&failure, consecutive_failures) {
                         not_before = Instant::now() + delay;
+                        told_to_wait = matches!(failure.retry, Retry::After(_));
                         pending = Some(payload);
                     }
                 }

@@ -34,7 +34,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::source::held::{EbpfLoads, Published};
+use crate::source::held::Published;
 
 /// The cgroup-iterator object, committed so that a plain `cargo build` needs no clang.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("cgroup_iter.bpf.o");
@@ -156,13 +156,13 @@ impl CgroupIter {
         }
         let dir = std::fs::File::open(root)
             .map_err(|error| Unavailable(format!("opening {}: {error}", root.display())))?;
-        let loads = EbpfLoads::begin();
         let (link, map) = load_and_attach(dir.as_fd())?;
         let records = sys::Mapping::new(map.as_fd(), MAX_CGROUPS * RECORD_BYTES)
             .map_err(|error| Unavailable(format!("mapping the record map: {error}")))?;
-        // The map's descriptor is not kept: the mapping and the link hold the map.
-        drop(map);
-        let descriptors = loads.end();
+        // Only the link is kept: the map's descriptor closes here, the mapping and the link
+        // hold the map.
+        let mut descriptors = Published::default();
+        descriptors.set(1);
         Ok(Self {
             root: root.to_owned(),
             link,

@@ -42,7 +42,7 @@ pub(crate) use relay_metrics_common::{
 use relay_metrics_common::{Config, OomVictimRecord, COMM_LEN};
 
 use crate::source::file::read_once;
-use crate::source::held::{EbpfLoads, Published};
+use crate::source::held::Published;
 use crate::source::Roots;
 
 /// The tracefs-format and BPF-fdinfo parsers, for [`crate::internals`] (the fuzz targets).
@@ -139,6 +139,21 @@ fn detach_in_background(ebpf: Ebpf) {
         .spawn(move || drop(ebpf));
 }
 
+/// The descriptors aya's object holds: one per map left in it, per loaded program and per
+/// attached program's link (the maps taken out of it are counted where they are kept).
+fn descriptors_of(ebpf: &Ebpf, status: &[ProgramStatus]) -> usize {
+    let maps = ebpf.maps().count();
+    let programs = ebpf
+        .programs()
+        .filter(|(_, program)| program.fd().is_ok())
+        .count();
+    let links = status
+        .iter()
+        .filter(|s| s.state == ProgramState::Attached)
+        .count();
+    maps + programs + links
+}
+
 /// The programs as loaded by [`load_programs`] (in this process or in the loader child).
 struct Loaded {
     ebpf: Ebpf,
@@ -213,8 +228,8 @@ pub struct EbpfSource {
     boot_to_unix_ns: i128,
     roots: Roots,
     comm_buf: Vec<u8>,
-    /// The programs' descriptors in the process-wide count the collector's own descriptor
-    /// count leaves out (see `source::held`).
+    /// The descriptors of the kept maps and of the attachment, in the process-wide count the
+    /// collector's own descriptor count leaves out (see `source::held`).
     descriptors: Published,
 }
 
@@ -232,10 +247,7 @@ impl EbpfSource {
     /// in a loader child process when this program called [`init_child_loader`], else (or
     /// when the child cannot hand them over) in this process.
     pub fn load(options: &EbpfOptions) -> Result<Self, EbpfUnavailable> {
-        let loads = EbpfLoads::begin();
-        let mut source = Self::load_via(options, spawn::command())?;
-        source.descriptors = loads.end();
-        Ok(source)
+        Self::load_via(options, spawn::command())
     }
 
     fn load_via(
@@ -248,6 +260,7 @@ impl EbpfSource {
             setup::check_privilege(&options.roots)?;
             match loader::load_in_child(&options.roots, options.tracked_only, loader) {
                 ChildOutcome::Handed(handover) => {
+                    let attached = handover.links.len() + handover.programs.len();
                     let attachment = Attachment::Handed {
                         links: handover.links,
                         programs: handover.programs,
@@ -255,7 +268,7 @@ impl EbpfSource {
                     };
                     return Ok(Self::assemble(
                         handover.maps,
-                        attachment,
+                        (attachment, attached),
                         LoadedBy::ChildProcess { pid: handover.pid },
                         handover.status,
                         handover.config,
@@ -275,9 +288,10 @@ impl EbpfSource {
             .iter()
             .filter_map(|&name| Some((name, ebpf.take_map(name)?)))
             .collect();
+        let attached = descriptors_of(&ebpf, &status);
         Ok(Self::assemble(
             maps,
-            Attachment::Object(Some(ebpf)),
+            (Attachment::Object(Some(ebpf)), attached),
             loaded_by,
             status,
             config,
@@ -287,7 +301,7 @@ impl EbpfSource {
 
     fn assemble(
         mut maps: Vec<(&'static str, Map)>,
-        attachment: Attachment,
+        (attachment, attached): (Attachment, usize),
         loaded_by: LoadedBy,
         status: Vec<ProgramStatus>,
         config: Config,
@@ -304,7 +318,7 @@ impl EbpfSource {
             take_map("SCOPES").and_then(|m| Array::try_from(m).ok());
         let global: Option<Array<MapData, GlobalStats>> =
             take_map("GLOBAL").and_then(|m| Array::try_from(m).ok());
-        Self {
+        let mut source = Self {
             tgids: take_map("TGIDS").and_then(|m| HashMap::try_from(m).ok()),
             cgroups: take_map("CGROUPS").and_then(|m| HashMap::try_from(m).ok()),
             created_by: take_map("CREATED_BY").and_then(|m| HashMap::try_from(m).ok()),
@@ -329,7 +343,23 @@ impl EbpfSource {
             roots: options.roots.clone(),
             comm_buf: Vec::with_capacity(64),
             descriptors: Published::default(),
-        }
+        };
+        // The maps not kept closed with `maps`. The attachment's share is withdrawn when it is
+        // dropped: aya's object then closes its descriptors on a thread of its own, for up to a
+        // few seconds, in which they count as the process's.
+        let kept = [
+            source.tgids.is_some(),
+            source.cgroups.is_some(),
+            source.created_by.is_some(),
+            source.tracked.is_some(),
+            source.tracking_generation.is_some(),
+            source.scopes.is_some(),
+            source.global.is_some(),
+            source.oom_events.is_some(),
+        ];
+        let kept = kept.iter().filter(|&&kept| kept).count();
+        source.descriptors.set(kept + attached);
+        source
     }
 
     /// Where the programs were loaded (in a child process, or in this one and why).

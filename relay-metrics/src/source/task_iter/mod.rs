@@ -31,7 +31,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::source::held::{self, EbpfLoads, Published};
+use crate::source::held::{self, Published};
 use crate::source::{procfs, Roots};
 
 /// The task-iterator object, committed so that a plain `cargo build` needs no clang.
@@ -461,13 +461,13 @@ impl TaskIter {
     /// worth it only where the exact resident size is wanted.
     pub(crate) fn load(roots: &Roots, sum_rss: bool) -> Result<Self, Unavailable> {
         let (ticks_per_second, page_size_bytes) = preconditions(roots)?;
-        let loads = EbpfLoads::begin();
         let link = match crate::source::ebpf::spawn::command() {
             Some(command) => child::load_in_child(command, sum_rss),
             None => load_and_attach(sum_rss),
         }
         .map_err(Unavailable)?;
-        let published = loads.end();
+        let mut published = Published::default();
+        published.set(1);
         let mut iter = Self {
             link,
             _published: published,
