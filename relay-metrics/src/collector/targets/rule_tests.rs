@@ -332,10 +332,12 @@ fn reused_values_equal_a_full_read_of_every_file_value_for_value() {
     );
     assert_eq!(busy_reused, 0, "a busy cgroup's values were reused");
     // 7 idle cgroups over the 45 steps without moves, less the backstop's reads (about one in
-    // three of them) and the first steps; a reuse is compared only when the next step has no
-    // moves either. Lower bounds with room for a loaded machine's slower steps.
+    // three of them on a quiet machine; the backstop is due after 100 ms, so a loaded machine's
+    // slower steps meet it more often: 99 seen in a fresh-clone CI run) and the first steps; a
+    // reuse is compared only when the next step has no moves either. Lower bounds with room for
+    // that.
     assert!(
-        reused_idle > 100,
+        reused_idle > 60,
         "idle cgroups reused only {reused_idle} times"
     );
     assert!(compared > 50, "only {compared} reuses compared");

@@ -149,9 +149,14 @@ mod tests {
         // time it takes up to `ps_took` after `now` (up to 1 s short): the difference lies in
         // [-ps_took, 2), widened by the clocks' ticks (1/100 s).
         let difference = now - elapsed - start;
+        // With the boot time and uptime as they are now, for a failure's diagnosis (a fresh-clone
+        // CI run once saw a difference of 19.5 s, unexplained).
         assert!(
             -(ps_took + 0.05) <= difference && difference < 2.05,
-            "start {start}, now {now}, ps elapsed {elapsed} (took {ps_took} s)"
+            "start {start}, now {now}, ps elapsed {elapsed} (took {ps_took} s), btime now {:?}, \
+             uptime now {:?}",
+            crate::source::system::boot_time_seconds(),
+            std::fs::read_to_string("/proc/uptime")
         );
         assert_eq!(OwnProcess::read().start_time_seconds, Some(start));
         assert!(own.cpu_seconds.unwrap() >= 0.0);
