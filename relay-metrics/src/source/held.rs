@@ -56,6 +56,13 @@ pub(crate) fn own_fd_count_held(counted: u64, held: usize, in_flight: usize) -> 
 pub(crate) struct Published(usize);
 
 impl Published {
+    /// A share of `count` descriptors, published at once.
+    pub(crate) fn holding(count: usize) -> Self {
+        let mut share = Self::default();
+        share.set(count);
+        share
+    }
+
     /// Publishes that the reader now holds `count` descriptors.
     pub(crate) fn set(&mut self, count: usize) {
         if count > self.0 {

@@ -49,13 +49,11 @@ impl HeldTop {
             CgroupVersion::V2 => Some(open_file_at(&dir, b"cgroup.procs")?),
             CgroupVersion::V1 => None,
         };
-        let mut published = Published::default();
-        published.set(1 + usize::from(procs.is_some()));
         Ok(Self {
             path: path.to_owned(),
             dir,
+            _published: Published::holding(1 + usize::from(procs.is_some())),
             procs,
-            _published: published,
         })
     }
 

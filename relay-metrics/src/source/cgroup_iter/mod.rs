@@ -161,12 +161,10 @@ impl CgroupIter {
             .map_err(|error| Unavailable(format!("mapping the record map: {error}")))?;
         // Only the link is kept: the map's descriptor closes here, the mapping and the link
         // hold the map.
-        let mut descriptors = Published::default();
-        descriptors.set(1);
         Ok(Self {
             root: root.to_owned(),
             link,
-            _descriptors: descriptors,
+            _descriptors: Published::holding(1),
             records,
             paths: HashMap::new(),
             buf: Vec::with_capacity(64),

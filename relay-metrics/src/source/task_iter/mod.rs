@@ -466,11 +466,9 @@ impl TaskIter {
             None => load_and_attach(sum_rss),
         }
         .map_err(Unavailable)?;
-        let mut published = Published::default();
-        published.set(1);
         let mut iter = Self {
             link,
-            _published: published,
+            _published: Published::holding(1),
             buf: Vec::with_capacity(64 * 1024),
             statm_sums: statm_sums_per_cpu_parts(
                 &std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default(),

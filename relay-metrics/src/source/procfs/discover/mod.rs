@@ -31,13 +31,11 @@ impl PidLister {
     /// Opens (and keeps open) the proc root of `roots`.
     pub(crate) fn new(roots: &Roots) -> Result<Self, SourceError> {
         let (proc_root, proc_dir) = open_proc_root(roots)?;
-        let mut published = Published::default();
-        published.set(1);
         Ok(Self {
             proc_root,
             proc_dir,
             dirents: DirentBuffer::default(),
-            _published: published,
+            _published: Published::holding(1),
         })
     }
 
@@ -139,11 +137,7 @@ impl ProcessTreeWalker {
             seen: HashSet::new(),
             held: HashMap::new(),
             held_files: 0,
-            published: {
-                let mut published = Published::default();
-                published.set(1);
-                published
-            },
+            published: Published::holding(1),
             max_held_files,
         })
     }

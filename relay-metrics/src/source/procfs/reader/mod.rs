@@ -233,8 +233,7 @@ impl ProcessReader {
         let own_pid = std::fs::read_link(proc_root.join("self"))
             .ok()
             .and_then(|target| target.to_str()?.parse().ok());
-        let mut published = Published::default();
-        published.set(1);
+        let published = Published::holding(1);
         Ok(Self {
             proc_root,
             proc_dir,
